@@ -1,0 +1,61 @@
+"""What post_gen_project does, as small functions the tests import."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+# The reusable Terraform module lives once, at the template root; each bake gets its own copy,
+# so a baked project is self-contained and `terraform init` needs no access to this repository.
+MODULE_SOURCE = Path("terraform") / "modules" / "scheduled-dedup"
+MODULE_TARGET = Path("terraform") / "modules" / "scheduled-dedup"
+
+# Paths (relative to the baked project) that only a given target uses.
+TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
+    "function": (),
+    "cloud_run_job": ("cloud_run_job",),
+    "workflow": ("workflow",),
+}
+
+
+def vendor_terraform_module(project_dir: Path, repo_dir: Path) -> Path:
+    target = project_dir / MODULE_TARGET
+    shutil.copytree(repo_dir / MODULE_SOURCE, target, dirs_exist_ok=True)
+    return target
+
+
+def remove_unused_paths(project_dir: Path, target: str) -> list[Path]:
+    """Delete what other targets need and this one does not."""
+    removed = []
+    for other, paths in TARGET_ONLY_PATHS.items():
+        if other == target:
+            continue
+        for relative in paths:
+            path = project_dir / relative
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+            else:
+                continue
+            removed.append(path)
+    return removed
+
+
+def public_answers(answers: Mapping[str, object]) -> dict[str, object]:
+    """The user's answers: everything but cookiecutter's private (underscore) keys."""
+    return {key: value for key, value in answers.items() if not key.startswith("_")}
+
+
+def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
+    path = project_dir / ".cookiecutter.json"
+    path.write_text(json.dumps(public_answers(answers), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
+    vendor_terraform_module(project_dir, repo_dir)
+    remove_unused_paths(project_dir, str(answers["target"]))
+    write_answers(project_dir, answers)
