@@ -1,0 +1,33 @@
+# The template's own commands. Quick start: `make demo`, then `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements-*.txt 2>/dev/null | sha256sum | cut -c1-12)
+
+.PHONY: help venv demo test lint format clean
+
+help:  ## List the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): $(wildcard requirements-*.txt)
+	@echo "==> creating $(VENV) and installing pinned dependencies"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@rm -f $(VENV)/.installed-* && touch $@
+
+venv: $(STAMP)  ## Create .venv with the pinned dependencies
+
+demo: $(STAMP)  ## Bake a sample project under build/, run it on the emulator, print a transcript
+	@$(BIN)/python tests/demo.py
+
+test: $(STAMP)  ## Run the template's whole test suite (bakes, baked suites, hooks, Terraform)
+	@$(BIN)/python -m pytest
+
+lint: $(STAMP)  ## Lint the template's own Python
+	@$(BIN)/ruff check hooks tests && $(BIN)/ruff format --check hooks tests
+
+format: $(STAMP)  ## Format the template's own Python
+	@$(BIN)/ruff check --fix hooks tests && $(BIN)/ruff format hooks tests
+
+clean:  ## Remove build output and venvs
+	rm -rf build $(VENV) .venv-checkov .pytest_cache

@@ -1,0 +1,86 @@
+"""Bake a matrix of option combinations; each bake renders fully, lints clean, and passes its own suite."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, bake, run_baked_suite
+
+pytestmark = pytest.mark.bake
+
+# Each entry is a bake that must work; ids name what it varies.
+MATRIX = {
+    "defaults": {},
+    "quoted-name-named-db": {
+        "project_name": "Bob's \"Quarterly\" Report",
+        "firestore_database": "dedup-runs",
+        "firestore_collection": "runs",
+        "region": "us-central1",
+    },
+    "several-jobs-no-retries": {
+        "project_name": "Many Jobs",
+        "jobs": {
+            "every-5-min": {"schedule": "*/5 * * * *", "time_zone": "Europe/Madrid"},
+            "weekdays": {"schedule": "30 8 * * MON-FRI", "time_zone": "America/New_York"},
+        },
+        "retry_count": 0,
+        "attempt_deadline_seconds": 1800,
+        "function_timeout_seconds": 3600,
+        "lease_seconds": 3630,
+        "retention_seconds": 86400,
+    },
+}
+
+
+@pytest.fixture(scope="module", params=list(MATRIX), ids=list(MATRIX))
+def baked(request, tmp_path_factory):
+    return bake(tmp_path_factory.mktemp(request.param), **MATRIX[request.param])
+
+
+def baked_files(project):
+    return [p for p in project.rglob("*") if p.is_file() and ".terraform" not in p.parts]
+
+
+def test_nothing_is_left_unrendered(baked):
+    leftovers = [
+        str(path.relative_to(baked))
+        for path in baked_files(baked)
+        if re.search(r"{{\s*cookiecutter|{%", path.read_text(errors="ignore")) or "{{" in str(path)
+    ]
+    assert leftovers == []
+
+
+def test_baked_code_is_ruff_clean(baked):
+    for command in (["check", "."], ["format", "--check", "."]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command], cwd=baked, capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
+    result = run_baked_suite(baked, emulator_host)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert re.search(r"\d+ passed", result.stdout)
+
+
+def test_answers_are_recorded(baked):
+    answers = json.loads((baked / ".cookiecutter.json").read_text())
+    assert answers["project_slug"] == baked.name
+    assert not [key for key in answers if key.startswith("_")]
+
+
+def test_baked_pins_match_the_template_venv(baked):
+    """The template's venv runs every baked suite, so its pins must be the baked ones."""
+    template_pins = dict(
+        line.split("==") for line in (ROOT / "requirements-dev.txt").read_text().splitlines() if "==" in line
+    )
+    for requirements in ("requirements.txt", "requirements-dev.txt"):
+        for line in (baked / requirements).read_text().splitlines():
+            if "==" in line:
+                name, version = line.split("==")
+                assert template_pins.get(name) == version, f"{requirements}: {line} not pinned alike in the template"

@@ -1,0 +1,374 @@
+"""Each Cloud Scheduler run exactly once: the claim protocol, and the only code that touches Firestore.
+
+A run is keyed by (project, location, job name, schedule time): Cloud Scheduler keeps the schedule
+time constant across retries of one run. The key's sha256 is the run's document id, and the record
+moves through one state machine (see `decide`):
+
+    absent ──create──▶ in_progress ──complete──▶ completed    replays: 2xx, the work does not run
+                          │ ├──fail (terminal)──▶ failed       replays: 2xx, the work does not run
+                          │ └──release (retryable)──▶ absent   the next retry runs at once
+                          └──lease expired──▶ taken over by the next delivery (new attempt_id)
+    A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
+
+Every write is conditional, so no transaction is needed: the claim is a create (fails if the run
+exists), a takeover and every finish are guarded by the update time the claim last wrote. An
+attempt whose lease was taken over therefore cannot overwrite or delete its successor's record.
+Cost: a fresh run is 2 RPCs (create, finish), a replay 2 (create, read), a takeover 4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import functools
+import hashlib
+import os
+import re
+import uuid
+from collections.abc import Mapping
+
+from google.api_core import exceptions as api_exceptions
+from google.api_core import retry as api_retry
+from google.cloud import firestore
+
+from run_context import RunContext
+
+UTC = dt.UTC
+
+JOB_NAME_HEADER = "X-CloudScheduler-JobName"
+SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
+# Cloud Scheduler sends no project or location; our Scheduler jobs add these (see terraform/), so
+# one endpoint can serve jobs of several projects or regions that reuse a JOB_ID.
+PROJECT_HEADER = "X-Scheduler-Project"
+LOCATION_HEADER = "X-Scheduler-Location"
+
+# Baked at generation time; every one can be overridden by the environment variable of its name.
+DEFAULTS = {
+    "DEDUP_PROJECT": {{cookiecutter.gcp_project_id | tojson}},
+    "DEDUP_LOCATION": {{cookiecutter.region | tojson}},
+    "DEDUP_DATABASE": {{cookiecutter.firestore_database | tojson}},
+    "DEDUP_COLLECTION": {{cookiecutter.firestore_collection | tojson}},
+    "DEDUP_LEASE_SECONDS": "{{ cookiecutter.lease_seconds }}",
+    "DEDUP_RETENTION_SECONDS": "{{ cookiecutter.retention_seconds }}",
+    # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a
+    # whole schedule period ahead; anything further out is refused as nonsense.
+    "DEDUP_MAX_FUTURE_SECONDS": "2764800",
+}
+
+# Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
+# was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
+RPC_TIMEOUT_SECONDS = 5.0
+READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
+
+JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
+PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
+RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<hms>\d{2}:\d{2}):(?P<second>\d{2})(?P<fraction>\.\d+)?"
+    r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+class Status(enum.StrEnum):
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class Outcome(enum.Enum):
+    """What happened to one delivery: the log's `outcome`, the HTTP status Scheduler sees, the severity."""
+
+    PROCESSED = ("processed", 200, "INFO")
+    DUPLICATE = ("duplicate", 200, "INFO")
+    IN_PROGRESS = ("in_progress", 409, "WARNING")  # 409, never 503: keeps Scheduler's retries counting
+    INVALID_DELIVERY = ("invalid_delivery", 400, "WARNING")
+    TERMINAL_FAILURE = ("terminal_failure", 200, "ERROR")  # 2xx so Scheduler stops retrying
+    RETRYABLE_FAILURE = ("retryable_failure", 500, "ERROR")
+    SUPERSEDED = ("superseded", 409, "WARNING")
+    STORE_UNAVAILABLE = ("store_unavailable", 500, "ERROR")
+
+    def __init__(self, label: str, http_status: int, severity: str) -> None:
+        self.label = label
+        self.http_status = http_status
+        self.severity = severity
+
+
+class RunNotProcessed(Exception):
+    """The delivery ends without this attempt finishing the work; one subclass per outcome."""
+
+    outcome: Outcome
+
+
+class InvalidDelivery(RunNotProcessed):
+    outcome = Outcome.INVALID_DELIVERY
+
+
+class RunAlreadyFinished(RunNotProcessed):
+    outcome = Outcome.DUPLICATE
+
+
+class RunInProgress(RunNotProcessed):
+    outcome = Outcome.IN_PROGRESS
+
+
+class ClaimLost(RunNotProcessed):
+    """This attempt's lease expired and another attempt took the run over; its result is not recorded."""
+
+    outcome = Outcome.SUPERSEDED
+
+
+class StoreUnavailable(RunNotProcessed):
+    outcome = Outcome.STORE_UNAVAILABLE
+
+
+@dataclasses.dataclass(frozen=True)
+class DedupConfig:
+    project: str
+    location: str
+    database: str
+    collection: str
+    lease: dt.timedelta
+    retention: dt.timedelta
+    max_future: dt.timedelta
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> DedupConfig:
+        def value(name: str) -> str:
+            return environ.get(name) or DEFAULTS[name]
+
+        def seconds(name: str) -> dt.timedelta:
+            text = value(name)
+            if not text.isdigit() or int(text) == 0:
+                raise ValueError(f"{name}={text!r}: must be a positive whole number of seconds")
+            return dt.timedelta(seconds=int(text))
+
+        return cls(
+            project=value("DEDUP_PROJECT"),
+            location=value("DEDUP_LOCATION"),
+            database=value("DEDUP_DATABASE"),
+            collection=value("DEDUP_COLLECTION"),
+            lease=seconds("DEDUP_LEASE_SECONDS"),
+            retention=seconds("DEDUP_RETENTION_SECONDS"),
+            max_future=seconds("DEDUP_MAX_FUTURE_SECONDS"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class RunKey:
+    project: str
+    location: str
+    job_name: str
+    schedule_time: dt.datetime  # UTC
+
+    @property
+    def run_id(self) -> str:
+        material = "\n".join((self.project, self.location, self.job_name, self.schedule_time.isoformat()))
+        return hashlib.sha256(material.encode()).hexdigest()
+
+
+def _shown(value: str) -> str:
+    """A header value fit for a one-line reason: escaped, and cut short (headers reach 80 KB)."""
+    return repr(value[:80] + ("..." if len(value) > 80 else ""))
+
+
+def parse_schedule_time(text: str) -> dt.datetime:
+    """RFC 3339 with a mandatory offset, as Cloud Scheduler sends it; returns UTC."""
+    match = RFC3339.fullmatch(text)
+    if not match:
+        raise ValueError("is not an RFC 3339 timestamp such as 2026-10-16T12:00:00Z")
+    if match["second"] == "60":
+        raise ValueError("is a leap second, which Cloud Scheduler never sends")
+    fraction = (match["fraction"] or "")[:7]  # microseconds: the precision Firestore stores
+    offset = "+00:00" if match["offset"] in "Zz" else match["offset"]
+    try:
+        parsed = dt.datetime.fromisoformat(f"{match['date']}T{match['hms']}:{match['second']}{fraction}{offset}")
+    except ValueError:
+        raise ValueError("is not a valid date and time") from None
+    return parsed.astimezone(UTC)
+
+
+def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.datetime) -> RunKey:
+    """Headers (any letter case) -> the run's key, or InvalidDelivery with a one-line reason."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+
+    def header(name: str, pattern: re.Pattern[str], rule: str, default: str | None = None) -> str:
+        value = lowered.get(name.lower(), default)
+        if value is None:
+            raise InvalidDelivery(f"missing {name} header: not a Cloud Scheduler delivery")
+        if not pattern.fullmatch(value):
+            raise InvalidDelivery(f"{name}={_shown(value)}: {rule}")
+        return value
+
+    job_name = header(JOB_NAME_HEADER, JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')")
+    project = header(PROJECT_HEADER, PROJECT, "must be a GCP project id", config.project)
+    location = header(LOCATION_HEADER, LOCATION, "must be a GCP region such as europe-west1", config.location)
+    raw_time = lowered.get(SCHEDULE_TIME_HEADER.lower())
+    if raw_time is None:
+        raise InvalidDelivery(
+            f"missing {SCHEDULE_TIME_HEADER} header: Cloud Scheduler sends it for unix-cron jobs only"
+        )
+    try:
+        schedule_time = parse_schedule_time(raw_time)
+    except ValueError as error:
+        raise InvalidDelivery(f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: {error}") from None
+    # Past the retention window the run's record may be gone, so a replay would run again.
+    if schedule_time < now - config.retention:
+        raise InvalidDelivery(
+            f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: older than the retention window "
+            f"({int(config.retention.total_seconds())} s); refusing a run that may already have happened"
+        )
+    if schedule_time > now + config.max_future:
+        raise InvalidDelivery(
+            f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: more than "
+            f"{int(config.max_future.total_seconds())} s in the future"
+        )
+    return RunKey(project=project, location=location, job_name=job_name, schedule_time=schedule_time)
+
+
+class Decision(enum.Enum):
+    TAKE_OVER = "take_over"
+    ALREADY_FINISHED = "already_finished"
+    BUSY = "busy"
+
+
+def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
+    """The state machine's one decision: what a delivery may do with the run's existing record."""
+    if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
+        return Decision.TAKE_OVER
+    if record["status"] in (Status.COMPLETED, Status.FAILED):
+        return Decision.ALREADY_FINISHED
+    if record["lease_expires"] > now:
+        return Decision.BUSY
+    return Decision.TAKE_OVER
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """This attempt owns the run while the record's update time is still `write_time`."""
+
+    key: RunKey
+    attempt_id: str
+    attempt: int
+    write_time: dt.datetime
+    taken_over_from: str | None = None  # the expired attempt's id, on a takeover
+
+    @property
+    def context(self) -> RunContext:
+        return RunContext(
+            run_id=self.key.run_id,
+            job_name=self.key.job_name,
+            schedule_time=self.key.schedule_time,
+            attempt_id=self.attempt_id,
+            attempt=self.attempt,
+            project=self.key.project,
+            location=self.key.location,
+        )
+
+
+@functools.cache
+def firestore_client(project: str, database: str) -> firestore.Client:
+    """One client per process, made on first use (never at import: no network before a request)."""
+    return firestore.Client(project=project, database=database)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(UTC)
+
+
+class RunLedger:
+    """The run records in one Firestore collection, changed only through the protocol's transitions."""
+
+    def __init__(self, config: DedupConfig, client: firestore.Client | None = None) -> None:
+        self.config = config
+        self.client = client or firestore_client(config.project, config.database)
+        self.collection = self.client.collection(config.collection)
+
+    def claim(self, key: RunKey, now: dt.datetime) -> Claim:
+        """Own the run, or raise RunAlreadyFinished / RunInProgress / StoreUnavailable."""
+        ref = self.collection.document(key.run_id)
+        attempt_id = uuid.uuid4().hex
+        record = self._claim_record(key, attempt_id, attempt=1, now=now)
+        try:
+            result = _call(ref.create, record, retry=None)
+            return Claim(key, attempt_id, 1, result.update_time)
+        except api_exceptions.AlreadyExists:
+            pass
+        snapshot = _call(ref.get, retry=READ_RETRY)
+        if not snapshot.exists:  # released between our create and our read: let the next retry claim it
+            raise RunInProgress("the run was released while this delivery claimed it; retry")
+        current = snapshot.to_dict()
+        decision = decide(current, now)
+        if decision is Decision.ALREADY_FINISHED:
+            raise RunAlreadyFinished(f"run already {current['status']}; the work does not run again")
+        if decision is Decision.BUSY:
+            raise RunInProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
+        attempt = int(current.get("attempts", 1)) + 1
+        takeover = self._claim_record(key, attempt_id, attempt=attempt, now=now) | {
+            "finished_at": firestore.DELETE_FIELD,
+            "last_error": firestore.DELETE_FIELD,
+        }
+        try:
+            result = _call(ref.update, takeover, option=self._unchanged_since(snapshot.update_time), retry=None)
+        except (api_exceptions.FailedPrecondition, api_exceptions.NotFound):
+            raise RunInProgress("another delivery took the run over first") from None
+        return Claim(key, attempt_id, attempt, result.update_time, taken_over_from=current["attempt_id"])
+
+    def complete(self, claim: Claim, now: dt.datetime) -> Outcome:
+        self._write_if_owned(claim, {"status": Status.COMPLETED.value, "finished_at": now})
+        return Outcome.PROCESSED
+
+    def fail(self, claim: Claim, reason: str, now: dt.datetime) -> Outcome:
+        """Terminal failure: record it, so replays stop; the work does not run again."""
+        self._write_if_owned(claim, {"status": Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
+        return Outcome.TERMINAL_FAILURE
+
+    def release(self, claim: Claim) -> Outcome:
+        """Retryable failure: delete the claim so that the next retry runs at once."""
+        self._write_if_owned(claim, None)
+        return Outcome.RETRYABLE_FAILURE
+
+    def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
+        return {
+            "status": Status.IN_PROGRESS.value,
+            "attempt_id": attempt_id,
+            "lease_expires": now + self.config.lease,
+            # From the later of now and the schedule time: a forced run keys a future time.
+            "expire_at": max(now, key.schedule_time) + self.config.retention,
+            "attempts": attempt,
+            "claimed_at": now,
+            "job_name": key.job_name,
+            "schedule_time": key.schedule_time,
+            "project": key.project,
+            "location": key.location,
+        }
+
+    def _unchanged_since(self, write_time: dt.datetime) -> firestore.WriteOption:
+        return self.client.write_option(last_update_time=write_time)
+
+    def _write_if_owned(self, claim: Claim, fields: dict[str, object] | None) -> None:
+        ref = self.collection.document(claim.key.run_id)
+        option = self._unchanged_since(claim.write_time)
+        try:
+            if fields is None:
+                _call(ref.delete, option=option, retry=None)
+            else:
+                _call(ref.update, fields, option=option, retry=None)
+        except (api_exceptions.FailedPrecondition, api_exceptions.NotFound):
+            raise ClaimLost(
+                f"attempt {claim.attempt_id} lost its lease to a newer attempt; its result is not recorded"
+            ) from None
+
+
+def _call(method, *args, **kwargs):
+    """A Firestore call with a bounded time; transport failures become StoreUnavailable."""
+    try:
+        return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)
+    except (api_exceptions.AlreadyExists, api_exceptions.FailedPrecondition, api_exceptions.NotFound):
+        raise
+    except (api_exceptions.GoogleAPIError, api_exceptions.RetryError) as error:
+        raise StoreUnavailable(f"Firestore call failed: {type(error).__name__}: {_first_line(error)}") from error
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else ""

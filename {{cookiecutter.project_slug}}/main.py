@@ -1,0 +1,94 @@
+"""HTTP adapter for Cloud Scheduler deliveries: request -> run key -> claim -> work -> finish -> answer.
+
+The protocol lives in dedup.py and the work in job.py; this file translates between HTTP and them,
+and writes one structured log line per delivery (plus a `takeover` line when a lease is taken over).
+"""
+
+import contextvars
+import logging
+import sys
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import flask
+import functions_framework
+from google.cloud.logging.handlers import StructuredLogHandler
+
+import dedup
+from job import run
+from run_context import TerminalJobError
+
+logger = logging.getLogger("scheduled_run")
+
+# The run's identity, stamped on every line logged while a delivery is handled (the job's too).
+RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
+    "run_fields", default=MappingProxyType({})
+)
+
+
+class RunFieldsFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.json_fields = {**RUN_FIELDS.get(), **getattr(record, "json_fields", {})}
+        return True
+
+
+def configure_logging() -> None:
+    """JSON lines on stdout, which Cloud Run turns into structured entries: no Logging API call per line."""
+    handler = StructuredLogHandler(stream=sys.stdout)
+    handler.addFilter(RunFieldsFilter())
+    root = logging.getLogger()
+    root.handlers = [h for h in root.handlers if not isinstance(h, StructuredLogHandler)] + [handler]
+    root.setLevel(logging.INFO)
+
+
+configure_logging()
+
+
+@functions_framework.http
+def handle_scheduled_job(request: flask.Request) -> tuple[str, int]:
+    """Runs the scheduled work once per scheduled run, however often the run is delivered."""
+    token = RUN_FIELDS.set({})
+    try:
+        outcome, detail = handle_delivery(request.headers)
+    finally:
+        RUN_FIELDS.reset(token)
+    return f"{outcome.label}: {detail}\n", outcome.http_status
+
+
+def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
+    now = dedup.utcnow()
+    config = dedup.DedupConfig.from_env()
+    try:
+        key = dedup.read_run_key(headers, config, now)
+        RUN_FIELDS.set({"run_id": key.run_id, "job": key.job_name, "schedule_time": key.schedule_time.isoformat()})
+        ledger = dedup.RunLedger(config)
+        claim = ledger.claim(key, now)
+        RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt})
+        if claim.taken_over_from:
+            logger.warning(
+                "took the run over from attempt %s, whose lease expired",
+                claim.taken_over_from,
+                extra={"json_fields": {"outcome": "takeover"}},
+            )
+        outcome, detail, error = work_then_finish(ledger, claim)
+    except dedup.RunNotProcessed as stop:
+        outcome, detail, error = stop.outcome, str(stop), None
+    logger.log(
+        logging.getLevelName(outcome.severity),
+        detail,
+        exc_info=error,
+        extra={"json_fields": {"outcome": outcome.label, "http_status": outcome.http_status}},
+    )
+    return outcome, detail
+
+
+def work_then_finish(ledger: dedup.RunLedger, claim: dedup.Claim) -> tuple[dedup.Outcome, str, BaseException | None]:
+    """Runs the work, then records how it ended; the raised error, if any, goes into the log line."""
+    try:
+        run(claim.context)
+    except TerminalJobError as error:
+        return ledger.fail(claim, str(error), dedup.utcnow()), f"terminal failure, not retried: {error}", None
+    except Exception as error:
+        detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
+        return ledger.release(claim), detail, error
+    return ledger.complete(claim, dedup.utcnow()), "run processed", None

@@ -1,0 +1,27 @@
+"""The contract between the dedup protocol and the scheduled work: what a run is, and how work says "stop retrying"."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """One claimed scheduled run, as the work sees it."""
+
+    run_id: str  # 64-hex dedup key; pass it downstream as the idempotency token
+    job_name: str  # Cloud Scheduler JOB_ID
+    schedule_time: dt.datetime  # the scheduled instant, in UTC; the same on every retry
+    attempt_id: str  # this delivery's claim; differs on every attempt
+    attempt: int  # 1 for the first claim of the run, +1 for each takeover of an expired lease
+    project: str  # project and location the run is keyed under
+    location: str
+
+
+class TerminalJobError(Exception):
+    """Raise from the work when retrying cannot help (bad input, a permission that is missing).
+
+    The run is recorded as `failed` with this message and answered 2xx, so Cloud Scheduler stops
+    retrying; any other exception releases the run and answers 5xx, so Scheduler retries it.
+    """

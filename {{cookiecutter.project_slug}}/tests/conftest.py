@@ -1,0 +1,76 @@
+"""Fixtures: one Firestore emulator per session (or the one FIRESTORE_EMULATOR_HOST names), the
+function's HTTP app, and a private collection per test so that tests never see each other's runs."""
+
+import datetime as dt
+import os
+import sys
+import uuid
+
+import pytest
+from firestore_emulator import Emulator, EmulatorNotFound
+from functions_framework import create_app
+from google.cloud import firestore
+
+import dedup
+
+PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
+
+
+@pytest.fixture(scope="session")
+def emulator_host():
+    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    if host:
+        yield host
+        return
+    try:
+        emulator = Emulator().start()
+    except EmulatorNotFound as error:
+        pytest.fail(str(error), pytrace=False)
+    os.environ["FIRESTORE_EMULATOR_HOST"] = emulator.host
+    try:
+        yield emulator.host
+    finally:
+        emulator.stop()
+        del os.environ["FIRESTORE_EMULATOR_HOST"]
+
+
+@pytest.fixture(scope="session")
+def app(emulator_host):
+    os.environ["DEDUP_PROJECT"] = PROJECT
+    return create_app("handle_scheduled_job", os.path.join(os.path.dirname(__file__), "..", "main.py"))
+
+
+@pytest.fixture
+def handler_module(app):
+    """The main.py module the app serves (functions-framework loads its own copy as `main`)."""
+    return sys.modules["main"]
+
+
+@pytest.fixture
+def collection(monkeypatch, emulator_host):
+    """A fresh collection for this test's run records."""
+    name = f"runs-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("DEDUP_COLLECTION", name)
+    monkeypatch.setenv("DEDUP_PROJECT", PROJECT)
+    return firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"]).collection(name)
+
+
+@pytest.fixture
+def http(app, collection):
+    return app.test_client()
+
+
+@pytest.fixture
+def now():
+    return dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+
+
+def scheduler_headers(job="nightly", time="2026-01-01T00:00:00Z", **extra):
+    """The headers Cloud Scheduler sends (HTTP/1.1 spelling), plus any extra ones."""
+    headers = {"X-CloudScheduler-JobName": job, "X-CloudScheduler-ScheduleTime": time}
+    headers.update(extra)
+    return headers
+
+
+def records(collection):
+    return {doc.id: doc.to_dict() for doc in collection.stream()}

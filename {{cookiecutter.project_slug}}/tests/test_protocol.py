@@ -1,0 +1,104 @@
+"""The protocol's pure parts: the state machine, schedule-time parsing, settings, import hygiene."""
+
+import datetime as dt
+import hashlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import dedup
+
+NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
+LATER = NOW + dt.timedelta(minutes=5)
+EARLIER = NOW - dt.timedelta(minutes=5)
+
+
+@pytest.mark.parametrize(
+    ("record", "decision"),
+    [
+        ({"status": "completed", "lease_expires": LATER, "expire_at": LATER}, dedup.Decision.ALREADY_FINISHED),
+        ({"status": "failed", "lease_expires": EARLIER, "expire_at": LATER}, dedup.Decision.ALREADY_FINISHED),
+        ({"status": "in_progress", "lease_expires": LATER, "expire_at": LATER}, dedup.Decision.BUSY),
+        ({"status": "in_progress", "lease_expires": EARLIER, "expire_at": LATER}, dedup.Decision.TAKE_OVER),
+        ({"status": "in_progress", "lease_expires": NOW, "expire_at": LATER}, dedup.Decision.TAKE_OVER),
+        ({"status": "completed", "lease_expires": EARLIER, "expire_at": EARLIER}, dedup.Decision.TAKE_OVER),
+        ({"status": "in_progress", "lease_expires": LATER, "expire_at": NOW}, dedup.Decision.TAKE_OVER),
+    ],
+)
+def test_decide(record, decision):
+    assert dedup.decide(record, NOW) is decision
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-10-16T12:00:00Z", dt.datetime(2026, 10, 16, 12, tzinfo=dt.UTC)),
+        ("2026-10-16T05:00:00-07:00", dt.datetime(2026, 10, 16, 12, tzinfo=dt.UTC)),
+        ("2026-10-16t12:00:00z", dt.datetime(2026, 10, 16, 12, tzinfo=dt.UTC)),
+        ("2026-10-16T12:00:00.123456789+00:00", dt.datetime(2026, 10, 16, 12, 0, 0, 123456, tzinfo=dt.UTC)),
+        ("2026-10-16T23:30:00+14:00", dt.datetime(2026, 10, 16, 9, 30, tzinfo=dt.UTC)),
+    ],
+)
+def test_parse_schedule_time(text, expected):
+    assert dedup.parse_schedule_time(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "2026-10-16",
+        "2026-10-16T12:00Z",
+        "2026-10-16T12:00:00",
+        "2026-13-01T00:00:00Z",
+        "2026-10-16T12:00:00+24:00",
+        "2026-10-16T12:00:60Z",
+        " 2026-10-16T12:00:00Z",
+        "2026-10-16T12:00:00Z\n",
+        "２０２６-10-16T12:00:00Z",
+    ],
+)
+def test_parse_schedule_time_refuses(text):
+    with pytest.raises(ValueError):
+        dedup.parse_schedule_time(text)
+
+
+def test_run_id_is_sha256_of_project_location_job_and_instant():
+    key = dedup.RunKey("p-123456", "europe-west1", "nightly", NOW)
+    material = b"p-123456\neurope-west1\nnightly\n2026-06-01T12:00:00+00:00"
+    assert key.run_id == hashlib.sha256(material).hexdigest()
+    assert len(key.run_id) == 64
+
+
+def test_settings_come_from_the_environment_with_baked_defaults():
+    config = dedup.DedupConfig.from_env({"DEDUP_LEASE_SECONDS": "7", "DEDUP_COLLECTION": "elsewhere"})
+    assert config.lease == dt.timedelta(seconds=7)
+    assert config.collection == "elsewhere"
+    assert config.retention == dt.timedelta(seconds=int(dedup.DEFAULTS["DEDUP_RETENTION_SECONDS"]))
+    assert config.project == dedup.DEFAULTS["DEDUP_PROJECT"]
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "0", "1.5"])
+def test_bad_setting_is_refused_naming_variable_and_value(value):
+    with pytest.raises(ValueError, match=rf"DEDUP_LEASE_SECONDS='{value}': must be a positive whole number"):
+        dedup.DedupConfig.from_env({"DEDUP_LEASE_SECONDS": value})
+
+
+def test_importing_main_opens_no_network_connection():
+    probe = textwrap.dedent(
+        """
+        import socket
+        def refuse(*args, **kwargs):
+            raise AssertionError("network at import")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        import main
+        assert main.handle_scheduled_job
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr

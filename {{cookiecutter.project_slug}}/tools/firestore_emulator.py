@@ -1,0 +1,128 @@
+"""Start, wait for, reset and stop Google's Firestore emulator (the official one: transactions isolate).
+
+Used by the tests' fixture, `make dev` and the template's demo. As a script:
+    python tools/firestore_emulator.py start [--port N]   # prints FIRESTORE_EMULATOR_HOST=..., runs until killed
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+INSTALL_HINT = (
+    "Google's Firestore emulator was not found. Install it with "
+    "`apt-get install google-cloud-cli-firestore-emulator openjdk-17-jre-headless` "
+    "(or `gcloud components install cloud-firestore-emulator`), or point FIRESTORE_EMULATOR_HOST "
+    "at a running one."
+)
+MAIN_CLASS = "com.google.cloud.datastore.emulator.firestore.CloudFirestore"
+
+
+class EmulatorNotFound(RuntimeError):
+    pass
+
+
+def find_jar() -> Path:
+    """The emulator's jar, from the Cloud SDK that `gcloud` belongs to (or CLOUDSDK_ROOT)."""
+    roots = []
+    if os.environ.get("CLOUDSDK_ROOT"):
+        roots.append(Path(os.environ["CLOUDSDK_ROOT"]))
+    gcloud = shutil.which("gcloud")
+    if gcloud:
+        roots.append(Path(gcloud).resolve().parent.parent)
+    roots += [Path("/usr/lib/google-cloud-sdk"), Path("/usr/share/google-cloud-sdk")]
+    for root in roots:
+        jar = root / "platform" / "cloud-firestore-emulator" / "cloud-firestore-emulator.jar"
+        if jar.is_file():
+            return jar
+    raise EmulatorNotFound(INSTALL_HINT)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def is_ready(host: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{host}/", timeout=1) as response:
+            return response.read().strip() == b"Ok"
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class Emulator:
+    """One emulator process, in its own process group (its Java child must die with it)."""
+
+    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+        self.port = port or free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"firestore-emulator-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> Emulator:
+        java = shutil.which("java")
+        if not java:
+            raise EmulatorNotFound("Java 17+ is needed to run the Firestore emulator. " + INSTALL_HINT)
+        command = [java, "-Duser.language=en", "-cp", str(find_jar()), MAIN_CLASS, "start",
+                   "--host", "127.0.0.1", "--port", str(self.port)]  # fmt: skip
+        # Output to a file, never an unread pipe: the emulator logs a stack trace per lock timeout.
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not is_ready(self.host):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"Firestore emulator did not start; its log: {self.log_path}")
+            time.sleep(0.2)
+        return self
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+def reset(host: str, project: str, database: str = "(default)") -> None:
+    """Delete every document of one project's database (a lock held by a killed client makes this 409)."""
+    url = f"http://{host}/emulator/v1/projects/{project}/databases/{database}/documents"
+    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["start"])
+    parser.add_argument("--port", type=int, default=None)
+    args = parser.parse_args(argv)
+    try:
+        emulator = Emulator(args.port).start()
+    except EmulatorNotFound as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(f"FIRESTORE_EMULATOR_HOST={emulator.host}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        emulator.process.wait()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
