@@ -8,10 +8,15 @@ terraform test with mock_provider passes and fails, fmt -check, and checkov runs
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+# Plain `pytest` puts tests/ (not the repo root) on sys.path; make `tests.terraform_offline`
+# importable either way (pyproject's `pythonpath = ["."]` would do the same).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.terraform_offline import PROVIDERS, SCHEMA_DIR, checkov, terraform
 from tests.terraform_offline.extract_schema import (
