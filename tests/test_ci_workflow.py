@@ -11,7 +11,7 @@ pytestmark = pytest.mark.bake
 
 @pytest.fixture(scope="module")
 def workflow(tmp_path_factory):
-    project = bake(tmp_path_factory.mktemp("ci"), project_name="CI: \"Ops\" # it's")
+    project = bake(tmp_path_factory.mktemp("ci"), project_name='CI: "Ops" # it\'s')
     text = (project / ".github" / "workflows" / "ci.yml").read_text()
     return text, yaml.safe_load(text)
 
