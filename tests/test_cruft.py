@@ -1,0 +1,75 @@
+"""A baked project can be created with cruft and take a later template change with `cruft update`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.bake
+
+CRUFT = Path(sys.executable).with_name("cruft")
+# What a bake reads: the variables, the hooks, the baked tree and the Terraform module it vendors.
+TEMPLATE_PARTS = ("cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".terraform*", "node_modules")
+
+
+def run(*command, cwd):
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{' '.join(map(str, command))} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def git_commit(repo: Path, message: str) -> None:
+    run("git", "add", "-A", cwd=repo)
+    run("git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", message, cwd=repo)
+
+
+@pytest.fixture
+def template_repo(tmp_path):
+    """A copy of the template in a git repository of its own, as cruft expects one."""
+    repo = tmp_path / "template"
+    repo.mkdir()
+    for part in TEMPLATE_PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, repo / part, ignore=IGNORED)
+        else:
+            shutil.copy2(source, repo / part)
+    run("git", "init", "-q", "-b", "main", cwd=repo)
+    git_commit(repo, "template v1")
+    return repo
+
+
+def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_path):
+    out = tmp_path / "projects"
+    run(CRUFT, "create", str(template_repo), "--no-input", "--output-dir", str(out), cwd=tmp_path)
+    project = out / "nightly-report"
+    state = json.loads((project / ".cruft.json").read_text())
+    assert state["template"] == str(template_repo)
+    # The hooks ran under cruft: answers written, the Terraform module vendored.
+    assert (project / ".cookiecutter.json").is_file()
+    assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+    run("git", "init", "-q", "-b", "main", cwd=project)
+    git_commit(project, "baked")
+
+    # The template changes: an edited file and a new, rendered one.
+    baked_dir = template_repo / "{{cookiecutter.project_slug}}"
+    job = baked_dir / "job.py"
+    job.write_text(job.read_text() + "\n# template v2: a line every baked project should receive\n")
+    (baked_dir / "CHANGELOG.md").write_text("# {{ cookiecutter.project_slug }}\n\n- template v2\n")
+    git_commit(template_repo, "template v2")
+
+    stale = subprocess.run([CRUFT, "check", "--project-dir", str(project)], capture_output=True, text=True)
+    assert stale.returncode != 0, "cruft check must report a project behind its template"
+
+    run(CRUFT, "update", "--project-dir", str(project), "--skip-apply-ask", "--allow-untracked-files", cwd=tmp_path)
+    assert (project / "job.py").read_text().endswith("# template v2: a line every baked project should receive\n")
+    assert (project / "CHANGELOG.md").read_text() == "# nightly-report\n\n- template v2\n"
+    assert not list(project.rglob("*.rej")), "a hunk of the update did not apply"
+    run(CRUFT, "check", "--project-dir", str(project), cwd=tmp_path)
