@@ -8,7 +8,9 @@ Standard library only: a hook runs in whatever Python runs cookiecutter.
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 import zoneinfo
 from collections.abc import Mapping
 
@@ -26,7 +28,8 @@ SLUG = re.compile(r"[a-z][a-z0-9-]{1,18}[a-z0-9]")
 PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
 JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
-COLLECTION_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+# Firestore reserves collection ids of the form __name__.
+COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
 DATABASE_ID = re.compile(r"\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9]")
 TARGETS = ("function", "cloud_run_job", "workflow")
 
@@ -45,7 +48,8 @@ CRON_FIELDS = (
     ),
     ("day of week", 0, 7, {d: i for i, d in enumerate(WEEKDAYS)}),
 )
-CRON_ITEM = re.compile(r"(?P<range>\*|(?P<lo>\w+)(?:-(?P<hi>\w+))?)(?:/(?P<step>\d+))?")
+# ASCII only: \w and \d would let through digits such as "٣" that int() reads but Cloud Scheduler refuses.
+CRON_ITEM = re.compile(r"(?P<range>\*|(?P<lo>[0-9A-Za-z]+)(?:-(?P<hi>[0-9A-Za-z]+))?)(?:/(?P<step>[0-9]+))?")
 
 
 class RuleError(ValueError):
@@ -62,9 +66,18 @@ def check_pattern(field: str, value: str, pattern: re.Pattern[str], rule: str) -
     return value
 
 
+def check_project_name(value: str) -> str:
+    # It is rendered inside TOML strings and Terraform comments, where a control character breaks the file.
+    if not isinstance(value, str) or not value.strip() or any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
+        raise RuleError("project_name", value, "must be one line of non-blank text without control characters")
+    return value
+
+
 def check_slug(value: str) -> str:
     # Slugs name the directory and every cloud resource; service-account ids (6-30 chars) add a
-    # suffix of up to 10 characters, hence 20 at most.
+    # suffix of up to 10 characters, hence 20 at most. cookiecutter.json falls back to "-" when the
+    # name slugifies to nothing: an empty slug would name the output directory itself, and cookiecutter
+    # would stop with "directory already exists" before this rule could explain.
     return check_pattern(
         "project_slug",
         value,
@@ -95,7 +108,10 @@ def check_target(value: str) -> str:
 
 def check_collection(value: str) -> str:
     return check_pattern(
-        "firestore_collection", value, COLLECTION_ID, "must be 1-100 chars of letters, digits, '_' or '-'"
+        "firestore_collection",
+        value,
+        COLLECTION_ID,
+        "must be 1-100 chars of letters, digits, '_' or '-', and not __like_this__ (reserved by Firestore)",
     )
 
 
@@ -164,13 +180,16 @@ def check_schedule(job_id: str, schedule: str) -> str:
 
 def check_time_zone(job_id: str, time_zone: str) -> str:
     field = f"jobs.{job_id}.time_zone"
-    try:
-        if not isinstance(time_zone, str) or not time_zone or time_zone != time_zone.strip():
-            raise ValueError
-        zoneinfo.ZoneInfo(time_zone)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-        raise RuleError(field, time_zone, "must be an IANA time zone such as Etc/UTC or Europe/Madrid") from None
+    # The list, not ZoneInfo(): ZoneInfo("Europe") raises IsADirectoryError and ZoneInfo("posix/Europe/Madrid")
+    # loads, yet neither is a zone Cloud Scheduler knows. "localtime" is the machine's alias, not an IANA name.
+    if not isinstance(time_zone, str) or time_zone not in iana_time_zones():
+        raise RuleError(field, time_zone, "must be an IANA time zone such as Etc/UTC or Europe/Madrid")
     return time_zone
+
+
+@functools.cache
+def iana_time_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones() - {"localtime"})
 
 
 def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
@@ -262,6 +281,7 @@ def check_timing(values: Mapping[str, object]) -> dict[str, int]:
 def validate(context: Mapping[str, object]) -> dict[str, object]:
     """All rules, in prompt order; the first broken one raises. Returns the normalised answers."""
     checked: dict[str, object] = {
+        "project_name": check_project_name(context["project_name"]),
         "project_slug": check_slug(context["project_slug"]),
         "gcp_project_id": check_project_id(context["gcp_project_id"]),
         "region": check_region(context["region"]),

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.bake
 MATRIX = {
     "defaults": {},
     "quoted-name-named-db": {
-        "project_name": "Bob's \"Quarterly\" Report",
+        "project_name": 'Bob\'s "Quarterly" \\ Report 🚀',  # quotes, backslash, emoji: the TOML description
         "firestore_database": "dedup-runs",
         "firestore_collection": "runs",
         "region": "us-central1",

@@ -1,0 +1,230 @@
+"""The hooks as a user meets them: refusals through cookiecutter (API and CLI), odd names, and baking.py's steps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import baking
+import pytest
+from conftest import ROOT, bake
+from cookiecutter.exceptions import FailedHookException
+
+# (answers, field, value as the hook sees it, a fragment of the rule). cookiecutter merges a `jobs` override
+# into the default {"nightly": {...}} and hands numbers to the hook as text.
+REFUSALS = {
+    "slug": ({"project_slug": "Bad_Slug"}, "project_slug", "Bad_Slug", "3-20 chars of lowercase letters"),
+    "name-slugifies-to-nothing": ({"project_name": "!!"}, "project_slug", "-", "3-20 chars of lowercase letters"),
+    "project-id": ({"gcp_project_id": "my-project-"}, "gcp_project_id", "my-project-", "does not end with a hyphen"),
+    "region": ({"region": "europe-west"}, "region", "europe-west", "must be a GCP region"),
+    "cron-groc": (
+        {"jobs": {"nightly": {"schedule": "every 5 minutes"}}},
+        "jobs.nightly.schedule",
+        "every 5 minutes",
+        "only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron",
+    ),
+    "cron-range": (
+        {"jobs": {"nightly": {"schedule": "0 24 * * *"}}},
+        "jobs.nightly.schedule",
+        "0 24 * * *",
+        "hour value '24' is outside 0-23",
+    ),
+    "time-zone": (
+        {"jobs": {"nightly": {"time_zone": "Europe/Atlantis"}}},
+        "jobs.nightly.time_zone",
+        "Europe/Atlantis",
+        "must be an IANA time zone",
+    ),
+    "deadline": (
+        {"attempt_deadline_seconds": 1801, "function_timeout_seconds": 3600, "lease_seconds": 3630},
+        "attempt_deadline_seconds",
+        "1801",
+        "must be 15-1800",
+    ),
+    "timeout-below-deadline": (
+        {"function_timeout_seconds": 299},
+        "function_timeout_seconds",
+        "299",
+        "must be at least attempt_deadline_seconds (300)",
+    ),
+    "lease": ({"lease_seconds": 329}, "lease_seconds", "329", "must be at least function_timeout_seconds + 30 (330)"),
+    "retention": (
+        {"retention_seconds": 2459},
+        "retention_seconds",
+        "2459",
+        "must be at least lease_seconds + the retry window (360 + 2100 = 2460)",
+    ),
+    "retry-count": ({"retry_count": 6}, "retry_count", "6", "must be 0-5"),
+    "backoff": ({"min_backoff_seconds": 301}, "max_backoff_seconds", "300", "must be at least min_backoff_seconds"),
+    "non-numeric": ({"lease_seconds": "6 min"}, "lease_seconds", "6 min", "must be a whole number"),
+    "jobs-extra-key": (
+        {"jobs": {"nightly": {"retry_count": 2}}},
+        "jobs.nightly",
+        {"retry_count": "2", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"},  # tojson sorts the keys
+        '{"schedule": ..., "time_zone": ...} and nothing else',
+    ),
+    "jobs-bad-id": (
+        {"jobs": {"Nightly_Report": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}},
+        "jobs",
+        "Nightly_Report",
+        "each job id must be 1-40 chars",
+    ),
+    "jobs-not-an-object": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "non-empty JSON object"),
+    "database": ({"firestore_database": "Runs"}, "firestore_database", "Runs", "(default) or 4-63 chars"),
+    "collection": ({"firestore_collection": "__runs__"}, "firestore_collection", "__runs__", "reserved by Firestore"),
+}
+
+
+@pytest.mark.parametrize(("answers", "field", "value", "rule"), list(REFUSALS.values()), ids=list(REFUSALS))
+def test_bad_answer_is_refused_with_one_line_and_nothing_left_behind(tmp_path, capfd, answers, field, value, rule):
+    output = tmp_path / "out"
+    output.mkdir()
+    with pytest.raises(FailedHookException):
+        bake(output, **answers)
+    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith("ERROR: ")]
+    assert errors, "the pre_gen hook printed no ERROR line"
+    assert errors[0].startswith(f"ERROR: {field}={value!r}: "), errors[0]
+    assert rule in errors[0]
+    assert list(output.iterdir()) == []
+
+
+def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path):
+    output = tmp_path / "out"
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "cookiecutter"),
+            "--no-input",
+            "-o",
+            str(output),
+            str(ROOT),
+            "gcp_project_id=Bad",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    line = "ERROR: gcp_project_id='Bad': a GCP project id is 6-30 chars of lowercase letters, digits and hyphens, "
+    assert line in result.stderr
+    assert not output.exists() or list(output.iterdir()) == []
+
+
+ODD_NAME = 'Bob\'s "Quarterly" \\ Report: Café 日本語 🚀'
+
+
+@pytest.fixture(scope="module")
+def odd_name_bake(tmp_path_factory):
+    return bake(tmp_path_factory.mktemp("odd-name"), project_name=ODD_NAME)
+
+
+def test_odd_name_is_recorded_intact(odd_name_bake):
+    answers = json.loads((odd_name_bake / ".cookiecutter.json").read_text(encoding="utf-8"))
+    assert answers["project_name"] == ODD_NAME
+    assert answers["project_slug"] == odd_name_bake.name
+
+
+def test_odd_name_is_the_baked_pyproject_description(odd_name_bake):
+    pyproject = tomllib.loads((odd_name_bake / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["description"] == ODD_NAME
+
+
+# ---------------------------------------------------------------- baking.py
+
+
+def make_tree(root: Path, relatives) -> None:
+    """Files for paths with a suffix (tests/test_x.py), directories holding a file for the rest."""
+    for relative in set(relatives):
+        path = root / relative
+        if path.suffix:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("x")
+        else:
+            path.mkdir(parents=True)
+            (path / "keep.txt").write_text("x")
+
+
+EVERY_TARGET_ONLY_PATH = sorted({path for paths in baking.TARGET_ONLY_PATHS.values() for path in paths})
+
+
+@pytest.mark.parametrize("target", list(baking.TARGET_ONLY_PATHS))
+def test_remove_unused_paths_keeps_only_the_chosen_targets_paths(tmp_path, target):
+    make_tree(tmp_path, EVERY_TARGET_ONLY_PATH)
+    (tmp_path / "main.py").write_text("shared")
+    removed = baking.remove_unused_paths(tmp_path, target)
+    kept = baking.TARGET_ONLY_PATHS[target]
+    assert sorted(removed) == [tmp_path / path for path in EVERY_TARGET_ONLY_PATH if path not in kept]
+    assert [path for path in EVERY_TARGET_ONLY_PATH if (tmp_path / path).exists()] == sorted(kept)
+    assert (tmp_path / "main.py").read_text() == "shared"
+
+
+def test_remove_unused_paths_removes_files_keeps_shared_paths_and_skips_missing_ones(tmp_path, monkeypatch):
+    mapping = {"a": ("a.txt", "shared.txt"), "b": ("b.txt", "b_dir", "never_baked.txt", "shared.txt"), "c": ()}
+    monkeypatch.setattr(baking, "TARGET_ONLY_PATHS", mapping)
+    make_tree(tmp_path, ["a.txt", "b.txt", "b_dir", "shared.txt"])
+    assert baking.remove_unused_paths(tmp_path, "a") == [tmp_path / "b.txt", tmp_path / "b_dir"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "shared.txt"]
+    assert baking.remove_unused_paths(tmp_path, "c") == [tmp_path / "a.txt", tmp_path / "shared.txt"]
+    assert list(tmp_path.iterdir()) == []
+
+
+ANSWERS = {
+    "project_name": 'Café 🚀 "Q"',
+    "project_slug": "cafe-q",
+    "target": "workflow",
+    "jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}},
+    "_template": "/somewhere",
+    "_output_dir": "/elsewhere",
+    "_repo_dir": "/repo",
+}
+
+
+def test_public_answers_drops_private_keys_only():
+    public = baking.public_answers(ANSWERS)
+    assert public == {key: ANSWERS[key] for key in ("project_name", "project_slug", "target", "jobs")}
+    assert "_template" in ANSWERS
+
+
+def test_write_answers_writes_sorted_public_json(tmp_path):
+    path = baking.write_answers(tmp_path, ANSWERS)
+    assert path == tmp_path / ".cookiecutter.json"
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("}\n")
+    assert json.loads(text) == baking.public_answers(ANSWERS)
+    assert list(json.loads(text)) == sorted(baking.public_answers(ANSWERS))
+
+
+def fake_repo(root: Path) -> Path:
+    module = root / baking.MODULE_SOURCE
+    (module / "nested").mkdir(parents=True)
+    (module / "main.tf").write_text('resource "x" "y" {}\n')
+    (module / "nested" / "vars.tf").write_text('variable "z" {}\n')
+    return root
+
+
+def test_vendor_terraform_module_copies_the_module_dir(tmp_path):
+    repo = fake_repo(tmp_path / "repo")
+    project = tmp_path / "project"
+    (project / "terraform").mkdir(parents=True)
+    (project / "terraform" / "main.tf").write_text("# the bake's own root module\n")
+    target = baking.vendor_terraform_module(project, repo)
+    assert target == project / baking.MODULE_TARGET
+    source = repo / baking.MODULE_SOURCE
+    copied = sorted(path.relative_to(target) for path in target.rglob("*"))
+    assert copied == sorted(path.relative_to(source) for path in source.rglob("*"))
+    assert (target / "nested" / "vars.tf").read_text() == 'variable "z" {}\n'
+    assert (project / "terraform" / "main.tf").read_text() == "# the bake's own root module\n"
+
+
+def test_finish_bake_vendors_prunes_and_records(tmp_path):
+    repo = fake_repo(tmp_path / "repo")
+    project = tmp_path / "project"
+    make_tree(project, EVERY_TARGET_ONLY_PATH)
+    baking.finish_bake(project, repo, ANSWERS)
+    assert (project / baking.MODULE_TARGET / "main.tf").exists()
+    kept = baking.TARGET_ONLY_PATHS["workflow"]
+    assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)
+    assert json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))["target"] == "workflow"
