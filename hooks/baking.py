@@ -12,11 +12,12 @@ from pathlib import Path
 MODULE_SOURCE = Path("terraform") / "modules" / "scheduled-dedup"
 MODULE_TARGET = Path("terraform") / "modules" / "scheduled-dedup"
 
-# Paths (relative to the baked project) that only a given target uses.
+# Paths (relative to the baked project) that only the given targets use; a path listed under two
+# targets is kept for either.
 TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
     "function": (),
-    "cloud_run_job": ("cloud_run_job",),
-    "workflow": ("workflow",),
+    "cloud_run_job": ("cloud_run_job", "tests/test_cloud_run_job.py", "tests/test_proxy.py"),
+    "workflow": ("workflow", "tests/test_workflow.py", "tests/test_proxy.py"),
 }
 
 
@@ -33,6 +34,8 @@ def remove_unused_paths(project_dir: Path, target: str) -> list[Path]:
         if other == target:
             continue
         for relative in paths:
+            if relative in TARGET_ONLY_PATHS[target]:
+                continue
             path = project_dir / relative
             if path.is_dir():
                 shutil.rmtree(path)

@@ -33,6 +33,8 @@ MATRIX = {
         "lease_seconds": 3630,
         "retention_seconds": 86400,
     },
+    # The proxy targets: the handler starts a Cloud Run job / a Workflows execution per claimed run.
+    "cloud-run-job": {"target": "cloud_run_job"},
 }
 
 

@@ -1,3 +1,4 @@
+{%- if cookiecutter.target == "function" -%}
 """The scheduled work: your room. Replace the body of `run`; it touches nothing but what the work needs.
 
 Rules of the room:
@@ -17,3 +18,114 @@ logger = logging.getLogger(__name__)
 def run(context: RunContext) -> None:
     """Does the scheduled work once per scheduled run."""
     logger.info("scheduled work for %s at %s", context.job_name, context.schedule_time.isoformat())
+{%- elif cookiecutter.target == "cloud_run_job" -%}
+"""The scheduled work: start one execution of the Cloud Run job, with the run id as its idempotency token.
+
+The RunJob API ignores Cloud Scheduler's headers and takes no idempotency token, so the handler is the
+idempotent proxy: dedup.py lets one delivery per run get here, and the run id travels in the
+execution's environment (DEDUP_RUN_ID), where the job keys every output by it (cloud_run_job/).
+The claim completes once the execution has started; the job's own retries happen inside it.
+"""
+
+import functools
+import logging
+import os
+import re
+
+from google.cloud import run_v2
+
+from run_context import RunContext, TerminalJobError
+
+logger = logging.getLogger(__name__)
+
+JOB_NAME = re.compile(r"projects/[^/]+/locations/[^/]+/jobs/[^/]+")
+# RunJob starts a new execution on every call, so the client never retries it blind: a failure
+# releases the run, Cloud Scheduler retries the delivery, and the job dedups by run id anyway.
+CALL_TIMEOUT_SECONDS = 30.0
+
+
+@functools.cache
+def jobs_client() -> run_v2.JobsClient:
+    """One client per process, made on first use (never at import: no network before a request)."""
+    return run_v2.JobsClient()
+
+
+def job_name() -> str:
+    value = os.environ.get("PROXY_JOB_NAME", "")
+    if not JOB_NAME.fullmatch(value):
+        raise TerminalJobError(f"PROXY_JOB_NAME={value!r}: must be projects/PROJECT/locations/REGION/jobs/JOB")
+    return value
+
+
+def run(context: RunContext) -> str:
+    """Starts one execution (does not wait for it) and returns its name."""
+    env = [
+        run_v2.EnvVar(name="DEDUP_RUN_ID", value=context.run_id),
+        run_v2.EnvVar(name="DEDUP_SCHEDULE_TIME", value=context.schedule_time.isoformat().replace("+00:00", "Z")),
+    ]
+    overrides = run_v2.RunJobRequest.Overrides
+    request = run_v2.RunJobRequest(
+        name=job_name(),
+        overrides=overrides(container_overrides=[overrides.ContainerOverride(env=env)]),
+    )
+    operation = jobs_client().run_job(request=request, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+    execution = operation.metadata.name if operation.metadata else operation.operation.name
+    logger.info("started Cloud Run job execution %s", execution, extra={"json_fields": {"execution": execution}})
+    return execution
+{%- else -%}
+"""The scheduled work: start one Workflows execution, with the run id as its idempotency token.
+
+The CreateExecution API ignores Cloud Scheduler's headers and takes no idempotency token, so the
+handler is the idempotent proxy: dedup.py lets one delivery per run get here, and the run id travels
+in the execution's argument, where the workflow guards its side effect by it (workflow/workflow.yaml).
+"""
+
+import functools
+import json
+import logging
+import os
+import re
+
+from google.cloud.workflows import executions_v1
+
+from run_context import RunContext, TerminalJobError
+
+logger = logging.getLogger(__name__)
+
+WORKFLOW_NAME = re.compile(r"projects/[^/]+/locations/[^/]+/workflows/[^/]+")
+# Each call starts a new execution, so the client never retries it blind: a failure releases the
+# run, Cloud Scheduler retries the delivery, and the workflow dedups by run id anyway.
+CALL_TIMEOUT_SECONDS = 30.0
+
+
+@functools.cache
+def executions_client() -> executions_v1.ExecutionsClient:
+    """One client per process, made on first use (never at import: no network before a request)."""
+    return executions_v1.ExecutionsClient()
+
+
+def workflow_name() -> str:
+    value = os.environ.get("PROXY_WORKFLOW_NAME", "")
+    if not WORKFLOW_NAME.fullmatch(value):
+        raise TerminalJobError(
+            f"PROXY_WORKFLOW_NAME={value!r}: must be projects/PROJECT/locations/REGION/workflows/WORKFLOW"
+        )
+    return value
+
+
+def run(context: RunContext) -> str:
+    """Starts one execution (does not wait for it) and returns its name."""
+    argument = {
+        "run_id": context.run_id,
+        "job_name": context.job_name,
+        "schedule_time": context.schedule_time.isoformat().replace("+00:00", "Z"),
+    }
+    execution = executions_client().create_execution(
+        parent=workflow_name(),
+        execution=executions_v1.Execution(argument=json.dumps(argument)),
+        retry=None,
+        timeout=CALL_TIMEOUT_SECONDS,
+    )
+    logger.info("started workflow execution %s", execution.name, extra={"json_fields": {"execution": execution.name}})
+    return execution.name
+{%- endif %}
