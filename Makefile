@@ -20,6 +20,11 @@ venv: $(STAMP)  ## Create .venv with the pinned dependencies
 demo: $(STAMP)  ## Bake a sample project under build/, run it on the emulator, print a transcript
 	@$(BIN)/python tests/demo.py
 
+.PHONY: bench
+bench: $(STAMP)  ## Benchmark a default bake against the seed's sample; writes docs/performance.md
+	@rm -rf build/bench && $(BIN)/cookiecutter --no-input -o build/bench $(CURDIR) >/dev/null
+	@cd build/bench/* && ../../../$(BIN)/python benchmarks/run.py --write ../../../docs/performance.md
+
 test: $(STAMP)  ## Run the template's whole test suite (bakes, baked suites, hooks, Terraform)
 	@$(BIN)/python -m pytest
 
