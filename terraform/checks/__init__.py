@@ -1,0 +1,1 @@
+"""Custom checkov checks for the scheduled-dedup Terraform (see README.md); checkov loads every module here."""

@@ -1,0 +1,38 @@
+# Run records: one document per scheduled run in var.firestore.collection, deleted by a TTL policy
+# on expire_at (the handler sets expire_at = claim time + retention_seconds). Without the TTL the
+# collection grows forever.
+
+resource "google_firestore_database" "this" {
+  count = var.firestore.create_database ? 1 : 0
+
+  project                 = var.project_id
+  name                    = var.firestore.database
+  location_id             = coalesce(var.firestore.location_id, var.region)
+  type                    = "FIRESTORE_NATIVE"
+  concurrency_mode        = "PESSIMISTIC" # the claim is a read-then-write transaction
+  delete_protection_state = var.firestore.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  deletion_policy         = var.firestore.delete_protection ? "ABANDON" : "DELETE"
+
+  depends_on = [google_project_service.this]
+}
+
+locals {
+  # The database id, taken from the created resource when there is one (an implicit dependency).
+  firestore_database = var.firestore.create_database ? google_firestore_database.this[0].name : var.firestore.database
+}
+
+resource "google_firestore_field" "expire_at" {
+  project    = var.project_id
+  database   = local.firestore_database
+  collection = var.firestore.collection
+  field      = "expire_at"
+
+  # TTL policy: Firestore deletes a document some time (typically within 24 h) after expire_at.
+  ttl_config {}
+
+  # No single-field indexes on expire_at: nothing queries it, and indexing a monotonically
+  # increasing timestamp is what Firestore warns against (hotspots); it also saves index writes.
+  index_config {}
+
+  depends_on = [google_project_service.this]
+}

@@ -1,0 +1,139 @@
+# The handler: a gen2 Cloud Run function built from the baked project's own source.
+
+locals {
+  # Never part of the function's source: Terraform, tests, virtualenvs, caches, build output, VCS.
+  source_excludes = concat(
+    [
+      "terraform", "terraform/**",
+      "tests", "tests/**",
+      ".venv", ".venv/**", "venv", "venv/**",
+      "build", "build/**", "dist", "dist/**",
+      ".git", ".git/**", ".github", ".github/**",
+      "__pycache__", "**/__pycache__", "**/__pycache__/**", "**/*.pyc",
+      ".pytest_cache", ".pytest_cache/**", ".ruff_cache", ".ruff_cache/**", ".mypy_cache", ".mypy_cache/**",
+      ".terraform", ".terraform/**", "**/.terraform/**",
+      ".env", "*.zip",
+    ],
+    var.source_excludes,
+  )
+}
+
+data "archive_file" "source" {
+  type       = "zip"
+  source_dir = var.source_dir
+  excludes   = local.source_excludes
+  # Under .terraform/: ignored by every Terraform .gitignore and never inside the zipped tree.
+  output_path = "${path.root}/.terraform/scheduled-dedup/${var.slug}-function-source.zip"
+}
+
+resource "google_storage_bucket" "source" {
+  # checkov:skip=CKV_GCP_62: Access logs for a bucket that only holds deploy artifacts would need a second bucket; Cloud Audit Logs already record who wrote or read objects.
+  project                     = var.project_id
+  name                        = local.bucket_name
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = true # only build inputs live here; `terraform destroy` must not stall on them
+  labels                      = local.labels
+
+  versioning {
+    enabled = true
+  }
+
+  # Each deploy writes a new object (its name carries the zip's md5); old ones are only needed
+  # for a rollback by hand, so keep them a while.
+  lifecycle_rule {
+    condition {
+      age = 30
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = 7
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_storage_bucket_object" "source" {
+  # The md5 in the name makes every code change a new object, which changes the function's
+  # build_config and so redeploys it; an unchanged tree plans no change.
+  name   = "${var.slug}/function-source-${data.archive_file.source.output_md5}.zip"
+  bucket = google_storage_bucket.source.name
+  source = data.archive_file.source.output_path
+}
+
+resource "google_cloudfunctions2_function" "this" {
+  project     = var.project_id
+  location    = var.region
+  name        = local.function_name
+  description = "${var.slug}: claims each Cloud Scheduler run in Firestore, then ${var.target == "function" ? "does the work" : var.target == "cloud_run_job" ? "starts the Cloud Run job" : "starts the workflow"} once."
+  labels      = local.labels
+
+  build_config {
+    runtime         = var.function.runtime
+    entry_point     = var.function.entry_point
+    service_account = var.function.build_service_account
+
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    timeout_seconds                  = var.timing.function_timeout_seconds
+    available_memory                 = var.function.available_memory
+    max_instance_count               = var.function.max_instance_count
+    min_instance_count               = var.function.min_instance_count
+    max_instance_request_concurrency = var.function.max_instance_request_concurrency
+    service_account_email            = google_service_account.runtime.email
+    all_traffic_on_latest_revision   = true
+
+    # Internal only. Cloud Scheduler in the same project (or VPC Service Controls perimeter) counts
+    # as internal traffic when it calls the default run.app URL, which is the URI the jobs use:
+    # Cloud Run "Restrict network ingress" (cloud.google.com/run/docs/securing/ingress), setting
+    # "Internal", which lists Cloud Scheduler among the Google Cloud products allowed; for Cloud Run
+    # functions, "Configure network settings" says internal-only functions accept requests from
+    # Cloud Scheduler, Cloud Tasks, Eventarc, Workflows and BigQuery in the same project or perimeter.
+    # Everything else gets a 404 before IAM is even asked; IAM (roles/run.invoker) still applies.
+    ingress_settings = "ALLOW_INTERNAL_ONLY"
+
+    environment_variables = merge(
+      var.function.environment_variables,
+      {
+        DEDUP_PROJECT           = var.project_id
+        DEDUP_LOCATION          = var.region
+        DEDUP_DATABASE          = var.firestore.database
+        DEDUP_COLLECTION        = var.firestore.collection
+        DEDUP_LEASE_SECONDS     = tostring(var.timing.lease_seconds)
+        DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
+        DEDUP_TARGET            = var.target
+      },
+      var.target == "cloud_run_job" ? {
+        # Full resource name the handler passes to RunJob.
+        DEDUP_CLOUD_RUN_JOB = "projects/${var.project_id}/locations/${var.region}/jobs/${local.job_name}"
+      } : {},
+      var.target == "workflow" ? {
+        # Full resource name the handler creates executions of.
+        DEDUP_WORKFLOW = "projects/${var.project_id}/locations/${var.region}/workflows/${local.workflow_name}"
+      } : {},
+    )
+  }
+
+  depends_on = [
+    google_project_service.this,
+    # The runtime account can reach its database before the first delivery arrives.
+    google_project_iam_member.datastore_user,
+  ]
+}

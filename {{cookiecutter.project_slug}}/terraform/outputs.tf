@@ -1,0 +1,48 @@
+output "function_uri" {
+  description = "URI Cloud Scheduler posts to (also the OIDC audience)."
+  value       = module.scheduled_dedup.function_uri
+}
+
+output "runtime_service_account_email" {
+  description = "The function's runtime identity (roles/datastore.user on the one database)."
+  value       = module.scheduled_dedup.runtime_service_account_email
+}
+
+output "invoker_service_account_email" {
+  description = "The identity in Scheduler's OIDC tokens (roles/run.invoker on the function only)."
+  value       = module.scheduled_dedup.invoker_service_account_email
+}
+
+output "scheduler_job_names" {
+  description = "Cloud Scheduler job names by job id."
+  value       = module.scheduled_dedup.scheduler_job_names
+}
+
+output "firestore_database" {
+  description = "Firestore database holding the run records."
+  value       = module.scheduled_dedup.firestore_database
+}
+
+output "firestore_collection" {
+  description = "Collection with one record per scheduled run (TTL on expire_at)."
+  value       = module.scheduled_dedup.firestore_collection
+}
+
+output "log_metric_names" {
+  description = "Log-based metric per handler outcome."
+  value       = module.scheduled_dedup.log_metric_names
+}
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+output "cloud_run_job_name" {
+  description = "The Cloud Run job started once per claimed run."
+  value       = module.scheduled_dedup.cloud_run_job_name
+}
+{%- endif %}
+{%- if cookiecutter.target == "workflow" %}
+
+output "workflow_name" {
+  description = "The workflow started once per claimed run."
+  value       = module.scheduled_dedup.workflow_name
+}
+{%- endif %}

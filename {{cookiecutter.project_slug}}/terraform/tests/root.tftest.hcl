@@ -1,0 +1,37 @@
+# `terraform test` for this project's main.tf as it stands (the values rendered at bake time, or
+# whatever they were edited to since): it plans and applies against mock providers, so a value
+# that breaks a rule fails here, and the outputs a user needs are there.
+
+mock_provider "google" {}
+
+mock_provider "archive" {}
+
+
+run "main" {
+  command = apply
+
+  assert {
+    condition     = length(output.scheduler_job_names) == {{ cookiecutter.jobs | length }}
+    error_message = "One Cloud Scheduler job per baked job."
+  }
+
+  assert {
+    condition     = alltrue([for id, name in output.scheduler_job_names : name == "{{ cookiecutter.project_slug }}-${id}"])
+    error_message = "Scheduler job names derive from the slug."
+  }
+
+  assert {
+    condition     = output.firestore_collection == "{{ cookiecutter.firestore_collection }}" && output.firestore_database == "{{ cookiecutter.firestore_database }}"
+    error_message = "Run records go to the baked database and collection."
+  }
+
+  assert {
+    condition     = output.function_uri != "" && output.runtime_service_account_email != output.invoker_service_account_email
+    error_message = "The function has a URI and the runtime and invoker identities are two accounts."
+  }
+
+  assert {
+    condition     = length(output.log_metric_names) == 6
+    error_message = "One log-based metric per outcome."
+  }
+}

@@ -1,0 +1,440 @@
+# `terraform test` for the scheduled-dedup module with this project's baked values, offline:
+# mock providers answer every call, so nothing is created and no credentials are needed. With
+# network and credentials the same runs work against the real providers (drop the mock_provider
+# blocks), which also shows what mocks cannot: API-side value checks and permissions.
+#
+# The runs call ./modules/scheduled-dedup directly (not through main.tf) because a test can only
+# assert on resources of the module it runs; root.tftest.hcl covers main.tf itself.
+
+mock_provider "google" {}
+
+mock_provider "archive" {
+  mock_data "archive_file" {
+    defaults = {
+      output_md5  = "0123456789abcdef0123456789abcdef"
+      output_path = "function-source.zip"
+    }
+  }
+}
+
+variables {
+  project_id = "{{ cookiecutter.gcp_project_id }}"
+  region     = "{{ cookiecutter.region }}"
+  slug       = "{{ cookiecutter.project_slug }}"
+  target     = "{{ cookiecutter.target }}"
+  source_dir = ".."
+
+  jobs = {
+{%- for job_id, job in cookiecutter.jobs | dictsort %}
+    {{ job_id | tojson }} = {
+      schedule  = {{ job.schedule | tojson }}
+      time_zone = {{ job.time_zone | tojson }}
+    }
+{%- endfor %}
+  }
+
+  timing = {
+    attempt_deadline_seconds = {{ cookiecutter.attempt_deadline_seconds }}
+    function_timeout_seconds = {{ cookiecutter.function_timeout_seconds }}
+    lease_seconds            = {{ cookiecutter.lease_seconds }}
+    retention_seconds        = {{ cookiecutter.retention_seconds }}
+  }
+
+  retry = {
+    retry_count                = {{ cookiecutter.retry_count }}
+    min_backoff_seconds        = {{ cookiecutter.min_backoff_seconds }}
+    max_backoff_seconds        = {{ cookiecutter.max_backoff_seconds }}
+    max_doublings              = {{ cookiecutter.max_doublings }}
+    max_retry_duration_seconds = {{ cookiecutter.max_retry_duration_seconds }}
+  }
+
+  firestore = {
+    database   = "{{ cookiecutter.firestore_database }}"
+    collection = "{{ cookiecutter.firestore_collection }}"
+  }
+
+  # Only read when target = workflow; the real project passes ../workflow/workflow.yaml.
+  workflow = {
+    source_contents = "main:\n  steps:\n    - done:\n        return: ok\n"
+  }
+}
+
+run "baked_values" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  override_resource {
+    target = google_cloudfunctions2_function.this
+    values = {
+      # A nested block's computed attributes are overridden with an object (applied to each block).
+      service_config = {
+        uri     = "https://{{ cookiecutter.project_slug }}-mock-ew.a.run.app"
+        service = "projects/{{ cookiecutter.gcp_project_id }}/locations/{{ cookiecutter.region }}/services/{{ cookiecutter.project_slug }}"
+      }
+    }
+  }
+
+  # --- Scheduler: one job per entry, deadline aligned with the function, OIDC, retry_config ---
+
+  assert {
+    condition     = toset(keys(google_cloud_scheduler_job.this)) == toset(keys(var.jobs))
+    error_message = "There must be exactly one Cloud Scheduler job per entry of var.jobs."
+  }
+
+  assert {
+    condition = alltrue([
+      for id, job in google_cloud_scheduler_job.this :
+      job.name == "${var.slug}-${id}" && job.schedule == var.jobs[id].schedule && job.time_zone == var.jobs[id].time_zone && job.region == var.region
+    ])
+    error_message = "Scheduler jobs must be named <slug>-<job id> and carry the job's schedule, time zone and region."
+  }
+
+  assert {
+    condition = alltrue([
+      for job in google_cloud_scheduler_job.this : job.attempt_deadline == "${var.timing.attempt_deadline_seconds}s"
+    ])
+    error_message = "Every Scheduler job's attempt_deadline must be the configured attempt deadline."
+  }
+
+  assert {
+    condition     = var.timing.attempt_deadline_seconds <= google_cloudfunctions2_function.this.service_config[0].timeout_seconds
+    error_message = "The attempt deadline must not exceed the function timeout, or Scheduler retries runs that are still going."
+  }
+
+  assert {
+    condition     = google_cloudfunctions2_function.this.service_config[0].timeout_seconds == var.timing.function_timeout_seconds
+    error_message = "The function's timeout must be timing.function_timeout_seconds."
+  }
+
+  assert {
+    condition = alltrue([
+      for job in google_cloud_scheduler_job.this :
+      length(job.http_target) == 1 && length(job.http_target[0].oidc_token) == 1
+    ])
+    error_message = "Every Scheduler job must have an http_target with an oidc_token."
+  }
+
+  assert {
+    condition = alltrue([
+      for job in google_cloud_scheduler_job.this :
+      job.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      job.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
+      job.http_target[0].uri == google_cloudfunctions2_function.this.service_config[0].uri &&
+      job.http_target[0].http_method == "POST"
+    ])
+    error_message = "Every Scheduler job must POST to the function URI with an OIDC token of the invoker account whose audience is that URI."
+  }
+
+  assert {
+    condition     = output.function_uri == "https://{{ cookiecutter.project_slug }}-mock-ew.a.run.app"
+    error_message = "function_uri must be the URI of the function's Cloud Run service."
+  }
+
+  assert {
+    condition = alltrue([
+      for job in google_cloud_scheduler_job.this :
+      job.http_target[0].headers["X-Scheduler-Project"] == var.project_id && job.http_target[0].headers["X-Scheduler-Location"] == var.region
+    ])
+    error_message = "Every Scheduler job must send X-Scheduler-Project and X-Scheduler-Location (part of the dedup key)."
+  }
+
+  assert {
+    condition = alltrue([
+      for job in google_cloud_scheduler_job.this :
+      job.retry_config[0].retry_count == var.retry.retry_count &&
+      job.retry_config[0].max_retry_duration == "${var.retry.max_retry_duration_seconds}s" &&
+      job.retry_config[0].min_backoff_duration == "${var.retry.min_backoff_seconds}s" &&
+      job.retry_config[0].max_backoff_duration == "${var.retry.max_backoff_seconds}s" &&
+      job.retry_config[0].max_doublings == var.retry.max_doublings
+    ])
+    error_message = "Every Scheduler job's retry_config must carry var.retry."
+  }
+
+  # --- Firestore: TTL on expire_at, no single-field indexes ---
+
+  assert {
+    condition = (
+      google_firestore_field.expire_at.field == "expire_at" &&
+      google_firestore_field.expire_at.collection == var.firestore.collection &&
+      google_firestore_field.expire_at.database == var.firestore.database
+    )
+    error_message = "The TTL field must be expire_at on the runs collection of the configured database."
+  }
+
+  assert {
+    condition     = length(google_firestore_field.expire_at.ttl_config) == 1
+    error_message = "expire_at must carry a TTL policy (ttl_config), or run records are never deleted."
+  }
+
+  assert {
+    condition     = length(google_firestore_field.expire_at.index_config) == 1 && length(google_firestore_field.expire_at.index_config[0].indexes) == 0
+    error_message = "expire_at's single-field indexes must be turned off (empty index_config)."
+  }
+
+  # --- the function ---
+
+  assert {
+    condition     = google_cloudfunctions2_function.this.service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
+    error_message = "The function must accept internal traffic only."
+  }
+
+  assert {
+    condition     = google_cloudfunctions2_function.this.service_config[0].service_account_email == google_service_account.runtime.email
+    error_message = "The function must run as the dedicated runtime account, never the default compute account."
+  }
+
+  assert {
+    condition = (
+      google_cloudfunctions2_function.this.build_config[0].runtime == "python312" &&
+      google_cloudfunctions2_function.this.build_config[0].entry_point == "handle_scheduled_job"
+    )
+    error_message = "The function must be python312 with entry point handle_scheduled_job."
+  }
+
+  assert {
+    condition = (
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_PROJECT"] == var.project_id &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_LOCATION"] == var.region &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_DATABASE"] == var.firestore.database &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_COLLECTION"] == var.firestore.collection &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_LEASE_SECONDS"] == tostring(var.timing.lease_seconds) &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_RETENTION_SECONDS"] == tostring(var.timing.retention_seconds)
+    )
+    error_message = "The function must get the DEDUP_* settings the handler reads."
+  }
+
+  assert {
+    condition = (
+      google_storage_bucket.source.uniform_bucket_level_access == true &&
+      google_storage_bucket.source.public_access_prevention == "enforced" &&
+      strcontains(google_storage_bucket_object.source.name, data.archive_file.source.output_md5)
+    )
+    error_message = "The source bucket must enforce uniform access and public-access prevention; the object name must carry the zip's md5."
+  }
+
+  # --- IAM: the exact role set of each service account, nothing public ---
+
+  assert {
+    condition = toset(concat(
+      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.runtime.member],
+      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.runtime.member],
+      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.runtime.member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.runtime.member],
+      )) == toset(concat(
+      ["roles/datastore.user"],
+      var.target == "cloud_run_job" ? ["roles/run.jobsExecutorWithOverrides"] : [],
+      var.target == "workflow" ? ["roles/workflows.invoker"] : [],
+    ))
+    error_message = "The runtime account must hold exactly roles/datastore.user (+ the one role that starts its target)."
+  }
+
+  assert {
+    condition = toset(concat(
+      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.invoker.member],
+      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.invoker.member],
+      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.invoker.member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.invoker.member],
+    )) == toset(["roles/run.invoker"])
+    error_message = "The invoker account must hold exactly roles/run.invoker."
+  }
+
+  assert {
+    condition     = google_cloud_run_v2_service_iam_member.invoker.name == google_cloudfunctions2_function.this.service_config[0].service
+    error_message = "roles/run.invoker must be granted on the function's own Cloud Run service, not the project."
+  }
+
+  assert {
+    condition = alltrue([
+      for m in google_project_iam_member.datastore_user :
+      length(m.condition) == 1 && m.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
+    ])
+    error_message = "roles/datastore.user must be narrowed to the one Firestore database by an IAM condition."
+  }
+
+  assert {
+    condition = toset([for k, m in google_project_iam_member.datastore_user : k]) == toset(concat(
+      ["runtime"],
+      var.target == "cloud_run_job" ? ["job"] : [],
+      var.target == "workflow" ? ["workflow"] : [],
+    ))
+    error_message = "Only the runtime account and the target's own account may use Firestore."
+  }
+
+  assert {
+    condition = alltrue([
+      for member in concat(
+        [for m in google_project_iam_member.datastore_user : m.member],
+        [for m in google_project_iam_member.runtime_workflows_invoker : m.member],
+        [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.member],
+        [google_cloud_run_v2_service_iam_member.invoker.member],
+      ) : !contains(["allUsers", "allAuthenticatedUsers"], member)
+    ])
+    error_message = "No IAM grant may go to allUsers or allAuthenticatedUsers."
+  }
+
+  # --- targets ---
+
+  assert {
+    condition = var.target != "cloud_run_job" || (
+      google_cloud_run_v2_job.this[0].template[0].template[0].service_account == google_service_account.job[0].email &&
+      google_cloud_run_v2_job_iam_member.runtime_executor[0].name == google_cloud_run_v2_job.this[0].name &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_CLOUD_RUN_JOB"] == "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this[0].name}"
+    )
+    error_message = "The Cloud Run job must run as its own account, and the runtime account may run that job only."
+  }
+
+  assert {
+    condition = var.target != "workflow" || (
+      google_workflows_workflow.this[0].service_account == google_service_account.workflow[0].id &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_WORKFLOW"] == "projects/${var.project_id}/locations/${var.region}/workflows/${google_workflows_workflow.this[0].name}"
+    )
+    error_message = "The workflow must run as its own account and the function must know its name."
+  }
+
+  assert {
+    condition     = var.target == "cloud_run_job" || length(google_cloud_run_v2_job.this) + length(google_service_account.job) == 0
+    error_message = "No Cloud Run job unless target = cloud_run_job."
+  }
+
+  assert {
+    condition     = var.target == "workflow" || length(google_workflows_workflow.this) + length(google_service_account.workflow) == 0
+    error_message = "No workflow unless target = workflow."
+  }
+
+  # --- observability ---
+
+  assert {
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover"]) && alltrue([
+      for outcome, metric in google_logging_metric.outcome :
+      strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
+    ])
+    error_message = "There must be one log-based metric per handler outcome, filtered on the function's logs."
+  }
+
+  assert {
+    condition = (
+      length(google_monitoring_alert_policy.terminal_failure) == 1 &&
+      length(google_monitoring_alert_policy.retryable_failures) == 1 &&
+      google_monitoring_alert_policy.terminal_failure[0].conditions[0].condition_threshold[0].threshold_value == 0 &&
+      length(google_monitoring_alert_policy.terminal_failure[0].notification_channels) == length(var.notification_channels)
+    )
+    error_message = "Alert on any terminal failure and on retryable failures above the threshold; no notification channel by default."
+  }
+}
+
+# --- the same rules as the bake hook (hooks/rules.py) refuse bad values at plan ---
+
+run "rejects_attempt_deadline_above_function_timeout" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    timing = {
+      attempt_deadline_seconds = 600
+      function_timeout_seconds = 300
+      lease_seconds            = 660
+      retention_seconds        = 604800
+    }
+  }
+
+  expect_failures = [var.timing]
+}
+
+run "rejects_non_cron_schedule" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "every 24 hours", time_zone = "Etc/UTC" }
+    }
+  }
+
+  expect_failures = [var.jobs]
+}
+
+run "rejects_out_of_range_cron_field" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "0 24 * * *", time_zone = "Etc/UTC" }
+    }
+  }
+
+  expect_failures = [var.jobs]
+}
+
+run "rejects_lease_shorter_than_timeout_plus_margin" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    timing = {
+      attempt_deadline_seconds = 300
+      function_timeout_seconds = 300
+      lease_seconds            = 329
+      retention_seconds        = 604800
+    }
+  }
+
+  expect_failures = [var.timing]
+}
+
+run "rejects_retention_shorter_than_lease_plus_retry_window" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    timing = {
+      attempt_deadline_seconds = 300
+      function_timeout_seconds = 300
+      lease_seconds            = 360
+      retention_seconds        = 2459 # lease 360 + window (3+1)*300 + 3*300 = 2100 -> 2460 needed
+    }
+    retry = {
+      retry_count                = 3
+      min_backoff_seconds        = 10
+      max_backoff_seconds        = 300
+      max_doublings              = 3
+      max_retry_duration_seconds = 0
+    }
+  }
+
+  expect_failures = [var.timing]
+}
+
+run "rejects_retry_count_above_five" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    retry = {
+      retry_count = 6
+    }
+  }
+
+  expect_failures = [var.retry]
+}

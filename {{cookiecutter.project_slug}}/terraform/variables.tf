@@ -1,0 +1,41 @@
+# The answers given when this project was baked are the defaults; override them per environment
+# with -var or a *.tfvars file. The timing and retry values live in main.tf: the module checks
+# them with the same rules the template checked at bake time.
+
+variable "project_id" {
+  description = "Google Cloud project to deploy into."
+  type        = string
+  default     = "{{ cookiecutter.gcp_project_id }}"
+}
+
+variable "region" {
+  description = "Region of the function, the Scheduler jobs and (when created) the Firestore database."
+  type        = string
+  default     = "{{ cookiecutter.region }}"
+}
+
+variable "create_firestore_database" {
+  description = "Create the Firestore database named in main.tf (false: it exists already, as the (default) database often does)."
+  type        = bool
+  default     = false
+}
+
+variable "enable_apis" {
+  description = "Enable the Google Cloud APIs this project needs (they are never disabled on destroy)."
+  type        = bool
+  default     = true
+}
+
+variable "notification_channels" {
+  description = "Monitoring notification channel ids (projects/P/notificationChannels/N) for the alert policies; empty: incidents open without notifying anyone."
+  type        = list(string)
+  default     = []
+}
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+variable "job_image" {
+  description = "Container image of the Cloud Run job (build it from ../cloud_run_job/). The default is Google's sample job, a placeholder until you push yours."
+  type        = string
+  default     = "us-docker.pkg.dev/cloudrun/container/job:latest"
+}
+{%- endif %}

@@ -1,0 +1,22 @@
+# Provider pins for this project. The module in modules/scheduled-dedup/ declares the same ranges;
+# `terraform init` writes .terraform.lock.hcl with the exact versions it picked (commit that file
+# from a networked machine; never one made against offline stand-in providers).
+terraform {
+  required_version = ">= 1.9.0"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 8.0, < 9.0"
+    }
+    archive = {
+      source  = "hashicorp/archive"
+      version = ">= 2.4, < 3.0"
+    }
+  }
+}
+
+provider "google" {
+  project = var.project_id
+  region  = var.region
+}
