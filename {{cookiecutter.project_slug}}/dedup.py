@@ -183,9 +183,9 @@ def parse_schedule_time(text: str) -> dt.datetime:
     offset = "+00:00" if match["offset"] in "Zz" else match["offset"]
     try:
         parsed = dt.datetime.fromisoformat(f"{match['date']}T{match['hms']}:{match['second']}{fraction}{offset}")
-    except ValueError:
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):  # OverflowError: 0001-01-01T00:00:00+01:00 has no UTC datetime
         raise ValueError("is not a valid date and time") from None
-    return parsed.astimezone(UTC)
 
 
 def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.datetime) -> RunKey:
@@ -212,8 +212,9 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
         schedule_time = parse_schedule_time(raw_time)
     except ValueError as error:
         raise InvalidDelivery(f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: {error}") from None
-    # Past the retention window the run's record may be gone, so a replay would run again.
-    if schedule_time < now - config.retention:
+    # Past the retention window the run's record may be gone, so a replay would run again. At its very
+    # edge too: a record counts as absent from expire_at (>= schedule time + retention) on.
+    if schedule_time <= now - config.retention:
         raise InvalidDelivery(
             f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: older than the retention window "
             f"({int(config.retention.total_seconds())} s); refusing a run that may already have happened"

@@ -10,6 +10,7 @@ import pytest
 from firestore_emulator import Emulator, EmulatorNotFound
 from functions_framework import create_app
 from google.cloud import firestore
+from live_server import Fleet
 
 import dedup
 
@@ -53,6 +54,14 @@ def collection(monkeypatch, emulator_host):
     monkeypatch.setenv("DEDUP_COLLECTION", name)
     monkeypatch.setenv("DEDUP_PROJECT", PROJECT)
     return firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"]).collection(name)
+
+
+@pytest.fixture
+def fleet(collection, tmp_path):
+    """Real functions-framework server processes on this test's collection (tools/live_server.py); killed after."""
+    servers = Fleet(collection.id, tmp_path)
+    yield servers
+    servers.stop_all()
 
 
 @pytest.fixture

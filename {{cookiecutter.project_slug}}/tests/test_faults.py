@@ -1,0 +1,107 @@
+"""SIGKILL a real server at each point of a delivery, then retry the way Cloud Scheduler does (docs/faults.md).
+
+Each test starts two functions-framework servers (tools/live_server.py) on the emulator: the one that
+dies, stopped at a fault point by tools/served_job.py and killed with SIGKILL (no cleanup code runs),
+and a fresh one that takes Scheduler's retries, as a new Cloud Run instance would. Both boot at once
+to keep the suite fast. The lease is LEASE_SECONDS; the retries follow Scheduler's backoff shape with
+the template's default policy (10 s doubling 3 times, up to 300 s) scaled by 1/50, and 5 retries
+(Scheduler's most) so that they reach past the lease: 0.2, 0.4, 0.8, 1.6, 3.2 s.
+"""
+
+import datetime as dt
+
+import pytest
+from conftest import PROJECT, records, scheduler_headers
+from google.cloud import firestore
+from live_server import RetryPolicy, wait_for_file
+
+import dedup
+
+pytestmark = pytest.mark.faults
+
+LEASE_SECONDS = 2
+SCHEDULER_RETRIES = RetryPolicy(retry_count=5, min_backoff=0.2, max_backoff=6.0, max_doublings=3)
+
+
+def crash_at(fleet, point, headers):
+    """One delivery, killed at `point`; returns the fresh server and what the dead one's client saw."""
+    doomed = fleet.start(SERVED_FAULT=point, DEDUP_LEASE_SECONDS=str(LEASE_SECONDS))
+    fresh = fleet.start(DEDUP_LEASE_SECONDS=str(LEASE_SECONDS))
+    doomed.wait_ready()
+    fresh.wait_ready()
+    delivery, answers = doomed.deliver_in_background(headers)
+    assert wait_for_file(doomed.signal_path) == point
+    doomed.kill()
+    delivery.join(timeout=10)
+    return fresh, answers[0]
+
+
+def headers_now(job):
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    return scheduler_headers(job, now.isoformat().replace("+00:00", "Z"))
+
+
+def outputs_of(fleet):
+    """The job's effects: outputs/{run_id}, created put-if-absent by tools/served_job.py."""
+    client = firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"])
+    return records(client.collection(fleet.outputs))
+
+
+def test_kill_after_claim_before_work_a_retry_after_the_lease_runs_it_once(fleet, collection):
+    delivery = headers_now("crash-before-work")
+    fresh, crashed = crash_at(fleet, "before_work", delivery)
+    (run_id,) = records(collection)
+    claimed = records(collection)[run_id]
+    assert crashed.status == 0  # Scheduler sees a failed attempt and starts retrying
+    assert claimed["status"] == "in_progress" and fleet.executions() == []
+
+    retries = SCHEDULER_RETRIES.retry(fresh, delivery)
+
+    answers = [answer.text.split(":")[0] for _, answer in retries]
+    # While the dead attempt's lease lasts every retry is told 409 (Scheduler keeps retrying) ...
+    assert answers[:-1] and set(answers[:-1]) == {"in_progress"}
+    assert all(answer.status == 409 for _, answer in retries[:-1])
+    # ... and the first retry after it runs the work, once.
+    assert answers[-1] == "processed" and retries[-1][1].status == 200
+    record = records(collection)[run_id]
+    assert record["status"] == "completed" and record["attempts"] == 2
+    assert record["attempt_id"] != claimed["attempt_id"]
+    assert dt.datetime.now(dt.UTC) > claimed["lease_expires"]
+    assert fleet.executions() == [run_id]
+    assert list(outputs_of(fleet)) == [run_id]
+    assert [line["outcome"] for line in fresh.log_lines() if "outcome" in line][-2:] == ["takeover", "processed"]
+
+
+def test_kill_after_work_before_finish_runs_the_work_twice_but_a_run_id_keyed_effect_once(fleet, collection):
+    delivery = headers_now("crash-after-work")
+    fresh, crashed = crash_at(fleet, "after_work", delivery)
+    (run_id,) = records(collection)
+    assert crashed.status == 0
+    assert records(collection)[run_id]["status"] == "in_progress"  # the finish never left the dead process
+    first_output = outputs_of(fleet)[run_id]
+
+    retries = SCHEDULER_RETRIES.retry(fresh, delivery)
+
+    assert [answer.status for _, answer in retries][-1] == 200
+    assert {answer.status for _, answer in retries[:-1]} == {409}
+    # The claim cannot know the dead attempt's work had finished: the work ran twice ...
+    assert fleet.executions() == [run_id, run_id]
+    # ... but its effect, created put-if-absent under run_id, exists once: the first attempt's.
+    assert outputs_of(fleet) == {run_id: first_output}
+    assert first_output["attempt"] == 1
+    assert records(collection)[run_id]["status"] == "completed"
+
+
+def test_kill_after_the_finish_commit_leaves_nothing_stuck_and_the_retry_is_a_duplicate(fleet, collection):
+    delivery = headers_now("crash-in-finish")
+    fresh, crashed = crash_at(fleet, "after_finish", delivery)
+    (run_id,) = records(collection)
+    assert crashed.status == 0  # the finish committed but its answer never reached Scheduler
+    assert records(collection)[run_id]["status"] == "completed"
+
+    retries = SCHEDULER_RETRIES.retry(fresh, delivery)
+
+    assert [(answer.status, answer.text.split(":")[0]) for _, answer in retries] == [(200, "duplicate")]
+    assert retries[0][0] < LEASE_SECONDS  # answered at the first retry, without waiting out the lease
+    assert fleet.executions() == [run_id]
+    assert list(outputs_of(fleet)) == [run_id]

@@ -1,0 +1,67 @@
+"""The source a test server serves: the real main.handle_scheduled_job, with a test job in place of job.run.
+
+Run it as `functions-framework --target handle_scheduled_job --source tools/served_job.py` with the
+project's root on PYTHONPATH (tools/live_server.py does that). Nothing here ships: production code has
+no test hooks, this module wraps it from outside. Environment:
+  SERVED_EXECUTIONS  a file that gets one line "<run_id> <attempt_id>" each time the work starts its
+                     effect (one O_APPEND write, so the line survives a SIGKILL right after it)
+  SERVED_OUTPUTS     a collection where the work creates outputs/{run_id} put-if-absent, the way a job
+                     keys its effect by run_id so that a repeated run changes nothing
+  SERVED_FAULT       before_work | after_work | after_finish: where the delivery stops (see `_stop_here`)
+  SERVED_SIGNAL      a file created when the fault point is reached; the thread then waits to be killed
+"""
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from google.api_core import exceptions as api_exceptions
+from google.cloud import firestore
+
+import dedup
+import main
+from run_context import RunContext
+
+handle_scheduled_job = main.handle_scheduled_job
+
+
+def _stop_here(point: str) -> None:
+    """At the configured fault point, signal the test and hang until it SIGKILLs the server."""
+    if os.environ.get("SERVED_FAULT") == point:
+        Path(os.environ["SERVED_SIGNAL"]).write_text(point)
+        while True:
+            time.sleep(60)
+
+
+def put_if_absent_job(context: RunContext) -> None:
+    """Records the call, then writes its one effect keyed by run_id: a repeat finds it there and stops."""
+    _stop_here("before_work")
+    line = f"{context.run_id} {context.attempt_id}\n".encode()
+    descriptor = os.open(os.environ["SERVED_EXECUTIONS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(descriptor, line)
+    finally:
+        os.close(descriptor)
+    config = dedup.DedupConfig.from_env()
+    outputs = dedup.firestore_client(config.project, config.database).collection(os.environ["SERVED_OUTPUTS"])
+    # AlreadyExists: an earlier attempt of this run wrote it, so the effect happened once.
+    with contextlib.suppress(api_exceptions.AlreadyExists):
+        outputs.document(context.run_id).create(
+            {"attempt_id": context.attempt_id, "attempt": context.attempt, "written_at": firestore.SERVER_TIMESTAMP},
+            timeout=dedup.RPC_TIMEOUT_SECONDS,
+        )
+    _stop_here("after_work")
+
+
+_complete = dedup.RunLedger.complete
+
+
+def _complete_then_stop(self: dedup.RunLedger, claim: dedup.Claim, now) -> dedup.Outcome:
+    outcome = _complete(self, claim, now)  # the finish commit lands ...
+    _stop_here("after_finish")  # ... and the process dies before Scheduler gets the answer
+    return outcome
+
+
+main.run = put_if_absent_job
+dedup.RunLedger.complete = _complete_then_stop
