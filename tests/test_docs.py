@@ -1,0 +1,118 @@
+"""docs/ renders on GitHub: every mermaid diagram parses with mermaid's own parser, and every link
+between the docs (file and #anchor) resolves."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+DOCS = ROOT / "docs"
+CHECKER = ROOT / "tools" / "docs-check"
+INSTALL_HINT = "run `make test` (it runs `npm ci --prefix tools/docs-check`), or that npm command yourself"
+MERMAID_BLOCK = re.compile(r"^```mermaid\n(.*?)^```", re.M | re.S)
+# [text](target): targets without a scheme are links inside the repository.
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+PAGES = sorted(DOCS.glob("*.md"))
+
+
+def mermaid_blocks() -> list[dict[str, str]]:
+    blocks = []
+    for page in PAGES:
+        for number, match in enumerate(MERMAID_BLOCK.finditer(page.read_text()), 1):
+            blocks.append({"name": f"{page.name} diagram {number}", "code": match[1]})
+    return blocks
+
+
+def parse_mermaid(blocks: list[dict[str, str]]) -> list[dict]:
+    """mermaid.parse() on each block, in one node process (tools/docs-check/check_mermaid.mjs)."""
+    node = shutil.which("node")
+    if not node:
+        pytest.fail(f"node is not installed; the mermaid check needs Node.js 18+. Then {INSTALL_HINT}.", pytrace=False)
+    if not (CHECKER / "node_modules" / "mermaid").is_dir():
+        pytest.fail(f"the pinned mermaid parser is not installed: {INSTALL_HINT}.", pytrace=False)
+    result = subprocess.run(
+        [node, "check_mermaid.mjs"], cwd=CHECKER, input=json.dumps(blocks), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = MERMAID_BLOCK.sub("", page.read_text())
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return {github_anchor(m[1]) for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)}
+
+
+def test_docs_cover_the_topics():
+    names = {page.name for page in PAGES}
+    assert {
+        "README.md",
+        "how-it-works.md",
+        "choosing-the-numbers.md",
+        "schedules-and-manual-runs.md",
+        "iam.md",
+        "operations.md",
+        "upgrading.md",
+        "troubleshooting.md",
+        "performance.md",
+    } <= names
+
+
+def test_every_mermaid_diagram_parses():
+    blocks = mermaid_blocks()
+    results = parse_mermaid(blocks)
+    failures = [f"{r['name']}: {r['error']}" for r in results if not r["ok"]]
+    assert not failures, "\n".join(failures)
+    types = {r["name"].split(" diagram")[0]: set() for r in results}
+    for r in results:
+        types[r["name"].split(" diagram")[0]].add(r["type"])
+    assert {"sequence", "stateDiagram"} <= types["how-it-works.md"]
+
+
+def test_the_checker_rejects_a_broken_diagram():
+    broken = [
+        {"name": "arrow without a target", "code": "sequenceDiagram\n    A->>: hello\n"},
+        {"name": "dangling transition", "code": "stateDiagram-v2\n    [*] --> \n"},
+        {"name": "unknown diagram type", "code": "sequenceDiagramm\n    A->>B: hi\n"},
+    ]
+    results = parse_mermaid(broken)
+    assert [r["ok"] for r in results] == [False, False, False], results
+    assert all("error" in r and r["error"] for r in results)
+
+
+def broken_links(pages: list[Path]) -> list[str]:
+    broken = []
+    for page in pages:
+        for target in LINK.findall(MERMAID_BLOCK.sub("", page.read_text())):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto: outside the repository
+            path, _, anchor = target.partition("#")
+            destination = (page.parent / path).resolve() if path else page
+            if not destination.exists():
+                broken.append(f"{page.name}: {target} (no such file)")
+            elif anchor and destination.suffix == ".md" and anchor not in anchors(destination):
+                broken.append(f"{page.name}: {target} (no heading with that anchor)")
+    return broken
+
+
+def test_links_between_docs_resolve():
+    assert not broken_links(PAGES), "\n".join(broken_links(PAGES))
+
+
+def test_the_link_check_finds_a_missing_page_and_a_missing_heading(tmp_path):
+    page = tmp_path / "a.md"
+    (tmp_path / "b.md").write_text("# Title\n\n## Why it's `safe`\n")
+    page.write_text("[ok](b.md#why-its-safe) [gone](c.md) [bad anchor](b.md#nope) [web](https://example.com)\n")
+    assert broken_links([page]) == ["a.md: c.md (no such file)", "a.md: b.md#nope (no heading with that anchor)"]
