@@ -32,11 +32,16 @@ resource "google_cloud_run_v2_job" "this" {
         }
 
         dynamic "env" {
+          # What cloud_run_job/ reads; the proxy adds DEDUP_RUN_ID and DEDUP_SCHEDULE_TIME per execution.
           for_each = merge(var.cloud_run_job.environment_variables, {
-            DEDUP_PROJECT    = var.project_id
-            DEDUP_LOCATION   = var.region
-            DEDUP_DATABASE   = var.firestore.database
-            DEDUP_COLLECTION = var.firestore.collection
+            DEDUP_PROJECT           = var.project_id
+            DEDUP_LOCATION          = var.region
+            DEDUP_DATABASE          = var.firestore.database
+            DEDUP_COLLECTION        = var.firestore.collection
+            DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
+            # The job must know Cloud Run's retry budget to tell a task's last attempt.
+            JOB_MAX_RETRIES   = tostring(var.cloud_run_job.max_retries)
+            JOB_LEASE_SECONDS = tostring(var.cloud_run_job.item_lease_seconds)
           })
           content {
             name  = env.key

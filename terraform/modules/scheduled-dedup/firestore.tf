@@ -36,3 +36,28 @@ resource "google_firestore_field" "expire_at" {
 
   depends_on = [google_project_service.this]
 }
+
+locals {
+  # Collections the target's own code writes, each document with expire_at (same retention):
+  # cloud_run_job/store.py keeps checkpoints, artifacts, outputs and dead letters; the sample
+  # workflow keeps one guard document per run.
+  target_collections = {
+    function      = []
+    cloud_run_job = [for suffix in ["runs", "items", "artifacts", "outputs", "dead_letters"] : "${var.firestore.collection}_job_${suffix}"]
+    workflow      = ["${var.firestore.collection}_workflow"]
+  }[var.target]
+}
+
+resource "google_firestore_field" "target_expire_at" {
+  for_each = toset(local.target_collections)
+
+  project    = var.project_id
+  database   = local.firestore_database
+  collection = each.key
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+
+  depends_on = [google_project_service.this]
+}

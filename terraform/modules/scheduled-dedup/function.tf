@@ -110,6 +110,9 @@ resource "google_cloudfunctions2_function" "this" {
     ingress_settings = "ALLOW_INTERNAL_ONLY"
 
     environment_variables = merge(
+      # The API adds LOG_EXECUTION_ID=true to gen2 functions (execution ids in logs); declaring it
+      # avoids a permanent diff on every plan (same choice as Cloud Foundation Fabric's modules).
+      { LOG_EXECUTION_ID = "true" },
       var.function.environment_variables,
       {
         DEDUP_PROJECT           = var.project_id
@@ -118,15 +121,14 @@ resource "google_cloudfunctions2_function" "this" {
         DEDUP_COLLECTION        = var.firestore.collection
         DEDUP_LEASE_SECONDS     = tostring(var.timing.lease_seconds)
         DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
-        DEDUP_TARGET            = var.target
       },
       var.target == "cloud_run_job" ? {
-        # Full resource name the handler passes to RunJob.
-        DEDUP_CLOUD_RUN_JOB = "projects/${var.project_id}/locations/${var.region}/jobs/${local.job_name}"
+        # Full resource name the proxy (job.py) passes to RunJob.
+        PROXY_JOB_NAME = "projects/${var.project_id}/locations/${var.region}/jobs/${local.job_name}"
       } : {},
       var.target == "workflow" ? {
-        # Full resource name the handler creates executions of.
-        DEDUP_WORKFLOW = "projects/${var.project_id}/locations/${var.region}/workflows/${local.workflow_name}"
+        # Full resource name the proxy (job.py) creates executions of.
+        PROXY_WORKFLOW_NAME = "projects/${var.project_id}/locations/${var.region}/workflows/${local.workflow_name}"
       } : {},
     )
   }

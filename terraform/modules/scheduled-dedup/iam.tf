@@ -8,7 +8,8 @@
 #                   + roles/workflows.invoker in the project (see below)    (target = workflow)
 #   <slug>-invoker  Cloud Scheduler's OIDC identity: roles/run.invoker on the function's Cloud Run service
 #   <slug>-job      the Cloud Run job's identity: roles/datastore.user on the one database (cloud_run_job)
-#   <slug>-wf       the workflow's identity: roles/datastore.user on the one database (workflow)
+#   <slug>-wf       the workflow's identity: roles/datastore.user on the one database,
+#                   + roles/logging.logWriter in the project (sys.log)      (workflow)
 # Structured logs go to stdout/stderr, which needs no logging role.
 
 resource "google_service_account" "runtime" {
@@ -118,4 +119,15 @@ resource "google_project_iam_member" "runtime_workflows_invoker" {
   project = var.project_id
   role    = "roles/workflows.invoker"
   member  = google_service_account.runtime.member
+}
+
+# target = workflow: the sample workflow writes its own log entries with sys.log, as its service
+# account. Writing log entries is granted on the project (there is no narrower resource to write
+# to); roles/logging.logWriter holds logging.logEntries.create and nothing that reads.
+resource "google_project_iam_member" "workflow_log_writer" {
+  count = var.target == "workflow" ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = google_service_account.workflow[0].member
 }

@@ -262,11 +262,12 @@ variable "function" {
 }
 
 variable "cloud_run_job" {
-  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image: the job's container (build it from the baked cloud_run_job/ directory; the default is Google's sample job image, a placeholder). task_timeout_seconds: per task, up to 24 h."
+  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image: the job's container (build it from the baked cloud_run_job/ directory; the default is Google's sample job image, a placeholder). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
   type = object({
     image                 = optional(string, "us-docker.pkg.dev/cloudrun/container/job:latest")
     max_retries           = optional(number, 3)
     task_timeout_seconds  = optional(number, 3600)
+    item_lease_seconds    = optional(number, 600)
     task_count            = optional(number, 1)
     parallelism           = optional(number, 0)
     cpu                   = optional(string, "1")
@@ -282,8 +283,8 @@ variable "cloud_run_job" {
   }
 
   validation {
-    condition     = var.cloud_run_job.task_timeout_seconds >= 1 && var.cloud_run_job.task_timeout_seconds <= 86400
-    error_message = "cloud_run_job.task_timeout_seconds: must be 1-86400."
+    condition     = var.cloud_run_job.task_timeout_seconds >= 1 && var.cloud_run_job.task_timeout_seconds <= 86400 && var.cloud_run_job.item_lease_seconds >= 1
+    error_message = "cloud_run_job: task_timeout_seconds must be 1-86400 and item_lease_seconds at least 1."
   }
 }
 

@@ -174,6 +174,18 @@ run "baked_values" {
     error_message = "expire_at's single-field indexes must be turned off (empty index_config)."
   }
 
+  assert {
+    condition = alltrue([
+      for field in google_firestore_field.target_expire_at :
+      field.field == "expire_at" && length(field.ttl_config) == 1 && startswith(field.collection, "${var.firestore.collection}_")
+      ]) && length(google_firestore_field.target_expire_at) == {
+      function      = 0
+      cloud_run_job = 5
+      workflow      = 1
+    }[var.target]
+    error_message = "Every collection the target's own code writes needs its TTL on expire_at too."
+  }
+
   # --- the function ---
 
   assert {
@@ -221,6 +233,7 @@ run "baked_values" {
     condition = toset(concat(
       [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.runtime.member],
       [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.runtime.member],
+      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.runtime.member],
       [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.runtime.member],
       [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.runtime.member],
       )) == toset(concat(
@@ -235,10 +248,33 @@ run "baked_values" {
     condition = toset(concat(
       [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.invoker.member],
       [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.invoker.member],
+      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.invoker.member],
       [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.invoker.member],
       [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.invoker.member],
     )) == toset(["roles/run.invoker"])
     error_message = "The invoker account must hold exactly roles/run.invoker."
+  }
+
+  assert {
+    condition = var.target != "cloud_run_job" || toset(concat(
+      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.job[0].member],
+      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.job[0].member],
+      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.job[0].member],
+      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.job[0].member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.job[0].member],
+    )) == toset(["roles/datastore.user"])
+    error_message = "The Cloud Run job's account must hold exactly roles/datastore.user."
+  }
+
+  assert {
+    condition = var.target != "workflow" || toset(concat(
+      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.workflow[0].member],
+      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.workflow[0].member],
+      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.workflow[0].member],
+      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.workflow[0].member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.workflow[0].member],
+    )) == toset(["roles/datastore.user", "roles/logging.logWriter"])
+    error_message = "The workflow's account must hold exactly roles/datastore.user and roles/logging.logWriter (sys.log)."
   }
 
   assert {
@@ -268,6 +304,7 @@ run "baked_values" {
       for member in concat(
         [for m in google_project_iam_member.datastore_user : m.member],
         [for m in google_project_iam_member.runtime_workflows_invoker : m.member],
+        [for m in google_project_iam_member.workflow_log_writer : m.member],
         [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.member],
         [google_cloud_run_v2_service_iam_member.invoker.member],
       ) : !contains(["allUsers", "allAuthenticatedUsers"], member)
@@ -281,7 +318,7 @@ run "baked_values" {
     condition = var.target != "cloud_run_job" || (
       google_cloud_run_v2_job.this[0].template[0].template[0].service_account == google_service_account.job[0].email &&
       google_cloud_run_v2_job_iam_member.runtime_executor[0].name == google_cloud_run_v2_job.this[0].name &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_CLOUD_RUN_JOB"] == "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this[0].name}"
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["PROXY_JOB_NAME"] == "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this[0].name}"
     )
     error_message = "The Cloud Run job must run as its own account, and the runtime account may run that job only."
   }
@@ -289,7 +326,7 @@ run "baked_values" {
   assert {
     condition = var.target != "workflow" || (
       google_workflows_workflow.this[0].service_account == google_service_account.workflow[0].id &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_WORKFLOW"] == "projects/${var.project_id}/locations/${var.region}/workflows/${google_workflows_workflow.this[0].name}"
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["PROXY_WORKFLOW_NAME"] == "projects/${var.project_id}/locations/${var.region}/workflows/${google_workflows_workflow.this[0].name}"
     )
     error_message = "The workflow must run as its own account and the function must know its name."
   }
