@@ -1,7 +1,7 @@
 """Inspect run records (docs/operations.md). Uses FIRESTORE_EMULATOR_HOST if set, else your gcloud credentials.
 
-    python tools/runs.py stuck              # in_progress runs whose lease has expired
-    python tools/runs.py show JOB TIME      # one run's record, found by the run_id dedup.RunKey computes
+`python tools/runs.py stuck` lists the in_progress runs whose lease has expired;
+`python tools/runs.py show JOB TIME` prints one run's record, found by the run_id dedup.RunKey computes.
 """
 
 from __future__ import annotations
