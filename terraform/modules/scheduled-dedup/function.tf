@@ -1,11 +1,16 @@
 # The handler: a gen2 Cloud Run function built from the baked project's own source.
 
 locals {
-  # Never part of the function's source: Terraform, tests, virtualenvs, caches, build output, VCS.
+  # Never part of the function's source: Terraform, tests, dev tools, docs, the other targets' code
+  # (the Cloud Run job ships as its own image, the workflow as its own resource), virtualenvs,
+  # caches, build output, VCS. The same list as the baked .gcloudignore, for `gcloud` deploys.
   source_excludes = concat(
     [
       "terraform", "terraform/**",
       "tests", "tests/**",
+      "tools", "tools/**", "benchmarks", "benchmarks/**", "docs", "docs/**",
+      "cloud_run_job", "cloud_run_job/**", "workflow", "workflow/**",
+      "*.md", "Makefile", "requirements-dev.txt", ".gcloudignore", ".cookiecutter.json", ".cruft.json",
       ".venv", ".venv/**", "venv", "venv/**",
       "build", "build/**", "dist", "dist/**",
       ".git", ".git/**", ".github", ".github/**",
