@@ -157,6 +157,12 @@ def check_cron_field(text: str, name: str, low: int, high: int, names: Mapping[s
             raise ValueError(f"{name} step in {item!r} is 0")
 
 
+GROC_REFUSED = (
+    "groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees "
+    "the X-CloudScheduler-ScheduleTime header for unix-cron"
+)
+
+
 def check_schedule(job_id: str, schedule: str) -> str:
     """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone."""
     field = f"jobs.{job_id}.schedule"
@@ -164,17 +170,13 @@ def check_schedule(job_id: str, schedule: str) -> str:
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
     parts = schedule.split()
     if len(parts) != 5:
-        raise RuleError(
-            field,
-            schedule,
-            "must be 5-field unix-cron such as '0 3 * * *'; groc forms such as 'every 5 minutes' are refused "
-            "because Cloud Scheduler only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron",
-        )
+        raise RuleError(field, schedule, f"must be 5-field unix-cron such as '0 3 * * *'; {GROC_REFUSED}")
     for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
         try:
             check_cron_field(part, name, low, high, names)
         except ValueError as error:
-            raise RuleError(field, schedule, f"not valid unix-cron: {error}") from None
+            # Some groc forms have five words ("1st monday of sep 17:00"): say why groc is refused there too.
+            raise RuleError(field, schedule, f"not valid unix-cron: {error}; {GROC_REFUSED}") from None
     return schedule
 
 

@@ -198,6 +198,12 @@ def test_schedule_refuses_anything_but_five_fields_naming_the_schedule_time_head
     assert GROC_REASON in message
 
 
+def test_five_word_groc_form_is_refused_naming_the_schedule_time_header():
+    schedule = "1st monday of sep 17:00"
+    message = assert_refused(rules.check_schedule, ["nightly", schedule], "jobs.nightly.schedule", schedule, "1st")
+    assert GROC_REASON in message
+
+
 def test_schedule_refuses_non_text():
     assert_refused(rules.check_schedule, ["nightly", 5], "jobs.nightly.schedule", 5, "5-field unix-cron string")
 
