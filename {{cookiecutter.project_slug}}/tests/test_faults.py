@@ -41,6 +41,11 @@ def headers_now(job):
     return scheduler_headers(job, now.isoformat().replace("+00:00", "Z"))
 
 
+def show(case, retries):
+    """Prints the retries as (seconds after the first wait began, status, outcome): the figures docs/faults.md cites."""
+    print(f"\n{case}: " + ", ".join(f"{t:.1f}s {a.status} {a.text.split(':')[0]}" for t, a in retries))
+
+
 def outputs_of(fleet):
     """The job's effects: outputs/{run_id}, created put-if-absent by tools/served_job.py."""
     client = firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"])
@@ -56,6 +61,7 @@ def test_kill_after_claim_before_work_a_retry_after_the_lease_runs_it_once(fleet
     assert claimed["status"] == "in_progress" and fleet.executions() == []
 
     retries = SCHEDULER_RETRIES.retry(fresh, delivery)
+    show("killed before the work", retries)
 
     answers = [answer.text.split(":")[0] for _, answer in retries]
     # While the dead attempt's lease lasts every retry is told 409 (Scheduler keeps retrying) ...
@@ -81,6 +87,7 @@ def test_kill_after_work_before_finish_runs_the_work_twice_but_a_run_id_keyed_ef
     first_output = outputs_of(fleet)[run_id]
 
     retries = SCHEDULER_RETRIES.retry(fresh, delivery)
+    show("killed after the work", retries)
 
     assert [answer.status for _, answer in retries][-1] == 200
     assert {answer.status for _, answer in retries[:-1]} == {409}
@@ -100,6 +107,7 @@ def test_kill_after_the_finish_commit_leaves_nothing_stuck_and_the_retry_is_a_du
     assert records(collection)[run_id]["status"] == "completed"
 
     retries = SCHEDULER_RETRIES.retry(fresh, delivery)
+    show("killed after the finish commit", retries)
 
     assert [(answer.status, answer.text.split(":")[0]) for _, answer in retries] == [(200, "duplicate")]
     assert retries[0][0] < LEASE_SECONDS  # answered at the first retry, without waiting out the lease

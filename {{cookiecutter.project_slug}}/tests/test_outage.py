@@ -72,6 +72,7 @@ def test_hung_store_answers_500_within_the_deadline_and_the_run_proceeds_once_af
     finally:
         os.killpg(private_emulator.process.pid, signal.SIGCONT)
 
+    print(f"\nhung store: {hung.status} after {hung.seconds:.1f} s")
     assert hung.status == 500 and hung.text.startswith("store_unavailable")
     assert hung.seconds <= dedup.RPC_TIMEOUT_SECONDS + SLACK_SECONDS
     (line,) = outcome_lines(server, "during-outage")
@@ -100,6 +101,7 @@ def test_stopped_store_answers_500_at_once_and_after_a_restart_the_run_proceeds_
     restarted = Emulator(port=private_emulator.port, log_path=private_emulator.log_path).start()
     private_emulator.process = restarted.process  # the module fixture stops whichever process runs
 
+    print(f"\nstopped store: {refused.status} after {refused.seconds:.2f} s")
     assert refused.status == 500 and refused.text.startswith("store_unavailable")
     assert refused.seconds <= dedup.RPC_TIMEOUT_SECONDS + SLACK_SECONDS
     (line,) = outcome_lines(server, "store-down")
