@@ -35,6 +35,7 @@ MATRIX = {
     },
     # The proxy targets: the handler starts a Cloud Run job / a Workflows execution per claimed run.
     "cloud-run-job": {"target": "cloud_run_job"},
+    "workflow": {"target": "workflow"},
 }
 
 

@@ -1,0 +1,105 @@
+"""The sample workflow (workflow/workflow.yaml), checked structurally: it parses, reads only what the
+proxy sends, and runs its side effect only behind a Firestore create keyed by the run id."""
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+import dedup
+import job
+from run_context import RunContext
+
+WORKFLOW = Path(__file__).resolve().parent.parent / "workflow" / "workflow.yaml"
+FIRESTORE = "googleapis.firestore.v1.projects.databases.documents."
+GUARD_DOCUMENT = '${documents + "/" + collection + "/" + run_id}'
+
+
+@pytest.fixture(scope="module")
+def steps():
+    """main's steps, in order, as (name, body) pairs."""
+    definition = yaml.safe_load(WORKFLOW.read_text())
+    assert definition["main"]["params"] == ["args"]
+    return [next(iter(step.items())) for step in definition["main"]["steps"]]
+
+
+def step(steps, name):
+    return dict(steps)[name]
+
+
+def names(steps):
+    return [name for name, _ in steps]
+
+
+def argument_sent_by_the_proxy(monkeypatch):
+    """What job.run puts in the execution's argument, captured by a stand-in client."""
+    sent = []
+
+    class Client:
+        def create_execution(self, parent, execution, **options):
+            sent.append(json.loads(execution.argument))
+            return execution
+
+    monkeypatch.setattr(job, "executions_client", Client)
+    monkeypatch.setenv("PROXY_WORKFLOW_NAME", "projects/p-123456/locations/europe-west1/workflows/wf")
+    moment = dt.datetime(2026, 6, 1, 12, tzinfo=dt.UTC)
+    key = dedup.RunKey("p-123456", "europe-west1", "nightly", moment)
+    job.run(RunContext(key.run_id, "nightly", moment, "attempt", 1, "p-123456", "europe-west1"))
+    return sent[0]
+
+
+def test_the_workflow_reads_only_what_the_proxy_sends(monkeypatch, steps):
+    argument = argument_sent_by_the_proxy(monkeypatch)
+    read = set(re.findall(r"\bargs\.(\w+)", WORKFLOW.read_text()))
+    assert read <= set(argument)
+    assert dict(step(steps, "init")["assign"][0]) == {"run_id": "${args.run_id}"}
+
+
+def test_the_run_id_check_accepts_real_run_ids_only(monkeypatch, steps):
+    (branch,) = step(steps, "check_run_id")["switch"]
+    pattern = re.search(r'match_regex\(run_id, "(.+?)"\)', branch["condition"]).group(1)
+    assert branch["condition"].startswith("${not ") and "raise" in branch
+
+    assert re.search(pattern, argument_sent_by_the_proxy(monkeypatch)["run_id"])
+    for bad in ["", "A" * 64, "a" * 63, "a" * 64 + "/x"]:
+        assert not re.search(pattern, bad)
+
+
+def test_the_side_effect_runs_only_after_a_create_keyed_by_the_run_id(steps):
+    guard = step(steps, "guard")["try"]
+    assert guard["call"] == FIRESTORE + "createDocument"
+    assert (guard["args"]["documentId"], guard["args"]["collectionId"]) == ("${run_id}", "${collection}")
+    assert names(steps).index("guard") < names(steps).index("side_effect")
+    # Its own collection: the handler's run records use the same ids in DEDUP_COLLECTION.
+    assigned = {name: value for line in step(steps, "init")["assign"] for name, value in line.items()}
+    assert assigned["collection"].endswith('+ "_workflow"}')
+
+
+def test_already_exists_skips_the_side_effect_and_other_errors_fail(steps):
+    handler = step(steps, "guard")["except"]
+    (on_409, on_other) = handler["steps"]
+    (branch,) = on_409["already_guarded"]["switch"]
+    assert branch == {"condition": "${" + handler["as"] + ".code == 409}", "next": "skip_duplicate"}
+    assert on_other == {"guard_failed": {"raise": "${" + handler["as"] + "}"}}
+    # The skip ends the execution, and only a jump reaches it: `done` returns first.
+    assert set(step(steps, "skip_duplicate")) == {"return"}
+    assert names(steps)[-2:] == ["done", "skip_duplicate"] and "return" in step(steps, "done")
+
+
+def test_a_failed_side_effect_releases_the_guard_then_fails(steps):
+    handler = step(steps, "side_effect")["except"]
+    (release, fail) = handler["steps"]
+    assert release["release_guard"] == {"call": FIRESTORE + "delete", "args": {"name": GUARD_DOCUMENT}}
+    assert fail == {"effect_failed": {"raise": "${" + handler["as"] + "}"}}
+
+
+def test_the_guard_is_marked_completed_once_the_side_effect_is_done(steps):
+    names_in_order = names(steps)
+    assert names_in_order.index("side_effect") < names_in_order.index("mark_done") < names_in_order.index("done")
+    mark = step(steps, "mark_done")
+    assert mark["call"] == FIRESTORE + "patch"
+    assert mark["args"]["name"] == GUARD_DOCUMENT
+    assert mark["args"]["body"]["fields"]["status"] == {"stringValue": "completed"}
