@@ -7,8 +7,10 @@ no test hooks, this module wraps it from outside. Environment:
                      effect (one O_APPEND write, so the line survives a SIGKILL right after it)
   SERVED_OUTPUTS     a collection where the work creates outputs/{run_id} put-if-absent, the way a job
                      keys its effect by run_id so that a repeated run changes nothing
-  SERVED_FAULT       before_work | after_work | after_finish: where the delivery stops (see `_stop_here`)
-  SERVED_SIGNAL      a file created when the fault point is reached; the thread then waits to be killed
+  SERVED_FAULT       before_work | after_work | after_finish: where the delivery stops (see `_stop_here`);
+                     hold_after_work: the delivery pauses after the work until the test creates
+                     SERVED_SIGNAL + ".go" (so the test can freeze the store before the finish is sent)
+  SERVED_SIGNAL      a file created when the fault point is reached
 """
 
 import contextlib
@@ -34,6 +36,16 @@ def _stop_here(point: str) -> None:
             time.sleep(60)
 
 
+def _hold_here(point: str) -> None:
+    """At the configured hold point, signal the test and wait until it says go."""
+    if os.environ.get("SERVED_FAULT") == point:
+        signal = Path(os.environ["SERVED_SIGNAL"])
+        signal.write_text(point)
+        go = signal.with_name(signal.name + ".go")
+        while not go.exists():
+            time.sleep(0.01)
+
+
 def put_if_absent_job(context: RunContext) -> None:
     """Records the call, then writes its one effect keyed by run_id: a repeat finds it there and stops."""
     _stop_here("before_work")
@@ -52,6 +64,7 @@ def put_if_absent_job(context: RunContext) -> None:
             timeout=dedup.RPC_TIMEOUT_SECONDS,
         )
     _stop_here("after_work")
+    _hold_here("hold_after_work")
 
 
 _complete = dedup.RunLedger.complete
