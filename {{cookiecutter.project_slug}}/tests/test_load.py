@@ -2,10 +2,13 @@
 
 The server is functions-framework's own: gunicorn, one worker process, THREADS threads (its default is
 4 per core); it gets 16 so that no client waits for a thread. The figures are printed, not asserted:
-timing targets belong to benchmarks/, which reuses `live_server.measure_load`.
+timing targets belong to benchmarks/: with LOAD_JSON=PATH set, this test also writes its figures there,
+for `python benchmarks/run.py --load-json PATH`.
 """
 
 import datetime as dt
+import json
+import os
 
 import pytest
 from conftest import records, scheduler_headers
@@ -33,6 +36,9 @@ def test_duplicate_deliveries_under_load_run_each_run_exactly_once(fleet, collec
     # Every other delivery is a duplicate of a finished run (200) or meets a live claim (409, retried later).
     assert set(figures.outcomes) <= {"processed", "duplicate", "in_progress"}
     executions = fleet.executions()
+    if os.environ.get("LOAD_JSON"):
+        with open(os.environ["LOAD_JSON"], "w") as handover:
+            json.dump(figures.handover(len(executions)), handover)
     assert len(executions) == len(set(executions)) == RUNS
     run_records = records(collection)
     assert len(run_records) == RUNS and {r["status"] for r in run_records.values()} == {"completed"}

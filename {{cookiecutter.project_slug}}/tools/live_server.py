@@ -153,6 +153,9 @@ class RetryPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class LoadFigures:
+    clients: int
+    runs: int
+    duplicates: int
     deliveries: int
     seconds: float
     statuses: dict[int, int]  # HTTP status -> count
@@ -163,6 +166,19 @@ class LoadFigures:
     @property
     def throughput(self) -> float:
         return self.deliveries / self.seconds
+
+    def handover(self, executions: int) -> dict[str, float]:
+        """The figures in the shape benchmarks/run.py --load-json reads (its LOAD_FIELDS)."""
+        return {
+            "clients": self.clients,
+            "runs": self.runs,
+            "deliveries_per_run": self.duplicates,
+            "executions": executions,
+            "errors_5xx": sum(count for status, count in self.statuses.items() if status >= 500 or status == 0),
+            "throughput_per_s": round(self.throughput, 1),
+            "p50_ms": round(self.p50_ms, 1),
+            "p95_ms": round(self.p95_ms, 1),
+        }
 
     def summary(self) -> str:
         return (
@@ -191,7 +207,9 @@ def measure_load(server: Server, headers_of_run, runs: int = 50, duplicates: int
         label = answer.text.split(":", 1)[0]
         outcomes[label] = outcomes.get(label, 0) + 1
     percentiles = statistics.quantiles(latencies, n=100, method="inclusive")
-    return LoadFigures(len(answers), seconds, statuses, outcomes, percentiles[49], percentiles[94])
+    return LoadFigures(
+        clients, runs, duplicates, len(answers), seconds, statuses, outcomes, percentiles[49], percentiles[94]
+    )
 
 
 class Fleet:
