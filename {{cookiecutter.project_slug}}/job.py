@@ -120,8 +120,9 @@ def run(context: RunContext) -> str:
         "job_name": context.job_name,
         "schedule_time": context.schedule_time.isoformat().replace("+00:00", "Z"),
     }
+    parent = workflow_name()  # checked before any client is made: a bad setting is terminal
     execution = executions_client().create_execution(
-        parent=workflow_name(),
+        parent=parent,
         execution=executions_v1.Execution(argument=json.dumps(argument)),
         retry=None,
         timeout=CALL_TIMEOUT_SECONDS,
