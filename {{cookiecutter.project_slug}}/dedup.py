@@ -291,11 +291,11 @@ class RunLedger:
         attempt_id = uuid.uuid4().hex
         record = self._claim_record(key, attempt_id, attempt=1, now=now)
         try:
-            result = _call(ref.create, record, retry=None)
+            result = firestore_call(ref.create, record, retry=None)
             return Claim(key, attempt_id, 1, result.update_time)
         except api_exceptions.AlreadyExists:
             pass
-        snapshot = _call(ref.get, retry=READ_RETRY)
+        snapshot = firestore_call(ref.get, retry=READ_RETRY)
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise RunInProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
@@ -310,13 +310,18 @@ class RunLedger:
             "last_error": firestore.DELETE_FIELD,
         }
         try:
-            result = _call(ref.update, takeover, option=self._unchanged_since(snapshot.update_time), retry=None)
+            guard = self._unchanged_since(snapshot.update_time)
+            result = firestore_call(ref.update, takeover, option=guard, retry=None)
         except (api_exceptions.FailedPrecondition, api_exceptions.NotFound):
             raise RunInProgress("another delivery took the run over first") from None
         return Claim(key, attempt_id, attempt, result.update_time, taken_over_from=current["attempt_id"])
 
-    def complete(self, claim: Claim, now: dt.datetime) -> Outcome:
-        self._write_if_owned(claim, {"status": Status.COMPLETED.value, "finished_at": now})
+    def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> Outcome:
+        """Success; `result` is what the work reported (a proxy: the execution it started)."""
+        fields = {"status": Status.COMPLETED.value, "finished_at": now}
+        if result is not None:
+            fields["result"] = str(result)[:1500]
+        self._write_if_owned(claim, fields)
         return Outcome.PROCESSED
 
     def fail(self, claim: Claim, reason: str, now: dt.datetime) -> Outcome:
@@ -352,16 +357,16 @@ class RunLedger:
         option = self._unchanged_since(claim.write_time)
         try:
             if fields is None:
-                _call(ref.delete, option=option, retry=None)
+                firestore_call(ref.delete, option=option, retry=None)
             else:
-                _call(ref.update, fields, option=option, retry=None)
+                firestore_call(ref.update, fields, option=option, retry=None)
         except (api_exceptions.FailedPrecondition, api_exceptions.NotFound):
             raise ClaimLost(
                 f"attempt {claim.attempt_id} lost its lease to a newer attempt; its result is not recorded"
             ) from None
 
 
-def _call(method, *args, **kwargs):
+def firestore_call(method, *args, **kwargs):
     """A Firestore call with a bounded time; transport failures become StoreUnavailable."""
     try:
         return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)

@@ -85,10 +85,10 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
 def work_then_finish(ledger: dedup.RunLedger, claim: dedup.Claim) -> tuple[dedup.Outcome, str, BaseException | None]:
     """Runs the work, then records how it ended; the raised error, if any, goes into the log line."""
     try:
-        run(claim.context)
+        result = run(claim.context)
     except TerminalJobError as error:
         return ledger.fail(claim, str(error), dedup.utcnow()), f"terminal failure, not retried: {error}", None
     except Exception as error:
         detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
         return ledger.release(claim), detail, error
-    return ledger.complete(claim, dedup.utcnow()), "run processed", None
+    return ledger.complete(claim, dedup.utcnow(), result), "run processed", None

@@ -27,7 +27,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 import dedup
-from dedup import READ_RETRY, _call  # _call: bounded time; transport errors become dedup.StoreUnavailable
+from dedup import READ_RETRY, firestore_call  # bounded time; transport errors become dedup.StoreUnavailable
 
 GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
 
@@ -131,13 +131,14 @@ class JobStore:
             )
 
     def run(self, run_id: str) -> dict | None:
-        snapshot = _call(self.runs.document(run_id).get, retry=READ_RETRY)
+        snapshot = firestore_call(self.runs.document(run_id).get, retry=READ_RETRY)
         return snapshot.to_dict() if snapshot.exists else None
 
     def write_report(self, run_id: str, worker: Worker, report: Mapping[str, object]) -> None:
         """A task's last word when its retries are exhausted (merged: tasks report side by side)."""
         entry = {"execution": worker.execution, "attempt": worker.attempt, **report}
-        _call(self.runs.document(run_id).set, {"reports": {str(worker.task_index): entry}}, merge=True, retry=None)
+        reports = {"reports": {str(worker.task_index): entry}}
+        firestore_call(self.runs.document(run_id).set, reports, merge=True, retry=None)
 
     # Items ---------------------------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ class JobStore:
     def claim(self, run_id: str, item_id: str, worker: Worker, now: dt.datetime) -> ItemLease | None:
         """Hold the item (None if it is finished already), or raise ItemBusy."""
         ref = self.items.document(item_key(run_id, item_id))
-        snapshot = _call(ref.get, retry=READ_RETRY)
+        snapshot = firestore_call(ref.get, retry=READ_RETRY)
         record = snapshot.to_dict() if snapshot.exists else None
         take = decide_item(record, worker, now)
         if take is Take.SKIP:
@@ -177,9 +178,10 @@ class JobStore:
         }
         try:
             if record is None:
-                result = _call(ref.create, fields, retry=None)
+                result = firestore_call(ref.create, fields, retry=None)
             else:
-                result = _call(ref.update, fields, option=self._unchanged_since(snapshot.update_time), retry=None)
+                guard = self._unchanged_since(snapshot.update_time)
+                result = firestore_call(ref.update, fields, option=guard, retry=None)
         except (api_exceptions.AlreadyExists, *GUARD_FAILED):
             raise ItemBusy(f"{item_id}: another worker claimed it first") from None
         record = record or {}
@@ -211,30 +213,30 @@ class JobStore:
     def stuck_items(self, now: dt.datetime) -> list[firestore.DocumentSnapshot]:
         """Items held (running or checkpointed) by a lease that has expired: their holder died."""
         query = self.items.where(filter=FieldFilter("status", "in", [status.value for status in HELD]))
-        return [item for item in _call(query.get, retry=READ_RETRY) if item.get("lease_expires") <= now]
+        return [item for item in firestore_call(query.get, retry=READ_RETRY) if item.get("lease_expires") <= now]
 
     def reset(self, item: firestore.DocumentSnapshot, now: dt.datetime) -> bool:
         """Back to queued, progress kept; False if a worker changed the item since it was read."""
         fields = {"status": ItemStatus.QUEUED.value, "reset_at": now, **self._no_lease()}
         try:
-            _call(item.reference.update, fields, option=self._unchanged_since(item.update_time), retry=None)
+            firestore_call(item.reference.update, fields, option=self._unchanged_since(item.update_time), retry=None)
         except GUARD_FAILED:
             return False
         return True
 
     def items_of(self, run_id: str) -> dict[str, dict]:
         query = self.items.where(filter=FieldFilter("run_id", "==", run_id))
-        return {item.get("item_id"): item.to_dict() for item in _call(query.get, retry=READ_RETRY)}
+        return {item.get("item_id"): item.to_dict() for item in firestore_call(query.get, retry=READ_RETRY)}
 
     # Artifacts and outputs -----------------------------------------------------------------------
 
     def save_artifact(self, run_id: str, item_id: str, stage: str, value: object, now: dt.datetime) -> str:
         ref = self.artifacts.document(f"{item_key(run_id, item_id)}:{stage}")
-        _call(ref.set, {"value": value, "expire_at": now + self.retention}, retry=None)
+        firestore_call(ref.set, {"value": value, "expire_at": now + self.retention}, retry=None)
         return ref.path
 
     def load_artifact(self, location: str) -> object:
-        snapshot = _call(self.client.document(location).get, retry=READ_RETRY)
+        snapshot = firestore_call(self.client.document(location).get, retry=READ_RETRY)
         return snapshot.get("value")
 
     def put_output_if_absent(self, run_id: str, item_id: str, fields: Mapping[str, object], now) -> bool:
@@ -244,13 +246,13 @@ class JobStore:
 
     def outputs_of(self, run_id: str) -> list[firestore.DocumentSnapshot]:
         query = self.outputs.where(filter=FieldFilter("run_id", "==", run_id))
-        return _call(query.get, retry=READ_RETRY)
+        return firestore_call(query.get, retry=READ_RETRY)
 
     # Conditional writes --------------------------------------------------------------------------
 
     def _create(self, ref: firestore.DocumentReference, record: Mapping[str, object]) -> bool:
         try:
-            _call(ref.create, record, retry=None)
+            firestore_call(ref.create, record, retry=None)
         except api_exceptions.AlreadyExists:
             return False
         return True
@@ -258,7 +260,7 @@ class JobStore:
     def _write_if_held(self, lease: ItemLease, fields: Mapping[str, object]) -> dt.datetime:
         ref = self.items.document(item_key(lease.run_id, lease.item_id))
         try:
-            result = _call(ref.update, fields, option=self._unchanged_since(lease.write_time), retry=None)
+            result = firestore_call(ref.update, fields, option=self._unchanged_since(lease.write_time), retry=None)
         except GUARD_FAILED:
             raise LeaseLost(f"{lease.item_id}: {lease.worker.task} lost its lease to another worker") from None
         return result.update_time

@@ -133,6 +133,7 @@ def test_a_claimed_run_starts_one_execution_carrying_the_run_id(http, collection
     (run_id, record) = records(collection).popitem()
     assert run_id_sent(request) == run_id
     assert record["status"] == "completed"
+    assert record["result"] == EXECUTION  # the execution the claim started, for operators
 
 
 def test_a_replayed_delivery_starts_nothing(http, api):
