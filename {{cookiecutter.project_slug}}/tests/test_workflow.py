@@ -103,3 +103,10 @@ def test_the_guard_is_marked_completed_once_the_side_effect_is_done(steps):
     assert mark["call"] == FIRESTORE + "patch"
     assert mark["args"]["name"] == GUARD_DOCUMENT
     assert mark["args"]["body"]["fields"]["status"] == {"stringValue": "completed"}
+
+
+def test_the_guard_expires_after_the_retention_so_the_ttl_policy_deletes_it(steps):
+    fields = step(steps, "guard")["try"]["args"]["body"]["fields"]
+    assert fields["expire_at"] == {"timestampValue": "${time.format(sys.now() + retention_seconds)}"}
+    assigned = {name: value for line in step(steps, "init")["assign"] for name, value in line.items()}
+    assert 'sys.get_env("DEDUP_RETENTION_SECONDS"' in assigned["retention_seconds"]

@@ -19,6 +19,8 @@ resource "google_workflows_workflow" "this" {
     DEDUP_PROJECT    = var.project_id
     DEDUP_DATABASE   = var.firestore.database
     DEDUP_COLLECTION = var.firestore.collection
+    # The guards' expire_at: the TTL policy on <collection>_workflow deletes them after the retention.
+    DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
   }
 
   depends_on = [google_project_service.this]
