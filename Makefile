@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt requirements-tf.txt 2>/dev/null | sha256sum | cut -c1-12)
 
-# tests/test_docs.py parses docs/' mermaid diagrams with pinned npm packages (tools/docs-check/package-lock.json).
-DOCS_CHECK := tools/docs-check/node_modules/.installed
+# tests/test_docs.py parses docs/' mermaid diagrams with pinned npm packages (tests/docs-check/package-lock.json).
+DOCS_CHECK := tests/docs-check/node_modules/.installed
 
 .PHONY: help venv demo test lint format clean
 
@@ -28,9 +28,9 @@ bench: $(STAMP)  ## Benchmark a default bake against the seed's sample; writes d
 	@rm -rf build/bench && $(BIN)/cookiecutter --no-input -o build/bench $(CURDIR) >/dev/null
 	@cd build/bench/* && ../../../$(BIN)/python benchmarks/run.py --write ../../../docs/performance.md
 
-$(DOCS_CHECK): tools/docs-check/package-lock.json
-	@echo "==> installing the pinned mermaid parser for the docs test (npm ci in tools/docs-check)"
-	@npm ci --prefix tools/docs-check --no-fund --no-audit --loglevel=error
+$(DOCS_CHECK): tests/docs-check/package-lock.json
+	@echo "==> installing the pinned mermaid parser for the docs test (npm ci in tests/docs-check)"
+	@npm ci --prefix tests/docs-check --no-fund --no-audit --loglevel=error
 	@touch $@
 
 test: $(STAMP) $(DOCS_CHECK)  ## Run the template's whole test suite (bakes, baked suites, hooks, Terraform)

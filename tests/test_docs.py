@@ -13,8 +13,8 @@ import pytest
 from conftest import ROOT
 
 DOCS = ROOT / "docs"
-CHECKER = ROOT / "tools" / "docs-check"
-INSTALL_HINT = "run `make test` (it runs `npm ci --prefix tools/docs-check`), or that npm command yourself"
+CHECKER = ROOT / "tests" / "docs-check"
+INSTALL_HINT = "run `make test` (it runs `npm ci --prefix tests/docs-check`), or that npm command yourself"
 MERMAID_BLOCK = re.compile(r"^```mermaid\n(.*?)^```", re.M | re.S)
 # [text](target): targets without a scheme are links inside the repository.
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -30,7 +30,7 @@ def mermaid_blocks() -> list[dict[str, str]]:
 
 
 def parse_mermaid(blocks: list[dict[str, str]]) -> list[dict]:
-    """mermaid.parse() on each block, in one node process (tools/docs-check/check_mermaid.mjs)."""
+    """mermaid.parse() on each block, in one node process (tests/docs-check/check_mermaid.mjs)."""
     node = shutil.which("node")
     if not node:
         pytest.fail(f"node is not installed; the mermaid check needs Node.js 18+. Then {INSTALL_HINT}.", pytrace=False)
