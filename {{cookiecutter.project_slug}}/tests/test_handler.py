@@ -28,40 +28,6 @@ def run_id_of(job: str, moment: dt.datetime, project: str = PROJECT, location: s
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-class Work:
-    """Stands in for job.run: counts calls; call i can be held at a gate, fail, or fail terminally."""
-
-    def __init__(self):
-        self.calls = []
-        self.gates = {}  # call index -> threading.Event the call waits for
-        self.errors = {}  # call index -> exception the call raises
-
-    def hold(self, call_index):
-        self.gates[call_index] = threading.Event()
-        return self.gates[call_index]
-
-    def wait_for_calls(self, count, timeout=30):
-        deadline = time.monotonic() + timeout
-        while len(self.calls) < count:
-            assert time.monotonic() < deadline, f"the work was called {len(self.calls)} times, not {count}"
-            time.sleep(0.02)
-
-    def __call__(self, context):
-        index = len(self.calls)
-        self.calls.append(context)
-        if index in self.gates:
-            assert self.gates[index].wait(timeout=30), "test never opened the gate"
-        if index in self.errors:
-            raise self.errors[index]
-
-
-@pytest.fixture
-def work(monkeypatch, handler_module):
-    recorder = Work()
-    monkeypatch.setattr(handler_module, "run", recorder)
-    return recorder
-
-
 @pytest.fixture
 def log_lines():
     """The structured log lines the function writes, parsed."""

@@ -18,13 +18,7 @@ def recent(now):
     return moment.isoformat()
 
 
-@pytest.fixture
-def no_work(monkeypatch, handler_module):
-    """The work does nothing, whatever the target (a proxy target's would call a Google API)."""
-    monkeypatch.setattr(handler_module, "run", lambda context: None)
-
-
-def test_run_id_prints_the_document_id_the_handler_writes(http, collection, recent, capsys, no_work):
+def test_run_id_prints_the_document_id_the_handler_writes(http, collection, recent, capsys, work):
     assert http.post("/", headers=scheduler_headers("nightly", recent)).status_code == 200
     assert run_id.main(["nightly", recent]) == 0
     assert list(records(collection)) == [capsys.readouterr().out.strip()]
@@ -62,7 +56,7 @@ def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
     assert [run for run, _ in runs.stuck_runs(collection, now)] == ["stuck"]
 
 
-def test_show_prints_one_run_by_job_and_time(http, collection, recent, capsys, no_work):
+def test_show_prints_one_run_by_job_and_time(http, collection, recent, capsys, work):
     assert runs.main(["show", "nightly", recent]) == 1
     assert "no record" in capsys.readouterr().out
     http.post("/", headers=scheduler_headers("nightly", recent))

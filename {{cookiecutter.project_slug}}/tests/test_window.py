@@ -52,8 +52,7 @@ def test_window_edges(schedule_time, accepted):
         assert "older than the retention window" in answer or "in the future" in answer
 
 
-def test_a_replay_at_the_end_of_retention_is_refused_never_run_again(http, collection, handler_module, monkeypatch):
-    monkeypatch.setattr(handler_module, "run", lambda context: None)  # whatever the target's work is
+def test_a_replay_at_the_end_of_retention_is_refused_never_run_again(http, collection, work, monkeypatch):
     schedule_time = NOW
     monkeypatch.setattr(dedup, "utcnow", lambda: schedule_time)
     assert http.post("/", headers=scheduler_headers("nightly", iso(schedule_time))).text.startswith("processed")
