@@ -19,7 +19,7 @@ TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
 sys.path.insert(0, str(TEMPLATE_PROJECT / "tools"))
 sys.path.insert(0, str(ROOT / "hooks"))
 
-from firestore_emulator import Emulator, EmulatorNotFound  # noqa: E402
+from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
 
@@ -34,18 +34,11 @@ def bake(output_dir: Path, **answers: object) -> Path:
 @pytest.fixture(scope="session")
 def emulator_host():
     """FIRESTORE_EMULATOR_HOST if set, else one emulator started for the whole session."""
-    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    if host:
-        yield host
-        return
     try:
-        emulator = Emulator().start()
+        with running_emulator() as host:
+            yield host
     except EmulatorNotFound as error:
         pytest.fail(str(error), pytrace=False)
-    try:
-        yield emulator.host
-    finally:
-        emulator.stop()
 
 
 def run_baked_suite(project: Path, emulator_host: str, *pytest_args: str) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ import time
 import uuid
 
 import pytest
-from firestore_emulator import Emulator, EmulatorNotFound
+from firestore_emulator import EmulatorNotFound, running_emulator
 from functions_framework import create_app
 from google.cloud import firestore
 from live_server import Fleet
@@ -21,20 +21,12 @@ PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
 @pytest.fixture(scope="session")
 def emulator_host():
-    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    if host:
-        yield host
-        return
+    """FIRESTORE_EMULATOR_HOST if set, else one emulator started for the whole session."""
     try:
-        emulator = Emulator().start()
+        with running_emulator() as host:
+            yield host
     except EmulatorNotFound as error:
         pytest.fail(str(error), pytrace=False)
-    os.environ["FIRESTORE_EMULATOR_HOST"] = emulator.host
-    try:
-        yield emulator.host
-    finally:
-        emulator.stop()
-        del os.environ["FIRESTORE_EMULATOR_HOST"]
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ Used by the tests' fixture, `make dev` and the template's demo. As a script:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 INSTALL_HINT = (
@@ -97,6 +99,22 @@ class Emulator:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+
+@contextlib.contextmanager
+def running_emulator() -> Iterator[str]:
+    """The emulator FIRESTORE_EMULATOR_HOST names, else one started (and exported) until the block ends."""
+    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    if host:
+        yield host
+        return
+    emulator = Emulator().start()
+    os.environ["FIRESTORE_EMULATOR_HOST"] = emulator.host
+    try:
+        yield emulator.host
+    finally:
+        emulator.stop()
+        del os.environ["FIRESTORE_EMULATOR_HOST"]
 
 
 def warm_up(host: str) -> None:
