@@ -67,7 +67,16 @@ def test_docs_cover_the_topics():
         "upgrading.md",
         "troubleshooting.md",
         "performance.md",
+        "targets.md",
+        "security.md",
+        "faults.md",
     } <= names
+
+
+def test_the_docs_index_links_every_page():
+    indexed = set(LINK.findall((DOCS / "README.md").read_text()))
+    missing = [page.name for page in PAGES if page.name != "README.md" and page.name not in indexed]
+    assert not missing, f"docs/README.md does not link: {missing}"
 
 
 def test_every_mermaid_diagram_parses():
