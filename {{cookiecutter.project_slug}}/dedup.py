@@ -308,6 +308,7 @@ class RunLedger:
         takeover = self._claim_record(key, attempt_id, attempt=attempt, now=now) | {
             "finished_at": firestore.DELETE_FIELD,
             "last_error": firestore.DELETE_FIELD,
+            "result": firestore.DELETE_FIELD,
         }
         try:
             guard = self._unchanged_since(snapshot.update_time)

@@ -201,15 +201,16 @@ def test_terminal_failure_is_recorded_and_never_retried(http, collection, work, 
 def test_record_past_expire_at_counts_as_absent(http, collection, work, now):
     run_id = run_id_of("nightly", now)
     past = now - dt.timedelta(seconds=1)
-    collection.document(run_id).set(
-        {"status": "completed", "attempt_id": "old", "lease_expires": past, "expire_at": past, "attempts": 1}
-    )
+    old = {"status": "failed", "attempt_id": "old", "lease_expires": past, "expire_at": past, "attempts": 1}
+    collection.document(run_id).set(old | {"finished_at": past, "last_error": "old error", "result": "old result"})
 
     response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
 
     assert response.status_code == 200 and response.text.startswith("processed")
     assert len(work.calls) == 1
-    assert records(collection)[run_id]["attempt_id"] == work.calls[0].attempt_id
+    record = records(collection)[run_id]
+    assert record["attempt_id"] == work.calls[0].attempt_id and record["status"] == "completed"
+    assert "last_error" not in record and "result" not in record  # nothing of the old run's outcome survives
 
 
 def test_project_and_location_disambiguate_runs(http, collection, work, now):

@@ -1,6 +1,6 @@
 # Run records: one document per scheduled run in var.firestore.collection, deleted by a TTL policy
-# on expire_at (the handler sets expire_at = claim time + retention_seconds). Without the TTL the
-# collection grows forever.
+# on expire_at (the handler sets expire_at = max(claim time, schedule time) + retention_seconds).
+# Without the TTL the collection grows forever.
 
 resource "google_firestore_database" "this" {
   count = var.firestore.create_database ? 1 : 0
@@ -9,7 +9,7 @@ resource "google_firestore_database" "this" {
   name                    = var.firestore.database
   location_id             = coalesce(var.firestore.location_id, var.region)
   type                    = "FIRESTORE_NATIVE"
-  concurrency_mode        = "PESSIMISTIC" # the claim is a read-then-write transaction
+  concurrency_mode        = "PESSIMISTIC" # Firestore's default; the handler's writes are conditional, not transactions
   delete_protection_state = var.firestore.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
   deletion_policy         = var.firestore.delete_protection ? "ABANDON" : "DELETE"
 
