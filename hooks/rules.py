@@ -226,8 +226,27 @@ def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: i
     return max(by_count, by_duration)
 
 
+def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int, max_doublings: int) -> list[int]:
+    """Cloud Scheduler's waits before each of its `retry_count` retries (RetryConfig.max_doublings).
+
+    The wait starts at min_backoff, doubles max_doublings times, then grows linearly by
+    min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
+    10, 20, 40, 80, 160, 240, 300, 300 ... The baked tools/live_server.py (RetryPolicy.delays)
+    models the same shape for the fault tests; tests/test_rules.py checks that the two agree.
+    Also in Terraform, spelled out in a validation of var.timing in terraform/modules/scheduled-dedup/variables.tf.
+    """
+    waits = []
+    for retry in range(retry_count):
+        if retry <= max_doublings:
+            wait = min_backoff * 2**retry
+        else:
+            wait = min_backoff * 2**max_doublings * (retry - max_doublings + 1)
+        waits.append(min(wait, max_backoff))
+    return waits
+
+
 def check_timing(values: Mapping[str, object]) -> dict[str, int]:
-    """Deadline <= timeout <= lease - margin, and retention covers lease + the retry window."""
+    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window."""
     deadline = parse_seconds("attempt_deadline_seconds", values["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
     timeout = parse_seconds(
         "function_timeout_seconds", values["function_timeout_seconds"], 1, MAX_FUNCTION_TIMEOUT_SECONDS
@@ -258,6 +277,20 @@ def check_timing(values: Mapping[str, object]) -> dict[str, int]:
         )
     max_doublings = parse_seconds("max_doublings", values["max_doublings"], 0, 16)
     max_retry_duration = parse_seconds("max_retry_duration_seconds", values["max_retry_duration_seconds"], 0)
+    # With retries, the last one must come after the lease ends: a run whose instance crashed right after
+    # its claim is then taken over by a retry, instead of meeting 409 until Scheduler gives up (at-most-once).
+    # retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs the run.
+    # Also in Terraform: a validation of var.timing in terraform/modules/scheduled-dedup/variables.tf
+    # (it reads var.retry; the reverse would be a cycle), with the same one-line message.
+    waits = retry_intervals_seconds(retry_count, min_backoff, max_backoff, max_doublings)
+    if waits and sum(waits) <= lease:
+        raise RuleError(
+            "retry_count",
+            values["retry_count"],
+            f"the retries ({'+'.join(map(str, waits))} = {sum(waits)} s) end before the lease ({lease} s) expires, "
+            "so a run whose instance crashed is never retried; "
+            "raise retry_count or min_backoff_seconds, or shorten lease_seconds",
+        )
     window = retry_window_seconds(deadline, retry_count, max_backoff, max_retry_duration)
     retention = parse_seconds("retention_seconds", values["retention_seconds"], 1)
     if retention < lease + window:

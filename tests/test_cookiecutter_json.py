@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 import rules
@@ -66,3 +67,23 @@ def test_keys_the_hooks_read_exist():
     assert {"project_slug", "gcp_project_id", "lease_seconds", "target"} <= read, "the hook scan found too little"
     public = {key for key in read if not key.startswith("_")}
     assert sorted(public - set(VARIABLES)) == []
+
+
+TIMING_AND_RETRY = [
+    "attempt_deadline_seconds",
+    "function_timeout_seconds",
+    "lease_seconds",
+    "retention_seconds",
+    "retry_count",
+    "min_backoff_seconds",
+    "max_backoff_seconds",
+    "max_doublings",
+    "max_retry_duration_seconds",
+]
+
+
+def test_the_terraform_modules_defaults_are_the_bakes():
+    """A module used without a bake (its optional() defaults) gets the same numbers, which pass every rule."""
+    variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
+    module = {name: int(value) for name, value in re.findall(r"(\w+)\s*=\s*optional\(number, (\d+)\)", variables)}
+    assert {name: module.get(name) for name in TIMING_AND_RETRY} == {name: DEFAULTS[name] for name in TIMING_AND_RETRY}

@@ -52,10 +52,16 @@ REFUSALS = {
     ),
     "lease": ({"lease_seconds": 329}, "lease_seconds", "329", "must be at least function_timeout_seconds + 30 (330)"),
     "retention": (
-        {"retention_seconds": 2459},
+        {"retention_seconds": 3659},
         "retention_seconds",
-        "2459",
-        "must be at least lease_seconds + the retry window (360 + 2100 = 2460)",
+        "3659",
+        "must be at least lease_seconds + the retry window (360 + 3300 = 3660)",
+    ),
+    "retries-end-before-the-lease": (
+        {"retry_count": 3, "min_backoff_seconds": 10},  # the template's defaults until the rule came
+        "retry_count",
+        "3",
+        "the retries (10+20+40 = 70 s) end before the lease (360 s) expires",
     ),
     "retry-count": ({"retry_count": 6}, "retry_count", "6", "must be 0-5"),
     "backoff": ({"min_backoff_seconds": 301}, "max_backoff_seconds", "300", "must be at least min_backoff_seconds"),
@@ -91,25 +97,29 @@ def test_bad_answer_is_refused_with_one_line_and_nothing_left_behind(tmp_path, c
     assert list(output.iterdir()) == []
 
 
-def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path):
+CLI_REFUSALS = {
+    "project-id": (["gcp_project_id=Bad"], "ERROR: gcp_project_id='Bad': a GCP project id is 6-30 chars of lowercase"),
+    "retries-end-before-the-lease": (
+        ["retry_count=3", "min_backoff_seconds=10"],
+        "ERROR: retry_count='3': the retries (10+20+40 = 70 s) end before the lease (360 s) expires, so a run whose "
+        "instance crashed is never retried; raise retry_count or min_backoff_seconds, or shorten lease_seconds",
+    ),
+}
+
+
+@pytest.mark.parametrize(("answers", "line"), list(CLI_REFUSALS.values()), ids=list(CLI_REFUSALS))
+def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path, answers, line):
     output = tmp_path / "out"
     result = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "cookiecutter"),
-            "--no-input",
-            "-o",
-            str(output),
-            str(ROOT),
-            "gcp_project_id=Bad",
-        ],
+        [str(Path(sys.executable).parent / "cookiecutter"), "--no-input", "-o", str(output), str(ROOT), *answers],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert result.returncode != 0
-    line = "ERROR: gcp_project_id='Bad': a GCP project id is 6-30 chars of lowercase letters, digits and hyphens, "
-    assert line in result.stderr
+    errors = [text for text in result.stderr.splitlines() if text.startswith("ERROR: ")]
+    assert errors and errors[0].startswith(line), result.stderr
     assert not output.exists() or list(output.iterdir()) == []
 
 

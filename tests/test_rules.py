@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import rules
+from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tools/live_server.py)
 
 
 def refusal(check, *args) -> rules.RuleError:
@@ -308,19 +309,22 @@ def test_parse_seconds_enforces_bounds():
     assert_refused(rules.parse_seconds, ["lease_seconds", "0", 1], "lease_seconds", "0", "must be at least 1")
 
 
-# A consistent set of timing answers (as text, as cookiecutter hands them over):
-# window = (3 + 1) * 300 + 3 * 300 = 2100 s, so retention must be >= 360 + 2100 = 2460 s.
+# A consistent set of timing answers (as text, as cookiecutter hands them over): the retries wait
+# 30 + 60 + 120 + 240 + 300 = 750 s > the lease (360 s), and the window is (5 + 1) * 300 + 5 * 300 = 3300 s,
+# so retention must be >= 360 + 3300 = 3660 s.
 TIMING = {
     "attempt_deadline_seconds": "300",
     "function_timeout_seconds": "300",
     "lease_seconds": "360",
-    "retry_count": "3",
-    "min_backoff_seconds": "10",
+    "retry_count": "5",
+    "min_backoff_seconds": "30",
     "max_backoff_seconds": "300",
     "max_doublings": "3",
     "max_retry_duration_seconds": "0",
-    "retention_seconds": "2460",
+    "retention_seconds": "3660",
 }
+# Waits long enough for leases of up to an hour (300 + 600 + 1200 + 2400 + 3600 = 8100 s).
+LONG_WAITS = {"min_backoff_seconds": 300, "max_backoff_seconds": 3600}
 
 
 def timing(**overrides):
@@ -334,7 +338,11 @@ def test_timing_accepts_and_returns_numbers():
 @pytest.mark.parametrize("deadline", [15, 1800])
 def test_attempt_deadline_accepts_15_to_1800(deadline):
     values = timing(
-        attempt_deadline_seconds=deadline, function_timeout_seconds=1800, lease_seconds=1830, retention_seconds=999999
+        attempt_deadline_seconds=deadline,
+        function_timeout_seconds=1800,
+        lease_seconds=1830,
+        retention_seconds=999999,
+        **LONG_WAITS,
     )
     assert rules.check_timing(values)["attempt_deadline_seconds"] == deadline
 
@@ -357,7 +365,7 @@ def test_function_timeout_must_cover_the_attempt_deadline():
 
 
 def test_function_timeout_is_at_most_3600():
-    values = timing(function_timeout_seconds=3600, lease_seconds=3630, retention_seconds=999999)
+    values = timing(function_timeout_seconds=3600, lease_seconds=3630, retention_seconds=999999, **LONG_WAITS)
     assert rules.check_timing(values)["function_timeout_seconds"] == 3600
     values = timing(function_timeout_seconds=3601, lease_seconds=3631, retention_seconds=999999)
     assert_refused(rules.check_timing, [values], "function_timeout_seconds", "3601", "must be 1-3600")
@@ -366,7 +374,7 @@ def test_function_timeout_is_at_most_3600():
 def test_lease_must_outlast_the_function_timeout_by_the_margin():
     assert rules.LEASE_MARGIN_SECONDS > 0
     shortest = 300 + rules.LEASE_MARGIN_SECONDS
-    assert rules.check_timing(timing(lease_seconds=shortest, retention_seconds=shortest + 2100))
+    assert rules.check_timing(timing(lease_seconds=shortest, retention_seconds=shortest + 3300))
     assert_refused(
         rules.check_timing,
         [timing(lease_seconds=shortest - 1)],
@@ -431,13 +439,13 @@ def test_retry_window_by_duration_when_it_is_longer():
 
 
 def test_retention_must_cover_lease_plus_window_by_count():
-    assert rules.check_timing(timing(retention_seconds=2460))["retention_seconds"] == 2460
+    assert rules.check_timing(timing(retention_seconds=3660))["retention_seconds"] == 3660
     assert_refused(
         rules.check_timing,
-        [timing(retention_seconds=2459)],
+        [timing(retention_seconds=3659)],
         "retention_seconds",
-        "2459",
-        "must be at least lease_seconds + the retry window (360 + 2100 = 2460)",
+        "3659",
+        "must be at least lease_seconds + the retry window (360 + 3300 = 3660)",
     )
 
 
@@ -447,6 +455,7 @@ def test_retention_must_cover_lease_plus_window_by_duration():
         function_timeout_seconds=60,
         lease_seconds=90,
         retry_count=1,
+        min_backoff_seconds=100,  # the one retry waits 100 s, past the 90 s lease
         max_backoff_seconds=100,
         max_retry_duration_seconds=3600,
     )
@@ -457,6 +466,88 @@ def test_retention_must_cover_lease_plus_window_by_duration():
         "retention_seconds",
         "3849",
         "(90 + 3760 = 3850)",
+    )
+
+
+# ---------------------------------------------------------------- retries reach past the lease
+
+
+def test_retry_intervals_are_googles_documented_example():
+    # RetryConfig.max_doublings: "10s, 20s, 40s, 80s, 160s, 240s, 300s, 300s, ..." for 10 s / 300 s / 3.
+    assert rules.retry_intervals_seconds(8, 10, 300, 3) == [10, 20, 40, 80, 160, 240, 300, 300]
+
+
+@pytest.mark.parametrize(
+    ("args", "waits"),
+    [
+        ((5, 30, 300, 3), [30, 60, 120, 240, 300]),  # the template's defaults: 750 s
+        ((3, 10, 300, 3), [10, 20, 40]),  # the old defaults: 70 s
+        ((5, 100, 1000, 0), [100, 200, 300, 400, 500]),  # no doubling: linear by min_backoff from the start
+        ((5, 10, 1000, 1), [10, 20, 40, 60, 80]),  # one doubling, then linear by 20
+        ((5, 10, 25, 16), [10, 20, 25, 25, 25]),  # capped at max_backoff while still doubling
+        ((3, 0, 0, 3), [0, 0, 0]),
+        ((0, 30, 300, 3), []),
+    ],
+)
+def test_retry_intervals_double_then_grow_linearly_up_to_max_backoff(args, waits):
+    assert rules.retry_intervals_seconds(*args) == waits
+
+
+@pytest.mark.parametrize("args", [(8, 10, 300, 3), (5, 30, 300, 3), (5, 100, 1000, 0), (5, 10, 25, 16), (5, 7, 90, 2)])
+def test_retry_intervals_agree_with_the_baked_fault_tests_model(args):
+    retry_count, min_backoff, max_backoff, max_doublings = args
+    policy = RetryPolicy(retry_count, min_backoff, max_backoff, max_doublings)
+    assert rules.retry_intervals_seconds(*args) == policy.delays()
+
+
+RETRY_RULE = "end before the lease ({lease} s) expires, so a run whose instance crashed is never retried"
+
+
+def test_the_old_defaults_are_refused_naming_the_waits():
+    """retry_count 3 with 10 s doubling: retries at +10, +30, +70 s all meet the live 360 s lease."""
+    message = assert_refused(
+        rules.check_timing,
+        [timing(retry_count=3, min_backoff_seconds=10)],
+        "retry_count",
+        "3",
+        "the retries (10+20+40 = 70 s) " + RETRY_RULE.format(lease=360),
+    )
+    assert message.endswith("raise retry_count or min_backoff_seconds, or shorten lease_seconds"), message
+
+
+def test_retries_must_add_up_to_more_than_the_lease():
+    # The defaults' waits add up to 750 s; the lease may be at most 749 s (timeout 700 + 30 <= 749).
+    longest = timing(function_timeout_seconds=700, lease_seconds=749, retention_seconds=999999)
+    assert rules.check_timing(longest)["lease_seconds"] == 749
+    equal = timing(function_timeout_seconds=700, lease_seconds=750, retention_seconds=999999)
+    assert_refused(
+        rules.check_timing,
+        [equal],
+        "retry_count",
+        "5",
+        "the retries (30+60+120+240+300 = 750 s) " + RETRY_RULE.format(lease=750),
+    )
+
+
+def test_retries_sum_one_past_the_lease_is_enough():
+    # One retry after 360 s meets the 360 s lease still live (a claim at t, a retry at t + 360): refused.
+    at_lease = timing(retry_count=1, min_backoff_seconds=360, max_backoff_seconds=360)
+    assert_refused(rules.check_timing, [at_lease], "retry_count", "1", "(360 = 360 s) " + RETRY_RULE.format(lease=360))
+    past_lease = timing(retry_count=1, min_backoff_seconds=361, max_backoff_seconds=361)
+    assert rules.check_timing(past_lease)["min_backoff_seconds"] == 361
+
+
+def test_no_retries_are_exempt_from_reaching_past_the_lease():
+    # Nothing retries a crashed run then, however long the lease: an operator re-runs it (docs/operations.md).
+    values = timing(retry_count=0, min_backoff_seconds=0, max_backoff_seconds=0, lease_seconds=3630)
+    values = {**values, "function_timeout_seconds": "3600", "retention_seconds": "999999"}
+    assert rules.check_timing(values)["retry_count"] == 0
+    assert_refused(
+        rules.check_timing,
+        [{**values, "retry_count": "1"}],
+        "retry_count",
+        "1",
+        "(0 = 0 s) " + RETRY_RULE.format(lease=3630),
     )
 
 
@@ -479,8 +570,8 @@ def answers(**overrides):
 
 
 def test_validate_returns_normalised_answers():
-    checked = rules.validate(answers(retry_count=" 3 "))
-    assert checked["retry_count"] == 3
+    checked = rules.validate(answers(retry_count=" 5 "))
+    assert checked["retry_count"] == 5
     assert checked["jobs"] == {"nightly": JOB}
     assert checked["firestore_collection"] == "scheduler_runs"
 

@@ -51,6 +51,9 @@ MATRIX: dict[str, dict[str, object]] = {
         "function_timeout_seconds": 900,
         "lease_seconds": 960,
         "retry_count": 5,
+        # Waits 60 + 120 + 240 + 480 + 600 = 1500 s, past the 960 s lease.
+        "min_backoff_seconds": 60,
+        "max_backoff_seconds": 600,
         "max_retry_duration_seconds": 3600,
         "retention_seconds": 86400,
     },
@@ -220,6 +223,22 @@ def test_attempt_deadline_above_function_timeout_fails(broken_copy):
     assert "must be at least attempt_deadline_seconds (900)" in output_of(result)
 
 
+def test_retries_ending_before_the_lease_fail_with_the_hooks_message(broken_copy):
+    # The old defaults: Scheduler's retries at +10, +30, +70 s all meet the live 360 s lease.
+    edit(broken_copy / "main.tf", "retry_count                = 5", "retry_count                = 3")
+    edit(broken_copy / "main.tf", "min_backoff_seconds        = 30", "min_backoff_seconds        = 10")
+    # Not `validate`: it leaves a validation that reads another variable unchecked; a plan checks it.
+    result = run_tf(broken_copy, "test", "-filter=tests/root.tftest.hcl")
+    assert result.returncode != 0
+    out = output_of(result)
+    # The same one line as the bake hook's refusal of these answers.
+    defaults = json.loads((ROOT / "cookiecutter.json").read_text())
+    with pytest.raises(rules.RuleError) as refused:
+        rules.check_timing({**defaults, "retry_count": 3, "min_backoff_seconds": 10})
+    rule = str(refused.value).split(": ", 1)[1]
+    assert f"retry.retry_count=3: {rule}." in out, out
+
+
 PUBLIC_INVOKER = """
 resource "google_cloud_run_v2_service_iam_member" "public" {
   project  = var.project_id
@@ -334,8 +353,8 @@ CRON_CASES = [
 
 # (attempt deadline, function timeout, lease, retention, retry overrides), as the hook sees them.
 TIMING_CASES = [
-    (300, 300, 360, 2460, {}),  # retention = lease + (3+1)*300 + 3*300: just enough
-    (300, 300, 360, 2459, {}),
+    (300, 300, 360, 3660, {}),  # retention = lease + (5+1)*300 + 5*300: just enough
+    (300, 300, 360, 3659, {}),
     (301, 300, 360, 604800, {}),
     (14, 300, 360, 604800, {}),
     (1801, 3600, 3630, 604800, {}),
@@ -347,15 +366,40 @@ TIMING_CASES = [
     (300, 300, 360, 604800, {"retry_count": 6}),
     (300, 300, 360, 604800, {"min_backoff_seconds": 30, "max_backoff_seconds": 20}),
     (300, 300, 360, 604800, {"max_doublings": 17}),
+    # The retries must reach past the lease: the defaults' waits add up to 30+60+120+240+300 = 750 s.
+    (300, 700, 749, 604800, {}),
+    (300, 700, 750, 604800, {}),
+    (300, 300, 360, 604800, {"retry_count": 3, "min_backoff_seconds": 10}),  # 10+20+40 = 70 s: the old defaults
+    (300, 300, 360, 604800, {"retry_count": 1, "min_backoff_seconds": 360, "max_backoff_seconds": 360}),
+    (300, 300, 360, 604800, {"retry_count": 1, "min_backoff_seconds": 361, "max_backoff_seconds": 361}),
+    (300, 300, 360, 604800, {"min_backoff_seconds": 10, "max_backoff_seconds": 70}),  # 10+20+40+70+70 = 210 s
+    (300, 300, 360, 604800, {"min_backoff_seconds": 10, "max_doublings": 0}),  # 10+20+30+40+50 = 150 s
+    (60, 60, 104, 604800, {"min_backoff_seconds": 5, "max_backoff_seconds": 90, "max_doublings": 1}),  # 5+10+20+30+40
+    (60, 60, 105, 604800, {"min_backoff_seconds": 5, "max_backoff_seconds": 90, "max_doublings": 1}),  # = 105 s
+    (1800, 3600, 3630, 604800, {"retry_count": 0, "min_backoff_seconds": 0, "max_backoff_seconds": 0}),  # exempt
+    (1800, 3600, 3630, 604800, {"retry_count": 1, "min_backoff_seconds": 0, "max_backoff_seconds": 0}),
 ]
 RETRY_DEFAULTS = {
-    "retry_count": 3,
-    "min_backoff_seconds": 10,
+    "retry_count": 5,
+    "min_backoff_seconds": 30,
     "max_backoff_seconds": 300,
     "max_doublings": 3,
     "max_retry_duration_seconds": 0,
 }
 RETRY_FIELDS = set(RETRY_DEFAULTS)
+
+
+def terraform_variable(error: rules.RuleError) -> str:
+    """The variable whose validation holds the rule the hook broke on: retry_config's own bounds are
+    var.retry's; a rule reading both timing and retry is var.timing's (var.timing's validations read
+    var.retry, and the reverse would be a cycle), even when its message names retry_count."""
+    if error.field in RETRY_FIELDS and RETRIES_PAST_LEASE not in str(error):
+        return "var.retry"
+    return "var.timing"
+
+
+# A fragment of the one rule that names retry_count but reads the lease (rules.check_timing).
+RETRIES_PAST_LEASE = "end before the lease"
 
 
 def hcl(value: object) -> str:
@@ -392,7 +436,7 @@ def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
             rules.check_timing(answers)
             refused = None
         except rules.RuleError as error:
-            refused = "var.retry" if error.field in RETRY_FIELDS else "var.timing"
+            refused = terraform_variable(error)
         name = f"timing_{number}"
         expected[name] = (answers, refused)
         runs.append((name, {"timing": timing, "retry": {**RETRY_DEFAULTS, **retry}}, refused))

@@ -158,13 +158,28 @@ variable "timing" {
     )
     error_message = "timing.retention_seconds=${var.timing.retention_seconds}: must be at least lease_seconds + the retry window (${var.timing.lease_seconds} + ${max((var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds, var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0)}), or a late retry finds no record and runs again."
   }
+
+  validation {
+    # Also in hooks/rules.py (check_timing, with retry_intervals_seconds): with retries, Cloud
+    # Scheduler's waits before them must add up to more than the lease, or a run whose instance
+    # crashed right after its claim meets 409 until Scheduler gives up, and never runs. The waits
+    # start at min_backoff, double max_doublings times, then grow linearly by
+    # min_backoff * 2^max_doublings, capped at max_backoff (10, 20, 40, 80, 160, 240, 300 for
+    # 10 / 300 / 3). retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs it.
+    # Spelled out twice: a validation cannot use a local computed from its own variable. It sits
+    # here, not under var.retry, because var.timing's validations read var.retry already (a
+    # validation of var.retry reading var.timing would make a cycle); it names retry.retry_count,
+    # the value to raise first.
+    condition     = var.retry.retry_count <= 0 || sum(concat([0], [for i in range(var.retry.retry_count) : min(var.retry.max_backoff_seconds, i <= var.retry.max_doublings ? var.retry.min_backoff_seconds * pow(2, i) : var.retry.min_backoff_seconds * pow(2, var.retry.max_doublings) * (i - var.retry.max_doublings + 1))])) > var.timing.lease_seconds
+    error_message = "retry.retry_count=${var.retry.retry_count}: the retries (${join("+", [for i in range(var.retry.retry_count) : min(var.retry.max_backoff_seconds, i <= var.retry.max_doublings ? var.retry.min_backoff_seconds * pow(2, i) : var.retry.min_backoff_seconds * pow(2, var.retry.max_doublings) * (i - var.retry.max_doublings + 1))])} = ${sum(concat([0], [for i in range(var.retry.retry_count) : min(var.retry.max_backoff_seconds, i <= var.retry.max_doublings ? var.retry.min_backoff_seconds * pow(2, i) : var.retry.min_backoff_seconds * pow(2, var.retry.max_doublings) * (i - var.retry.max_doublings + 1))]))} s) end before the lease (${var.timing.lease_seconds} s) expires, so a run whose instance crashed is never retried; raise retry_count or min_backoff_seconds, or shorten lease_seconds."
+  }
 }
 
 variable "retry" {
-  description = "Cloud Scheduler retry_config. max_retry_duration_seconds = 0 means only retry_count limits the retries."
+  description = "Cloud Scheduler retry_config. max_retry_duration_seconds = 0 means only retry_count limits the retries. With retry_count > 0, the waits before the retries must add up to more than timing.lease_seconds."
   type = object({
-    retry_count                = optional(number, 3)
-    min_backoff_seconds        = optional(number, 10)
+    retry_count                = optional(number, 5)
+    min_backoff_seconds        = optional(number, 30)
     max_backoff_seconds        = optional(number, 300)
     max_doublings              = optional(number, 3)
     max_retry_duration_seconds = optional(number, 0)

@@ -378,6 +378,12 @@ run "rejects_attempt_deadline_above_function_timeout" {
       lease_seconds            = 660
       retention_seconds        = 604800
     }
+    # Waits past the 660 s lease (60 + 120 + 240 + 480 + 600 = 1500 s), whatever the baked ones are.
+    retry = {
+      retry_count         = 5
+      min_backoff_seconds = 60
+      max_backoff_seconds = 600
+    }
   }
 
   expect_failures = [var.timing]
@@ -446,8 +452,35 @@ run "rejects_retention_shorter_than_lease_plus_retry_window" {
       attempt_deadline_seconds = 300
       function_timeout_seconds = 300
       lease_seconds            = 360
-      retention_seconds        = 2459 # lease 360 + window (3+1)*300 + 3*300 = 2100 -> 2460 needed
+      retention_seconds        = 3659 # lease 360 + window (5+1)*300 + 5*300 = 3300 -> 3660 needed
     }
+    retry = {
+      retry_count                = 5
+      min_backoff_seconds        = 30
+      max_backoff_seconds        = 300
+      max_doublings              = 3
+      max_retry_duration_seconds = 0
+    }
+  }
+
+  expect_failures = [var.timing]
+}
+
+run "rejects_retries_ending_before_the_lease" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    timing = {
+      attempt_deadline_seconds = 300
+      function_timeout_seconds = 300
+      lease_seconds            = 360
+      retention_seconds        = 604800
+    }
+    # Retries at +10, +30, +70 s all meet the live lease (until +360 s): a crashed run would never run.
     retry = {
       retry_count                = 3
       min_backoff_seconds        = 10
@@ -457,7 +490,7 @@ run "rejects_retention_shorter_than_lease_plus_retry_window" {
     }
   }
 
-  expect_failures = [var.timing]
+  expect_failures = [var.timing] # the rule reads timing and retry; it sits with timing's
 }
 
 run "rejects_retry_count_above_five" {
