@@ -174,8 +174,7 @@ def _build(target: Path, standin: Path, python: Path) -> None:
             exe = plugins / f"terraform-provider-{name}"
             # Absolute paths are fine: build/ is per checkout and never committed.
             exe.write_text(
-                "#!/bin/sh\n"
-                f'exec "{python}" "{target / "standin.py"}" "{name}" "{target / "schema" / schema_file}"\n'
+                f'#!/bin/sh\nexec "{python}" "{target / "standin.py"}" "{name}" "{target / "schema" / schema_file}"\n'
             )
             exe.chmod(0o755)
         shutil.copy2(standin, tmp / "standin.py")
