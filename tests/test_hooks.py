@@ -123,6 +123,29 @@ def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path, answ
     assert not output.exists() or list(output.iterdir()) == []
 
 
+@pytest.mark.parametrize(("template", "cwd"), [(".", ROOT), ("..", ROOT / "hooks")], ids=["dot", "parent"])
+def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template, cwd):
+    """`cookiecutter .` and `cookiecutter ..`: the hooks run elsewhere, yet still find the template's hooks/."""
+    output = tmp_path / "out"
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "cookiecutter"),
+            "--no-input",
+            "-o",
+            str(output),
+            template,
+        ],  # fmt: skip
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (project,) = output.iterdir()
+    assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+
+
 ODD_NAME = 'Bob\'s "Quarterly" \\ Report: Café 日本語 🚀'
 
 
