@@ -87,3 +87,14 @@ def test_baked_pins_match_the_template_venv(baked):
             if "==" in line:
                 name, version = line.split("==")
                 assert template_pins.get(name) == version, f"{requirements}: {line} not pinned alike in the template"
+
+
+def test_two_default_bakes_share_no_collection(tmp_path):
+    """Side by side in one GCP project: the Terraform tests check every name carries the slug; the
+    collection (and so its TTL policy) must differ by default too, or two roots would manage one."""
+    first = bake(tmp_path / "a", project_name="Nightly Report")
+    second = bake(tmp_path / "b", project_name="Hourly Sync")
+    answers = [json.loads((project / ".cookiecutter.json").read_text()) for project in (first, second)]
+    assert answers[0]["project_slug"] != answers[1]["project_slug"]
+    assert answers[0]["firestore_collection"] == "nightly-report-runs"
+    assert answers[1]["firestore_collection"] == "hourly-sync-runs"

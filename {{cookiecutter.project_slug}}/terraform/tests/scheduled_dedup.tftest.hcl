@@ -77,6 +77,33 @@ run "baked_values" {
     }
   }
 
+  # --- Side by side: two bakes in one GCP project clash on no name (each carries the slug) ---
+  assert {
+    condition = alltrue(concat(
+      [
+        google_cloudfunctions2_function.this.name == var.slug,
+        google_storage_bucket.source.name == "${var.project_id}-${var.slug}-src",
+        google_service_account.runtime.account_id == "${var.slug}-run",
+        google_service_account.invoker.account_id == "${var.slug}-invoker",
+      ],
+      [for sa in concat(google_service_account.job, google_service_account.workflow) : startswith(sa.account_id, "${var.slug}-")],
+      [for job in google_cloud_run_v2_job.this : job.name == "${var.slug}-job"],
+      [for workflow in google_workflows_workflow.this : workflow.name == "${var.slug}-wf"],
+      [for job in google_cloud_scheduler_job.this : startswith(job.name, "${var.slug}-")],
+      [for metric in google_logging_metric.outcome : startswith(metric.name, "${var.slug}-")],
+    ))
+    error_message = "Every project-wide resource name must carry the slug, so two bakes apply side by side."
+  }
+
+  assert {
+    # The TTL policies belong to this bake's own collections (default <slug>-runs): another bake's
+    # Terraform never manages them.
+    condition = google_firestore_field.expire_at.collection == var.firestore.collection && alltrue([
+      for field in google_firestore_field.target_expire_at : startswith(field.collection, "${var.firestore.collection}_")
+    ])
+    error_message = "TTL policies must be on this bake's own collections."
+  }
+
   # --- Scheduler: one job per entry, deadline aligned with the function, OIDC, retry_config ---
 
   assert {
