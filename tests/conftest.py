@@ -24,6 +24,60 @@ from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
 
 
+# The bakes every check runs on (tests/test_bake.py: rendering, lint, the baked suite;
+# tests/test_terraform.py: fmt, validate, terraform test, checkov). Each varies what the code or the
+# Terraform depends on; ids name what.
+MATRIX: dict[str, dict[str, object]] = {
+    "defaults": {},
+    "quoted-name-named-db": {
+        "project_name": 'Bob\'s "Quarterly" \\ Report 🚀',  # quotes, backslash, emoji: the TOML description
+        "firestore_database": "dedup-runs",
+        "firestore_collection": "runs",
+        "region": "us-central1",
+    },
+    "several-jobs-no-retries": {
+        "project_name": "Many Jobs",
+        "jobs": {
+            "every-5-min": {"schedule": "*/5 * * * *", "time_zone": "Europe/Madrid"},
+            "weekdays": {"schedule": "30 8 * * MON-FRI", "time_zone": "America/New_York"},
+        },
+        "retry_count": 0,
+        "attempt_deadline_seconds": 1800,
+        "function_timeout_seconds": 3600,
+        "lease_seconds": 3630,
+        "retention_seconds": 86400,
+    },
+    # The proxy targets: the handler starts a Cloud Run job / a Workflows execution per claimed run.
+    "cloud-run-job": {
+        "project_name": "Ledger Sync",
+        "target": "cloud_run_job",
+        "region": "us-central1",
+        "jobs": {
+            "hourly": {"schedule": "0 * * * *", "time_zone": "America/New_York"},
+            "month-end": {"schedule": "30 23 28-31 * mon-fri", "time_zone": "Etc/UTC"},
+        },
+        "attempt_deadline_seconds": 600,
+        "function_timeout_seconds": 900,
+        "lease_seconds": 960,
+        "retry_count": 5,
+        # Waits 60 + 120 + 240 + 480 + 600 = 1500 s, past the 960 s lease.
+        "min_backoff_seconds": 60,
+        "max_backoff_seconds": 600,
+        "max_retry_duration_seconds": 3600,
+        "retention_seconds": 86400,
+    },
+    "workflow": {
+        "project_name": "Invoice Runner",
+        "gcp_project_id": "billing-prod-42",
+        "target": "workflow",
+        "jobs": {"daily": {"schedule": "15 6 * * *", "time_zone": "Europe/Madrid"}},
+        "retry_count": 0,
+        "firestore_database": "scheduler-db",
+        "firestore_collection": "invoice_runs",
+    },
+}
+
+
 def bake(output_dir: Path, **answers: object) -> Path:
     """Bake the template with defaults overridden by `answers`; returns the project directory."""
     return Path(

@@ -8,35 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, bake, run_baked_suite
+from conftest import MATRIX, ROOT, bake, run_baked_suite
 
 pytestmark = pytest.mark.bake
-
-# Each entry is a bake that must work; ids name what it varies.
-MATRIX = {
-    "defaults": {},
-    "quoted-name-named-db": {
-        "project_name": 'Bob\'s "Quarterly" \\ Report 🚀',  # quotes, backslash, emoji: the TOML description
-        "firestore_database": "dedup-runs",
-        "firestore_collection": "runs",
-        "region": "us-central1",
-    },
-    "several-jobs-no-retries": {
-        "project_name": "Many Jobs",
-        "jobs": {
-            "every-5-min": {"schedule": "*/5 * * * *", "time_zone": "Europe/Madrid"},
-            "weekdays": {"schedule": "30 8 * * MON-FRI", "time_zone": "America/New_York"},
-        },
-        "retry_count": 0,
-        "attempt_deadline_seconds": 1800,
-        "function_timeout_seconds": 3600,
-        "lease_seconds": 3630,
-        "retention_seconds": 86400,
-    },
-    # The proxy targets: the handler starts a Cloud Run job / a Workflows execution per claimed run.
-    "cloud-run-job": {"target": "cloud_run_job"},
-    "workflow": {"target": "workflow"},
-}
 
 
 @pytest.fixture(scope="module", params=list(MATRIX), ids=list(MATRIX))

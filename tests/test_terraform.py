@@ -22,7 +22,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cookiecutter.main import cookiecutter
+from conftest import MATRIX, bake
 
 from tests.terraform_offline import checkov, terraform
 
@@ -34,39 +34,6 @@ CHECKS_DIR = ROOT / "terraform" / "checks"
 sys.path.insert(0, str(ROOT / "hooks"))
 
 import rules  # noqa: E402  (the bake hook's rules, to compare with Terraform's)
-
-# Bakes whose Terraform must pass every check. Each differs from the default in what the
-# Terraform depends on: target, several jobs, a named database, retry bounds, names.
-MATRIX: dict[str, dict[str, object]] = {
-    "default": {},
-    "cloud_run_job": {
-        "project_name": "Ledger Sync",
-        "target": "cloud_run_job",
-        "region": "us-central1",
-        "jobs": {
-            "hourly": {"schedule": "0 * * * *", "time_zone": "America/New_York"},
-            "month-end": {"schedule": "30 23 28-31 * mon-fri", "time_zone": "Etc/UTC"},
-        },
-        "attempt_deadline_seconds": 600,
-        "function_timeout_seconds": 900,
-        "lease_seconds": 960,
-        "retry_count": 5,
-        # Waits 60 + 120 + 240 + 480 + 600 = 1500 s, past the 960 s lease.
-        "min_backoff_seconds": 60,
-        "max_backoff_seconds": 600,
-        "max_retry_duration_seconds": 3600,
-        "retention_seconds": 86400,
-    },
-    "workflow": {
-        "project_name": "Invoice Runner",
-        "gcp_project_id": "billing-prod-42",
-        "target": "workflow",
-        "jobs": {"daily": {"schedule": "15 6 * * *", "time_zone": "Europe/Madrid"}},
-        "retry_count": 0,
-        "firestore_database": "scheduler-db",
-        "firestore_collection": "invoice_runs",
-    },
-}
 
 
 def run_tf(workdir: Path, *args: str, timeout: float = 300):
@@ -90,29 +57,9 @@ def output_of(result) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
-# The workflow the baked terraform/main.tf deploys when target = workflow.
-WORKFLOW_YAML = Path("workflow") / "workflow.yaml"
-PLACEHOLDER_WORKFLOW = "main:\n  params: [args]\n  steps:\n    - done:\n        return: ${args.run_id}\n"
-
-
-def bake(output_dir: Path, **answers: object) -> Path:
-    project = Path(
-        cookiecutter(str(ROOT), no_input=True, extra_context=answers, output_dir=str(output_dir), accept_hooks=True)
-    )
-    if answers.get("target") == "workflow" and not (TEMPLATE_PROJECT / WORKFLOW_YAML).exists():
-        # The template does not ship its sample workflow yet: stand one in, so that the Terraform
-        # can be checked. A YAML under another name would leave main.tf's file() without a file.
-        others = sorted(p.name for p in (TEMPLATE_PROJECT / "workflow").glob("*.y*ml"))
-        assert not others, f"terraform/main.tf reads {WORKFLOW_YAML}, the template ships {others}"
-        (project / WORKFLOW_YAML).parent.mkdir(parents=True, exist_ok=True)
-        (project / WORKFLOW_YAML).write_text(PLACEHOLDER_WORKFLOW)
-    return project
-
-
-@pytest.fixture(scope="module", params=sorted(MATRIX))
+@pytest.fixture(scope="module", params=list(MATRIX), ids=list(MATRIX))
 def baked(request, tmp_path_factory) -> Path:
-    """One bake per matrix entry, initialised once; returns its terraform/ directory."""
+    """Every bake of the template's matrix (tests/conftest.py), initialised once; returns its terraform/."""
     project = bake(tmp_path_factory.mktemp(f"tf-{request.param}"), **MATRIX[request.param])
     workdir = project / "terraform"
     result = run_tf(workdir, "init", "-backend=false")
