@@ -68,7 +68,11 @@ def check_pattern(field: str, value: str, pattern: re.Pattern[str], rule: str) -
 
 def check_project_name(value: str) -> str:
     # It is rendered inside TOML strings and Terraform comments, where a control character breaks the file.
-    if not isinstance(value, str) or not value.strip() or any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or any(unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") for c in value)
+    ):
         raise RuleError("project_name", value, "must be one line of non-blank text without control characters")
     return value
 
@@ -126,7 +130,7 @@ def check_database(value: str) -> str:
 
 def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None) -> int:
     """A whole number of seconds within [low, high]; cookiecutter hands numbers over as text."""
-    text = str(value).strip()
+    text = str(value)  # no strip(): the templates render the value as given
     if not re.fullmatch(r"[0-9]+", text):
         raise RuleError(field, value, "must be a whole number")
     number = int(text)
@@ -168,7 +172,9 @@ def check_schedule(job_id: str, schedule: str) -> str:
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
-    parts = schedule.split()
+    # Fields split on ASCII white space only, as Terraform's RE2 `\S+` does (variables.tf): a no-break
+    # space stays inside a field and is refused there, by both.
+    parts = re.findall(r"[^\t\n\f\r ]+", schedule)
     if len(parts) != 5:
         raise RuleError(field, schedule, f"must be 5-field unix-cron such as '0 3 * * *'; {GROC_REFUSED}")
     for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):

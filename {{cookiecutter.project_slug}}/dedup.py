@@ -28,6 +28,7 @@ import re
 import uuid
 from collections.abc import Mapping
 
+import google.auth.exceptions
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 from google.cloud import firestore
@@ -61,6 +62,7 @@ DEFAULTS = {
 RPC_TIMEOUT_SECONDS = 5.0
 READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
 
+WHOLE_NUMBER = re.compile(r"[0-9]+")
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
 PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
@@ -87,6 +89,7 @@ class Outcome(enum.Enum):
     RETRYABLE_FAILURE = ("retryable_failure", 500, "ERROR")
     SUPERSEDED = ("superseded", 409, "WARNING")
     STORE_UNAVAILABLE = ("store_unavailable", 500, "ERROR")
+    MISCONFIGURED = ("misconfigured", 500, "ERROR")  # a DEDUP_* setting is invalid: fixed by a deploy
 
     def __init__(self, label: str, http_status: int, severity: str) -> None:
         self.label = label
@@ -122,6 +125,10 @@ class StoreUnavailable(RunNotProcessed):
     outcome = Outcome.STORE_UNAVAILABLE
 
 
+class Misconfigured(RunNotProcessed, ValueError):
+    outcome = Outcome.MISCONFIGURED
+
+
 @dataclasses.dataclass(frozen=True)
 class DedupConfig:
     project: str
@@ -134,18 +141,23 @@ class DedupConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> DedupConfig:
-        def value(name: str) -> str:
-            return environ.get(name) or DEFAULTS[name]
+        """The settings, or Misconfigured naming the variable, its value and the rule."""
+
+        def value(name: str, pattern: re.Pattern[str] | None = None, rule: str = "") -> str:
+            text = environ.get(name) or DEFAULTS[name]
+            if pattern and not pattern.fullmatch(text):
+                raise Misconfigured(f"{name}={text!r}: {rule}")
+            return text
 
         def seconds(name: str) -> dt.timedelta:
-            text = value(name)
-            if not text.isdigit() or int(text) == 0:
-                raise ValueError(f"{name}={text!r}: must be a positive whole number of seconds")
+            text = value(name, WHOLE_NUMBER, "must be a positive whole number of seconds")
+            if int(text) == 0:
+                raise Misconfigured(f"{name}={text!r}: must be a positive whole number of seconds")
             return dt.timedelta(seconds=int(text))
 
         return cls(
-            project=value("DEDUP_PROJECT"),
-            location=value("DEDUP_LOCATION"),
+            project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
+            location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
             database=value("DEDUP_DATABASE"),
             collection=value("DEDUP_COLLECTION"),
             lease=seconds("DEDUP_LEASE_SECONDS"),
@@ -282,7 +294,10 @@ class RunLedger:
 
     def __init__(self, config: DedupConfig, client: firestore.Client | None = None) -> None:
         self.config = config
-        self.client = client or firestore_client(config.project, config.database)
+        try:
+            self.client = client or firestore_client(config.project, config.database)
+        except google.auth.exceptions.GoogleAuthError as error:  # no credentials: nothing can be claimed
+            raise StoreUnavailable(f"no Firestore client: {type(error).__name__}: {_first_line(error)}") from error
         self.collection = self.client.collection(config.collection)
 
     def claim(self, key: RunKey, now: dt.datetime) -> Claim:
@@ -373,7 +388,7 @@ def firestore_call(method, *args, **kwargs):
         return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)
     except (api_exceptions.AlreadyExists, api_exceptions.FailedPrecondition, api_exceptions.NotFound):
         raise
-    except (api_exceptions.GoogleAPIError, api_exceptions.RetryError) as error:
+    except api_exceptions.GoogleAPIError as error:  # RetryError included
         raise StoreUnavailable(f"Firestore call failed: {type(error).__name__}: {_first_line(error)}") from error
 
 

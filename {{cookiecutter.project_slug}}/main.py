@@ -57,8 +57,8 @@ def handle_scheduled_job(request: flask.Request) -> tuple[str, int]:
 
 def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
     now = dedup.utcnow()
-    config = dedup.DedupConfig.from_env()
     try:
+        config = dedup.DedupConfig.from_env()
         key = dedup.read_run_key(headers, config, now)
         RUN_FIELDS.set({"run_id": key.run_id, "job": key.job_name, "schedule_time": key.schedule_time.isoformat()})
         ledger = dedup.RunLedger(config)
@@ -74,7 +74,7 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
     except dedup.RunNotProcessed as stop:
         outcome, detail, error = stop.outcome, str(stop), None
     logger.log(
-        logging.getLevelName(outcome.severity),
+        logging.getLevelNamesMapping()[outcome.severity],
         detail,
         exc_info=error,
         extra={"json_fields": {"outcome": outcome.label, "http_status": outcome.http_status}},

@@ -292,6 +292,21 @@ def test_every_log_line_carries_the_run_and_its_outcome(http, work, now, log_lin
         assert "attempt_id" in line or line["outcome"] == "duplicate"
 
 
+def test_an_invalid_setting_answers_500_and_logs_it_without_touching_firestore(
+    http, collection, work, now, monkeypatch, log_lines
+):
+    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "five minutes")
+
+    response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+
+    assert response.status_code == 500
+    rule = "must be a positive whole number of seconds"
+    assert response.text == f"misconfigured: DEDUP_LEASE_SECONDS='five minutes': {rule}\n"
+    (line,) = [line for line in log_lines() if "outcome" in line]
+    assert (line["outcome"], line["severity"]) == ("misconfigured", "ERROR")
+    assert work.calls == [] and records(collection) == {}
+
+
 def test_firestore_unreachable_answers_500_without_running_the_work(http, work, now, monkeypatch):
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:9")  # nothing listens on the discard port
     dead = firestore.Client(project=PROJECT)

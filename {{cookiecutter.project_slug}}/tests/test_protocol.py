@@ -81,10 +81,19 @@ def test_settings_come_from_the_environment_with_baked_defaults():
     assert config.project == dedup.DEFAULTS["DEDUP_PROJECT"]
 
 
-@pytest.mark.parametrize("value", ["abc", "-5", "0", "1.5"])
+@pytest.mark.parametrize("value", ["abc", "-5", "0", "1.5", " 360", "²"])
 def test_bad_setting_is_refused_naming_variable_and_value(value):
     with pytest.raises(ValueError, match=rf"DEDUP_LEASE_SECONDS='{value}': must be a positive whole number"):
         dedup.DedupConfig.from_env({"DEDUP_LEASE_SECONDS": value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [("DEDUP_PROJECT", "Bad_Project", "must be a GCP project id"), ("DEDUP_LOCATION", "moon", "must be a GCP region")],
+)
+def test_bad_default_project_or_location_is_a_misconfiguration_not_a_bad_delivery(name, value, rule):
+    with pytest.raises(dedup.Misconfigured, match=rf"{name}='{value}': {rule}"):
+        dedup.DedupConfig.from_env({name: value})
 
 
 def test_importing_main_opens_no_network_connection():

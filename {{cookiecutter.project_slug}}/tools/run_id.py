@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         key = run_key(args.job, args.time, args.project, args.location)
+    except dedup.Misconfigured as error:  # a DEDUP_* setting: it names itself
+        print(error, file=sys.stderr)
+        return 2
     except ValueError as error:
         print(f"TIME={args.time!r}: {error}", file=sys.stderr)
         return 2
