@@ -79,7 +79,7 @@ def check_project_name(value: str) -> str:
 
 def check_slug(value: str) -> str:
     # Slugs name the directory and every cloud resource; service-account ids (6-30 chars) add a
-    # suffix of up to 10 characters, hence 20 at most. cookiecutter.json falls back to "-" when the
+    # suffix of up to 8 characters (-invoker), hence 20 at most. cookiecutter.json falls back to "-" when the
     # name slugifies to nothing: an empty slug would name the output directory itself, and cookiecutter
     # would stop with "directory already exists" before this rule could explain.
     return check_pattern(

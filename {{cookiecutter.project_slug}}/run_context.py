@@ -14,7 +14,7 @@ class RunContext:
     job_name: str  # Cloud Scheduler JOB_ID
     schedule_time: dt.datetime  # the scheduled instant, in UTC; the same on every retry
     attempt_id: str  # this delivery's claim; differs on every attempt
-    attempt: int  # 1 for the first claim of the run, +1 for each takeover of an expired lease
+    attempt: int  # 1 for a first claim, +1 per takeover of an expired lease (a released run starts at 1 again)
     project: str  # project and location the run is keyed under
     location: str
 

@@ -88,7 +88,11 @@ class Emulator:
                 self.stop()
                 raise RuntimeError(f"Firestore emulator did not start; its log: {self.log_path}")
             time.sleep(0.2)
-        warm_up(self.host)
+        try:
+            warm_up(self.host)
+        except OSError:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
