@@ -34,7 +34,7 @@ import re
 
 from google.cloud import run_v2
 
-from run_context import RunContext, TerminalJobError
+from run_context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +51,10 @@ def jobs_client() -> run_v2.JobsClient:
 
 
 def job_name() -> str:
+    """A bad setting is retryable, not terminal: a deploy fixes it, and the run must still happen then."""
     value = os.environ.get("PROXY_JOB_NAME", "")
     if not JOB_NAME.fullmatch(value):
-        raise TerminalJobError(f"PROXY_JOB_NAME={value!r}: must be projects/PROJECT/locations/REGION/jobs/JOB")
+        raise ValueError(f"PROXY_JOB_NAME={value!r}: must be projects/PROJECT/locations/REGION/jobs/JOB")
     return value
 
 
@@ -88,7 +89,7 @@ import re
 
 from google.cloud.workflows import executions_v1
 
-from run_context import RunContext, TerminalJobError
+from run_context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -105,11 +106,10 @@ def executions_client() -> executions_v1.ExecutionsClient:
 
 
 def workflow_name() -> str:
+    """A bad setting is retryable, not terminal: a deploy fixes it, and the run must still happen then."""
     value = os.environ.get("PROXY_WORKFLOW_NAME", "")
     if not WORKFLOW_NAME.fullmatch(value):
-        raise TerminalJobError(
-            f"PROXY_WORKFLOW_NAME={value!r}: must be projects/PROJECT/locations/REGION/workflows/WORKFLOW"
-        )
+        raise ValueError(f"PROXY_WORKFLOW_NAME={value!r}: must be projects/PROJECT/locations/REGION/workflows/WORKFLOW")
     return value
 
 
@@ -120,7 +120,7 @@ def run(context: RunContext) -> str:
         "job_name": context.job_name,
         "schedule_time": context.schedule_time.isoformat().replace("+00:00", "Z"),
     }
-    parent = workflow_name()  # checked before any client is made: a bad setting is terminal
+    parent = workflow_name()  # checked before any client is made: nothing starts on a bad setting
     execution = executions_client().create_execution(
         parent=parent,
         execution=executions_v1.Execution(argument=json.dumps(argument)),

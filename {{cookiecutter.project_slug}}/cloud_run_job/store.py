@@ -5,7 +5,7 @@ so no transaction is needed. Five collections, named after the run records' coll
 
     C_job_runs/{run_id}                  the input snapshot's version the run started with; task reports
     C_job_items/{run_id}:{item_id}       the checkpoint: status, lease, last finished stage, its artifact
-    C_job_artifacts/{run_id}:{item_id}:{stage}   a stage's result (deterministic, so a rewrite is harmless)
+    C_job_artifacts/{run_id}:{item_id}:{stage}:{holder}   a stage's result, one per holder of the item
     C_job_outputs/{run_id}:{item_id}     THE effect: created once (put-if-absent), never overwritten
     C_job_dead_letters/{run_id}:{item_id}   an item that failed terminally, with its context
 
@@ -230,8 +230,11 @@ class JobStore:
 
     # Artifacts and outputs -----------------------------------------------------------------------
 
-    def save_artifact(self, run_id: str, item_id: str, stage: str, value: object, now: dt.datetime) -> str:
-        ref = self.artifacts.document(f"{item_key(run_id, item_id)}:{stage}")
+    def save_artifact(self, lease: ItemLease, stage: str, value: object, now: dt.datetime) -> str:
+        """Saved under the holder's own name (its last write time on the item, which no other holder
+        shares): a zombie past its lease cannot overwrite the artifact the new holder checkpointed."""
+        holder = lease.write_time.strftime("%Y%m%dT%H%M%S.%fZ")
+        ref = self.artifacts.document(f"{item_key(lease.run_id, lease.item_id)}:{stage}:{holder}")
         firestore_call(ref.set, {"value": value, "expire_at": now + self.retention}, retry=None)
         return ref.path
 

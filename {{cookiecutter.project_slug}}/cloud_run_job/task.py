@@ -75,7 +75,7 @@ def input_path(environ: Mapping[str, str] = os.environ) -> Path:
 
 def whole_number(environ: Mapping[str, str], name: str, default: str, minimum: int) -> int:
     text = environ.get(name) or default
-    if not text.isdigit() or int(text) < minimum:
+    if not re.fullmatch(r"[0-9]+", text) or int(text) < minimum:  # not isdigit(): it takes "²", int() does not
         raise SettingError(f"{name}={text!r}: must be a whole number of at least {minimum}")
     return int(text)
 
@@ -87,7 +87,6 @@ class TaskSettings:
     worker: Worker
     task_count: int
     max_retries: int
-    lease: dt.timedelta
     input_path: Path
 
     @classmethod
@@ -116,7 +115,6 @@ class TaskSettings:
             worker=worker,
             task_count=task_count,
             max_retries=whole_number(environ, "JOB_MAX_RETRIES", "3", 0),
-            lease=dt.timedelta(seconds=whole_number(environ, "JOB_LEASE_SECONDS", "600", 1)),
             input_path=input_path(environ),
         )
 
@@ -200,7 +198,7 @@ def process_item(settings: TaskSettings, store: JobStore, item: Mapping[str, obj
 
 
 def checkpoint(store: JobStore, lease: ItemLease, stage: str, value: object) -> ItemLease:
-    location = store.save_artifact(lease.run_id, lease.item_id, stage, value, dedup.utcnow())
+    location = store.save_artifact(lease, stage, value, dedup.utcnow())
     crash_point(f"checkpoint.{stage}", lease.item_id)
     return store.checkpoint(lease, stage, location, dedup.utcnow())
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import PROJECT
 
 import dedup
+from cloud_run_job.__main__ import open_store
 from cloud_run_job.stages import STAGES
 from cloud_run_job.store import ItemBusy, ItemStatus, JobStore, LeaseLost, Take, Worker, decide_item
 from cloud_run_job.task import SAMPLE_INPUT, SettingError, TaskSettings, load_snapshot, task_of
@@ -141,13 +142,25 @@ def test_bad_input_snapshot_is_refused_with_a_reason(tmp_path, content, reason):
         ({"CLOUD_RUN_TASK_INDEX": "2", "CLOUD_RUN_TASK_COUNT": "2"}, "CLOUD_RUN_TASK_INDEX=2: must be below"),
         ({"CLOUD_RUN_TASK_COUNT": "0"}, "CLOUD_RUN_TASK_COUNT='0': must be a whole number of at least 1"),
         ({"CLOUD_RUN_TASK_ATTEMPT": "-1"}, "CLOUD_RUN_TASK_ATTEMPT='-1'"),
-        ({"JOB_LEASE_SECONDS": "1.5"}, "JOB_LEASE_SECONDS='1.5'"),
+        ({"CLOUD_RUN_TASK_COUNT": "²"}, "CLOUD_RUN_TASK_COUNT='²': must be a whole number of at least 1"),
+        ({"JOB_MAX_RETRIES": "1.5"}, "JOB_MAX_RETRIES='1.5'"),
         ({"DEDUP_SCHEDULE_TIME": "yesterday"}, "DEDUP_SCHEDULE_TIME='yesterday': is not an RFC 3339"),
     ],
 )
 def test_bad_task_settings_are_refused_naming_variable_value_and_rule(env, reason):
     with pytest.raises(SettingError, match=reason):
         TaskSettings.from_env({"DEDUP_RUN_ID": "a" * 64, **env})
+
+
+@pytest.mark.parametrize(("text", "seconds"), [(None, 600), ("7", 7), ("1.5", None), ("0", None), ("²", None)])
+def test_the_item_lease_is_read_from_job_lease_seconds(collection, monkeypatch, text, seconds):
+    if text is not None:
+        monkeypatch.setenv("JOB_LEASE_SECONDS", text)
+    if seconds is None:
+        with pytest.raises(SettingError, match=f"JOB_LEASE_SECONDS={text!r}: must be a whole number of at least 1"):
+            open_store()
+    else:
+        assert open_store().lease == dt.timedelta(seconds=seconds)
 
 
 def test_bad_settings_exit_2_before_touching_anything(job, store):
@@ -371,6 +384,22 @@ def test_a_live_lease_is_respected_and_an_expired_one_taken_over(store):
         store.finish(holder, NOW + dt.timedelta(seconds=62))
     store.finish(successor, NOW + dt.timedelta(seconds=63))
     assert store.items_of(run_id)["item"]["status"] == ItemStatus.DONE
+
+
+def test_a_zombie_holder_cannot_overwrite_the_artifact_the_new_holder_checkpointed(store):
+    run_id = "d" * 64
+    zombie = store.claim(run_id, "item", Worker("ex-1", 0, 0), NOW)
+    successor = store.claim(run_id, "item", Worker("ex-2", 0, 0), NOW + dt.timedelta(seconds=61))
+    successor = store.checkpoint(
+        successor, "parse", store.save_artifact(successor, "parse", {"by": "successor"}, NOW), NOW
+    )
+
+    # The zombie wakes up after its lease and saves its artifact; only its checkpoint is refused.
+    store.save_artifact(zombie, "parse", {"by": "zombie"}, NOW + dt.timedelta(seconds=62))
+    with pytest.raises(LeaseLost):
+        store.checkpoint(zombie, "parse", "nowhere", NOW + dt.timedelta(seconds=62))
+    resumed = store.claim(run_id, "item", Worker("ex-2", 0, 1), NOW + dt.timedelta(seconds=63))
+    assert store.load_artifact(resumed.artifact) == {"by": "successor"}
 
 
 def test_watchdog_reports_expired_leases_and_reset_lets_another_execution_resume(collection, store):

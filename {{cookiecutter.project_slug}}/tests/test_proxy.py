@@ -159,11 +159,17 @@ def test_a_failed_api_call_releases_the_claim_and_answers_5xx(http, collection, 
 
 
 @pytest.mark.parametrize("value", ["", "nightly-job", f"{TARGET}/../other"])
-def test_a_bad_target_name_is_a_terminal_failure_naming_the_variable(http, collection, api, monkeypatch, value):
+def test_a_bad_target_name_is_retryable_so_the_run_happens_once_a_deploy_fixes_it(
+    http, collection, api, monkeypatch, value
+):
     monkeypatch.setenv(TARGET_ENV, value)
     response = deliver(http)
 
-    assert response.status_code == 200 and response.text.startswith("terminal_failure")
-    assert f"{TARGET_ENV}={value!r}: must be projects/" in response.text
+    assert response.status_code == 500 and response.text.startswith("retryable_failure")
+    assert f"ValueError: {TARGET_ENV}={value!r}: must be projects/" in response.text
     assert api.requests == []
-    assert records(collection).popitem()[1]["status"] == "failed"
+    assert records(collection) == {}  # released, not recorded failed for good
+    monkeypatch.setenv(TARGET_ENV, TARGET)  # the fixing deploy; Cloud Scheduler retries
+    fixed = deliver(http)
+    assert fixed.status_code == 200 and fixed.text.startswith("processed")
+    assert len(api.requests) == 1

@@ -15,7 +15,7 @@ from run_context import RunContext
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "workflow" / "workflow.yaml"
 FIRESTORE = "googleapis.firestore.v1.projects.databases.documents."
-GUARD_DOCUMENT = '${documents + "/" + collection + "/" + run_id}'
+GUARD_DOCUMENT = "${guard_document}"
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +28,11 @@ def steps():
 
 def step(steps, name):
     return dict(steps)[name]
+
+
+def assigned(steps):
+    """init's variables: name -> expression."""
+    return {name: value for line in step(steps, "init")["assign"] for name, value in line.items()}
 
 
 def names(steps):
@@ -74,16 +79,41 @@ def test_the_side_effect_runs_only_after_a_create_keyed_by_the_run_id(steps):
     assert (guard["args"]["documentId"], guard["args"]["collectionId"]) == ("${run_id}", "${collection}")
     assert names(steps).index("guard") < names(steps).index("side_effect")
     # Its own collection: the handler's run records use the same ids in DEDUP_COLLECTION.
-    assigned = {name: value for line in step(steps, "init")["assign"] for name, value in line.items()}
-    assert assigned["collection"].endswith('+ "_workflow"}')
+    assert assigned(steps)["collection"].endswith('+ "_workflow"}')
+    assert assigned(steps)["guard_document"] == '${documents + "/" + collection + "/" + run_id}'
 
 
-def test_already_exists_skips_the_side_effect_and_other_errors_fail(steps):
+@pytest.mark.parametrize("name", ["DEDUP_DATABASE", "DEDUP_COLLECTION", "DEDUP_RETENTION_SECONDS"])
+def test_settings_default_to_the_values_baked_into_the_handler(steps, name):
+    """Unset in the workflow's environment, a setting means what it means to the handler (dedup.DEFAULTS)."""
+    (default,) = re.findall(rf'sys\.get_env\("{name}", ("(?:[^"\\]|\\.)*")\)', WORKFLOW.read_text())
+    assert json.loads(default) == dedup.DEFAULTS[name]
+
+
+def test_the_guard_names_the_execution_that_created_it(steps):
+    fields = step(steps, "guard")["try"]["args"]["body"]["fields"]
+    assert fields["execution"] == {"stringValue": "${execution_id}"}
+    assert assigned(steps)["execution_id"] == '${sys.get_env("GOOGLE_CLOUD_WORKFLOW_EXECUTION_ID")}'
+
+
+def test_already_exists_skips_the_side_effect_unless_the_guard_is_this_executions_own(steps):
     handler = step(steps, "guard")["except"]
-    (on_409, on_other) = handler["steps"]
+    error = handler["as"]
+    (on_409, on_other, read, whose) = handler["steps"]
     (branch,) = on_409["already_guarded"]["switch"]
-    assert branch == {"condition": "${" + handler["as"] + ".code == 409}", "next": "skip_duplicate"}
-    assert on_other == {"guard_failed": {"raise": "${" + handler["as"] + "}"}}
+    # map.get, not error.code: an error without a code (connection, timeout) must not turn into a KeyError.
+    assert branch == {"condition": "${map.get(" + error + ', "code") == 409}', "next": "read_guard"}
+    assert on_other == {"guard_failed": {"raise": "${" + error + "}"}}
+    assert read["read_guard"]["call"] == FIRESTORE + "get"
+    assert read["read_guard"]["args"] == {"name": GUARD_DOCUMENT}
+    # The connector may retry its own create after a lost answer: that 409 is this execution's guard.
+    result = read["read_guard"]["result"]
+    (own,) = whose["whose_guard"]["switch"]
+    assert own == {
+        "condition": "${map.get(" + result + ', ["fields", "execution", "stringValue"]) == execution_id}',
+        "next": "side_effect",
+    }
+    assert whose["whose_guard"]["next"] == "skip_duplicate"
     # The skip ends the execution, and only a jump reaches it: `done` returns first.
     assert set(step(steps, "skip_duplicate")) == {"return"}
     assert names(steps)[-2:] == ["done", "skip_duplicate"] and "return" in step(steps, "done")
@@ -108,5 +138,4 @@ def test_the_guard_is_marked_completed_once_the_side_effect_is_done(steps):
 def test_the_guard_expires_after_the_retention_so_the_ttl_policy_deletes_it(steps):
     fields = step(steps, "guard")["try"]["args"]["body"]["fields"]
     assert fields["expire_at"] == {"timestampValue": "${time.format(sys.now() + retention_seconds)}"}
-    assigned = {name: value for line in step(steps, "init")["assign"] for name, value in line.items()}
-    assert 'sys.get_env("DEDUP_RETENTION_SECONDS"' in assigned["retention_seconds"]
+    assert 'sys.get_env("DEDUP_RETENTION_SECONDS"' in assigned(steps)["retention_seconds"]
