@@ -148,6 +148,22 @@ def test_rules_and_validation_name_each_other():
 # --- negative tests: each breaks one thing and must fail for that reason ----------------------
 
 
+@pytest.mark.parametrize("baked", ["cloud-run-job"], indirect=True)
+def test_cloud_run_job_bake_requires_a_job_image(baked, tmp_path):
+    """No placeholder default (Google's sample job would ignore DEDUP_RUN_ID while runs are recorded
+    completed): without job_image the root is refused. The module's own refusal of target =
+    cloud_run_job without an image is the baked tftest's run rejects_cloud_run_job_without_image."""
+    copy = tmp_path / "terraform"
+    shutil.copytree(baked, copy, symlinks=True)
+    root_test = copy / "tests" / "root.tftest.hcl"
+    text, removed = re.subn(r"\nvariables \{\n  job_image = [^\n]+\n\}\n", "", root_test.read_text())
+    assert removed == 1, text
+    root_test.write_text(text)
+    result = run_tf(copy, "test", "-filter=tests/root.tftest.hcl")
+    assert result.returncode != 0
+    assert 'has a required variable "job_image" with no set value' in output_of(result), output_of(result)
+
+
 def test_misspelled_argument_fails_validate(broken_copy):
     edit(broken_copy / "modules" / "scheduled-dedup" / "scheduler.tf", "attempt_deadline =", "attempt_deadlin =")
     result = run_tf(broken_copy, "validate")

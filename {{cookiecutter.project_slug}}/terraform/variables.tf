@@ -33,9 +33,9 @@ variable "notification_channels" {
 }
 {%- if cookiecutter.target == "cloud_run_job" %}
 
+# No default: a placeholder image would apply cleanly, ignore DEDUP_RUN_ID and let runs be recorded completed.
 variable "job_image" {
-  description = "Container image of the Cloud Run job (build it from ../cloud_run_job/). The default is Google's sample job, a placeholder until you push yours."
+  description = "Container image of the Cloud Run job, required: build and push ../cloud_run_job/Dockerfile first (e.g. REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG), then pass it with -var or a *.tfvars file."
   type        = string
-  default     = "us-docker.pkg.dev/cloudrun/container/job:latest"
 }
 {%- endif %}

@@ -120,12 +120,14 @@ resource "google_cloudfunctions2_function" "this" {
       { LOG_EXECUTION_ID = "true" },
       var.function.environment_variables,
       {
-        DEDUP_PROJECT           = var.project_id
-        DEDUP_LOCATION          = var.region
-        DEDUP_DATABASE          = var.firestore.database
-        DEDUP_COLLECTION        = var.firestore.collection
-        DEDUP_LEASE_SECONDS     = tostring(var.timing.lease_seconds)
-        DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
+        # functions-framework (3.10, functions_framework/_http/gunicorn.py) stops a request's thread at the function timeout only when this is set; otherwise the work runs on after Cloud Run's 504 and a retry that takes the run over (lease = timeout + 30 s) runs it while the old attempt still works.
+        THREADED_TIMEOUT_ENABLED = "true"
+        DEDUP_PROJECT            = var.project_id
+        DEDUP_LOCATION           = var.region
+        DEDUP_DATABASE           = var.firestore.database
+        DEDUP_COLLECTION         = var.firestore.collection
+        DEDUP_LEASE_SECONDS      = tostring(var.timing.lease_seconds)
+        DEDUP_RETENTION_SECONDS  = tostring(var.timing.retention_seconds)
       },
       var.target == "cloud_run_job" ? {
         # Full resource name the proxy (job.py) passes to RunJob.

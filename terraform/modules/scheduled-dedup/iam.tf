@@ -80,9 +80,10 @@ resource "google_project_iam_member" "datastore_user" {
   }
 }
 
-# Scheduler's identity may invoke the function's Cloud Run service and nothing else. Replaced with
-# the function: a function that is re-created gets a new Cloud Run service, whose IAM policy
-# starts empty.
+# Scheduler's identity may invoke the function's Cloud Run service and nothing else. Replaced only
+# when that service changes (a re-created function gets a new service whose IAM policy starts
+# empty): triggering on the whole function would re-create the grant on every deploy, and
+# deliveries during the gap would get 403.
 resource "google_cloud_run_v2_service_iam_member" "invoker" {
   project  = var.project_id
   location = var.region
@@ -91,7 +92,7 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
   member   = google_service_account.invoker.member
 
   lifecycle {
-    replace_triggered_by = [google_cloudfunctions2_function.this]
+    replace_triggered_by = [google_cloudfunctions2_function.this.service_config[0].service]
   }
 }
 

@@ -125,3 +125,48 @@ resource "google_monitoring_alert_policy" "retryable_failures" {
     content   = "Runs of a ${var.slug} Cloud Scheduler job failed with retryable errors more than ${var.alerting.retryable_failure_threshold} times within ${var.alerting.window_seconds}s. Scheduler retries them until its retry_config runs out; look for `jsonPayload.outcome=\"retryable_failure\"`."
   }
 }
+
+# Firestore unreachable (500 store_unavailable): the run's state is unknown, so its work does not
+# run. If the outage outlasts Scheduler's retries the run never runs and nothing else is logged,
+# so any occurrence alerts.
+resource "google_monitoring_alert_policy" "store_unavailable" {
+  count = var.alerting.enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "${var.slug}: Firestore unreachable"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "store_unavailable logged"
+
+    condition_threshold {
+      filter          = local.metric_filter["store_unavailable"]
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.job"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "${var.alerting.auto_close_seconds}s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "The ${var.slug} handler could not reach Firestore (database ${var.firestore.database}) and answered 500 without running the work. Scheduler retries the run; if the outage outlasts its retry_config, that run never runs. Look for `jsonPayload.outcome=\"store_unavailable\"` (the line names the error, e.g. DeadlineExceeded)."
+  }
+}

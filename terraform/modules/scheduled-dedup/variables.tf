@@ -277,9 +277,9 @@ variable "function" {
 }
 
 variable "cloud_run_job" {
-  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image: the job's container (build it from the baked cloud_run_job/ directory; the default is Google's sample job image, a placeholder). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
+  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image (required for that target): the job's container, built and pushed from the baked cloud_run_job/Dockerfile (Google's sample job image would ignore DEDUP_RUN_ID while runs are recorded completed). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
   type = object({
-    image                 = optional(string, "us-docker.pkg.dev/cloudrun/container/job:latest")
+    image                 = optional(string)
     max_retries           = optional(number, 3)
     task_timeout_seconds  = optional(number, 3600)
     item_lease_seconds    = optional(number, 600)
@@ -291,6 +291,11 @@ variable "cloud_run_job" {
   })
   default  = {}
   nullable = false
+
+  validation {
+    condition     = var.target != "cloud_run_job" || var.cloud_run_job.image != null
+    error_message = "cloud_run_job.image: required when target = cloud_run_job (build and push cloud_run_job/Dockerfile, then pass its image)."
+  }
 
   validation {
     condition     = var.cloud_run_job.max_retries >= 0 && var.cloud_run_job.max_retries <= 10 && var.cloud_run_job.task_count >= 1 && var.cloud_run_job.parallelism >= 0
@@ -333,7 +338,7 @@ variable "notification_channels" {
 }
 
 variable "alerting" {
-  description = "Log-based alerting. retryable_failure_threshold: alert when more retryable failures than this are logged within window_seconds. Terminal failures alert on any."
+  description = "Log-based alerting. retryable_failure_threshold: alert when more retryable failures than this are logged within window_seconds. Terminal failures and store_unavailable (Firestore unreachable) alert on any."
   type = object({
     enabled                     = optional(bool, true)
     retryable_failure_threshold = optional(number, 3)

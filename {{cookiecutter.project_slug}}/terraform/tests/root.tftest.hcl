@@ -5,7 +5,13 @@
 mock_provider "google" {}
 
 mock_provider "archive" {}
+{%- if cookiecutter.target == "cloud_run_job" %}
 
+# job_image has no default: a test image stands in for the one built from ../cloud_run_job/.
+variables {
+  job_image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
+}
+{%- endif %}
 
 run "main" {
   command = apply
@@ -31,7 +37,7 @@ run "main" {
   }
 
   assert {
-    condition     = length(output.log_metric_names) == 6
+    condition     = length(output.log_metric_names) == 7
     error_message = "One log-based metric per outcome."
   }
 }

@@ -53,6 +53,11 @@ variables {
     collection = "{{ cookiecutter.firestore_collection }}"
   }
 
+  # Only read when target = cloud_run_job; the real project passes the image built from ../cloud_run_job/.
+  cloud_run_job = {
+    image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
+  }
+
   # Only read when target = workflow; the real project passes ../workflow/workflow.yaml.
   workflow = {
     source_contents = "main:\n  steps:\n    - done:\n        return: ok\n"
@@ -246,6 +251,11 @@ run "baked_values" {
   }
 
   assert {
+    condition     = google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "true"
+    error_message = "THREADED_TIMEOUT_ENABLED must be \"true\": without it functions-framework lets a timed-out request's work run on beside a retry's."
+  }
+
+  assert {
     condition = (
       google_storage_bucket.source.uniform_bucket_level_access == true &&
       google_storage_bucket.source.public_access_prevention == "enforced" &&
@@ -344,10 +354,11 @@ run "baked_values" {
   assert {
     condition = var.target != "cloud_run_job" || (
       google_cloud_run_v2_job.this[0].template[0].template[0].service_account == google_service_account.job[0].email &&
+      google_cloud_run_v2_job.this[0].template[0].template[0].containers[0].image == var.cloud_run_job.image &&
       google_cloud_run_v2_job_iam_member.runtime_executor[0].name == google_cloud_run_v2_job.this[0].name &&
       google_cloudfunctions2_function.this.service_config[0].environment_variables["PROXY_JOB_NAME"] == "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this[0].name}"
     )
-    error_message = "The Cloud Run job must run as its own account, and the runtime account may run that job only."
+    error_message = "The Cloud Run job must run the given image as its own account, and the runtime account may run that job only."
   }
 
   assert {
@@ -371,7 +382,7 @@ run "baked_values" {
   # --- observability ---
 
   assert {
-    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover"]) && alltrue([
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable"]) && alltrue([
       for outcome, metric in google_logging_metric.outcome :
       strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
     ])
@@ -387,6 +398,31 @@ run "baked_values" {
     )
     error_message = "Alert on any terminal failure and on retryable failures above the threshold; no notification channel by default."
   }
+
+  assert {
+    condition = (
+      google_logging_metric.outcome["store_unavailable"].name == "${var.slug}-store-unavailable" &&
+      length(google_monitoring_alert_policy.store_unavailable) == 1 &&
+      google_monitoring_alert_policy.store_unavailable[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-store-unavailable\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.store_unavailable[0].conditions[0].condition_threshold[0].threshold_value == 0
+    )
+    error_message = "A Firestore outage (store_unavailable) must alert on any occurrence, from its own log-based metric <slug>-store-unavailable."
+  }
+}
+
+run "rejects_cloud_run_job_without_image" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    target        = "cloud_run_job"
+    cloud_run_job = {}
+  }
+
+  expect_failures = [var.cloud_run_job]
 }
 
 # --- the same rules as the bake hook (hooks/rules.py) refuse bad values at plan ---
