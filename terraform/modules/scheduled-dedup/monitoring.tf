@@ -42,69 +42,63 @@ locals {
   }
 }
 
-resource "google_monitoring_alert_policy" "terminal_failure" {
-  count = var.alerting.enabled ? 1 : 0
-
-  project               = var.project_id
-  display_name          = "${var.slug}: scheduled run failed for good"
-  combiner              = "OR"
-  severity              = "ERROR"
-  notification_channels = var.notification_channels
-  user_labels           = local.labels
-
-  conditions {
-    display_name = "terminal_failure logged"
-
-    condition_threshold {
-      filter          = local.metric_filter["terminal_failure"]
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-        group_by_fields      = ["metric.label.job"]
-      }
-
-      trigger {
-        count = 1
-      }
+locals {
+  # One alert policy per outcome that needs a person. Any occurrence alerts where nothing else will
+  # happen by itself: a terminal failure is never retried; an outage (store_unavailable) or a bad
+  # setting (misconfigured) that outlasts Scheduler's retries loses the run without another line.
+  alerts = var.alerting.enabled ? {
+    terminal_failure = {
+      title     = "scheduled run failed for good"
+      severity  = "ERROR"
+      threshold = 0
+      window    = 300
+      content   = "A run of a ${var.slug} Cloud Scheduler job ended in a terminal failure: it is recorded `failed` in Firestore (${var.firestore.collection}) and Scheduler will not retry it. Find it in Logs Explorer with `jsonPayload.outcome=\"terminal_failure\"` and read `jsonPayload.run_id`."
     }
-  }
-
-  alert_strategy {
-    auto_close = "${var.alerting.auto_close_seconds}s"
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = "A run of a ${var.slug} Cloud Scheduler job ended in a terminal failure: it is recorded `failed` in Firestore (${var.firestore.collection}) and Scheduler will not retry it. Find it in Logs Explorer with `jsonPayload.outcome=\"terminal_failure\"` and read `jsonPayload.run_id`."
-  }
+    retryable_failure = {
+      title     = "scheduled runs keep failing and retrying"
+      severity  = "WARNING"
+      threshold = var.alerting.retryable_failure_threshold
+      window    = var.alerting.window_seconds
+      content   = "Runs of a ${var.slug} Cloud Scheduler job failed with retryable errors more than ${var.alerting.retryable_failure_threshold} times within ${var.alerting.window_seconds}s. Scheduler retries them until its retry_config runs out; look for `jsonPayload.outcome=\"retryable_failure\"`."
+    }
+    store_unavailable = {
+      title     = "Firestore unreachable"
+      severity  = "ERROR"
+      threshold = 0
+      window    = 300
+      content   = "The ${var.slug} handler could not reach Firestore (database ${var.firestore.database}) and answered 500 without running the work. Scheduler retries the run; if the outage outlasts its retry_config, that run never runs. Look for `jsonPayload.outcome=\"store_unavailable\"` (the line names the error, e.g. DeadlineExceeded)."
+    }
+    misconfigured = {
+      title     = "handler misconfigured"
+      severity  = "ERROR"
+      threshold = 0
+      window    = 300
+      content   = "The ${var.slug} handler refused to work because a DEDUP_* setting is invalid, and answered 500. Every run fails the same way until a deploy fixes the setting; the log line (`jsonPayload.outcome=\"misconfigured\"`) names the variable, its value and the rule."
+    }
+  } : {}
 }
 
-resource "google_monitoring_alert_policy" "retryable_failures" {
-  count = var.alerting.enabled ? 1 : 0
+resource "google_monitoring_alert_policy" "outcome" {
+  for_each = local.alerts
 
   project               = var.project_id
-  display_name          = "${var.slug}: scheduled runs keep failing and retrying"
+  display_name          = "${var.slug}: ${each.value.title}"
   combiner              = "OR"
-  severity              = "WARNING"
+  severity              = each.value.severity
   notification_channels = var.notification_channels
   user_labels           = local.labels
 
   conditions {
-    display_name = "more than ${var.alerting.retryable_failure_threshold} retryable failures in ${var.alerting.window_seconds}s"
+    display_name = "more than ${each.value.threshold} ${each.key} in ${each.value.window}s"
 
     condition_threshold {
-      filter          = local.metric_filter["retryable_failure"]
+      filter          = local.metric_filter[each.key]
       comparison      = "COMPARISON_GT"
-      threshold_value = var.alerting.retryable_failure_threshold
+      threshold_value = each.value.threshold
       duration        = "0s"
 
       aggregations {
-        alignment_period     = "${var.alerting.window_seconds}s"
+        alignment_period     = "${each.value.window}s"
         per_series_aligner   = "ALIGN_SUM"
         cross_series_reducer = "REDUCE_SUM"
         group_by_fields      = ["metric.label.job"]
@@ -122,51 +116,6 @@ resource "google_monitoring_alert_policy" "retryable_failures" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "Runs of a ${var.slug} Cloud Scheduler job failed with retryable errors more than ${var.alerting.retryable_failure_threshold} times within ${var.alerting.window_seconds}s. Scheduler retries them until its retry_config runs out; look for `jsonPayload.outcome=\"retryable_failure\"`."
-  }
-}
-
-# Firestore unreachable (500 store_unavailable): the run's state is unknown, so its work does not
-# run. If the outage outlasts Scheduler's retries the run never runs and nothing else is logged,
-# so any occurrence alerts.
-resource "google_monitoring_alert_policy" "store_unavailable" {
-  count = var.alerting.enabled ? 1 : 0
-
-  project               = var.project_id
-  display_name          = "${var.slug}: Firestore unreachable"
-  combiner              = "OR"
-  severity              = "ERROR"
-  notification_channels = var.notification_channels
-  user_labels           = local.labels
-
-  conditions {
-    display_name = "store_unavailable logged"
-
-    condition_threshold {
-      filter          = local.metric_filter["store_unavailable"]
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-        group_by_fields      = ["metric.label.job"]
-      }
-
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  alert_strategy {
-    auto_close = "${var.alerting.auto_close_seconds}s"
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = "The ${var.slug} handler could not reach Firestore (database ${var.firestore.database}) and answered 500 without running the work. Scheduler retries the run; if the outage outlasts its retry_config, that run never runs. Look for `jsonPayload.outcome=\"store_unavailable\"` (the line names the error, e.g. DeadlineExceeded)."
+    content   = each.value.content
   }
 }

@@ -338,7 +338,7 @@ variable "notification_channels" {
 }
 
 variable "alerting" {
-  description = "Log-based alerting. retryable_failure_threshold: alert when more retryable failures than this are logged within window_seconds. Terminal failures and store_unavailable (Firestore unreachable) alert on any."
+  description = "Log-based alerting. retryable_failure_threshold: alert when more retryable failures than this are logged within window_seconds. Terminal failures, store_unavailable (Firestore unreachable) and misconfigured (an invalid DEDUP_* setting) alert on any."
   type = object({
     enabled                     = optional(bool, true)
     retryable_failure_threshold = optional(number, 3)

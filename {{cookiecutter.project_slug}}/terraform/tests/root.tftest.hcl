@@ -37,7 +37,7 @@ run "main" {
   }
 
   assert {
-    condition     = length(output.log_metric_names) == 7
+    condition     = length(output.log_metric_names) == 8
     error_message = "One log-based metric per outcome."
   }
 }

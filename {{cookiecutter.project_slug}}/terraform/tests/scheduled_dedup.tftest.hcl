@@ -382,7 +382,7 @@ run "baked_values" {
   # --- observability ---
 
   assert {
-    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable"]) && alltrue([
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured"]) && alltrue([
       for outcome, metric in google_logging_metric.outcome :
       strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
     ])
@@ -391,22 +391,20 @@ run "baked_values" {
 
   assert {
     condition = (
-      length(google_monitoring_alert_policy.terminal_failure) == 1 &&
-      length(google_monitoring_alert_policy.retryable_failures) == 1 &&
-      google_monitoring_alert_policy.terminal_failure[0].conditions[0].condition_threshold[0].threshold_value == 0 &&
-      length(google_monitoring_alert_policy.terminal_failure[0].notification_channels) == length(var.notification_channels)
+      toset(keys(google_monitoring_alert_policy.outcome)) == toset(["terminal_failure", "retryable_failure", "store_unavailable", "misconfigured"]) &&
+      alltrue([
+        for outcome, policy in google_monitoring_alert_policy.outcome :
+        policy.conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.outcome[outcome].name}\" AND resource.type=\"cloud_run_revision\"" &&
+        length(policy.notification_channels) == length(var.notification_channels)
+      ]) &&
+      alltrue([
+        for outcome in ["terminal_failure", "store_unavailable", "misconfigured"] :
+        google_monitoring_alert_policy.outcome[outcome].conditions[0].condition_threshold[0].threshold_value == 0
+      ]) &&
+      google_monitoring_alert_policy.outcome["retryable_failure"].conditions[0].condition_threshold[0].threshold_value == 3 &&
+      google_logging_metric.outcome["store_unavailable"].name == "${var.slug}-store-unavailable"
     )
-    error_message = "Alert on any terminal failure and on retryable failures above the threshold; no notification channel by default."
-  }
-
-  assert {
-    condition = (
-      google_logging_metric.outcome["store_unavailable"].name == "${var.slug}-store-unavailable" &&
-      length(google_monitoring_alert_policy.store_unavailable) == 1 &&
-      google_monitoring_alert_policy.store_unavailable[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-store-unavailable\" AND resource.type=\"cloud_run_revision\"" &&
-      google_monitoring_alert_policy.store_unavailable[0].conditions[0].condition_threshold[0].threshold_value == 0
-    )
-    error_message = "A Firestore outage (store_unavailable) must alert on any occurrence, from its own log-based metric <slug>-store-unavailable."
+    error_message = "Alert on any terminal failure, Firestore outage or misconfiguration, and on retryable failures above the threshold, each from its own log-based metric; no notification channel by default."
   }
 }
 
