@@ -1,21 +1,14 @@
 """CKV_SDD_5: roles/datastore.user on a project is narrowed to one database by an IAM condition."""
 
+import os
+import sys
+
 from checkov.common.models.enums import CheckCategories, CheckResult
 from checkov.terraform.checks.resource.base_resource_check import BaseResourceCheck
 
-
-def _block(conf, name):
-    value = conf.get(name) if isinstance(conf, dict) else None
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value if isinstance(value, dict) else None
-
-
-def _value(conf, name):
-    value = conf.get(name) if isinstance(conf, dict) else None
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value
+# checkov loads each file of this folder on its own: make its siblings importable.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hcl_values import first_block, first_value  # noqa: E402
 
 
 class DatastoreUserHasDatabaseCondition(BaseResourceCheck):
@@ -28,10 +21,10 @@ class DatastoreUserHasDatabaseCondition(BaseResourceCheck):
         )
 
     def scan_resource_conf(self, conf):
-        if _value(conf, "role") != "roles/datastore.user":
+        if first_value(conf, "role") != "roles/datastore.user":
             return CheckResult.PASSED
-        condition = _block(conf, "condition")
-        expression = _value(condition, "expression") if condition else None
+        condition = first_block(conf, "condition")
+        expression = first_value(condition, "expression") if condition else None
         # checkov leaves interpolations inside the expression unresolved, so the database itself
         # cannot be compared here (the baked project's terraform test does that); require the shape.
         if not isinstance(expression, str) or "resource.name" not in expression:

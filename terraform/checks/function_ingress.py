@@ -1,21 +1,14 @@
 """CKV_SDD_2: the function takes internal traffic only and runs as an explicit service account."""
 
+import os
+import sys
+
 from checkov.common.models.enums import CheckCategories, CheckResult
 from checkov.terraform.checks.resource.base_resource_check import BaseResourceCheck
 
-
-def _block(conf, name):
-    value = conf.get(name) if isinstance(conf, dict) else None
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value if isinstance(value, dict) else None
-
-
-def _value(conf, name):
-    value = conf.get(name) if isinstance(conf, dict) else None
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value
+# checkov loads each file of this folder on its own: make its siblings importable.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hcl_values import first_block, first_value  # noqa: E402
 
 
 class FunctionInternalOnly(BaseResourceCheck):
@@ -28,12 +21,12 @@ class FunctionInternalOnly(BaseResourceCheck):
         )
 
     def scan_resource_conf(self, conf):
-        service = _block(conf, "service_config")
+        service = first_block(conf, "service_config")
         if service is None:
             return CheckResult.FAILED  # defaults: ALLOW_ALL, default compute service account
-        if _value(service, "ingress_settings") != "ALLOW_INTERNAL_ONLY":
+        if first_value(service, "ingress_settings") != "ALLOW_INTERNAL_ONLY":
             return CheckResult.FAILED
-        if _value(service, "service_account_email") in (None, ""):
+        if first_value(service, "service_account_email") in (None, ""):
             return CheckResult.FAILED
         return CheckResult.PASSED
 

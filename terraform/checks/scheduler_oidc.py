@@ -1,22 +1,14 @@
 """CKV_SDD_1: every Cloud Scheduler HTTP target authenticates with an OIDC token."""
 
+import os
+import sys
+
 from checkov.common.models.enums import CheckCategories, CheckResult
 from checkov.terraform.checks.resource.base_resource_check import BaseResourceCheck
 
-
-def _block(conf, name):
-    """The first `name` block of a parsed resource (checkov wraps every value in a list), or None."""
-    value = conf.get(name) if isinstance(conf, dict) else None
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value if isinstance(value, dict) else None
-
-
-def _set(conf, name):
-    value = conf.get(name) if isinstance(conf, dict) else None
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return value not in (None, "", [])
+# checkov loads each file of this folder on its own: make its siblings importable.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hcl_values import first_block, is_set  # noqa: E402
 
 
 class SchedulerJobUsesOidc(BaseResourceCheck):
@@ -29,11 +21,11 @@ class SchedulerJobUsesOidc(BaseResourceCheck):
         )
 
     def scan_resource_conf(self, conf):
-        target = _block(conf, "http_target")
+        target = first_block(conf, "http_target")
         if target is None:
             return CheckResult.PASSED  # Pub/Sub or App Engine targets: out of this rule's scope
-        token = _block(target, "oidc_token")
-        if token is None or not _set(token, "service_account_email") or not _set(token, "audience"):
+        token = first_block(target, "oidc_token")
+        if token is None or not is_set(token, "service_account_email") or not is_set(token, "audience"):
             return CheckResult.FAILED
         return CheckResult.PASSED
 
