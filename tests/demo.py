@@ -106,13 +106,10 @@ class Demo:
             return sock.connect_ex(("127.0.0.1", self.port)) == 0
 
     def stop(self) -> None:
-        if self.server and self.server.poll() is None:
-            os.killpg(self.server.pid, signal.SIGTERM)
-            try:
-                self.server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.server.pid, signal.SIGKILL)
-                self.server.wait()
+        if self.server:
+            import firestore_emulator
+
+            firestore_emulator.stop_group(self.server)
         if self.emulator:
             self.emulator.stop()
 

@@ -201,27 +201,27 @@ def _build(target: Path, standin: Path, python: Path) -> None:
         raise
 
 
+def _offline_env(**settings: str) -> dict[str, str]:
+    """This process's environment with every proxy pointed at the discard port (any network attempt
+    is refused at once), plus `settings`."""
+    unset = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+    env = {k: v for k, v in os.environ.items() if k.lower() not in unset}
+    proxies = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+    env.update(dict.fromkeys(proxies, _DEAD_PROXY), NO_PROXY="", no_proxy="", PYTHONDONTWRITEBYTECODE="1")
+    env.update(settings)
+    return env
+
+
 def terraform_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment ``terraform()`` runs Terraform with (builds the setup if needed)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("TF_CLI_ARGS", "TF_PLUGIN_CACHE", "TF_REATTACH", "TF_DATA_DIR"))
-        and k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-    }
-    env.update(
+    env = _offline_env(
         TF_CLI_CONFIG_FILE=str(setup()),
         CHECKPOINT_DISABLE="1",
         TF_IN_AUTOMATION="1",
         TF_INPUT="0",
-        HTTP_PROXY=_DEAD_PROXY,
-        HTTPS_PROXY=_DEAD_PROXY,
-        http_proxy=_DEAD_PROXY,
-        https_proxy=_DEAD_PROXY,
-        NO_PROXY="",
-        no_proxy="",
-        PYTHONDONTWRITEBYTECODE="1",
     )
+    for name in [k for k in env if k.startswith(("TF_CLI_ARGS", "TF_PLUGIN_CACHE", "TF_REATTACH", "TF_DATA_DIR"))]:
+        del env[name]
     if extra:
         env.update(extra)
     return env
@@ -342,19 +342,6 @@ def checkov(
     if external_checks_dir is not None:
         cmd += ["--external-checks-dir", str(external_checks_dir)]
     cmd += list(extra_args)
-    env = {
-        k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-    }
-    env.update(
-        BC_SKIP_MAPPING="TRUE",
-        CHECKOV_SKIP_DOWNLOAD="TRUE",
-        HTTP_PROXY=_DEAD_PROXY,
-        HTTPS_PROXY=_DEAD_PROXY,
-        http_proxy=_DEAD_PROXY,
-        https_proxy=_DEAD_PROXY,
-        NO_PROXY="",
-        no_proxy="",
-        PYTHONDONTWRITEBYTECODE="1",
-    )
+    env = _offline_env(BC_SKIP_MAPPING="TRUE", CHECKOV_SKIP_DOWNLOAD="TRUE")
     env.pop("BC_API_KEY", None)
     return _run(cmd, Path(workdir), env, timeout)

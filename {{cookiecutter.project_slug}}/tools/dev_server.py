@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from firestore_emulator import Emulator, EmulatorNotFound
+from firestore_emulator import Emulator, EmulatorNotFound, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,16 +39,6 @@ def start_function(port: int, emulator_host: str) -> subprocess.Popen:
                "--source", str(ROOT / "main.py"), "--host", "127.0.0.1", "--port", str(port), "--debug"]  # fmt: skip
     env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def interrupt(*_: object) -> None:
@@ -94,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         if function is not None:
-            stop(function)
+            stop_group(function)
         if emulator is not None:
             emulator.stop()
         print("==> stopped", flush=True)
