@@ -17,23 +17,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import MATRIX, bake
+import rules  # the bake hook's rules, to compare with Terraform's (conftest puts hooks/ on the path)
+from conftest import MATRIX, ROOT, bake
 
 from tests.terraform_offline import checkov, terraform
 
 pytestmark = pytest.mark.terraform
 
-ROOT = Path(__file__).resolve().parent.parent
 MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
 CHECKS_DIR = ROOT / "terraform" / "checks"
-sys.path.insert(0, str(ROOT / "hooks"))
-
-import rules  # noqa: E402  (the bake hook's rules, to compare with Terraform's)
 
 
 def run_tf(workdir: Path, *args: str, timeout: float = 300):
@@ -233,36 +229,29 @@ def break_oidc(workdir: Path) -> None:
     scheduler.write_text(text[:start] + text[end:])
 
 
-def test_public_invoker_fails_terraform_test(broken_copy):
+def break_invoker(workdir: Path) -> None:
     edit(
-        broken_copy / "modules" / "scheduled-dedup" / "iam.tf",
+        workdir / "modules" / "scheduled-dedup" / "iam.tf",
         "member   = google_service_account.invoker.member",
         'member   = "allUsers"',
     )
+
+
+@pytest.mark.parametrize(
+    ("break_it", "message"),
+    [
+        (break_invoker, "No IAM grant may go to allUsers or allAuthenticatedUsers."),
+        (break_ttl, "expire_at must carry a TTL policy (ttl_config)"),
+        (break_ingress, "The function must accept internal traffic only."),
+        (break_oidc, "Every Scheduler job must have an http_target with an oidc_token."),
+    ],
+    ids=["public-invoker", "missing-ttl", "public-ingress", "missing-oidc"],
+)
+def test_each_break_fails_terraform_test_for_its_own_reason(broken_copy, break_it, message):
+    break_it(broken_copy)
     result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
     assert result.returncode != 0
-    assert "No IAM grant may go to allUsers or allAuthenticatedUsers." in output_of(result)
-
-
-def test_missing_ttl_fails_terraform_test(broken_copy):
-    break_ttl(broken_copy)
-    result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
-    assert result.returncode != 0
-    assert "expire_at must carry a TTL policy (ttl_config)" in output_of(result)
-
-
-def test_public_ingress_fails_terraform_test(broken_copy):
-    break_ingress(broken_copy)
-    result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
-    assert result.returncode != 0
-    assert "The function must accept internal traffic only." in output_of(result)
-
-
-def test_missing_oidc_token_fails_terraform_test(broken_copy):
-    break_oidc(broken_copy)
-    result = run_tf(broken_copy, "test", "-filter=tests/scheduled_dedup.tftest.hcl")
-    assert result.returncode != 0
-    assert "Every Scheduler job must have an http_target with an oidc_token." in output_of(result)
+    assert message in output_of(result)
 
 
 def test_checkov_flags_each_break(broken_copy):
