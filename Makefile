@@ -27,7 +27,7 @@ demo: $(STAMP)  ## Bake a sample project under build/, run it on the emulator, p
 bench: $(STAMP)  ## Benchmark a default bake against the seed's sample; writes docs/performance.md
 	@rm -rf build/bench && $(BIN)/cookiecutter --no-input -o build/bench $(CURDIR) >/dev/null
 	@cd build/bench/* && LOAD_JSON=load.json ../../../$(BIN)/python -m pytest -q -p no:cacheprovider -m load \
-		&& ../../../$(BIN)/python benchmarks/run.py --runs 200 --import-runs 15 --load-json load.json \
+		&& ../../../$(BIN)/python $(CURDIR)/benchmarks/run.py --runs 200 --import-runs 15 --load-json load.json \
 		--write ../../../docs/performance.md
 
 $(DOCS_CHECK): tests/docs-check/package-lock.json
@@ -39,10 +39,10 @@ test: $(STAMP) $(DOCS_CHECK)  ## Run the template's whole test suite (bakes, bak
 	@$(BIN)/python -m pytest
 
 lint: $(STAMP)  ## Lint the template's own Python
-	@$(BIN)/ruff check hooks tests && $(BIN)/ruff format --check hooks tests
+	@$(BIN)/ruff check hooks tests benchmarks && $(BIN)/ruff format --check hooks tests benchmarks
 
 format: $(STAMP)  ## Format the template's own Python
-	@$(BIN)/ruff check --fix hooks tests && $(BIN)/ruff format hooks tests
+	@$(BIN)/ruff check --fix hooks tests benchmarks && $(BIN)/ruff format hooks tests benchmarks
 
 clean:  ## Remove build output and venvs
 	rm -rf build $(VENV) .venv-checkov .venv-standin .pytest_cache
