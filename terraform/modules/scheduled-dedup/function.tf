@@ -132,7 +132,8 @@ resource "google_cloudfunctions2_function" "this" {
         # GoogleCloudPlatform/functions-framework-go PR 244), so it is set here: 10 s (two Firestore
         # deadlines, dedup.RPC_TIMEOUT_SECONDS = 5) before Cloud Run's own timeout, so that the release is
         # written and the answer sent while the request still holds its CPU (Cloud Run "Set request
-        # timeout": track the time left, clean up and return early). timing validates the timeout >= 15 s.
+        # timeout", cloud.google.com/run/docs/configuring/request-timeout: the code keeps running after
+        # the 504; track the time left, clean up and return early). timing keeps the timeout >= 15 s.
         CLOUD_RUN_TIMEOUT_SECONDS = tostring(var.timing.function_timeout_seconds - 10)
         THREADED_TIMEOUT_ENABLED  = "true"
         # A thread per request the instance takes at once (functions-framework's default is 4 per CPU
