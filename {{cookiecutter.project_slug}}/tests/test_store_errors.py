@@ -2,7 +2,8 @@
 
 The handler's client talks to the emulator through tools/fake_firestore.py, which answers one chosen
 call with one chosen status code: the claim's create, its read (after an existing record made the
-create fail), a takeover's update, the finish's update, the release's delete. Each (call, code)
+create fail), a takeover's update, the finish's update (success or terminal failure), the release's
+delete. Each (call, code)
 must give exactly one outcome line and the answer that outcome maps to, leave the work unrun when the
 call comes before it, and write nothing but whole records. The codes a call expects as the protocol's
 answer (ALREADY_EXISTS at the create; FAILED_PRECONDITION and NOT_FOUND, the guard's refusal, at the
@@ -20,6 +21,7 @@ from conftest import records, scheduler_headers
 from fake_firestore import BATCH_GET_DOCUMENTS, COMMIT
 
 import dedup
+from run_context import TerminalJobError
 
 CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
 GUARD_REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
@@ -33,17 +35,18 @@ class Call:
     method: str  # the gRPC method the client uses for it
     after: int  # calls of that method the delivery makes before it
     existing: str | None  # the record the run has before the delivery: None, "completed" or "expired"
-    work_fails: bool  # the work raises a retryable error (the release path)
+    work_raises: type[Exception] | None  # RuntimeError: the release path; TerminalJobError: the recorded failure
     before_work: bool
     protocol_answers: dict[grpc.StatusCode, str]  # code -> outcome the protocol gives it
 
 
 CALLS = {
-    "claim-create": Call(COMMIT, 0, None, False, True, {grpc.StatusCode.ALREADY_EXISTS: "in_progress"}),
-    "claim-read": Call(BATCH_GET_DOCUMENTS, 0, "completed", False, True, {}),
-    "takeover-update": Call(COMMIT, 1, "expired", False, True, dict.fromkeys(GUARD_REFUSALS, "in_progress")),
-    "finish-update": Call(COMMIT, 1, None, False, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
-    "release-delete": Call(COMMIT, 1, None, True, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
+    "claim-create": Call(COMMIT, 0, None, None, True, {grpc.StatusCode.ALREADY_EXISTS: "in_progress"}),
+    "claim-read": Call(BATCH_GET_DOCUMENTS, 0, "completed", None, True, {}),
+    "takeover-update": Call(COMMIT, 1, "expired", None, True, dict.fromkeys(GUARD_REFUSALS, "in_progress")),
+    "finish-update": Call(COMMIT, 1, None, None, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
+    "fail-update": Call(COMMIT, 1, None, TerminalJobError, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
+    "release-delete": Call(COMMIT, 1, None, RuntimeError, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
 }
 CLAIMS = {"claim-create", "claim-read"}  # the first calls: there NOT_FOUND / FAILED_PRECONDITION mean the database
 
@@ -92,8 +95,8 @@ def test_every_status_at_every_call_gives_one_outcome_line(
     if call.existing:
         collection.document(run_id).set(existing_record(call.existing, now))
     before = records(collection)
-    if call.work_fails:
-        work.errors[0] = RuntimeError("the work failed")
+    if call.work_raises:
+        work.errors[0] = call.work_raises("the work failed")
     firestore_through.fail(call.method, code, after=call.after)
 
     response = http.post("/", headers=headers)
