@@ -402,9 +402,8 @@ class RunLedger:
 def firestore_call(method, *args, database: str, answers: tuple[type[Exception], ...] = (), **kwargs):
     """A Firestore call on `database` with a bounded time, which ends in its result, one of the errors
     the call site expects as the protocol's answer (`answers`, re-raised), Misconfigured (an unexpected
-    DATABASE_UNUSABLE code: the database is missing or in Datastore mode) or StoreUnavailable (any
-    other error: every other gRPC status, including UNAVAILABLE for a token that cannot be refreshed,
-    and a read's RetryError)."""
+    DATABASE_UNUSABLE code: the database is missing or in Datastore mode) or StoreUnavailable (every
+    other gRPC status, and a read's RetryError)."""
     try:
         return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)
     except answers:
