@@ -62,6 +62,17 @@ DEFAULTS = {
 RPC_TIMEOUT_SECONDS = 5.0
 READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
 
+# A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
+# since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
+# for a deleted record too) or NOT_FOUND (the record is gone).
+GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
+# The same two codes where a call does not expect them as its answer: the database itself cannot
+# hold the records. NOT_FOUND: it does not exist, e.g. a new project or a misspelt DEDUP_DATABASE
+# (googleapis/nodejs-firestore#2216, firebase/firebase-admin-node#2732); FAILED_PRECONDITION "The
+# Cloud Firestore API is not available for Firestore in Datastore Mode database ..."
+# (quarkiverse/quarkus-google-cloud-services#422). Retries cannot help; a deploy does.
+DATABASE_UNUSABLE = (api_exceptions.NotFound, api_exceptions.FailedPrecondition)
+
 WHOLE_NUMBER = re.compile(r"[0-9]+")
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
 PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
@@ -89,7 +100,7 @@ class Outcome(enum.Enum):
     RETRYABLE_FAILURE = ("retryable_failure", 500, "ERROR")
     SUPERSEDED = ("superseded", 409, "WARNING")
     STORE_UNAVAILABLE = ("store_unavailable", 500, "ERROR")
-    MISCONFIGURED = ("misconfigured", 500, "ERROR")  # a DEDUP_* setting is invalid: fixed by a deploy
+    MISCONFIGURED = ("misconfigured", 500, "ERROR")  # a DEDUP_* setting or its database is unusable: a deploy fixes it
 
     def __init__(self, label: str, http_status: int, severity: str) -> None:
         self.label = label
@@ -164,6 +175,11 @@ class DedupConfig:
             retention=seconds("DEDUP_RETENTION_SECONDS"),
             max_future=seconds("DEDUP_MAX_FUTURE_SECONDS"),
         )
+
+    @property
+    def database_name(self) -> str:
+        """The database's resource name, as Firestore spells it in its own errors."""
+        return f"projects/{self.project}/databases/{self.database}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,18 +315,19 @@ class RunLedger:
         except google.auth.exceptions.GoogleAuthError as error:  # no credentials: nothing can be claimed
             raise StoreUnavailable(f"no Firestore client: {type(error).__name__}: {_first_line(error)}") from error
         self.collection = self.client.collection(config.collection)
+        self._call = functools.partial(firestore_call, database=config.database_name)
 
     def claim(self, key: RunKey, now: dt.datetime) -> Claim:
-        """Own the run, or raise RunAlreadyFinished / RunInProgress / StoreUnavailable."""
+        """Own the run, or raise RunAlreadyFinished / RunInProgress / StoreUnavailable / Misconfigured."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
         record = self._claim_record(key, attempt_id, attempt=1, now=now)
         try:
-            result = firestore_call(ref.create, record, retry=None)
+            result = self._call(ref.create, record, retry=None, answers=(api_exceptions.AlreadyExists,))
             return Claim(key, attempt_id, 1, result.update_time)
         except api_exceptions.AlreadyExists:
             pass
-        snapshot = firestore_call(ref.get, retry=READ_RETRY)
+        snapshot = self._call(ref.get, retry=READ_RETRY)
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise RunInProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
@@ -327,8 +344,8 @@ class RunLedger:
         }
         try:
             guard = self._unchanged_since(snapshot.update_time)
-            result = firestore_call(ref.update, takeover, option=guard, retry=None)
-        except (api_exceptions.FailedPrecondition, api_exceptions.NotFound):
+            result = self._call(ref.update, takeover, option=guard, retry=None, answers=GUARD_FAILED)
+        except GUARD_FAILED:
             raise RunInProgress("another delivery took the run over first") from None
         return Claim(key, attempt_id, attempt, result.update_time, taken_over_from=current["attempt_id"])
 
@@ -373,22 +390,30 @@ class RunLedger:
         option = self._unchanged_since(claim.write_time)
         try:
             if fields is None:
-                firestore_call(ref.delete, option=option, retry=None)
+                self._call(ref.delete, option=option, retry=None, answers=GUARD_FAILED)
             else:
-                firestore_call(ref.update, fields, option=option, retry=None)
-        except (api_exceptions.FailedPrecondition, api_exceptions.NotFound):
+                self._call(ref.update, fields, option=option, retry=None, answers=GUARD_FAILED)
+        except GUARD_FAILED:
             raise ClaimLost(
                 f"attempt {claim.attempt_id} lost its lease to a newer attempt; its result is not recorded"
             ) from None
 
 
-def firestore_call(method, *args, **kwargs):
-    """A Firestore call with a bounded time; transport failures become StoreUnavailable."""
+def firestore_call(method, *args, database: str, answers: tuple[type[Exception], ...] = (), **kwargs):
+    """A Firestore call on `database` with a bounded time, which ends in its result, one of the errors
+    the call site expects as the protocol's answer (`answers`, re-raised), Misconfigured (an unexpected
+    DATABASE_UNUSABLE code: the database is missing or in Datastore mode) or StoreUnavailable (every
+    other gRPC status, and a read's RetryError)."""
     try:
         return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)
-    except (api_exceptions.AlreadyExists, api_exceptions.FailedPrecondition, api_exceptions.NotFound):
+    except answers:
         raise
-    except api_exceptions.GoogleAPIError as error:  # RetryError included
+    except DATABASE_UNUSABLE as error:
+        raise Misconfigured(
+            f"Firestore database {database} cannot hold the run records ({type(error).__name__}: "
+            f"{_first_line(error)}): it does not exist or is in Datastore mode; see DEDUP_PROJECT, DEDUP_DATABASE"
+        ) from error
+    except api_exceptions.GoogleAPIError as error:
         raise StoreUnavailable(f"Firestore call failed: {type(error).__name__}: {_first_line(error)}") from error
 
 

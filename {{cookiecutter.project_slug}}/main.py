@@ -6,12 +6,14 @@ and writes one structured log line per delivery (plus a `takeover` line when a l
 
 import contextvars
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 
 import flask
 import functions_framework
+from functions_framework.exceptions import RequestTimeoutException
 from google.cloud.logging.handlers import StructuredLogHandler
 
 import dedup
@@ -33,11 +35,15 @@ class RunFieldsFilter(logging.Filter):
 
 
 def configure_logging() -> None:
-    """JSON lines on stdout, which Cloud Run turns into structured entries: no Logging API call per line."""
+    """One JSON line on stdout per record, which Cloud Run turns into a structured entry: no Logging API
+    call per line. Ours is the root logger's only handler: functions-framework (3.10.2, create_app)
+    adds its own before it loads this file (with LOG_EXECUTION_ID, which the function gets, a handler
+    on the WSGI error stream; with ENTRY_POINT, two more), and each would print every record again,
+    without severity or outcome: twice the log volume and its cost."""
     handler = StructuredLogHandler(stream=sys.stdout)
     handler.addFilter(RunFieldsFilter())
     root = logging.getLogger()
-    root.handlers = [h for h in root.handlers if not isinstance(h, StructuredLogHandler)] + [handler]
+    root.handlers = [handler]
     root.setLevel(logging.INFO)
 
 
@@ -73,6 +79,10 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
         outcome, detail, error = work_then_finish(ledger, claim)
     except dedup.RunNotProcessed as stop:
         outcome, detail, error = stop.outcome, str(stop), None
+    except RequestTimeoutException:  # the stop landed in a claim or finish call (see work_then_finish)
+        outcome = dedup.Outcome.RETRYABLE_FAILURE
+        detail = f"{stopped_at_the_timeout()} during a Firestore call; a claim it made waits for its lease"
+        error = None
     logger.log(
         logging.getLevelNamesMapping()[outcome.severity],
         detail,
@@ -88,7 +98,17 @@ def work_then_finish(ledger: dedup.RunLedger, claim: dedup.Claim) -> tuple[dedup
         result = run(claim.context)
     except TerminalJobError as error:
         return ledger.fail(claim, str(error), dedup.utcnow()), f"terminal failure, not retried: {error}", None
+    except RequestTimeoutException as error:  # raised into the work by functions-framework: see below
+        return ledger.release(claim), f"{stopped_at_the_timeout()} in the work; run released for a retry", error
     except Exception as error:
         detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
         return ledger.release(claim), detail, error
     return ledger.complete(claim, dedup.utcnow(), result), "run processed", None
+
+
+def stopped_at_the_timeout() -> str:
+    """functions-framework (3.10.2, request_timeout.py) stops a request that outlives
+    CLOUD_RUN_TIMEOUT_SECONDS by raising RequestTimeoutException in its thread, at the next Python
+    instruction: a call blocked in C code (a socket read, time.sleep) is stopped only once it returns.
+    The Terraform sets the variables that switch this on (function.tf, environment_variables)."""
+    return f"stopped at the request timeout (CLOUD_RUN_TIMEOUT_SECONDS={os.environ.get('CLOUD_RUN_TIMEOUT_SECONDS')})"

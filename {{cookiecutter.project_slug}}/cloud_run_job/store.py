@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import functools
 from collections.abc import Mapping
 
 from google.api_core import exceptions as api_exceptions
@@ -27,9 +28,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 import dedup
-from dedup import READ_RETRY, firestore_call  # bounded time; transport errors become dedup.StoreUnavailable
-
-GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
+from dedup import GUARD_FAILED, READ_RETRY, firestore_call  # bounded time; errors become dedup's (see there)
 
 
 class ItemStatus(enum.StrEnum):
@@ -108,6 +107,7 @@ def item_key(run_id: str, item_id: str) -> str:
 class JobStore:
     def __init__(self, config: dedup.DedupConfig, lease: dt.timedelta, client: firestore.Client | None = None):
         self.client = client or dedup.firestore_client(config.project, config.database)
+        self._call = functools.partial(firestore_call, database=config.database_name)
         self.lease = lease
         self.retention = config.retention
         prefix = f"{config.collection}_job"
@@ -131,14 +131,14 @@ class JobStore:
             )
 
     def run(self, run_id: str) -> dict | None:
-        snapshot = firestore_call(self.runs.document(run_id).get, retry=READ_RETRY)
+        snapshot = self._call(self.runs.document(run_id).get, retry=READ_RETRY)
         return snapshot.to_dict() if snapshot.exists else None
 
     def write_report(self, run_id: str, worker: Worker, report: Mapping[str, object]) -> None:
         """A task's last word when its retries are exhausted (merged: tasks report side by side)."""
         entry = {"execution": worker.execution, "attempt": worker.attempt, **report}
         reports = {"reports": {str(worker.task_index): entry}}
-        firestore_call(self.runs.document(run_id).set, reports, merge=True, retry=None)
+        self._call(self.runs.document(run_id).set, reports, merge=True, retry=None)
 
     # Items ---------------------------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class JobStore:
     def claim(self, run_id: str, item_id: str, worker: Worker, now: dt.datetime) -> ItemLease | None:
         """Hold the item (None if it is finished already), or raise ItemBusy."""
         ref = self.items.document(item_key(run_id, item_id))
-        snapshot = firestore_call(ref.get, retry=READ_RETRY)
+        snapshot = self._call(ref.get, retry=READ_RETRY)
         record = snapshot.to_dict() if snapshot.exists else None
         take = decide_item(record, worker, now)
         if take is Take.SKIP:
@@ -178,10 +178,10 @@ class JobStore:
         }
         try:
             if record is None:
-                result = firestore_call(ref.create, fields, retry=None)
+                result = self._call(ref.create, fields, retry=None, answers=(api_exceptions.AlreadyExists,))
             else:
                 guard = self._unchanged_since(snapshot.update_time)
-                result = firestore_call(ref.update, fields, option=guard, retry=None)
+                result = self._call(ref.update, fields, option=guard, retry=None, answers=GUARD_FAILED)
         except (api_exceptions.AlreadyExists, *GUARD_FAILED):
             raise ItemBusy(f"{item_id}: another worker claimed it first") from None
         record = record or {}
@@ -213,20 +213,21 @@ class JobStore:
     def stuck_items(self, now: dt.datetime) -> list[firestore.DocumentSnapshot]:
         """Items held (running or checkpointed) by a lease that has expired: their holder died."""
         query = self.items.where(filter=FieldFilter("status", "in", [status.value for status in HELD]))
-        return [item for item in firestore_call(query.get, retry=READ_RETRY) if item.get("lease_expires") <= now]
+        return [item for item in self._call(query.get, retry=READ_RETRY) if item.get("lease_expires") <= now]
 
     def reset(self, item: firestore.DocumentSnapshot, now: dt.datetime) -> bool:
         """Back to queued, progress kept; False if a worker changed the item since it was read."""
         fields = {"status": ItemStatus.QUEUED.value, "reset_at": now, **self._no_lease()}
         try:
-            firestore_call(item.reference.update, fields, option=self._unchanged_since(item.update_time), retry=None)
+            guard = self._unchanged_since(item.update_time)
+            self._call(item.reference.update, fields, option=guard, retry=None, answers=GUARD_FAILED)
         except GUARD_FAILED:
             return False
         return True
 
     def items_of(self, run_id: str) -> dict[str, dict]:
         query = self.items.where(filter=FieldFilter("run_id", "==", run_id))
-        return {item.get("item_id"): item.to_dict() for item in firestore_call(query.get, retry=READ_RETRY)}
+        return {item.get("item_id"): item.to_dict() for item in self._call(query.get, retry=READ_RETRY)}
 
     # Artifacts and outputs -----------------------------------------------------------------------
 
@@ -235,11 +236,11 @@ class JobStore:
         shares): a zombie past its lease cannot overwrite the artifact the new holder checkpointed."""
         holder = lease.write_time.strftime("%Y%m%dT%H%M%S.%fZ")
         ref = self.artifacts.document(f"{item_key(lease.run_id, lease.item_id)}:{stage}:{holder}")
-        firestore_call(ref.set, {"value": value, "expire_at": now + self.retention}, retry=None)
+        self._call(ref.set, {"value": value, "expire_at": now + self.retention}, retry=None)
         return ref.path
 
     def load_artifact(self, location: str) -> object:
-        snapshot = firestore_call(self.client.document(location).get, retry=READ_RETRY)
+        snapshot = self._call(self.client.document(location).get, retry=READ_RETRY)
         return snapshot.get("value")
 
     def put_output_if_absent(self, run_id: str, item_id: str, fields: Mapping[str, object], now) -> bool:
@@ -249,13 +250,13 @@ class JobStore:
 
     def outputs_of(self, run_id: str) -> list[firestore.DocumentSnapshot]:
         query = self.outputs.where(filter=FieldFilter("run_id", "==", run_id))
-        return firestore_call(query.get, retry=READ_RETRY)
+        return self._call(query.get, retry=READ_RETRY)
 
     # Conditional writes --------------------------------------------------------------------------
 
     def _create(self, ref: firestore.DocumentReference, record: Mapping[str, object]) -> bool:
         try:
-            firestore_call(ref.create, record, retry=None)
+            self._call(ref.create, record, retry=None, answers=(api_exceptions.AlreadyExists,))
         except api_exceptions.AlreadyExists:
             return False
         return True
@@ -263,7 +264,8 @@ class JobStore:
     def _write_if_held(self, lease: ItemLease, fields: Mapping[str, object]) -> dt.datetime:
         ref = self.items.document(item_key(lease.run_id, lease.item_id))
         try:
-            result = firestore_call(ref.update, fields, option=self._unchanged_since(lease.write_time), retry=None)
+            guard = self._unchanged_since(lease.write_time)
+            result = self._call(ref.update, fields, option=guard, retry=None, answers=GUARD_FAILED)
         except GUARD_FAILED:
             raise LeaseLost(f"{lease.item_id}: {lease.worker.task} lost its lease to another worker") from None
         return result.update_time

@@ -2,6 +2,9 @@
 function's HTTP app, and a private collection per test so that tests never see each other's runs."""
 
 import datetime as dt
+import io
+import json
+import logging
 import os
 import sys
 import threading
@@ -9,9 +12,11 @@ import time
 import uuid
 
 import pytest
+from fake_firestore import FaultyFirestore
 from firestore_emulator import EmulatorNotFound, running_emulator
 from functions_framework import create_app
 from google.cloud import firestore
+from google.cloud.logging.handlers import StructuredLogHandler
 from live_server import Fleet
 
 import dedup
@@ -61,6 +66,46 @@ def fleet(collection, tmp_path):
 @pytest.fixture
 def http(app, collection):
     return app.test_client()
+
+
+@pytest.fixture
+def log_lines():
+    """The structured log lines the function writes, parsed."""
+    handler = next(h for h in logging.getLogger().handlers if isinstance(h, StructuredLogHandler))
+    stream = io.StringIO()
+    previous = handler.setStream(stream)
+    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+    handler.setStream(previous)
+
+
+@pytest.fixture(scope="session")
+def faulty_firestore(emulator_host):
+    """A gRPC server in front of the emulator that fails the calls a test arms (tools/fake_firestore.py)."""
+    fake = FaultyFirestore(emulator_host).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def firestore_through(faulty_firestore, monkeypatch):
+    """The handler's Firestore client talks to the emulator through faulty_firestore; disarmed after."""
+    client = firestore_client_of(faulty_firestore.host)
+    monkeypatch.setattr(dedup, "firestore_client", lambda project, database: client)
+    yield faulty_firestore
+    faulty_firestore.clear()
+
+
+def firestore_client_of(host):
+    """A client of the Firestore at `host` (a client reads FIRESTORE_EMULATOR_HOST when it is made)."""
+    previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    os.environ["FIRESTORE_EMULATOR_HOST"] = host
+    try:
+        return firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"])
+    finally:
+        if previous is None:
+            del os.environ["FIRESTORE_EMULATOR_HOST"]
+        else:
+            os.environ["FIRESTORE_EMULATOR_HOST"] = previous
 
 
 @pytest.fixture

@@ -2,16 +2,12 @@
 
 import datetime as dt
 import hashlib
-import io
-import json
-import logging
 import threading
 import time
 
 import pytest
 from conftest import PROJECT, records, scheduler_headers
 from google.cloud import firestore
-from google.cloud.logging.handlers import StructuredLogHandler
 
 import dedup
 from run_context import TerminalJobError
@@ -26,16 +22,6 @@ def iso(moment: dt.datetime) -> str:
 def run_id_of(job: str, moment: dt.datetime, project: str = PROJECT, location: str = BAKED_LOCATION) -> str:
     material = f"{project}\n{location}\n{job}\n{moment.astimezone(dt.UTC).isoformat()}"
     return hashlib.sha256(material.encode()).hexdigest()
-
-
-@pytest.fixture
-def log_lines():
-    """The structured log lines the function writes, parsed."""
-    handler = next(h for h in logging.getLogger().handlers if isinstance(h, StructuredLogHandler))
-    stream = io.StringIO()
-    previous = handler.setStream(stream)
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
-    handler.setStream(previous)
 
 
 def test_fresh_run_is_processed_and_recorded(http, collection, work, now):

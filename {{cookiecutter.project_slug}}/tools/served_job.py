@@ -11,6 +11,10 @@ no test hooks, this module wraps it from outside. Environment:
                      hold_after_work: the delivery pauses after the work until the test creates
                      SERVED_SIGNAL + ".go" (so the test can freeze the store before the finish is sent)
   SERVED_SIGNAL      a file created when the fault point is reached
+  SERVED_FIRST_RUN_SECONDS  the work's first execution of a run takes this long before its effect
+                     (later ones do not), in 10 ms steps of Python code, between which a request
+                     timeout can stop it; with SERVED_FIRST_RUN_BLOCKING=1, in one time.sleep call
+                     (C code), which nothing stops before it returns
 """
 
 import contextlib
@@ -46,15 +50,30 @@ def _hold_here(point: str) -> None:
             time.sleep(0.01)
 
 
+def _take_long() -> None:
+    """The slow first execution SERVED_FIRST_RUN_SECONDS asks for."""
+    seconds = float(os.environ["SERVED_FIRST_RUN_SECONDS"])
+    if os.environ.get("SERVED_FIRST_RUN_BLOCKING") == "1":
+        time.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def put_if_absent_job(context: RunContext) -> None:
     """Records the call, then writes its one effect keyed by run_id: a repeat finds it there and stops."""
     _stop_here("before_work")
+    executions = Path(os.environ["SERVED_EXECUTIONS"])
+    first_run = not executions.exists() or context.run_id not in executions.read_text().split()
     line = f"{context.run_id} {context.attempt_id}\n".encode()
-    descriptor = os.open(os.environ["SERVED_EXECUTIONS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    descriptor = os.open(executions, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(descriptor, line)
     finally:
         os.close(descriptor)
+    if first_run and os.environ.get("SERVED_FIRST_RUN_SECONDS"):
+        _take_long()
     config = dedup.DedupConfig.from_env()
     outputs = dedup.firestore_client(config.project, config.database).collection(os.environ["SERVED_OUTPUTS"])
     # AlreadyExists: an earlier attempt of this run wrote it, so the effect happened once.

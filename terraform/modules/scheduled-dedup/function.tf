@@ -120,14 +120,31 @@ resource "google_cloudfunctions2_function" "this" {
       { LOG_EXECUTION_ID = "true" },
       var.function.environment_variables,
       {
-        # functions-framework (3.10, functions_framework/_http/gunicorn.py) stops a request's thread at the function timeout only when this is set; otherwise the work runs on after Cloud Run's 504 and a retry that takes the run over (lease = timeout + 30 s) runs it while the old attempt still works.
-        THREADED_TIMEOUT_ENABLED = "true"
-        DEDUP_PROJECT            = var.project_id
-        DEDUP_LOCATION           = var.region
-        DEDUP_DATABASE           = var.firestore.database
-        DEDUP_COLLECTION         = var.firestore.collection
-        DEDUP_LEASE_SECONDS      = tostring(var.timing.lease_seconds)
-        DEDUP_RETENTION_SECONDS  = tostring(var.timing.retention_seconds)
+        # The request timeout that stops the work. functions-framework 3.10.2 (the baked pin) stops a
+        # request that outlives CLOUD_RUN_TIMEOUT_SECONDS only when that is above 0, THREADS is above 1
+        # and THREADED_TIMEOUT_ENABLED is "true" (functions_framework/_http/gunicorn.py,
+        # GunicornApplication): then its gthread worker raises RequestTimeoutException in the request's
+        # thread (request_timeout.py), main.py releases the claim and answers 500, and the next delivery
+        # runs the work. Without one of them the work runs on after Cloud Run's 504, beside the retry
+        # that takes the run over once the lease is past; with one thread, gunicorn's sync worker is
+        # killed instead, and nothing is logged or released. tests/test_timeout.py runs all four cases.
+        # Whether the platform sets CLOUD_RUN_TIMEOUT_SECONDS is not documented (the question is open on
+        # GoogleCloudPlatform/functions-framework-go PR 244), so it is set here: 10 s (two Firestore
+        # deadlines, dedup.RPC_TIMEOUT_SECONDS = 5) before Cloud Run's own timeout, so that the release is
+        # written and the answer sent while the request still holds its CPU (Cloud Run "Set request
+        # timeout", cloud.google.com/run/docs/configuring/request-timeout: the code keeps running after
+        # the 504; track the time left, clean up and return early). timing keeps the timeout >= 15 s.
+        CLOUD_RUN_TIMEOUT_SECONDS = tostring(var.timing.function_timeout_seconds - 10)
+        THREADED_TIMEOUT_ENABLED  = "true"
+        # A thread per request the instance takes at once (functions-framework's default is 4 per CPU
+        # it sees), and never just one. WORKERS is left at its default, 1: it plays no part in the stop.
+        THREADS                 = tostring(max(2, var.function.max_instance_request_concurrency))
+        DEDUP_PROJECT           = var.project_id
+        DEDUP_LOCATION          = var.region
+        DEDUP_DATABASE          = var.firestore.database
+        DEDUP_COLLECTION        = var.firestore.collection
+        DEDUP_LEASE_SECONDS     = tostring(var.timing.lease_seconds)
+        DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
       },
       var.target == "cloud_run_job" ? {
         # Full resource name the proxy (job.py) passes to RunJob.

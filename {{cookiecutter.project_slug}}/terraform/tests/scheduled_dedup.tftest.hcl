@@ -251,11 +251,6 @@ run "baked_values" {
   }
 
   assert {
-    condition     = google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "true"
-    error_message = "THREADED_TIMEOUT_ENABLED must be \"true\": without it functions-framework lets a timed-out request's work run on beside a retry's."
-  }
-
-  assert {
     condition = (
       google_storage_bucket.source.uniform_bucket_level_access == true &&
       google_storage_bucket.source.public_access_prevention == "enforced" &&
@@ -405,6 +400,50 @@ run "baked_values" {
       google_logging_metric.outcome["store_unavailable"].name == "${var.slug}-store-unavailable"
     )
     error_message = "Alert on any terminal failure, Firestore outage or misconfiguration, and on retryable failures above the threshold, each from its own log-based metric; no notification channel by default."
+  }
+}
+
+# The three settings under which functions-framework 3.10.2 stops a request at its timeout
+# (functions_framework/_http/gunicorn.py; see function.tf): tests/test_timeout.py serves the handler
+# with them and without each one.
+run "request_timeout_stops_the_work" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  assert {
+    condition = (
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"] == "{{ cookiecutter.function_timeout_seconds | int - 10 }}" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "true" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADS"] == "2"
+    )
+    error_message = "The function must stop the work 10 s before its timeout of {{ cookiecutter.function_timeout_seconds }} s: CLOUD_RUN_TIMEOUT_SECONDS=${google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"]}, THREADED_TIMEOUT_ENABLED=\"true\" and THREADS above 1 (2 for one request at a time)."
+  }
+}
+
+run "request_timeout_threads_follow_the_concurrency" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    function = {
+      max_instance_request_concurrency = 8
+      # A user's own value cannot switch the stop off: the module's settings win.
+      environment_variables = { THREADS = "1", THREADED_TIMEOUT_ENABLED = "false" }
+    }
+  }
+
+  assert {
+    condition = (
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADS"] == "8" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "true"
+    )
+    error_message = "THREADS must be max_instance_request_concurrency (8 here), whatever function.environment_variables says."
   }
 }
 
