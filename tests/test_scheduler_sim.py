@@ -119,6 +119,10 @@ def test_the_hooks_bound_is_the_simulators_and_refused_gaps_really_lose(timing):
         return
     rows = table(timing, 10**7)  # no next fire time in reach: how long each fault keeps the run busy
     bound = hook_bound(timing)
+    hook = {outcome.fault: outcome.seconds for outcome in rules.busy_after_one_fault(timing)}
+    assert {row.fault: row.busy_until for row in rows if hook[row.fault] is not None} == {
+        fault: seconds for fault, seconds in hook.items() if seconds is not None
+    }
     assert max(row.busy_until for row in rows) == bound
     losses = {row.fault for row in rows if row.verdict != OK}
     assert losses == (NO_RETRY_LOSSES if warnings else set())
