@@ -170,14 +170,18 @@ GROC_REFUSED = (
 )
 
 
+def cron_fields(schedule: str) -> list[str]:
+    """Fields split on ASCII white space only, as Terraform's RE2 `\\S+` does (variables.tf): a no-break
+    space stays inside a field and is refused there, by both."""
+    return re.findall(r"[^\t\n\f\r ]+", schedule)
+
+
 def check_schedule(job_id: str, schedule: str) -> str:
     """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
-    # Fields split on ASCII white space only, as Terraform's RE2 `\S+` does (variables.tf): a no-break
-    # space stays inside a field and is refused there, by both.
-    parts = re.findall(r"[^\t\n\f\r ]+", schedule)
+    parts = cron_fields(schedule)
     if len(parts) != 5:
         raise RuleError(field, schedule, f"must be 5-field unix-cron such as '0 3 * * *'; {GROC_REFUSED}")
     for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
@@ -352,9 +356,9 @@ class Cron:
 
     @classmethod
     def parse(cls, schedule: str) -> Cron:
-        parts = re.findall(r"[^\t\n\f\r ]+", schedule)
+        parts = cron_fields(schedule)
         sets = []
-        for part, (_name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
+        for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
             values = set()
             for item in part.split(","):
                 match = CRON_ITEM.fullmatch(item)
@@ -362,10 +366,10 @@ class Cron:
                 if match["lo"] is None:  # '*'
                     start, end = low, high
                 else:
-                    start = _cron_value(match["lo"], _name, low, high, names)
+                    start = _cron_value(match["lo"], name, low, high, names)
                     # 'n/step' runs from n to the field's end, as in Vixie cron.
                     end = (
-                        _cron_value(match["hi"], _name, low, high, names)
+                        _cron_value(match["hi"], name, low, high, names)
                         if match["hi"]
                         else (high if match["step"] else start)
                     )
