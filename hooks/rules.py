@@ -638,7 +638,7 @@ def _worst(fault: str, cases: list[tuple[str, tuple[int, int] | None]], timing, 
             return Busy(fault, None, f"{what}: the retries stop before the run can be claimed")
         busy = _busy_after_claim(timing, retries, retry[1], retry[0])
         if worst is None or busy > worst.seconds:
-            story = f"{what}, retry {retry[0]} claims the run at {retry[1]} s"
+            story = f"{what}, retry {retry[0]} claims the run at {retry[1]} s and may work the whole timeout"
             worst = Busy(fault, busy, story, retry[1])
     return worst
 
@@ -705,8 +705,7 @@ def check_schedule_timing(
                 f"jobs.{job_id}.schedule",
                 job["schedule"],
                 f"fires only {gap.seconds} s apart in {job['time_zone']} ({gap.where(job['time_zone'])}), "
-                f"but one fault can keep a run busy for {busiest.seconds} s ({busiest.fault}: {busiest.story}, "
-                f"and works up to the function timeout, {timing['function_timeout_seconds']} s), "
+                f"but one fault can keep a run busy for {busiest.seconds} s ({busiest.fault}: {busiest.story}), "
                 "so a run would be lost or overlap the next: the gap must exceed that; "
                 "choose a sparser schedule, or shorten function_timeout_seconds, lease_seconds or the backoff",
             )
