@@ -210,7 +210,7 @@ class Outcome:
 # From worst to best: a table row shows the worst a fault can do.
 DOUBLE_WORK = "DOUBLE WORK: two attempts worked at once"
 LOST = "LOST: never completed"
-LOST_NEXT = "LOST NEXT: retries still going at the next fire time"
+LOST_NEXT = "LOST NEXT: Scheduler still on this run at the next fire time"
 OVERLAP = "OVERLAP: still working at the next fire time"
 OK = "ok"
 VERDICTS = (DOUBLE_WORK, LOST, LOST_NEXT, OVERLAP, OK)
@@ -376,8 +376,8 @@ def table(timing: Mapping[str, int], gap: int) -> list[Row]:
 
 
 def format_table(title: str, rows: list[Row]) -> str:
-    lines = [title, f"  {'fault':<26} {'outcome':<48} {'busy until':>10}  worst case"]
-    lines += [f"  {r.fault:<26} {r.verdict:<48} {r.busy_until:>8} s  {r.example}" for r in rows]
+    lines = [title, f"  {'fault':<26} {'outcome':<60} {'busy until':>10}  worst case"]
+    lines += [f"  {r.fault:<26} {r.verdict:<60} {r.busy_until:>8} s  {r.example}" for r in rows]
     return "\n".join(lines)
 
 
