@@ -11,6 +11,10 @@ from pathlib import Path
 # so a baked project is self-contained and `terraform init` needs no access to this repository.
 MODULE_SOURCE = Path("terraform") / "modules" / "scheduled-dedup"
 MODULE_TARGET = Path("terraform") / "modules" / "scheduled-dedup"
+# The bake-time rules, vendored the same way: the baked tests/test_schedule_rules.py checks the rules Terraform
+# cannot (a cron's smallest gap against the timing) on the values in the baked terraform/main.tf.
+RULES_SOURCE = Path("hooks") / "rules.py"
+RULES_TARGET = Path("tools") / "rules.py"
 
 # Paths (relative to the baked project) that only the given targets use; a path listed under two
 # targets is kept for either.
@@ -24,6 +28,13 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
 def vendor_terraform_module(project_dir: Path, repo_dir: Path) -> Path:
     target = project_dir / MODULE_TARGET
     shutil.copytree(repo_dir / MODULE_SOURCE, target, dirs_exist_ok=True)
+    return target
+
+
+def vendor_rules(project_dir: Path, repo_dir: Path) -> Path:
+    target = project_dir / RULES_TARGET
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(repo_dir / RULES_SOURCE, target)
     return target
 
 
@@ -60,5 +71,6 @@ def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
     vendor_terraform_module(project_dir, repo_dir)
+    vendor_rules(project_dir, repo_dir)
     remove_unused_paths(project_dir, str(answers["target"]))
     write_answers(project_dir, answers)

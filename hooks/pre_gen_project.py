@@ -24,7 +24,9 @@ sys.path.insert(0, str(REPO_DIR / "hooks"))
 import rules  # noqa: E402  (found through the template's own hooks directory)
 
 try:
-    rules.validate(ANSWERS)
+    checked = rules.validate(ANSWERS)
 except rules.RuleError as error:
     print(f"ERROR: {error}", file=sys.stderr)
     sys.exit(1)
+for warning in checked["warnings"]:
+    print(f"WARNING: {warning}", file=sys.stderr)

@@ -8,11 +8,14 @@ Standard library only: a hook runs in whatever Python runs cookiecutter.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
+import datetime as dt
 import functools
 import re
 import unicodedata
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 # Also in Terraform (locals.lease_margin_seconds): how much longer than the function timeout a lease lasts.
 LEASE_MARGIN_SECONDS = 30
@@ -167,14 +170,18 @@ GROC_REFUSED = (
 )
 
 
+def cron_fields(schedule: str) -> list[str]:
+    """Fields split on ASCII white space only, as Terraform's RE2 `\\S+` does (variables.tf): a no-break
+    space stays inside a field and is refused there, by both."""
+    return re.findall(r"[^\t\n\f\r ]+", schedule)
+
+
 def check_schedule(job_id: str, schedule: str) -> str:
     """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
-    # Fields split on ASCII white space only, as Terraform's RE2 `\S+` does (variables.tf): a no-break
-    # space stays inside a field and is refused there, by both.
-    parts = re.findall(r"[^\t\n\f\r ]+", schedule)
+    parts = cron_fields(schedule)
     if len(parts) != 5:
         raise RuleError(field, schedule, f"must be 5-field unix-cron such as '0 3 * * *'; {GROC_REFUSED}")
     for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
@@ -232,23 +239,28 @@ def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: i
     return max(by_count, by_duration)
 
 
-def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int, max_doublings: int) -> list[int]:
-    """Cloud Scheduler's waits before each of its `retry_count` retries (RetryConfig.max_doublings).
+def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doublings: int) -> int:
+    """Cloud Scheduler's wait after the failure of attempt `retry` (0: the first attempt), before the next one.
 
-    The wait starts at min_backoff, doubles max_doublings times, then grows linearly by
-    min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
-    10, 20, 40, 80, 160, 240, 300, 300 ... The baked tools/live_server.py (RetryPolicy.delays)
-    models the same shape for the fault tests; tests/test_rules.py checks that the two agree.
+    RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
+    linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
+    10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
+    projects.locations.jobs#retryconfig). The baked tools/live_server.py (RetryPolicy.delays) models the
+    same shape for the fault tests; tests/test_rules.py checks that the two agree.
+    """
+    if retry <= max_doublings:
+        wait = min_backoff * 2**retry
+    else:
+        wait = min_backoff * 2**max_doublings * (retry - max_doublings + 1)
+    return min(wait, max_backoff)
+
+
+def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int, max_doublings: int) -> list[int]:
+    """The waits before each of the `retry_count` retries (retry_wait_seconds for 0 ... retry_count - 1).
+
     Also in Terraform, spelled out in a validation of var.timing in terraform/modules/scheduled-dedup/variables.tf.
     """
-    waits = []
-    for retry in range(retry_count):
-        if retry <= max_doublings:
-            wait = min_backoff * 2**retry
-        else:
-            wait = min_backoff * 2**max_doublings * (retry - max_doublings + 1)
-        waits.append(min(wait, max_backoff))
-    return waits
+    return [retry_wait_seconds(retry, min_backoff, max_backoff, max_doublings) for retry in range(retry_count)]
 
 
 def check_timing(values: Mapping[str, object]) -> dict[str, int]:
@@ -319,8 +331,395 @@ def check_timing(values: Mapping[str, object]) -> dict[str, int]:
     }
 
 
+# ---------------------------------------------------------------- the schedule's smallest gap
+
+# How far ahead fire times are expanded: long enough for every DST rule of the coming years and for a
+# Feb 29 schedule to fire twice (the century rule aside).
+GAP_WINDOW_YEARS = 9
+# Offsets are sampled this often to find a zone's transitions (no zone changes its offset twice within it).
+TRANSITION_SAMPLE_SECONDS = 6 * 3600
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cron:
+    """A checked 5-field unix-cron schedule as sets of values (day of week 0-6, Sunday 0)."""
+
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]
+    # Vixie/Debian cron, and cronsim with them: when the day-of-month or the day-of-week field starts
+    # with '*', a day must match both; otherwise either ("0 0 13 * 5": every 13th and every Friday).
+    days_and_weekdays: bool
+
+    @classmethod
+    def parse(cls, schedule: str) -> Cron:
+        parts = cron_fields(schedule)
+        sets = []
+        for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
+            values = set()
+            for item in part.split(","):
+                match = CRON_ITEM.fullmatch(item)
+                step = int(match["step"] or 1)
+                if match["lo"] is None:  # '*'
+                    start, end = low, high
+                else:
+                    start = _cron_value(match["lo"], name, low, high, names)
+                    # 'n/step' runs from n to the field's end, as in Vixie cron.
+                    end = (
+                        _cron_value(match["hi"], name, low, high, names)
+                        if match["hi"]
+                        else (high if match["step"] else start)
+                    )
+                values.update(range(start, end + 1, step))
+            sets.append(frozenset(values))
+        minutes, hours, days, months, weekdays = sets
+        return cls(
+            minutes,
+            hours,
+            days,
+            months,
+            frozenset(day % 7 for day in weekdays),
+            parts[2].startswith("*") or parts[4].startswith("*"),
+        )
+
+    def fires_on(self, day: dt.date) -> bool:
+        if day.month not in self.months:
+            return False
+        by_date = day.day in self.days
+        by_weekday = (day.weekday() + 1) % 7 in self.weekdays
+        return (by_date and by_weekday) if self.days_and_weekdays else (by_date or by_weekday)
+
+    @functools.cached_property
+    def day_minutes(self) -> tuple[int, ...]:
+        return tuple(sorted(hour * 60 + minute for hour in self.hours for minute in self.minutes))
+
+
+def _epoch_seconds(naive: dt.datetime) -> int:
+    return int((naive - EPOCH).total_seconds())
+
+
+@functools.cache
+def zone_transitions(time_zone: str, first: dt.date, last: dt.date) -> tuple[int, ...]:
+    """The UTC instants (epoch seconds) at which the zone's offset changes, from a day before `first`
+    to a day after `last`, each found to the second by bisection between two samples."""
+    zone = zoneinfo.ZoneInfo(time_zone)
+
+    def offset(instant: int) -> dt.timedelta:
+        return dt.datetime.fromtimestamp(instant, zone).utcoffset()
+
+    start = _epoch_seconds(dt.datetime.combine(first, dt.time())) - 2 * 86400
+    end = _epoch_seconds(dt.datetime.combine(last, dt.time())) + 2 * 86400
+    found = []
+    before = offset(start)
+    for sample in range(start + TRANSITION_SAMPLE_SECONDS, end + TRANSITION_SAMPLE_SECONDS, TRANSITION_SAMPLE_SECONDS):
+        after = offset(sample)
+        if after != before:
+            low, high = sample - TRANSITION_SAMPLE_SECONDS, sample
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if offset(middle) == before else (low, middle)
+            found.append(high)
+            before = after
+    return tuple(found)
+
+
+def _wall_clock_instants(naive: dt.datetime, zone: zoneinfo.ZoneInfo, transitions: tuple[int, ...]) -> set[int]:
+    """The instants at which Cloud Scheduler may fire for one local wall-clock time.
+
+    Cloud Scheduler "runs on wall clock time" and warns that around DST a job may "run or not run
+    unexpectedly" (https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules#time_zone).
+    For the smallest gap we count the worst: a time that occurs twice (clocks go back) fires at both
+    instants; a time that does not exist (clocks go forward) fires at the transition, as cron does.
+    """
+    instants = set()
+    for fold in (0, 1):
+        instant = int(naive.replace(tzinfo=zone, fold=fold).timestamp())
+        if dt.datetime.fromtimestamp(instant, zone).replace(tzinfo=None) == naive:
+            instants.add(instant)
+    if not instants:  # skipped by the clocks: the transition lies between the two readings of `naive`
+        after_jump = int(naive.replace(tzinfo=zone, fold=1).timestamp())
+        before_jump = int(naive.replace(tzinfo=zone, fold=0).timestamp())
+        index = bisect.bisect_right(transitions, after_jump)
+        assert index < len(transitions) and transitions[index] <= before_jump, naive
+        instants.add(transitions[index])
+    return instants
+
+
+@dataclasses.dataclass(frozen=True)
+class FireDay:
+    """The fire instants (epoch seconds) of one local day: `exact` near a transition, else `base` + the
+    schedule's wall-clock minutes (one offset all day)."""
+
+    base: int | None
+    exact: tuple[int, ...] = ()
+
+    def instants(self, cron: Cron) -> tuple[int, ...]:
+        return self.exact if self.base is None else tuple(self.base + 60 * minute for minute in cron.day_minutes)
+
+
+def _fire_days(cron: Cron, time_zone: str, first: dt.date, last: dt.date) -> Iterator[FireDay]:
+    """Each day from `first` to `last` (inclusive, local) on which the schedule fires at least once."""
+    zone = zoneinfo.ZoneInfo(time_zone)
+    transitions = zone_transitions(time_zone, first, last)
+    day = first
+    while day <= last:
+        if cron.fires_on(day):
+            midnight = _epoch_seconds(dt.datetime.combine(day, dt.time()))
+            near = bisect.bisect_left(transitions, midnight - 86400)
+            if near < len(transitions) and transitions[near] < midnight + 2 * 86400:
+                instants = set()
+                for minute in cron.day_minutes:
+                    naive = dt.datetime.combine(day, dt.time(minute // 60, minute % 60))
+                    instants |= _wall_clock_instants(naive, zone, transitions)
+                yield FireDay(None, tuple(sorted(instants)))
+            else:
+                offset = int(zone.utcoffset(dt.datetime.combine(day, dt.time(12))).total_seconds())
+                yield FireDay(midnight - offset)
+        day += dt.timedelta(days=1)
+
+
+def fire_times(schedule: str, time_zone: str, first: dt.date, last: dt.date) -> list[dt.datetime]:
+    """Every instant (UTC) at which the schedule may fire on the local days `first` to `last`."""
+    cron = Cron.parse(check_schedule("job", schedule))
+    return [
+        dt.datetime.fromtimestamp(instant, dt.UTC)
+        for day in _fire_days(cron, time_zone, first, last)
+        for instant in day.instants(cron)
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    seconds: int
+    first: dt.datetime  # UTC; the fire time after which the next one comes soonest
+    second: dt.datetime
+
+    def where(self, time_zone: str) -> str:
+        zone = zoneinfo.ZoneInfo(time_zone)
+        return f"{self.first.astimezone(zone).isoformat()} to {self.second.astimezone(zone).isoformat()}"
+
+
+def smallest_gap(schedule: str, time_zone: str, start: dt.date, years: int = GAP_WINDOW_YEARS) -> Gap | None:
+    """The shortest time between two consecutive fire times over `years` from `start` (local days);
+    None if the schedule fires less than twice in them."""
+    cron = Cron.parse(schedule)
+    minutes = cron.day_minutes
+    steps = [later - earlier for earlier, later in zip(minutes, minutes[1:], strict=False)]
+    # A day on one offset has the wall-clock gaps: its smallest is at the same place every day.
+    inner = steps.index(min(steps)) if steps else None
+    best: tuple[int, int, int] | None = None
+    previous_last = None
+    last_day = dt.date(start.year + years, start.month, 1) - dt.timedelta(days=1)
+    for day in _fire_days(cron, time_zone, start, last_day):
+        if day.base is None:
+            instants = day.exact
+            candidates = [
+                (later - earlier, earlier, later) for earlier, later in zip(instants, instants[1:], strict=False)
+            ]
+            first, last = instants[0], instants[-1]
+        else:
+            first, last = day.base + 60 * minutes[0], day.base + 60 * minutes[-1]
+            candidates = []
+            if inner is not None:
+                earlier = day.base + 60 * minutes[inner]
+                candidates.append((60 * steps[inner], earlier, earlier + 60 * steps[inner]))
+        if previous_last is not None:
+            candidates.insert(0, (first - previous_last, previous_last, first))
+        for candidate in candidates:
+            if best is None or candidate[0] < best[0]:
+                best = candidate
+        previous_last = last
+    if best is None:
+        return None
+    seconds, first, second = best
+    return Gap(seconds, dt.datetime.fromtimestamp(first, dt.UTC), dt.datetime.fromtimestamp(second, dt.UTC))
+
+
+# ---------------------------------------------------------------- one fault against the schedule
+
+# The faults one run may meet, in the order the tables show them. A SIGKILL ends the attempt at once (the
+# connection breaks) and leaves the claim to its lease; a retryable error releases the claim (main.py);
+# a hang is work past the function timeout, which stops it and releases the claim (THREADED_TIMEOUT_ENABLED);
+# a lost 2xx is a run completed whose answer Scheduler never gets, so it fails at the attempt deadline.
+FAULTS = (
+    "none",
+    "sigkill before the claim",
+    "sigkill after the claim",  # at any second from the claim to the end of the work, before its finish
+    "retryable error",  # at any second of the work
+    "hang",
+    "lost 2xx",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulerRetries:
+    """Cloud Scheduler's retry_config, as its reference documents it.
+
+    Retries stop when both retry_count and max_retry_duration are reached ("If specified with retry_count,
+    the job will be retried until both limits are reached"; max_retry_duration 0 = no time limit, "However,
+    if retry_count is also 0, a job attempt won't be retried"), measured from the first attempt; a retry
+    counts as inside the duration only if it starts before it ends. The stop at the next fire time is the
+    gap rule's business (check_schedule_timing).
+    """
+
+    retry_count: int
+    min_backoff: int
+    max_backoff: int
+    max_doublings: int
+    max_retry_duration: int
+
+    @classmethod
+    def of(cls, timing: Mapping[str, int]) -> SchedulerRetries:
+        return cls(
+            timing["retry_count"],
+            timing["min_backoff_seconds"],
+            timing["max_backoff_seconds"],
+            timing["max_doublings"],
+            timing["max_retry_duration_seconds"],
+        )
+
+    @property
+    def retries_at_all(self) -> bool:
+        return self.retry_count > 0 or self.max_retry_duration > 0
+
+    def wait(self, failed_attempt: int) -> int:
+        return retry_wait_seconds(failed_attempt, self.min_backoff, self.max_backoff, self.max_doublings)
+
+    def allowed(self, retry: int, at: int) -> bool:
+        """Whether retry number `retry` (1 = the first retry) happens when due at `at` s after the first attempt."""
+        return retry <= self.retry_count or (self.max_retry_duration > 0 and at < self.max_retry_duration)
+
+    def first_retry_from(self, failed_at: int, ready_at: int, failed_attempt: int = 0) -> tuple[int, int] | None:
+        """(retry number, time) of the first retry at or after `ready_at`, when attempt `failed_attempt` failed
+        at `failed_at` and every retry before `ready_at` is answered at once (409, nothing to claim yet);
+        None when the retries stop first."""
+        at, attempt = failed_at, failed_attempt
+        while True:
+            wait = self.wait(attempt)
+            at, attempt = at + wait, attempt + 1
+            if not self.allowed(attempt, at):
+                return None
+            if at >= ready_at:
+                return attempt, at
+            if wait == 0:  # the waits never shrink: no retry ever reaches ready_at
+                return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Busy:
+    """How long one fault keeps a run busy: until its work and Scheduler's attempts at it have all ended."""
+
+    fault: str
+    seconds: int | None  # None: the run is lost (the retries stop before anything can claim it)
+    story: str  # how, in a few words, for the one-line refusal and the docs' tables
+    recovered_by: int | None = None  # when the attempt that does the work after the fault arrives
+
+
+def _busy_after_claim(timing: Mapping[str, int], retries: SchedulerRetries, claimed_at: int, attempt: int) -> int:
+    """A healthy attempt (number `attempt`, 0 = the first) claims the run at `claimed_at` and works the whole
+    function timeout: the longest work there is. Past the attempt deadline Scheduler counts it failed and
+    retries; those retries get 409 until the work is done, then `duplicate` (a 2xx), which ends them."""
+    deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
+    done = claimed_at + timeout
+    if timeout <= deadline:
+        return done
+    duplicate = retries.first_retry_from(claimed_at + deadline, done, attempt)
+    return max(done, duplicate[1]) if duplicate else done
+
+
+def _worst(fault: str, cases: list[tuple[str, tuple[int, int] | None]], timing, retries) -> Busy:
+    """The worst of `cases` (when the fault struck, the retry that can claim the run): lost, else the latest."""
+    worst = None
+    for what, retry in cases:
+        if retry is None:
+            return Busy(fault, None, f"{what}: the retries stop before the run can be claimed")
+        busy = _busy_after_claim(timing, retries, retry[1], retry[0])
+        if worst is None or busy > worst.seconds:
+            story = f"{what}, retry {retry[0]} claims the run at {retry[1]} s and may work the whole timeout"
+            worst = Busy(fault, busy, story, retry[1])
+    return worst
+
+
+def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
+    """For each fault of FAULTS, the worst over when it strikes (every whole second of the attempt: exact for
+    whole-second answers), counted from the fire time. The first attempt arrives at the fire time and claims
+    the run at once; 409 and `duplicate` answers are immediate; a delivery at the very second the lease ends,
+    or the run is released, claims it (dedup.decide)."""
+    retries = SchedulerRetries.of(timing)
+    deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
+    lease = timing["lease_seconds"]
+    none = _busy_after_claim(timing, retries, 0, 0)
+    lost_2xx = retries.first_retry_from(deadline, timeout)
+    return [
+        Busy("none", none, "the work lasts the whole function timeout"),
+        _worst(
+            "sigkill before the claim", [("killed before the claim", retries.first_retry_from(0, 0))], timing, retries
+        ),
+        _worst(
+            "sigkill after the claim",
+            # Scheduler sees the failure when the instance dies, or at the deadline if the work outlasts it.
+            [(f"killed {f} s after the claim", retries.first_retry_from(f, lease)) for f in range(deadline + 1)],
+            timing,
+            retries,
+        ),
+        _worst(
+            "retryable error",
+            [(f"error {k} s into the work", retries.first_retry_from(min(k, deadline), k)) for k in range(timeout + 1)],
+            timing,
+            retries,
+        ),
+        _worst("hang", [("hung until the timeout", retries.first_retry_from(deadline, timeout))], timing, retries),
+        Busy("lost 2xx", max(timeout, lost_2xx[1]) if lost_2xx else timeout, "completed, its 2xx lost"),
+    ]
+
+
+def check_schedule_timing(
+    jobs: Mapping[str, Mapping[str, str]], timing: Mapping[str, int], start: dt.date
+) -> list[str]:
+    """No fault loses a run (retries permitting), and no run overlaps the next: each job's smallest gap G must
+    exceed the longest one fault keeps a run busy (which is at least the function timeout). Cloud Scheduler
+    retries a run "retry_count times, or until the next scheduled execution time, whichever comes first", or
+    else "the next scheduled execution time might be skipped if the retries continue through that time": a run
+    still busy at the next fire time is lost either way. Terraform cannot expand a cron: the baked
+    tests/test_schedule_rules.py checks this rule on the baked terraform/main.tf. Returns warnings."""
+    retries = SchedulerRetries.of(timing)
+    outcomes = busy_after_one_fault(timing)
+    lost = [outcome for outcome in outcomes if outcome.seconds is None]
+    if lost and retries.retries_at_all:
+        unlimited = busy_after_one_fault({**timing, "max_retry_duration_seconds": 10**9})
+        needed = max(outcome.recovered_by or 0 for outcome in unlimited)
+        raise RuleError(
+            "max_retry_duration_seconds",
+            str(timing["max_retry_duration_seconds"]),
+            f"with retry_count {timing['retry_count']} it alone bounds the retries, and it ends before a "
+            f"{lost[0].fault} is recovered ({lost[0].story}); it must be 0 (no retries at all) or more than {needed}",
+        )
+    busiest = max((outcome for outcome in outcomes if outcome.seconds is not None), key=lambda o: o.seconds)
+    for job_id, job in jobs.items():
+        gap = smallest_gap(job["schedule"], job["time_zone"], start)
+        if gap is not None and gap.seconds <= busiest.seconds:
+            raise RuleError(
+                f"jobs.{job_id}.schedule",
+                job["schedule"],
+                f"fires only {gap.seconds} s apart in {job['time_zone']} ({gap.where(job['time_zone'])}), "
+                f"but one fault can keep a run busy for {busiest.seconds} s ({busiest.fault}: {busiest.story}), "
+                "so a run would be lost or overlap the next: the gap must exceed that; "
+                "choose a sparser schedule, or shorten function_timeout_seconds, lease_seconds or the backoff",
+            )
+    if not retries.retries_at_all:
+        return [
+            "retry_count=0 with max_retry_duration_seconds=0: Cloud Scheduler never retries, so one crash, "
+            "retryable error or hang loses the run (a crash after the claim leaves it for `python tools/runs.py "
+            "stuck`; an error or a hang releases it and leaves only its retryable_failure log line)"
+        ]
+    return []
+
+
 def validate(context: Mapping[str, object]) -> dict[str, object]:
-    """All rules, in prompt order; the first broken one raises. Returns the normalised answers."""
+    """All rules, in prompt order; the first broken one raises. Returns the normalised answers and `warnings`."""
     checked: dict[str, object] = {
         "project_name": check_project_name(context["project_name"]),
         "project_slug": check_slug(context["project_slug"]),
@@ -330,6 +729,8 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
         "jobs": check_jobs(context["jobs"]),
     }
     checked.update(check_timing(context))
+    # Not an answer: what the hook prints as WARNING lines before it bakes.
+    checked["warnings"] = check_schedule_timing(checked["jobs"], checked, dt.date.today())
     checked["firestore_database"] = check_database(context["firestore_database"])
     checked["firestore_collection"] = check_collection(context["firestore_collection"])
     return checked

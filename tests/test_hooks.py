@@ -64,6 +64,19 @@ REFUSALS = {
         "the retries (10+20+40 = 70 s) end before the lease (360 s) expires",
     ),
     "retry-count": ({"retry_count": 6}, "retry_count", "6", "must be 0-5"),
+    # The issue's counterexample: every 5 minutes, every other answer at its default.
+    "schedule-busier-than-one-fault-allows": (
+        {"jobs": {"nightly": {"schedule": "*/5 * * * *"}}},
+        "jobs.nightly.schedule",
+        "*/5 * * * *",
+        "fires only 300 s apart in Etc/UTC",
+    ),
+    "retry-duration-too-short": (
+        {"retry_count": 0, "max_retry_duration_seconds": 400},
+        "max_retry_duration_seconds",
+        "400",
+        "with retry_count 0 it alone bounds the retries",
+    ),
     "backoff": ({"min_backoff_seconds": 301}, "max_backoff_seconds", "300", "must be at least min_backoff_seconds"),
     "non-numeric": ({"lease_seconds": "6 min"}, "lease_seconds", "6 min", "must be a whole number"),
     "jobs-extra-key": (
@@ -95,6 +108,22 @@ def test_bad_answer_is_refused_with_one_line_and_nothing_left_behind(tmp_path, c
     assert errors[0].startswith(f"ERROR: {field}={value!r}: "), errors[0]
     assert rule in errors[0]
     assert list(output.iterdir()) == []
+
+
+def test_no_retries_at_all_bakes_with_one_warning_line(tmp_path, capfd):
+    project = bake(tmp_path, retry_count=0)
+    warnings = [line for line in capfd.readouterr().err.splitlines() if line.startswith("WARNING: ")]
+    assert warnings == [
+        "WARNING: retry_count=0 with max_retry_duration_seconds=0: Cloud Scheduler never retries, so one crash, "
+        "retryable error or hang loses the run (a crash after the claim leaves it for `python tools/runs.py stuck`; "
+        "an error or a hang releases it and leaves only its retryable_failure log line)"
+    ]
+    assert (project / "main.py").is_file()
+
+
+def test_the_defaults_bake_without_warnings(tmp_path, capfd):
+    bake(tmp_path)
+    assert [line for line in capfd.readouterr().err.splitlines() if line.startswith(("WARNING", "ERROR"))] == []
 
 
 CLI_REFUSALS = {
@@ -235,6 +264,8 @@ def fake_repo(root: Path) -> Path:
     (module / "nested").mkdir(parents=True)
     (module / "main.tf").write_text('resource "x" "y" {}\n')
     (module / "nested" / "vars.tf").write_text('variable "z" {}\n')
+    (root / baking.RULES_SOURCE).parent.mkdir()
+    (root / baking.RULES_SOURCE).write_text("# the rules\n")
     return root
 
 
@@ -258,6 +289,7 @@ def test_finish_bake_vendors_prunes_and_records(tmp_path):
     make_tree(project, EVERY_TARGET_ONLY_PATH)
     baking.finish_bake(project, repo, ANSWERS)
     assert (project / baking.MODULE_TARGET / "main.tf").exists()
+    assert (project / baking.RULES_TARGET).read_text() == "# the rules\n"
     kept = baking.TARGET_ONLY_PATHS["workflow"]
     assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)
     assert json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))["target"] == "workflow"

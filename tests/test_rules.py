@@ -5,6 +5,10 @@ Each refusal must be a RuleError whose message is one line: `field=<value repr>:
 
 from __future__ import annotations
 
+import datetime as dt
+import zoneinfo
+
+import cronsim
 import pytest
 import rules
 from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tools/live_server.py)
@@ -606,3 +610,284 @@ def test_validate_refuses_each_field(field, value):
 def test_validate_reports_the_first_broken_rule_in_prompt_order():
     error = refusal(rules.validate, answers(gcp_project_id="Bad", region="mars", firestore_collection="a/b"))
     assert error.field == "gcp_project_id"
+
+
+# ---------------------------------------------------------------- the schedule's smallest gap
+
+START = dt.date(2026, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "field", "values"),
+    [
+        ("5/15 * * * *", "minutes", {5, 20, 35, 50}),  # n/step runs to the field's end
+        ("0-10/5,30 * * * *", "minutes", {0, 5, 10, 30}),
+        ("0 */6 * * *", "hours", {0, 6, 12, 18}),
+        ("0 0 * JAN,jul-AUG *", "months", {1, 7, 8}),
+        ("0 0 * * MON-FRI", "weekdays", {1, 2, 3, 4, 5}),
+        ("0 0 * * 5-7", "weekdays", {5, 6, 0}),  # 7 is Sunday
+        ("0 0 28-31 * *", "days", {28, 29, 30, 31}),
+    ],
+)
+def test_cron_parse_expands_each_field(schedule, field, values):
+    assert getattr(rules.Cron.parse(schedule), field) == values
+
+
+@pytest.mark.parametrize(
+    ("schedule", "either"),
+    [
+        ("0 0 13 * 5", True),
+        ("0 0 1,15 * mon", True),
+        ("0 0 13 * *", False),
+        ("0 0 * * 5", False),
+        ("0 0 */2 * 5", False),
+    ],
+)
+def test_day_of_month_and_week_match_either_unless_one_starts_with_a_star(schedule, either):
+    assert rules.Cron.parse(schedule).days_and_weekdays is not either
+
+
+def test_either_fires_on_every_13th_and_every_friday():
+    cron = rules.Cron.parse("0 0 13 * 5")
+    friday_12th, thursday_13th, thursday_11th = dt.date(2026, 6, 12), dt.date(2026, 8, 13), dt.date(2026, 6, 11)
+    assert cron.fires_on(friday_12th) and cron.fires_on(thursday_13th) and not cron.fires_on(thursday_11th)
+    both = rules.Cron.parse("0 0 */2 * 5")  # odd days that are Fridays
+    assert (
+        both.fires_on(dt.date(2026, 6, 19))
+        and not both.fires_on(friday_12th)
+        and not both.fires_on(dt.date(2026, 6, 13))
+    )
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone", "seconds", "first"),
+    [
+        ("*/5 * * * *", "Etc/UTC", 300, "2026-01-01T00:00:00+00:00"),
+        ("0 3 * * *", "Etc/UTC", 86400, "2026-01-01T03:00:00+00:00"),
+        ("0 3 * * *", "Europe/Madrid", 82800, "2026-03-28T03:00:00+01:00"),  # the 23-hour day
+        ("0 1 * * SUN", "Europe/Madrid", 7 * 86400 - 3600, "2026-03-29T01:00:00+01:00"),  # the week with the short day
+        # 02:30 does not exist on 2026-03-08 in New York: it fires at the transition (03:00 EDT).
+        ("30 2 * * *", "America/New_York", 84600, "2026-03-07T02:30:00-05:00"),
+        # 01:30 occurs twice on 2026-11-01 in New York: both count, an hour apart.
+        ("30 1 * * *", "America/New_York", 3600, "2026-11-01T01:30:00-04:00"),
+        # Every hour at :30 in Madrid: 01:30 CET, then 02:30 (skipped: the transition at 03:00 CEST), 03:30 CEST.
+        ("30 * * * *", "Europe/Madrid", 1800, "2026-03-29T01:30:00+01:00"),
+        ("0 */2 * * *", "Europe/Madrid", 3600, "2026-03-29T03:00:00+02:00"),
+        ("0 */3 * * *", "Europe/Madrid", 7200, "2026-03-29T00:00:00+01:00"),
+        ("0 0 29 2 *", "Etc/UTC", 4 * 365 * 86400 + 86400, "2028-02-29T00:00:00+00:00"),
+        ("30 23 28-31 * mon-fri", "Etc/UTC", 86400, "2026-01-01T23:30:00+00:00"),  # either: every weekday
+    ],
+)
+def test_smallest_gap_counts_dst_transitions(schedule, zone, seconds, first):
+    gap = rules.smallest_gap(schedule, zone, START)
+    assert gap.seconds == seconds
+    assert gap.first.astimezone(zoneinfo.ZoneInfo(zone)).isoformat() == first
+    assert gap.second - gap.first == dt.timedelta(seconds=seconds)
+
+
+def test_a_schedule_that_never_fires_twice_has_no_gap():
+    assert rules.smallest_gap("0 0 31 2 *", "Etc/UTC", START) is None
+    assert rules.smallest_gap("0 0 29 2 *", "Etc/UTC", START, years=2) is None  # only 2028-02-29 in 2026-2027
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone"),
+    [("*/7 * * * *", "America/New_York"), ("15 1,2 * * *", "Europe/Madrid"), ("0 */5 * * 1-5", "Australia/Lord_Howe")],
+)
+def test_smallest_gap_is_the_smallest_step_between_all_fire_times(schedule, zone):
+    """The fast path (one offset a day) agrees with the exact expansion, over a year of both transitions."""
+    times = rules.fire_times(schedule, zone, START, dt.date(2026, 12, 31))
+    steps = [int((later - earlier).total_seconds()) for earlier, later in zip(times, times[1:], strict=False)]
+    assert rules.smallest_gap(schedule, zone, START, years=1).seconds == min(steps)
+
+
+# Days around the 2026 transitions of New York (Mar 8, Nov 1) and Madrid (Mar 29, Oct 25), and ordinary ones.
+CROSS_CHECK_DAYS = {
+    "America/New_York": [(dt.date(2026, 3, 7), dt.date(2026, 3, 9)), (dt.date(2026, 10, 31), dt.date(2026, 11, 2))],
+    "Europe/Madrid": [(dt.date(2026, 3, 28), dt.date(2026, 3, 30)), (dt.date(2026, 10, 24), dt.date(2026, 10, 26))],
+    "Etc/UTC": [(dt.date(2026, 2, 27), dt.date(2026, 3, 2))],
+}
+CROSS_CHECK_SCHEDULES = [
+    "*/5 * * * *",
+    "30 * * * *",
+    "0 */2 * * *",
+    "30 1 * * *",
+    "30 2 * * *",
+    "15 1-3 * * *",
+    "0 0 13 * 5",  # day of month OR day of week
+    "0 0 */2 * sat",  # AND: the field starts with '*'
+    "45 23 28-31 * mon-fri",
+]
+
+
+def cronsim_fire_times(schedule, zone, first, last):
+    tz = zoneinfo.ZoneInfo(zone)
+    start = dt.datetime.combine(first, dt.time(), tzinfo=tz) - dt.timedelta(seconds=1)
+    end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), tzinfo=tz)
+    times = []
+    for moment in cronsim.CronSim(schedule, start):
+        if moment >= end:
+            return times
+        times.append(moment.astimezone(dt.UTC))
+    return times
+
+
+@pytest.mark.parametrize("zone", list(CROSS_CHECK_DAYS))
+@pytest.mark.parametrize("schedule", CROSS_CHECK_SCHEDULES)
+def test_fire_times_are_cronsims_plus_the_documented_dst_extras(schedule, zone):
+    """cronsim (Debian cron's DST handling) fires a skipped time at the transition only when neither minute nor
+    hour starts with '*', and a repeated time once then; the hook counts both cases always (the worst gap)."""
+    tz = zoneinfo.ZoneInfo(zone)
+    for first, last in CROSS_CHECK_DAYS[zone]:
+        ours = rules.fire_times(schedule, zone, first, last)
+        theirs = cronsim_fire_times(schedule, zone, first, last)
+        assert ours == sorted(set(ours))
+        assert set(theirs) <= set(ours), (first, sorted(set(theirs) - set(ours)))
+        for extra in sorted(set(ours) - set(theirs)):
+            local = extra.astimezone(tz)
+            repeated = local.replace(tzinfo=None) == (extra - dt.timedelta(hours=1)).astimezone(tz).replace(tzinfo=None)
+            at_transition = (extra - dt.timedelta(seconds=1)).astimezone(tz).utcoffset() != local.utcoffset()
+            assert repeated or at_transition, (schedule, local.isoformat())
+        if zone == "Etc/UTC":
+            assert ours == theirs
+
+
+def test_the_dst_extras_are_a_repeated_times_second_instant_and_a_skipped_times_transition():
+    repeated = rules.fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))
+    assert [moment.isoformat() for moment in repeated] == ["2026-11-01T05:30:00+00:00", "2026-11-01T06:30:00+00:00"]
+    assert len(cronsim_fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))) == 1
+    skipped = rules.fire_times("30 * * * *", "Europe/Madrid", dt.date(2026, 3, 29), dt.date(2026, 3, 29))[:3]
+    assert [moment.isoformat() for moment in skipped] == [
+        "2026-03-28T23:30:00+00:00",
+        "2026-03-29T00:30:00+00:00",
+        "2026-03-29T01:00:00+00:00",  # 02:30 does not exist: the transition, 03:00 CEST
+    ]
+    assert dt.datetime(2026, 3, 29, 1, tzinfo=dt.UTC) not in cronsim_fire_times(
+        "30 * * * *", "Europe/Madrid", dt.date(2026, 3, 29), dt.date(2026, 3, 29)
+    )
+
+
+# ---------------------------------------------------------------- one fault against the schedule
+
+DEFAULT_TIMING = rules.check_timing({**TIMING, "retention_seconds": "604800"})
+NIGHTLY = {"nightly": dict(JOB)}
+
+
+def test_retry_wait_is_the_interval_before_each_retry():
+    assert [rules.retry_wait_seconds(i, 10, 300, 3) for i in range(8)] == rules.retry_intervals_seconds(8, 10, 300, 3)
+
+
+@pytest.mark.parametrize(
+    ("retry_count", "duration", "retry", "at", "allowed"),
+    [
+        (0, 0, 1, 1, False),  # "If retryCount is 0 (and if maxRetryDuration is also 0)": no retry
+        (0, 100, 1, 99, True),  # retry_count 0, a duration: retried while inside it
+        (0, 100, 9, 99, True),
+        (0, 100, 1, 100, False),
+        (2, 0, 2, 10**6, True),  # duration 0 is no time limit
+        (2, 0, 3, 1, False),
+        (2, 10, 2, 1000, True),  # both limits must be reached to stop
+        (2, 10, 3, 9, True),
+        (2, 10, 3, 10, False),
+    ],
+)
+def test_retries_stop_when_both_count_and_duration_are_reached(retry_count, duration, retry, at, allowed):
+    retries = rules.SchedulerRetries(retry_count, 10, 300, 3, duration)
+    assert retries.allowed(retry, at) is allowed
+
+
+def test_first_retry_from_walks_the_backoff_until_the_run_is_ready():
+    retries = rules.SchedulerRetries(5, 30, 300, 3, 0)
+    assert retries.first_retry_from(0, 360) == (4, 450)  # 30, 90, 210 get 409; 450 takes over
+    assert retries.first_retry_from(0, 450) == (4, 450)  # at the very second the lease ends (dedup.decide)
+    assert retries.first_retry_from(0, 751) is None  # past the fifth and last retry (750 s)
+    assert retries.first_retry_from(300, 300) == (1, 330)
+    assert rules.SchedulerRetries(0, 0, 0, 3, 100).first_retry_from(0, 1) is None  # zero waits never get there
+
+
+def test_the_defaults_worst_fault_is_a_crash_just_before_a_retry_meets_the_lease_end():
+    """Killed 149 s after the claim: retries at 179, 239, 359 s meet the lease (until 360 s); retry 4 at
+    599 s takes over and may work the whole 300 s timeout: 899 s. (Killed at 150 s, retry 3 at 360 s takes over.)"""
+    busy = {outcome.fault: outcome for outcome in rules.busy_after_one_fault(DEFAULT_TIMING)}
+    assert list(busy) == list(rules.FAULTS)
+    assert {fault: outcome.seconds for fault, outcome in busy.items()} == {
+        "none": 300,
+        "sigkill before the claim": 330,
+        "sigkill after the claim": 899,
+        "retryable error": 630,
+        "hang": 630,
+        "lost 2xx": 330,
+    }
+    assert busy["sigkill after the claim"].story == (
+        "killed 149 s after the claim, retry 4 claims the run at 599 s and may work the whole timeout"
+    )
+
+
+def test_the_issues_counterexample_is_refused_naming_job_schedule_gap_and_bound():
+    jobs = {"nightly": dict(JOB), "every-5": {"schedule": "*/5 * * * *", "time_zone": "Europe/Madrid"}}
+    message = assert_refused(
+        rules.check_schedule_timing, [jobs, DEFAULT_TIMING, START], "jobs.every-5.schedule", "*/5 * * * *", ""
+    )
+    assert "fires only 300 s apart in Europe/Madrid (2026-01-01T00:00:00+01:00 to 2026-01-01T00:05:00+01:00)" in message
+    assert "one fault can keep a run busy for 899 s (sigkill after the claim:" in message
+    assert "retry 4 claims the run at 599 s and may work the whole timeout), so a run would be lost" in message
+
+
+@pytest.mark.parametrize(
+    ("schedule", "accepted"), [("*/15 * * * *", True), ("*/10 * * * *", False), ("0 * * * *", True)]
+)
+def test_the_gap_must_exceed_the_longest_busy_time(schedule, accepted):
+    jobs = {"job": {"schedule": schedule, "time_zone": "Etc/UTC"}}
+    if accepted:  # 900 s > 899 s
+        assert rules.check_schedule_timing(jobs, DEFAULT_TIMING, START) == []
+    else:
+        assert_refused(rules.check_schedule_timing, [jobs, DEFAULT_TIMING, START], "jobs.job.schedule", schedule, "")
+
+
+NO_RETRIES = {**DEFAULT_TIMING, "retry_count": 0, "attempt_deadline_seconds": 1800, "function_timeout_seconds": 3600}
+
+
+def test_without_retries_the_gap_must_exceed_the_timeout_and_one_failure_is_warned():
+    warnings = rules.check_schedule_timing(
+        {"job": {"schedule": "0 */2 * * *", "time_zone": "Etc/UTC"}}, NO_RETRIES, START
+    )
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert warnings[0].startswith("retry_count=0 with max_retry_duration_seconds=0: Cloud Scheduler never retries")
+    assert_refused(
+        rules.check_schedule_timing,
+        [{"job": {"schedule": "0 * * * *", "time_zone": "Etc/UTC"}}, NO_RETRIES, START],
+        "jobs.job.schedule",
+        "0 * * * *",
+        "fires only 3600 s apart in Etc/UTC",
+    )
+
+
+def test_retry_count_0_with_a_duration_retries_and_the_duration_must_reach_past_the_lease():
+    # Waits 30, 60, 120, 240, 300, 300 ...: a crash at 300 s (deadline) is retried at 330, 390 s: past the lease.
+    duration_only = {**DEFAULT_TIMING, "retry_count": 0, "max_retry_duration_seconds": 1000}
+    assert rules.check_schedule_timing(NIGHTLY, duration_only, START) == []
+    message = assert_refused(
+        rules.check_schedule_timing,
+        [NIGHTLY, {**duration_only, "max_retry_duration_seconds": 400}, START],
+        "max_retry_duration_seconds",
+        "400",
+        "with retry_count 0 it alone bounds the retries",
+    )
+    needed = int(message.rsplit("more than ", 1)[1])
+    assert (
+        rules.check_schedule_timing(NIGHTLY, {**duration_only, "max_retry_duration_seconds": needed + 1}, START) == []
+    )
+    assert_refused(
+        rules.check_schedule_timing,
+        [NIGHTLY, {**duration_only, "max_retry_duration_seconds": needed}, START],
+        "max_retry_duration_seconds",
+        str(needed),
+        f"more than {needed}",
+    )
+
+
+def test_validate_checks_the_schedule_against_the_timing_and_returns_warnings():
+    assert rules.validate(answers())["warnings"] == []
+    assert rules.validate(answers(retry_count="0"))["warnings"][0].startswith("retry_count=0")
+    every_5 = {"nightly": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}
+    assert_refused(rules.validate, [answers(jobs=every_5)], "jobs.nightly.schedule", "*/5 * * * *", "300 s apart")
