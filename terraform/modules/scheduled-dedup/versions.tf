@@ -8,10 +8,16 @@ terraform {
       source  = "hashicorp/google"
       version = ">= 8.0, < 9.0"
     }
-    # archive >= 2.4: glob patterns in archive_file.excludes (used to leave tests/, .venv/, ... out of the zip).
+    # archive >= 2.5: before it, glob patterns in archive_file.excludes matched literally
+    # (terraform-provider-archive PR 354), so caches and virtualenvs could end up in the zip.
     archive = {
       source  = "hashicorp/archive"
-      version = ">= 2.4, < 3.0"
+      version = ">= 2.5, < 3.0"
+    }
+    # time_sleep: waits for eventual consistency on a first apply (apis.tf, iam.tf, monitoring.tf).
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.13, < 1.0"
     }
   }
 }
