@@ -137,3 +137,10 @@ def test_the_email_rule_is_terraforms():
     variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
     terraform_pattern = re.search(r'can\(regex\("\^(.+?)\$", var\.alert_email\)\)', variables)
     assert terraform_pattern and terraform_pattern.group(1).replace("\\\\", "\\") == rules.EMAIL.pattern
+
+
+def test_the_modules_database_default_is_the_bakes():
+    """A module used without a bake also creates its database (a new project has none)."""
+    variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
+    module_default = re.search(r"create_database\s*=\s*optional\(bool, (true|false)\)", variables).group(1)
+    assert module_default == str(DEFAULTS["create_firestore_database"]).lower() == "true"
