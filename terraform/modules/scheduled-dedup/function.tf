@@ -11,8 +11,9 @@ locals {
       "tools", "tools/**", "benchmarks", "benchmarks/**", "docs", "docs/**",
       "cloud_run_job", "cloud_run_job/**", "workflow", "workflow/**",
       "*.md", "Makefile", "requirements-dev.txt", ".gcloudignore", ".cookiecutter.json", ".cruft.json",
-      # Dev-tool settings only (ruff, pytest). Google's Python buildpack installs requirements.txt;
-      # given a pyproject.toml as well, newer buildpacks may try to install the project from it.
+      # Dev-tool settings only (ruff, pytest): the build does not need it. Google's Python buildpack
+      # installs requirements.txt, which "takes precedence" when both files are present (Cloud Run
+      # "Specify dependencies in Python"); leaving it out keeps the build from reading it at all.
       "pyproject.toml",
       ".venv", ".venv/**", "venv", "venv/**",
       "build", "build/**", "dist", "dist/**",

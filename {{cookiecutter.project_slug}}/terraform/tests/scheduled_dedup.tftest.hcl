@@ -352,6 +352,11 @@ run "baked_values" {
     error_message = "No IAM grant may go to allUsers or allAuthenticatedUsers."
   }
 
+  assert {
+    condition     = alltrue([for path in ["pyproject.toml", "tests/**", "**/__pycache__/**", ".venv/**", "terraform/**"] : contains(data.archive_file.source.excludes, path)])
+    error_message = "The function's zip must leave out pyproject.toml (requirements.txt is what the build installs), tests, caches, virtualenvs and Terraform."
+  }
+
   # --- the build account: the roles Cloud Run functions' "Custom service account for Cloud Build" lists ---
 
   assert {
