@@ -252,8 +252,8 @@ WAIT_BREAKS = {
         "firestore.tf",
         [
             (
-                "  depends_on = [time_sleep.apis]\n}\n\nlocals {\n  # The database id",
-                "}\n\nlocals {\n  # The database id",
+                "  depends_on = [time_sleep.apis]\n}\n\n# create_database = false",
+                "}\n\n# create_database = false",
             )
         ],  # noqa: E501
         "google_firestore_database.this does not wait after google_project_service.this",
@@ -554,6 +554,7 @@ def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
             mock_provider "google" {}
             mock_provider "archive" {}
             mock_provider "time" {}
+            mock_provider "http" {}
 
             variables {
               project_id = "parity-project"

@@ -24,6 +24,8 @@ from tests.terraform_offline.extract_schema import (
     ARCHIVE_RESOURCES,
     GOOGLE_DATA_SOURCES,
     GOOGLE_RESOURCES,
+    HTTP_DATA_SOURCES,
+    HTTP_RESOURCES,
     TIME_DATA_SOURCES,
     TIME_RESOURCES,
 )
@@ -302,14 +304,17 @@ def test_schema_subset_is_complete() -> None:
     google = json.loads((SCHEMA_DIR / "google.json").read_text())
     archive = json.loads((SCHEMA_DIR / "archive.json").read_text())
     time = json.loads((SCHEMA_DIR / "time.json").read_text())
+    http = json.loads((SCHEMA_DIR / "http.json").read_text())
     assert set(google["resource_schemas"]) == set(GOOGLE_RESOURCES)
     assert set(google["data_source_schemas"]) == set(GOOGLE_DATA_SOURCES)
     assert set(archive["resource_schemas"]) == set(ARCHIVE_RESOURCES)
     assert set(archive["data_source_schemas"]) == set(ARCHIVE_DATA_SOURCES)
     assert set(time["resource_schemas"]) == set(TIME_RESOURCES)
     assert set(time["data_source_schemas"]) == set(TIME_DATA_SOURCES)
+    assert set(http["resource_schemas"]) == set(HTTP_RESOURCES)
+    assert set(http["data_source_schemas"]) == set(HTTP_DATA_SOURCES)
     assert {"project", "region", "zone", "credentials"} <= set(google["provider"]["block"]["attributes"])
-    assert set(PROVIDERS) == {"google", "google-beta", "archive", "time"}
+    assert set(PROVIDERS) == {"google", "google-beta", "archive", "time", "http"}
 
 
 TIME_SLEEP_TF = """\

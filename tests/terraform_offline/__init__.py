@@ -9,9 +9,10 @@ Public API (see README.md in this folder)::
     r = checkov(workdir, "--compact")             # checkov in its own venv (.venv-checkov)
 
 Everything runs without network: hashicorp/google, hashicorp/google-beta,
-hashicorp/archive and hashicorp/time are served by ``standin.py`` (schema only) through ``dev_overrides``
-in a private CLI config; every other provider would have to come from an empty
-filesystem mirror, so it fails at once instead of reaching for a registry.
+hashicorp/archive, hashicorp/time and hashicorp/http are served by ``standin.py``
+(schema only) through ``dev_overrides`` in a private CLI config; every other
+provider would have to come from an empty filesystem mirror, so it fails at once
+instead of reaching for a registry.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ PROVIDERS: dict[str, str] = {
     "google-beta": "google.json",
     "archive": "archive.json",
     "time": "time.json",
+    "http": "http.json",
 }
 
 # Where any attempt to reach the network goes: the discard port on loopback, refused at once.

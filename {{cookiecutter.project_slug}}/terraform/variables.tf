@@ -16,7 +16,7 @@ variable "region" {
 
 # Baked answer create_firestore_database. true: this project creates its own database (a new GCP
 # project has none; the first apply fails without one). false: the database named in main.tf must
-# exist already and be in Firestore Native mode (docs/troubleshooting.md: "database does not exist").
+# exist already in Firestore Native mode; plan reads it and refuses it otherwise.
 variable "create_firestore_database" {
   description = "Create the Firestore database named in main.tf (false: use one that exists already, in Firestore Native mode)."
   type        = bool

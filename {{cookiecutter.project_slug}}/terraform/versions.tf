@@ -17,6 +17,10 @@ terraform {
       source  = "hashicorp/time"
       version = ">= 0.13, < 1.0"
     }
+    http = {
+      source  = "hashicorp/http"
+      version = ">= 3.4, < 4.0"
+    }
   }
 }
 

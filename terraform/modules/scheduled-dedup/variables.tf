@@ -213,7 +213,7 @@ variable "retry" {
 }
 
 variable "firestore" {
-  description = "Where run records live. create_database = true (the default: a new project has no database) creates the database in location_id (default: region); false uses an existing one, which must be a Firestore Native database (a missing one fails the first apply at google_firestore_field with a 404 naming it). delete_protection: see firestore.tf."
+  description = "Where run records live. create_database = true (the default: a new project has no database) creates the database in location_id (default: region); false uses an existing one, which plan reads and refuses unless it exists in Firestore Native mode (firestore.tf, data.http.existing_database). delete_protection: see firestore.tf."
   type = object({
     database          = optional(string, "(default)")
     collection        = optional(string, "scheduler_runs")

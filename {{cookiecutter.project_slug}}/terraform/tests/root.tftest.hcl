@@ -7,6 +7,8 @@ mock_provider "google" {}
 mock_provider "archive" {}
 
 mock_provider "time" {}
+
+mock_provider "http" {}
 {%- if cookiecutter.target == "cloud_run_job" %}
 
 # job_image has no default: a test image stands in for the one built from ../cloud_run_job/.

@@ -19,6 +19,16 @@ mock_provider "archive" {
 
 mock_provider "time" {}
 
+# What GET projects/P/databases/D answers for an existing Native-mode database (create_database = false).
+mock_provider "http" {
+  mock_data "http" {
+    defaults = {
+      status_code   = 200
+      response_body = "{\"type\": \"FIRESTORE_NATIVE\"}"
+    }
+  }
+}
+
 variables {
   project_id = "{{ cookiecutter.gcp_project_id }}"
   region     = "{{ cookiecutter.region }}"
@@ -701,4 +711,67 @@ run "rejects_retry_count_above_five" {
   }
 
   expect_failures = [var.retry]
+}
+
+# --- create_database = false: the existing database is read at plan ---
+
+run "uses_an_existing_native_database" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    firestore = { database = "existing-db", create_database = false }
+  }
+
+  assert {
+    condition     = length(google_firestore_database.this) == 0 && length(data.http.existing_database) == 1 && data.http.existing_database[0].url == "https://firestore.googleapis.com/v1/projects/${var.project_id}/databases/existing-db"
+    error_message = "With create_database = false the module creates no database and reads the named one at plan."
+  }
+}
+
+run "refuses_a_missing_database_at_plan" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    firestore = { database = "no-such-db", create_database = false }
+  }
+
+  override_data {
+    target = data.http.existing_database[0]
+    values = {
+      status_code   = 404
+      response_body = "{\"error\": {\"code\": 404, \"status\": \"NOT_FOUND\"}}"
+    }
+  }
+
+  expect_failures = [data.http.existing_database[0]]
+}
+
+run "refuses_a_datastore_mode_database_at_plan" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    firestore = { database = "datastore-db", create_database = false }
+  }
+
+  override_data {
+    target = data.http.existing_database[0]
+    values = {
+      status_code   = 200
+      response_body = "{\"type\": \"DATASTORE_MODE\"}"
+    }
+  }
+
+  expect_failures = [data.http.existing_database[0]]
 }
