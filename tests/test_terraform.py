@@ -292,6 +292,20 @@ def test_default_bake_creates_its_database_and_build_account(default_bake):
     assert {f'{module}.google_project_iam_member.build["{role}"]' for role in BUILD_ROLES} <= planned, sorted(planned)
 
 
+def test_nobody_is_granted_act_as_on_any_account_of_the_module():
+    """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
+    function that builds or runs as the module's accounts: the module grants no one
+    serviceAccountUser or serviceAccountTokenCreator, on an account or on the project."""
+    for path in MODULE_DIR.glob("*.tf"):
+        text = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+        for forbidden in (
+            "google_service_account_iam_",
+            "roles/iam.serviceAccountUser",
+            "roles/iam.serviceAccountTokenCreator",
+        ):
+            assert forbidden not in text, f"{path.name} grants {forbidden}"
+
+
 # Cloud Run functions, "Custom service account for Cloud Build": the roles of the build account.
 BUILD_ROLES = ("roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer")
 
