@@ -292,6 +292,20 @@ def test_default_bake_creates_its_database_and_build_account(default_bake):
     assert {f'{module}.google_project_iam_member.build["{role}"]' for role in BUILD_ROLES} <= planned, sorted(planned)
 
 
+def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):
+    """The answers no matrix bake gives: an existing database (read at plan; the baked root test
+    mocks it as a Native one) and an alert e-mail (a channel, so the root's check holds)."""
+    project = bake(
+        tmp_path, create_firestore_database="no", firestore_database="(default)", alert_email="oncall@example.com"
+    )
+    workdir = project / "terraform"
+    assert "default     = false" in (workdir / "variables.tf").read_text()
+    assert run_tf(workdir, "init", "-backend=false").returncode == 0
+    result = run_tf(workdir, "test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ordering_violations(dependency_graph(workdir)) == []
+
+
 def test_nobody_is_granted_act_as_on_any_account_of_the_module():
     """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one
