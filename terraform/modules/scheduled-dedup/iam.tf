@@ -56,7 +56,8 @@ locals {
   # gcf-artifacts repository, which the first deploy creates (so no grant on the repository can
   # exist before it); storage.objectViewer reads the function's source, which the build fetches
   # from Cloud Functions' own gcf-v2-sources-<project number>-<region> bucket (Cloud Run functions
-  # "Build process overview"), also created by the first deploy. Hence project-level grants, as
+  # "Build process overview"; terraform-google-cloud-functions issue 129 names that bucket), also
+  # created by the first deploy. Hence project-level grants, as
   # the page's own commands make them.
   build_roles = toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"])
 }
