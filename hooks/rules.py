@@ -34,6 +34,10 @@ JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 # Firestore reserves collection ids of the form __name__.
 COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
 DATABASE_ID = re.compile(r"\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9]")
+# Firestore refuses UUID-like database ids (REST projects.databases.create, databaseId).
+UUID_LIKE = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+# Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 TARGETS = ("function", "cloud_run_job", "workflow")
 
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -123,12 +127,27 @@ def check_collection(value: str) -> str:
 
 
 def check_database(value: str) -> str:
-    return check_pattern(
-        "firestore_database",
-        value,
-        DATABASE_ID,
-        "must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter",
+    rule = (
+        "must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter, "
+        "not UUID-like"
     )
+    check_pattern("firestore_database", value, DATABASE_ID, rule)
+    if UUID_LIKE.fullmatch(value):
+        raise RuleError("firestore_database", value, rule)
+    return value
+
+
+def check_create_database(value: object) -> bool:
+    # cookiecutter turns yes/no (and true/false) answers into a bool; anything else is a typo.
+    if not isinstance(value, bool):
+        raise RuleError("create_firestore_database", value, "must be yes or no")
+    return value
+
+
+def check_alert_email(value: str) -> str:
+    if value == "":
+        return value
+    return check_pattern("alert_email", value, EMAIL, "must be an e-mail address such as oncall@example.com, or empty")
 
 
 def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None) -> int:
@@ -732,5 +751,7 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
     # Not an answer: what the hook prints as WARNING lines before it bakes.
     checked["warnings"] = check_schedule_timing(checked["jobs"], checked, dt.date.today())
     checked["firestore_database"] = check_database(context["firestore_database"])
+    checked["create_firestore_database"] = check_create_database(context["create_firestore_database"])
     checked["firestore_collection"] = check_collection(context["firestore_collection"])
+    checked["alert_email"] = check_alert_email(context["alert_email"])
     return checked

@@ -122,9 +122,11 @@ def test_make_deploy_is_terraform_init_then_apply_with_the_baked_variables(proje
     commands = [line for line in dry.stdout.splitlines() if line.startswith("terraform")]
     assert commands == [
         "terraform -chdir=terraform init",
-        "terraform -chdir=terraform apply -var=project_id=my-gcp-project -var=region=europe-west1",
+        "terraform -chdir=terraform apply -var=project_id=my-gcp-project -var=region=europe-west1"
+        " -var=create_firestore_database=true -var=alert_email=",
     ]
-    assert "==> make deploy" in dry.stdout
+    # A default bake creates its database on a new project, and says when alerts reach nobody.
+    assert "create database: true; alerts to: nobody" in dry.stdout
 
 
 def test_every_target_says_what_it_does(project):

@@ -87,3 +87,60 @@ def test_the_terraform_modules_defaults_are_the_bakes():
     variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
     module = {name: int(value) for name, value in re.findall(r"(\w+)\s*=\s*optional\(number, (\d+)\)", variables)}
     assert {name: module.get(name) for name in TIMING_AND_RETRY} == {name: DEFAULTS[name] for name in TIMING_AND_RETRY}
+
+
+# --- the answers that decide a first apply on a new project (issue 9) --------------------------
+
+
+def test_a_default_bake_creates_a_database_named_after_its_slug(default_answers):
+    """A new project has no Firestore database: by default the bake creates one of its own, named
+    from the slug, so it never collides with a (default) database other applications use."""
+    assert default_answers["create_firestore_database"] is True
+    assert default_answers["firestore_database"] == "nightly-report-db"
+    assert rules.validate(default_answers)["firestore_database"] == "nightly-report-db"
+
+
+@pytest.mark.parametrize("slug", ["abc", "a" * 20, "x-1"])
+def test_the_slug_derived_database_id_passes_firestores_rule(slug):
+    """<slug>-db is a valid Firestore database id for every valid slug (3-20 chars -> 6-23)."""
+    rules.check_slug(slug)
+    assert rules.check_database(f"{slug}-db") == f"{slug}-db"
+
+
+@pytest.mark.parametrize(
+    "database", ["abcdef01-2345-6789-abcd-ef0123456789", "Runs", "abc", "a" * 64, "db-", "1db"], ids=str
+)
+def test_database_ids_firestore_refuses_are_refused(database):
+    with pytest.raises(rules.RuleError, match=r"^firestore_database=.*not UUID-like"):
+        rules.check_database(database)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_create_firestore_database_must_be_a_bool(value):
+    with pytest.raises(rules.RuleError, match=r"^create_firestore_database=.*: must be yes or no$"):
+        rules.check_create_database(value)
+
+
+@pytest.mark.parametrize("email", ["", "oncall@example.com", "a.b+c@sub.example.org"])
+def test_alert_email_accepts_an_address_or_nothing(email):
+    assert rules.check_alert_email(email) == email
+
+
+@pytest.mark.parametrize("email", ["oncall", "oncall@example", "on call@example.com", "a@b@c.com"])
+def test_alert_email_refuses_what_is_not_an_address(email):
+    with pytest.raises(rules.RuleError, match=r"^alert_email=.*: must be an e-mail address"):
+        rules.check_alert_email(email)
+
+
+def test_the_email_rule_is_terraforms():
+    """The hook and the module's variable "alert_email" check the same shape."""
+    variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
+    terraform_pattern = re.search(r'can\(regex\("\^(.+?)\$", var\.alert_email\)\)', variables)
+    assert terraform_pattern and terraform_pattern.group(1).replace("\\\\", "\\") == rules.EMAIL.pattern
+
+
+def test_the_modules_database_default_is_the_bakes():
+    """A module used without a bake also creates its database (a new project has none)."""
+    variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
+    module_default = re.search(r"create_database\s*=\s*optional\(bool, (true|false)\)", variables).group(1)
+    assert module_default == str(DEFAULTS["create_firestore_database"]).lower() == "true"

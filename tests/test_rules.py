@@ -576,7 +576,9 @@ def answers(**overrides):
         "jobs": {"nightly": dict(JOB)},
         **TIMING,
         "firestore_database": "(default)",
+        "create_firestore_database": True,
         "firestore_collection": "scheduler_runs",
+        "alert_email": "",
         **overrides,
     }
 
@@ -600,7 +602,9 @@ def test_validate_returns_normalised_answers():
         ("attempt_deadline_seconds", "1"),
         ("retention_seconds", "10"),
         ("firestore_database", "X"),
+        ("create_firestore_database", "maybe"),
         ("firestore_collection", "a/b"),
+        ("alert_email", "nobody"),
     ],
 )
 def test_validate_refuses_each_field(field, value):

@@ -141,6 +141,189 @@ def test_rules_and_validation_name_each_other():
     assert re.search(r"lease_margin_seconds\s*=\s*(\d+)", main).group(1) == str(rules.LEASE_MARGIN_SECONDS)
 
 
+# --- ordering on a first apply: `terraform graph` -------------------------------------------
+# Eventual consistency a plan cannot see: an API answers before it has propagated, an IAM grant
+# takes minutes, and an alert policy on a log-based metric created seconds earlier gets 404 "Cannot
+# find metric(s)" (terraform-provider-google issue 11102; Cloud Foundation Fabric PR 3739). The
+# module puts a time_sleep between each of them and what needs it; these tests check, on the
+# dependency graph Terraform itself draws, that every such pair has a wait in between.
+
+
+GRAPH_PREFIX = re.compile(r"^(\[root\] )?(module\.scheduled_dedup\.)?")
+
+
+def dependency_graph(workdir: Path) -> dict[str, set[str]]:
+    """`terraform graph` of an initialised config: node -> the nodes it depends on, with the
+    module prefix taken off (module.scheduled_dedup.time_sleep.apis -> time_sleep.apis)."""
+    result = run_tf(workdir, "graph")
+    assert result.returncode == 0, output_of(result)
+    edges: dict[str, set[str]] = {}
+    for source, target in re.findall(r'"([^"]+)" -> "([^"]+)"', result.stdout):
+        edges.setdefault(GRAPH_PREFIX.sub("", source), set()).add(GRAPH_PREFIX.sub("", target))
+    assert edges, result.stdout
+    return edges
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def unwaited(graph: dict[str, set[str]], dependent: str, prerequisites: set[str]) -> list[str]:
+    """The prerequisites that `dependent` is not ordered after by way of some time_sleep (it
+    depends on a time_sleep that depends on the prerequisite), sorted."""
+    after = reachable(graph, dependent)
+    waits = [node for node in after if node.startswith("time_sleep.")]
+    return sorted(p for p in prerequisites if not any(p in reachable(graph, wait) for wait in waits))
+
+
+def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every broken ordering rule, one line each (empty: all hold)."""
+    nodes = set(graph) | {target for targets in graph.values() for target in targets}
+    violations = []
+
+    def rule(dependent: str, prerequisites: set[str], what: str) -> None:
+        if dependent not in nodes:
+            violations.append(f"{dependent}: not in the graph")
+        for prerequisite in unwaited(graph, dependent, prerequisites):
+            violations.append(f"{dependent} does not wait after {prerequisite} ({what})")
+
+    # Every alert policy, after the metrics it reads (all it depends on, directly or not).
+    policies = sorted(n for n in nodes if n.startswith("google_monitoring_alert_policy."))
+    assert policies, sorted(nodes)
+    for policy in policies:
+        metrics = {n for n in reachable(graph, policy) if n.startswith("google_logging_metric.")}
+        if not metrics:
+            violations.append(f"{policy} reads no log-based metric")
+        rule(policy, metrics, "a new metric is 404 for up to 10 minutes")
+    # The function, after its build account's grants (the build runs as that account).
+    rule("google_cloudfunctions2_function.this", {"google_project_iam_member.build"}, "IAM propagation")
+    # The database, the function and the Scheduler jobs, after the APIs.
+    for dependent in [
+        "google_firestore_database.this",
+        "google_cloudfunctions2_function.this",
+        "google_cloud_scheduler_job.this",
+    ]:
+        rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
+    return violations
+
+
+def test_graph_orders_every_wait(baked):
+    assert ordering_violations(dependency_graph(baked)) == []
+
+
+# Each break removes one wait (or what a wait waits for): (file, [(old, new), ...], the violation).
+WAIT_BREAKS = {
+    "outcome-alerts-without-metrics-wait": (
+        "monitoring.tf",
+        [("  }\n\n  depends_on = [time_sleep.metrics]\n}\n\n# Any attempt", "  }\n}\n\n# Any attempt")],
+        "google_monitoring_alert_policy.outcome does not wait after google_logging_metric.outcome",
+    ),
+    "scheduler-alerts-without-metrics-wait": (
+        "monitoring.tf",
+        [('docs/operations.md."\n  }\n\n  depends_on = [time_sleep.metrics]\n', 'docs/operations.md."\n  }\n')],
+        "google_monitoring_alert_policy.scheduler_attempt_failed does not wait after "
+        "google_logging_metric.scheduler_attempt_failed",
+    ),
+    "metrics-wait-forgets-scheduler-metrics": (
+        "monitoring.tf",
+        [
+            ("      [for metric in google_logging_metric.scheduler_attempt_failed : metric.name],\n", ""),
+            (
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed]",
+                "  depends_on = [google_logging_metric.outcome]",
+            ),
+        ],
+        "google_monitoring_alert_policy.scheduler_attempt_failed does not wait after "
+        "google_logging_metric.scheduler_attempt_failed",
+    ),
+    "function-without-grants-wait": (
+        "function.tf",
+        [("    time_sleep.grants,\n", "")],
+        "google_cloudfunctions2_function.this does not wait after google_project_iam_member.build",
+    ),
+    "database-without-apis-wait": (
+        "firestore.tf",
+        [
+            (
+                "  depends_on = [time_sleep.apis]\n}\n\n# create_database = false",
+                "}\n\n# create_database = false",
+            )
+        ],  # noqa: E501
+        "google_firestore_database.this does not wait after google_project_service.this",
+    ),
+    "apis-wait-waits-for-nothing": (
+        "apis.tf",
+        [
+            ('    apis = join(",", sort(keys(google_project_service.this)))\n', '    apis = "all"\n'),
+            ("  depends_on = [google_project_service.this]\n", ""),
+        ],
+        "google_cloud_scheduler_job.this does not wait after google_project_service.this",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WAIT_BREAKS))
+def test_removing_a_wait_breaks_the_ordering(broken_copy, name):
+    """The ordering test can fail: each break removes one wait, and the helper must name it."""
+    file, edits, violation = WAIT_BREAKS[name]
+    for old, new in edits:
+        edit(broken_copy / "modules" / "scheduled-dedup" / file, old, new)
+    violations = ordering_violations(dependency_graph(broken_copy))
+    assert any(line.startswith(violation) for line in violations), violations
+
+
+def test_default_bake_creates_its_database_and_build_account(default_bake):
+    """What decides a first apply on a new project (no database, a default build account that may
+    lack roles): the default bake's own plan, run against mock providers, creates both."""
+    result = run_tf(default_bake, "test", "-filter=tests/root.tftest.hcl", "-verbose")
+    assert result.returncode == 0, output_of(result)
+    # -verbose prints the state of the applied run: one "# <address>:" line per resource instance.
+    planned = set(re.findall(r"^# (module\.scheduled_dedup\.\S+):$", result.stdout, re.M))
+    module = "module.scheduled_dedup"
+    assert f"{module}.google_firestore_database.this[0]" in planned, sorted(planned)
+    assert f"{module}.google_service_account.build" in planned, sorted(planned)
+    assert {f'{module}.google_project_iam_member.build["{role}"]' for role in BUILD_ROLES} <= planned, sorted(planned)
+
+
+def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):
+    """The answers no matrix bake gives: an existing database (read at plan; the baked root test
+    mocks it as a Native one) and an alert e-mail (a channel, so the root's check holds)."""
+    project = bake(
+        tmp_path, create_firestore_database="no", firestore_database="(default)", alert_email="oncall@example.com"
+    )
+    workdir = project / "terraform"
+    assert "default     = false" in (workdir / "variables.tf").read_text()
+    assert run_tf(workdir, "init", "-backend=false").returncode == 0
+    result = run_tf(workdir, "test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ordering_violations(dependency_graph(workdir)) == []
+
+
+def test_nobody_is_granted_act_as_on_any_account_of_the_module():
+    """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
+    function that builds or runs as the module's accounts: the module grants no one
+    serviceAccountUser or serviceAccountTokenCreator, on an account or on the project."""
+    for path in MODULE_DIR.glob("*.tf"):
+        text = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+        for forbidden in (
+            "google_service_account_iam_",
+            "roles/iam.serviceAccountUser",
+            "roles/iam.serviceAccountTokenCreator",
+        ):
+            assert forbidden not in text, f"{path.name} grants {forbidden}"
+
+
+# Cloud Run functions, "Custom service account for Cloud Build": the roles of the build account.
+BUILD_ROLES = ("roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer")
+
+
 # --- negative tests: each breaks one thing and must fail for that reason ----------------------
 
 
@@ -398,6 +581,8 @@ def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
             """\
             mock_provider "google" {}
             mock_provider "archive" {}
+            mock_provider "time" {}
+            mock_provider "http" {}
 
             variables {
               project_id = "parity-project"

@@ -24,6 +24,10 @@ from tests.terraform_offline.extract_schema import (
     ARCHIVE_RESOURCES,
     GOOGLE_DATA_SOURCES,
     GOOGLE_RESOURCES,
+    HTTP_DATA_SOURCES,
+    HTTP_RESOURCES,
+    TIME_DATA_SOURCES,
+    TIME_RESOURCES,
 )
 
 pytestmark = pytest.mark.terraform
@@ -299,12 +303,50 @@ def test_checkov_reports_builtin_and_custom_checks(tmp_path: Path) -> None:
 def test_schema_subset_is_complete() -> None:
     google = json.loads((SCHEMA_DIR / "google.json").read_text())
     archive = json.loads((SCHEMA_DIR / "archive.json").read_text())
+    time = json.loads((SCHEMA_DIR / "time.json").read_text())
+    http = json.loads((SCHEMA_DIR / "http.json").read_text())
     assert set(google["resource_schemas"]) == set(GOOGLE_RESOURCES)
     assert set(google["data_source_schemas"]) == set(GOOGLE_DATA_SOURCES)
     assert set(archive["resource_schemas"]) == set(ARCHIVE_RESOURCES)
     assert set(archive["data_source_schemas"]) == set(ARCHIVE_DATA_SOURCES)
+    assert set(time["resource_schemas"]) == set(TIME_RESOURCES)
+    assert set(time["data_source_schemas"]) == set(TIME_DATA_SOURCES)
+    assert set(http["resource_schemas"]) == set(HTTP_RESOURCES)
+    assert set(http["data_source_schemas"]) == set(HTTP_DATA_SOURCES)
     assert {"project", "region", "zone", "credentials"} <= set(google["provider"]["block"]["attributes"])
-    assert set(PROVIDERS) == {"google", "google-beta", "archive"}
+    assert set(PROVIDERS) == {"google", "google-beta", "archive", "time", "http"}
+
+
+TIME_SLEEP_TF = """\
+terraform {
+  required_providers {
+    time = {
+      source = "hashicorp/time"
+    }
+  }
+}
+
+resource "time_sleep" "wait" {
+  create_duration = "30s"
+  triggers        = { key = "value" }
+}
+"""
+
+
+def test_time_provider_schema_is_served(tmp_path: Path) -> None:
+    """hashicorp/time's time_sleep validates against the schema from cdktn-provider-time; a
+    misspelled argument and a computed-only one are refused, as the real provider would."""
+    _write(tmp_path, {"main.tf": TIME_SLEEP_TF})
+    r = terraform(tmp_path, "validate")
+    assert r.returncode == 0, _out(r)
+    (tmp_path / "main.tf").write_text(TIME_SLEEP_TF.replace("create_duration", "create_durration"))
+    r = terraform(tmp_path, "validate")
+    assert r.returncode != 0
+    assert 'An argument named "create_durration" is not expected here' in _out(r), _out(r)
+    (tmp_path / "main.tf").write_text(TIME_SLEEP_TF.replace('create_duration = "30s"', 'id = "x"'))
+    r = terraform(tmp_path, "validate")
+    assert r.returncode != 0
+    assert 'Can\'t configure a value for "id"' in " ".join(_out(r).split()), _out(r)
 
 
 def test_sensitive_output_needs_marking(tmp_path: Path) -> None:

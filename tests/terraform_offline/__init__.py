@@ -8,10 +8,11 @@ Public API (see README.md in this folder)::
     assert r.returncode == 0, r.stdout + r.stderr
     r = checkov(workdir, "--compact")             # checkov in its own venv (.venv-checkov)
 
-Everything runs without network: hashicorp/google, hashicorp/google-beta and
-hashicorp/archive are served by ``standin.py`` (schema only) through ``dev_overrides``
-in a private CLI config; every other provider would have to come from an empty
-filesystem mirror, so it fails at once instead of reaching for a registry.
+Everything runs without network: hashicorp/google, hashicorp/google-beta,
+hashicorp/archive, hashicorp/time and hashicorp/http are served by ``standin.py``
+(schema only) through ``dev_overrides`` in a private CLI config; every other
+provider would have to come from an empty filesystem mirror, so it fails at once
+instead of reaching for a registry.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ PROVIDERS: dict[str, str] = {
     "google": "google.json",
     "google-beta": "google.json",
     "archive": "archive.json",
+    "time": "time.json",
+    "http": "http.json",
 }
 
 # Where any attempt to reach the network goes: the discard port on loopback, refused at once.

@@ -48,9 +48,13 @@ HERE = Path(__file__).resolve().parent
 SCHEMA_DIR = HERE / "schema"
 
 # Pinned wheels.  cdktn-provider-google 21.1.0 == hashicorp/google 8.7.0,
-# cdktn-provider-archive 14.0.1 == hashicorp/archive 2.8.1.
+# cdktn-provider-archive 14.0.1 == hashicorp/archive 2.8.1,
+# cdktn-provider-time 14.0.2 == hashicorp/time 0.14.2, cdktn-provider-http 13.0.2 ==
+# hashicorp/http 3.6.2 (their package READMEs say so).
 GOOGLE_WHEEL = "cdktn-provider-google==21.1.0"
 ARCHIVE_WHEEL = "cdktn-provider-archive==14.0.1"
+TIME_WHEEL = "cdktn-provider-time==14.0.2"
+HTTP_WHEEL = "cdktn-provider-http==13.0.2"
 
 # ---------------------------------------------------------------------------
 # The schema subset.  Extend these lists and rerun the script.
@@ -91,6 +95,12 @@ GOOGLE_DATA_SOURCES: tuple[str, ...] = (
 )
 ARCHIVE_RESOURCES: tuple[str, ...] = ()
 ARCHIVE_DATA_SOURCES: tuple[str, ...] = ("archive_file",)
+# time_sleep: the module's waits for eventual consistency (APIs, IAM grants, new log-based metrics).
+TIME_RESOURCES: tuple[str, ...] = ("time_sleep",)
+TIME_DATA_SOURCES: tuple[str, ...] = ()
+# data "http": reads an existing Firestore database at plan (the google provider has no data source for it).
+HTTP_RESOURCES: tuple[str, ...] = ()
+HTTP_DATA_SOURCES: tuple[str, ...] = ("http",)
 
 # cdktn's generated code does not record `sensitive`; these are marked by hand so
 # that Terraform demands `sensitive = true` on outputs that expose them, as it would
@@ -106,6 +116,8 @@ PROVIDERS = {
     # name: (wheel, pip package dir, version, resources, data sources)
     "google": (GOOGLE_WHEEL, "cdktn_provider_google", "8.7.0", GOOGLE_RESOURCES, GOOGLE_DATA_SOURCES),
     "archive": (ARCHIVE_WHEEL, "cdktn_provider_archive", "2.8.1", ARCHIVE_RESOURCES, ARCHIVE_DATA_SOURCES),
+    "time": (TIME_WHEEL, "cdktn_provider_time", "0.14.2", TIME_RESOURCES, TIME_DATA_SOURCES),
+    "http": (HTTP_WHEEL, "cdktn_provider_http", "3.6.2", HTTP_RESOURCES, HTTP_DATA_SOURCES),
 }
 
 

@@ -57,5 +57,15 @@ module "scheduled_dedup" {
 {%- endif %}
 
   enable_apis           = var.enable_apis
+  alert_email           = var.alert_email
   notification_channels = var.notification_channels
+}
+
+# A warning at every `terraform plan` and apply while the alert policies notify nobody: incidents
+# still open in Cloud Monitoring, but no one is told (alert_email or notification_channels).
+check "alerts_reach_someone" {
+  assert {
+    condition     = length(module.scheduled_dedup.alert_notification_channels) > 0
+    error_message = "No notification channel: the {{ cookiecutter.project_slug }} alert policies open incidents in Cloud Monitoring but notify nobody. Set alert_email (or notification_channels) in terraform/variables.tf or a *.tfvars file."
+  }
 }

@@ -8,6 +8,16 @@ output "runtime_service_account_email" {
   value       = module.scheduled_dedup.runtime_service_account_email
 }
 
+output "build_service_account_email" {
+  description = "The identity Cloud Build builds the function as (roles: logs writer, Artifact Registry writer, object viewer)."
+  value       = module.scheduled_dedup.build_service_account_email
+}
+
+output "alert_notification_channels" {
+  description = "Where alerts go; empty: incidents open in Cloud Monitoring and nobody is notified (set alert_email)."
+  value       = module.scheduled_dedup.alert_notification_channels
+}
+
 output "invoker_service_account_email" {
   description = "The identity in Scheduler's OIDC tokens (roles/run.invoker on the function only)."
   value       = module.scheduled_dedup.invoker_service_account_email

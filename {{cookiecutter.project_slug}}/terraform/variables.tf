@@ -14,10 +14,13 @@ variable "region" {
   default     = "{{ cookiecutter.region }}"
 }
 
+# Baked answer create_firestore_database. true: this project creates its own database (a new GCP
+# project has none; the first apply fails without one). false: the database named in main.tf must
+# exist already in Firestore Native mode; plan reads it and refuses it otherwise.
 variable "create_firestore_database" {
-  description = "Create the Firestore database named in main.tf (false: it exists already, as the (default) database often does)."
+  description = "Create the Firestore database named in main.tf (false: use one that exists already, in Firestore Native mode)."
   type        = bool
-  default     = false
+  default     = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
 }
 
 variable "enable_apis" {
@@ -26,8 +29,16 @@ variable "enable_apis" {
   default     = true
 }
 
+# Baked answer alert_email. Empty, with no notification_channels either: the alert policies open
+# incidents and notify nobody, and every plan prints the warning of check "alerts_reach_someone".
+variable "alert_email" {
+  description = "E-mail address the alert policies notify (an e-mail notification channel is created); empty: none."
+  type        = string
+  default     = {{ cookiecutter.alert_email | tojson }}
+}
+
 variable "notification_channels" {
-  description = "Monitoring notification channel ids (projects/P/notificationChannels/N) for the alert policies; empty: incidents open without notifying anyone."
+  description = "More Monitoring notification channel ids (projects/P/notificationChannels/N) for the alert policies."
   type        = list(string)
   default     = []
 }

@@ -11,7 +11,15 @@ terraform {
     }
     archive = {
       source  = "hashicorp/archive"
-      version = ">= 2.4, < 3.0"
+      version = ">= 2.5, < 3.0"
+    }
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.13, < 1.0"
+    }
+    http = {
+      source  = "hashicorp/http"
+      version = ">= 3.4, < 4.0"
     }
   }
 }

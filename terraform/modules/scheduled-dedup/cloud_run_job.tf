@@ -52,5 +52,5 @@ resource "google_cloud_run_v2_job" "this" {
     }
   }
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }

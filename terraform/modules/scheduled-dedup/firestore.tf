@@ -1,19 +1,61 @@
 # Run records: one document per scheduled run in var.firestore.collection, deleted by a TTL policy
 # on expire_at (the handler sets expire_at = max(claim time, schedule time) + retention_seconds).
 # Without the TTL the collection grows forever.
+#
+# The database: a new project has none, and google_firestore_field fails on a project without one
+# (404 "Project ... or database ... does not exist"). So by default (create_database = true) the
+# module creates its own database, named by the bake from the slug (<slug>-db), which never collides
+# with a (default) database other applications of the project already use. Cost: Firestore's free
+# tier applies to one database per project, the first one created ("Quotas and limits"; the older
+# "Firestore pricing" page says only (default) qualifies), so a named database next to an existing
+# one is billed from the first read; TTL deletes are never free. create_database = false uses an
+# existing database, which plan reads (data.http.existing_database, below) and refuses when it is
+# missing or in Datastore mode, instead of a 404 halfway through the apply.
 
 resource "google_firestore_database" "this" {
   count = var.firestore.create_database ? 1 : 0
 
-  project                 = var.project_id
-  name                    = var.firestore.database
-  location_id             = coalesce(var.firestore.location_id, var.region)
-  type                    = "FIRESTORE_NATIVE"
-  concurrency_mode        = "PESSIMISTIC" # Firestore's default; the handler's writes are conditional, not transactions
+  project          = var.project_id
+  name             = var.firestore.database
+  location_id      = coalesce(var.firestore.location_id, var.region)
+  type             = "FIRESTORE_NATIVE"
+  concurrency_mode = "PESSIMISTIC" # Firestore's default; the handler's writes are conditional, not transactions
+
+  # delete_protection (default true): the database refuses deletion, and `terraform destroy` only
+  # forgets it (deletion_policy ABANDON, the provider's default): the run records and the id stay,
+  # so a later apply of the same bake meets 409 "already exists" until the database is imported or
+  # deleted by hand (docs/operations.md). false: destroy deletes the database and its data.
   delete_protection_state = var.firestore.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
   deletion_policy         = var.firestore.delete_protection ? "ABANDON" : "DELETE"
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
+}
+
+# create_database = false: read the database at plan. The google provider (8.x) has no data source
+# for a Firestore database (its firestore service has data_source_google_firestore_document only),
+# so this calls the Firestore Admin REST API (GET projects/P/databases/D) with the deployer's own
+# access token; the token (valid for an hour) is stored in the state with this data source, marked
+# sensitive, as data.google_client_config already stores it. X-Goog-User-Project bills the call to
+# the project, which user credentials (gcloud auth application-default login) need.
+data "google_client_config" "deployer" {
+  count = var.firestore.create_database ? 0 : 1
+}
+
+data "http" "existing_database" {
+  count = var.firestore.create_database ? 0 : 1
+
+  url = "https://firestore.googleapis.com/v1/${local.firestore_database_name}"
+  request_headers = {
+    Authorization       = "Bearer ${data.google_client_config.deployer[0].access_token}"
+    X-Goog-User-Project = var.project_id
+  }
+
+  lifecycle {
+    postcondition {
+      condition     = self.status_code == 200 && try(jsondecode(self.response_body).type, "") == "FIRESTORE_NATIVE"
+      error_message = "firestore.database=${jsonencode(var.firestore.database)}: with create_database = false the database must exist in project ${var.project_id} in Firestore Native mode, but GET ${local.firestore_database_name} answered ${self.status_code}${self.status_code == 200 ? " with type ${try(jsondecode(self.response_body).type, "unknown")}" : ""} (404: it does not exist, set create_database = true; 403: the Firestore API is off or the deployer may not read it)."
+    }
+  }
 }
 
 locals {
@@ -34,7 +76,7 @@ resource "google_firestore_field" "expire_at" {
   # increasing timestamp is what Firestore warns against (hotspots); it also saves index writes.
   index_config {}
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 locals {
@@ -59,5 +101,5 @@ resource "google_firestore_field" "target_expire_at" {
   ttl_config {}
   index_config {}
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }

@@ -11,6 +11,10 @@ locals {
       "tools", "tools/**", "benchmarks", "benchmarks/**", "docs", "docs/**",
       "cloud_run_job", "cloud_run_job/**", "workflow", "workflow/**",
       "*.md", "Makefile", "requirements-dev.txt", ".gcloudignore", ".cookiecutter.json", ".cruft.json",
+      # Dev-tool settings only (ruff, pytest): the build does not need it. Google's Python buildpack
+      # installs requirements.txt, which "takes precedence" when both files are present (Cloud Run
+      # "Specify dependencies in Python"); leaving it out keeps the build from reading it at all.
+      "pyproject.toml",
       ".venv", ".venv/**", "venv", "venv/**",
       "build", "build/**", "dist", "dist/**",
       ".git", ".git/**", ".github", ".github/**",
@@ -65,7 +69,7 @@ resource "google_storage_bucket" "source" {
     }
   }
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_storage_bucket_object" "source" {
@@ -84,9 +88,10 @@ resource "google_cloudfunctions2_function" "this" {
   labels      = local.labels
 
   build_config {
-    runtime         = var.function.runtime
-    entry_point     = var.function.entry_point
-    service_account = var.function.build_service_account
+    runtime     = var.function.runtime
+    entry_point = var.function.entry_point
+    # Full resource name (projects/P/serviceAccounts/EMAIL), as build_config expects.
+    service_account = google_service_account.build.id
 
     source {
       storage_source {
@@ -158,8 +163,9 @@ resource "google_cloudfunctions2_function" "this" {
   }
 
   depends_on = [
-    google_project_service.this,
-    # The runtime account can reach its database before the first delivery arrives.
-    google_project_iam_member.datastore_user,
+    time_sleep.apis,
+    # The build account's grants (and the runtime account's database grant) have propagated:
+    # the build runs as <slug>-build the moment this resource is created.
+    time_sleep.grants,
   ]
 }

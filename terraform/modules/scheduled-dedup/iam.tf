@@ -7,6 +7,8 @@
 #                   + roles/run.jobsExecutorWithOverrides on the one job     (target = cloud_run_job)
 #                   + roles/workflows.invoker in the project (see below)    (target = workflow)
 #   <slug>-invoker  Cloud Scheduler's OIDC identity: roles/run.invoker on the function's Cloud Run service
+#   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter,
+#                   roles/artifactregistry.writer, roles/storage.objectViewer in the project
 #   <slug>-job      the Cloud Run job's identity: roles/datastore.user on the one database (cloud_run_job)
 #   <slug>-wf       the workflow's identity: roles/datastore.user on the one database,
 #                   + roles/logging.logWriter in the project (sys.log)      (workflow)
@@ -18,7 +20,7 @@ resource "google_service_account" "runtime" {
   display_name = "${var.slug}: scheduled-dedup function runtime"
   description  = "Runs the function that claims each scheduled run in Firestore."
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "invoker" {
@@ -27,7 +29,59 @@ resource "google_service_account" "invoker" {
   display_name = "${var.slug}: Cloud Scheduler invoker"
   description  = "Identity in the OIDC token Cloud Scheduler sends to the function."
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
+}
+
+# The function's build account. Since July 2024 the default Cloud Build account of a new project
+# may lack what a gen2 build needs, and in an organization with the policy
+# iam.automaticIamGrantsForDefaultServiceAccounts it has no roles at all ("Could not build the
+# function due to a missing permission on the build service account"; Cloud Build "Service account
+# change" page; terraform-google-cloud-functions issue 129). So each bake builds as its own account
+# with exactly the roles Cloud Run functions' "Custom service account for Cloud Build" page lists.
+# Nobody is granted roles/iam.serviceAccountUser on it: only a deployer who already holds
+# iam.serviceAccounts.actAs on it (an Owner or Editor of the project, or a grant on this one
+# account) can deploy a function that builds as it (docs/iam.md).
+resource "google_service_account" "build" {
+  project      = var.project_id
+  account_id   = "${var.slug}-build"
+  display_name = "${var.slug}: function builds"
+  description  = "Cloud Build runs the function's builds as this account."
+
+  depends_on = [time_sleep.apis]
+}
+
+locals {
+  # Cloud Run functions, "Custom service account for Cloud Build" (Grant permissions):
+  # logging.logWriter stores build logs; artifactregistry.writer stores the built image in the
+  # gcf-artifacts repository, which the first deploy creates (so no grant on the repository can
+  # exist before it); storage.objectViewer reads the function's source, which the build fetches
+  # from Cloud Functions' own gcf-v2-sources-<project number>-<region> bucket (Cloud Run functions
+  # "Build process overview"; terraform-google-cloud-functions issue 129 names that bucket), also
+  # created by the first deploy. Hence project-level grants, as
+  # the page's own commands make them.
+  build_roles = toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"])
+}
+
+resource "google_project_iam_member" "build" {
+  for_each = local.build_roles
+
+  project = var.project_id
+  role    = each.key
+  member  = google_service_account.build.member
+}
+
+# IAM grants take effect within minutes, not at once (IAM "Access change propagation": usually
+# about 2 minutes, sometimes 7 or more): a build started right after its grants fails with a missing
+# permission, a delivery right after the runtime's grant with 403. The function waits for this.
+resource "time_sleep" "grants" {
+  create_duration = "${var.waits.iam_seconds}s"
+
+  triggers = {
+    build   = join(",", sort([for grant in google_project_iam_member.build : grant.role]))
+    runtime = join(",", sort([for grant in google_project_iam_member.datastore_user : grant.member]))
+  }
+
+  depends_on = [google_project_iam_member.build, google_project_iam_member.datastore_user]
 }
 
 resource "google_service_account" "job" {
@@ -38,7 +92,7 @@ resource "google_service_account" "job" {
   display_name = "${var.slug}: Cloud Run job"
   description  = "Runs the Cloud Run job the function starts once per claimed run."
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "workflow" {
@@ -49,7 +103,7 @@ resource "google_service_account" "workflow" {
   display_name = "${var.slug}: workflow"
   description  = "Runs the workflow the function starts once per claimed run."
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 locals {

@@ -13,6 +13,16 @@ output "runtime_service_account_email" {
   value       = google_service_account.runtime.email
 }
 
+output "build_service_account_email" {
+  description = "The identity Cloud Build builds the function as (<slug>-build)."
+  value       = google_service_account.build.email
+}
+
+output "alert_notification_channels" {
+  description = "Notification channels the alert policies notify; empty: incidents open and nobody is told."
+  value       = local.notification_channels
+}
+
 output "invoker_service_account_email" {
   description = "The identity in Scheduler's OIDC tokens."
   value       = google_service_account.invoker.email
@@ -41,6 +51,11 @@ output "source_bucket" {
 output "log_metric_names" {
   description = "Log-based metric per handler outcome."
   value       = { for outcome, metric in google_logging_metric.outcome : outcome => metric.name }
+}
+
+output "scheduler_attempt_metric_names" {
+  description = "Log-based metric per job counting Scheduler attempts that never reached the handler."
+  value       = { for id, metric in google_logging_metric.scheduler_attempt_failed : id => metric.name }
 }
 
 output "cloud_run_job_name" {

@@ -45,7 +45,7 @@ resource "google_cloud_scheduler_job" "this" {
   }
 
   depends_on = [
-    google_project_service.this,
+    time_sleep.apis,
     # No delivery before the invoker may call the function.
     google_cloud_run_v2_service_iam_member.invoker,
   ]

@@ -213,11 +213,11 @@ variable "retry" {
 }
 
 variable "firestore" {
-  description = "Where run records live. create_database = false uses an existing database (the (default) database often exists already); true creates it in location_id (default: region)."
+  description = "Where run records live. create_database = true (the default: a new project has no database) creates the database in location_id (default: region); false uses an existing one, which plan reads and refuses unless it exists in Firestore Native mode (firestore.tf, data.http.existing_database). delete_protection: see firestore.tf."
   type = object({
     database          = optional(string, "(default)")
     collection        = optional(string, "scheduler_runs")
-    create_database   = optional(bool, false)
+    create_database   = optional(bool, true)
     location_id       = optional(string)
     delete_protection = optional(bool, true)
   })
@@ -225,9 +225,10 @@ variable "firestore" {
   nullable = false
 
   validation {
-    # rules.DATABASE_ID
-    condition     = can(regex("^(\\(default\\)|[a-z][a-z0-9-]{2,61}[a-z0-9])$", var.firestore.database))
-    error_message = "firestore.database: must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter."
+    # rules.DATABASE_ID and rules.UUID_LIKE (Firestore REST projects.databases.create, databaseId:
+    # 4-63 chars of [a-z0-9-], first a letter, last a letter or digit, not UUID-like; or (default)).
+    condition     = can(regex("^(\\(default\\)|[a-z][a-z0-9-]{2,61}[a-z0-9])$", var.firestore.database)) && !can(regex("^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$", var.firestore.database))
+    error_message = "firestore.database: must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter, and not UUID-like."
   }
 
   validation {
@@ -250,7 +251,7 @@ variable "source_excludes" {
 }
 
 variable "function" {
-  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. build_service_account: full resource name of the account Cloud Build uses (null: the project's default)."
+  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf)."
   type = object({
     runtime                          = optional(string, "python312")
     entry_point                      = optional(string, "handle_scheduled_job")
@@ -259,7 +260,6 @@ variable "function" {
     min_instance_count               = optional(number, 0)
     max_instance_request_concurrency = optional(number, 1)
     environment_variables            = optional(map(string), {})
-    build_service_account            = optional(string)
   })
   default  = {}
   nullable = false
@@ -331,10 +331,38 @@ variable "enable_apis" {
 }
 
 variable "notification_channels" {
-  description = "Monitoring notification channel ids (projects/P/notificationChannels/N) the alert policies notify. Empty: the policies open incidents without notifying anyone."
+  description = "Monitoring notification channel ids (projects/P/notificationChannels/N) the alert policies notify, besides the e-mail channel of alert_email. With neither, the policies open incidents and notify nobody (the check alerts_reach_someone says so at every plan)."
   type        = list(string)
   default     = []
   nullable    = false
+}
+
+variable "alert_email" {
+  description = "E-mail address the alert policies notify (the module creates the e-mail notification channel). null or \"\": none."
+  type        = string
+  default     = null
+
+  validation {
+    # rules.EMAIL (the bake hook's check of the alert_email answer).
+    condition     = var.alert_email == null || var.alert_email == "" || can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", var.alert_email))
+    error_message = "alert_email: must be an e-mail address such as oncall@example.com, or empty for none."
+  }
+}
+
+variable "waits" {
+  description = "Seconds to wait for eventual consistency on a first apply: apis (after enabling project services), iam (after the build and runtime grants, before the function), metrics (after creating log-based metrics, before the alert policies that read them: up to 10 minutes, terraform-provider-google issue 11102). Each wait runs again only when what it waits for changes."
+  type = object({
+    apis_seconds    = optional(number, 60)
+    iam_seconds     = optional(number, 120)
+    metrics_seconds = optional(number, 300)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for v in values(var.waits) : floor(v) == v && v >= 0 && v <= 1800])
+    error_message = "waits: every value is a whole number of seconds, 0-1800."
+  }
 }
 
 variable "alerting" {
@@ -351,6 +379,14 @@ variable "alerting" {
   validation {
     condition     = var.alerting.retryable_failure_threshold >= 0 && var.alerting.window_seconds >= 60 && var.alerting.auto_close_seconds >= 1800
     error_message = "alerting: retryable_failure_threshold must be at least 0, window_seconds at least 60, auto_close_seconds at least 1800."
+  }
+
+  validation {
+    # Monitoring API, Aggregation.alignment_period: "The maximum value of the alignment_period is
+    # 104 weeks (2 years) for charts, and 90,000 seconds (25 hours) for alerting policies." The
+    # window is the alert's alignment period; a longer one is refused at apply.
+    condition     = var.alerting.window_seconds <= 90000 && floor(var.alerting.window_seconds) == var.alerting.window_seconds
+    error_message = "alerting.window_seconds=${var.alerting.window_seconds}: must be whole seconds, at most 90000 (25 h, Monitoring's limit for an alerting policy's alignment period)."
   }
 }
 

@@ -8,10 +8,22 @@ terraform {
       source  = "hashicorp/google"
       version = ">= 8.0, < 9.0"
     }
-    # archive >= 2.4: glob patterns in archive_file.excludes (used to leave tests/, .venv/, ... out of the zip).
+    # archive >= 2.5: before it, glob patterns in archive_file.excludes matched literally
+    # (terraform-provider-archive PR 354), so caches and virtualenvs could end up in the zip.
     archive = {
       source  = "hashicorp/archive"
-      version = ">= 2.4, < 3.0"
+      version = ">= 2.5, < 3.0"
+    }
+    # time_sleep: waits for eventual consistency on a first apply (apis.tf, iam.tf, monitoring.tf).
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.13, < 1.0"
+    }
+    # data "http" (>= 3.0: a non-2xx status is returned, not an error): reads an existing Firestore
+    # database at plan (firestore.tf).
+    http = {
+      source  = "hashicorp/http"
+      version = ">= 3.4, < 4.0"
     }
   }
 }

@@ -23,5 +23,5 @@ resource "google_workflows_workflow" "this" {
     DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
   }
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }

@@ -5,6 +5,18 @@
 mock_provider "google" {}
 
 mock_provider "archive" {}
+
+mock_provider "time" {}
+
+# With create_firestore_database = false, plan reads the existing database: it answers as a Native one.
+mock_provider "http" {
+  mock_data "http" {
+    defaults = {
+      status_code   = 200
+      response_body = "{\"type\": \"FIRESTORE_NATIVE\"}"
+    }
+  }
+}
 {%- if cookiecutter.target == "cloud_run_job" %}
 
 # job_image has no default: a test image stands in for the one built from ../cloud_run_job/.
@@ -15,6 +27,11 @@ variables {
 
 run "main" {
   command = apply
+{%- if not cookiecutter.alert_email %}
+
+  # No alert_email was baked: the root's check must say that the alerts reach nobody.
+  expect_failures = [check.alerts_reach_someone]
+{%- endif %}
 
   assert {
     condition     = length(output.scheduler_job_names) == {{ cookiecutter.jobs | length }}
@@ -39,5 +56,15 @@ run "main" {
   assert {
     condition     = length(output.log_metric_names) == 8
     error_message = "One log-based metric per outcome."
+  }
+
+  assert {
+    condition     = !contains([output.runtime_service_account_email, output.invoker_service_account_email], output.build_service_account_email)
+    error_message = "The function builds as an account of its own, neither the runtime nor the invoker."
+  }
+
+  assert {
+    condition     = length(output.alert_notification_channels) == {{ 1 if cookiecutter.alert_email else 0 }}
+    error_message = "The baked alert_email gets its notification channel (none when it is empty)."
   }
 }

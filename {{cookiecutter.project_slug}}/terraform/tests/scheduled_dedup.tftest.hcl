@@ -17,6 +17,18 @@ mock_provider "archive" {
   }
 }
 
+mock_provider "time" {}
+
+# What GET projects/P/databases/D answers for an existing Native-mode database (create_database = false).
+mock_provider "http" {
+  mock_data "http" {
+    defaults = {
+      status_code   = 200
+      response_body = "{\"type\": \"FIRESTORE_NATIVE\"}"
+    }
+  }
+}
+
 variables {
   project_id = "{{ cookiecutter.gcp_project_id }}"
   region     = "{{ cookiecutter.region }}"
@@ -49,8 +61,9 @@ variables {
   }
 
   firestore = {
-    database   = "{{ cookiecutter.firestore_database }}"
-    collection = "{{ cookiecutter.firestore_collection }}"
+    database        = "{{ cookiecutter.firestore_database }}"
+    collection      = "{{ cookiecutter.firestore_collection }}"
+    create_database = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
   }
 
   # Only read when target = cloud_run_job; the real project passes the image built from ../cloud_run_job/.
@@ -344,6 +357,44 @@ run "baked_values" {
     error_message = "No IAM grant may go to allUsers or allAuthenticatedUsers."
   }
 
+  assert {
+    condition     = alltrue([for path in ["pyproject.toml", "tests/**", "**/__pycache__/**", ".venv/**", "terraform/**"] : contains(data.archive_file.source.excludes, path)])
+    error_message = "The function's zip must leave out pyproject.toml (requirements.txt is what the build installs), tests, caches, virtualenvs and Terraform."
+  }
+
+  # --- the build account: the roles Cloud Run functions' "Custom service account for Cloud Build" lists ---
+
+  assert {
+    condition = (
+      google_service_account.build.account_id == "${var.slug}-build" &&
+      google_cloudfunctions2_function.this.build_config[0].service_account == google_service_account.build.id
+    )
+    error_message = "The function must build as its own <slug>-build account (a new project's default build account may lack the roles)."
+  }
+
+  assert {
+    condition = toset([for m in google_project_iam_member.build : m.role if m.member == google_service_account.build.member]) == toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"]) && alltrue([
+      for member in concat(
+        [for m in google_project_iam_member.datastore_user : m.member],
+        [for m in google_project_iam_member.runtime_workflows_invoker : m.member],
+        [for m in google_project_iam_member.workflow_log_writer : m.member],
+        [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.member],
+        [google_cloud_run_v2_service_iam_member.invoker.member],
+      ) : member != google_service_account.build.member
+    ])
+    error_message = "The build account must hold exactly roles/logging.logWriter, roles/artifactregistry.writer and roles/storage.objectViewer."
+  }
+
+  # --- the database: created by the bake unless it answered to use an existing one ---
+
+  assert {
+    condition = length(google_firestore_database.this) == (var.firestore.create_database ? 1 : 0) && alltrue([
+      for db in google_firestore_database.this :
+      db.name == var.firestore.database && db.type == "FIRESTORE_NATIVE" && db.delete_protection_state == "DELETE_PROTECTION_ENABLED" && db.deletion_policy == "ABANDON"
+    ])
+    error_message = "create_database = true creates the named Native-mode database, delete-protected and abandoned (not deleted) on destroy."
+  }
+
   # --- targets ---
 
   assert {
@@ -401,6 +452,98 @@ run "baked_values" {
     )
     error_message = "Alert on any terminal failure, Firestore outage or misconfiguration, and on retryable failures above the threshold, each from its own log-based metric; no notification channel by default."
   }
+
+  assert {
+    condition = toset(keys(google_logging_metric.scheduler_attempt_failed)) == toset(keys(var.jobs)) && alltrue([
+      for id, metric in google_logging_metric.scheduler_attempt_failed :
+      strcontains(metric.filter, "resource.type=\"cloud_scheduler_job\"") &&
+      strcontains(metric.filter, "resource.labels.job_id=\"${var.slug}-${id}\"") &&
+      strcontains(metric.filter, "AttemptFinished") &&
+      strcontains(metric.filter, "httpRequest.status=(401 OR 403 OR 404 OR 429 OR 502 OR 503 OR 504)") &&
+      google_monitoring_alert_policy.scheduler_attempt_failed[id].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${metric.name}\" AND resource.type=\"cloud_scheduler_job\""
+    ])
+    error_message = "Every Scheduler job needs a metric of its own failed attempts (from Scheduler's AttemptFinished log entries) and an alert on it."
+  }
+}
+
+run "alert_email_creates_a_channel" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    alert_email = "oncall@example.com"
+  }
+
+  assert {
+    condition = (
+      length(google_monitoring_notification_channel.email) == 1 &&
+      google_monitoring_notification_channel.email[0].type == "email" &&
+      google_monitoring_notification_channel.email[0].labels["email_address"] == "oncall@example.com" &&
+      alltrue([
+        for policy in concat(values(google_monitoring_alert_policy.outcome), values(google_monitoring_alert_policy.scheduler_attempt_failed)) :
+        contains(policy.notification_channels, google_monitoring_notification_channel.email[0].id)
+      ])
+    )
+    error_message = "alert_email must create an e-mail channel that every alert policy notifies."
+  }
+}
+
+run "rejects_a_malformed_alert_email" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    alert_email = "oncall at example.com"
+  }
+
+  expect_failures = [var.alert_email]
+}
+
+# Monitoring refuses an alerting policy whose alignment period is over 90,000 s (25 h).
+run "accepts_a_25_hour_alert_window" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    alerting = { window_seconds = 90000 }
+  }
+}
+
+run "rejects_an_alert_window_over_25_hours" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    alerting = { window_seconds = 90001 }
+  }
+
+  expect_failures = [var.alerting]
+}
+
+run "rejects_a_uuid_like_database_id" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    firestore = { database = "abcdef01-2345-6789-abcd-ef0123456789" }
+  }
+
+  expect_failures = [var.firestore]
 }
 
 # The three settings under which functions-framework 3.10.2 stops a request at its timeout
@@ -607,4 +750,67 @@ run "rejects_retry_count_above_five" {
   }
 
   expect_failures = [var.retry]
+}
+
+# --- create_database = false: the existing database is read at plan ---
+
+run "uses_an_existing_native_database" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    firestore = { database = "existing-db", create_database = false }
+  }
+
+  assert {
+    condition     = length(google_firestore_database.this) == 0 && length(data.http.existing_database) == 1 && data.http.existing_database[0].url == "https://firestore.googleapis.com/v1/projects/${var.project_id}/databases/existing-db"
+    error_message = "With create_database = false the module creates no database and reads the named one at plan."
+  }
+}
+
+run "refuses_a_missing_database_at_plan" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    firestore = { database = "no-such-db", create_database = false }
+  }
+
+  override_data {
+    target = data.http.existing_database[0]
+    values = {
+      status_code   = 404
+      response_body = "{\"error\": {\"code\": 404, \"status\": \"NOT_FOUND\"}}"
+    }
+  }
+
+  expect_failures = [data.http.existing_database[0]]
+}
+
+run "refuses_a_datastore_mode_database_at_plan" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    firestore = { database = "datastore-db", create_database = false }
+  }
+
+  override_data {
+    target = data.http.existing_database[0]
+    values = {
+      status_code   = 200
+      response_body = "{\"type\": \"DATASTORE_MODE\"}"
+    }
+  }
+
+  expect_failures = [data.http.existing_database[0]]
 }
