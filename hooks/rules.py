@@ -32,6 +32,13 @@ JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
 DATABASE_ID = re.compile(r"\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9]")
 TARGETS = ("function", "cloud_run_job", "workflow")
+# Team delivery (terraform/bootstrap, .github/workflows/ci.yml in the bake). A state bucket name follows
+# https://cloud.google.com/storage/docs/buckets#naming, without dots (a dotted name must be a domain
+# the team has verified); names starting with "goog" or containing "google" are refused by Cloud Storage.
+STATE_BUCKET = re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
+# GitHub: an owner is 1-39 letters, digits or single inner hyphens; a repository name 1-100 letters,
+# digits, '.', '_' or '-', but not "." or "..". The bootstrap's Workload Identity provider trusts this one.
+REPOSITORY = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
 
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -125,6 +132,30 @@ def check_database(value: str) -> str:
         value,
         DATABASE_ID,
         "must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter",
+    )
+
+
+def check_state_bucket(value: str) -> str:
+    """Empty: local Terraform state, as `make deploy` always had. Otherwise the gcs backend's bucket."""
+    if value == "":
+        return value
+    return check_pattern(
+        "state_bucket",
+        value,
+        STATE_BUCKET,
+        "must be empty (local state) or a Cloud Storage bucket name: 3-63 chars of lowercase letters, digits, "
+        "'-' and '_', starting and ending with a letter or digit, no dots, not starting with 'goog' "
+        "nor containing 'google'",
+    )
+
+
+def check_repository(value: str) -> str:
+    return check_pattern(
+        "repository",
+        value,
+        REPOSITORY,
+        "must be a GitHub repository as owner/name (owner: 1-39 letters, digits or inner single hyphens; "
+        "name: 1-100 letters, digits, '.', '_' or '-', not '.' or '..')",
     )
 
 
@@ -332,4 +363,6 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
     checked.update(check_timing(context))
     checked["firestore_database"] = check_database(context["firestore_database"])
     checked["firestore_collection"] = check_collection(context["firestore_collection"])
+    checked["state_bucket"] = check_state_bucket(context["state_bucket"])
+    checked["repository"] = check_repository(context["repository"])
     return checked

@@ -132,6 +132,69 @@ def test_collection_refuses(collection):
     )
 
 
+# ---------------------------------------------------------------- team delivery: state bucket, repository
+
+STATE_BUCKET_RULE = "a Cloud Storage bucket name: 3-63 chars of lowercase letters, digits, '-' and '_'"
+
+
+@pytest.mark.parametrize("bucket", ["", "abc", "acme-tf-state", "a_b", "0tfstate9", "a" * 63])
+def test_state_bucket_accepts_empty_or_a_bucket_name(bucket):
+    assert rules.check_state_bucket(bucket) == bucket
+
+
+@pytest.mark.parametrize(
+    "bucket",
+    [
+        "ab",  # too short
+        "a" * 64,  # too long (without dots)
+        "Acme-state",  # upper case
+        "-acme",
+        "acme-",
+        "acme_",
+        "acme.example.com",  # dots: a domain-named bucket needs a verified domain
+        "goog-state",  # Cloud Storage refuses the goog prefix
+        "my-google-state",  # and google anywhere
+        "acme state",
+        " acme",
+        None,
+    ],
+)
+def test_state_bucket_refuses(bucket):
+    assert_refused(rules.check_state_bucket, [bucket], "state_bucket", bucket, STATE_BUCKET_RULE)
+
+
+REPOSITORY_RULE = "must be a GitHub repository as owner/name"
+
+
+@pytest.mark.parametrize(
+    "repository", ["a/b", "octo-org/nightly-report", "Octo/Repo.v2_x", "a" * 39 + "/x", "o/" + "r" * 100, "o/..."]
+)
+def test_repository_accepts_owner_slash_name(repository):
+    assert rules.check_repository(repository) == repository
+
+
+@pytest.mark.parametrize(
+    "repository",
+    [
+        "nightly-report",  # no owner
+        "a" * 40 + "/x",  # owner too long
+        "-octo/x",
+        "octo-/x",
+        "oc--to/x",
+        "o/" + "r" * 101,
+        "o/.",
+        "o/..",
+        "o/r/extra",
+        "o/r ",
+        "o/r'",  # would end the CEL string literal in the Workload Identity condition
+        "",
+        None,
+    ],
+)
+def test_repository_refuses(repository):
+    assert_refused(rules.check_repository, [repository], "repository", repository, REPOSITORY_RULE)
+
+
 # ---------------------------------------------------------------- cron
 
 GROC_REASON = "only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron"
@@ -573,6 +636,8 @@ def answers(**overrides):
         **TIMING,
         "firestore_database": "(default)",
         "firestore_collection": "scheduler_runs",
+        "state_bucket": "",
+        "repository": "octo-org/nightly-report",
         **overrides,
     }
 
@@ -597,6 +662,8 @@ def test_validate_returns_normalised_answers():
         ("retention_seconds", "10"),
         ("firestore_database", "X"),
         ("firestore_collection", "a/b"),
+        ("state_bucket", "Acme"),
+        ("repository", "octo-org"),
     ],
 )
 def test_validate_refuses_each_field(field, value):
