@@ -134,12 +134,18 @@ def cel(expression: str):
     return environment.program(environment.compile(expression))
 
 
+def admitted(project: Path, token: dict) -> bool:
+    """The provider's attribute condition: does Google's STS accept this token at all?"""
+    condition = bootstrap_locals(project)["attribute_condition"]
+    return bool(cel(condition).evaluate({"assertion": celpy.json_to_cel(token)}))
+
+
 def principals(project: Path, token: dict) -> set[str]:
     """What Google's STS makes of a GitHub token: nothing if the condition refuses it, else the
     principal of its subject and a principalSet per mapped attribute (IAM principal identifiers)."""
     local = bootstrap_locals(project)
     activation = {"assertion": celpy.json_to_cel(token)}
-    if not cel(local["attribute_condition"]).evaluate(activation):
+    if not admitted(project, token):
         return set()
     mapped = {
         name: str(cel(expression).evaluate(activation)) for name, expression in local["attribute_mapping"].items()
@@ -212,6 +218,8 @@ def test_only_this_repository_plans_and_only_production_on_main_deploys(bake_nam
     deployer = binding_member(project, "deployer_workload_identity")
     verdicts = {}
     for name, (claims, may_plan, may_deploy) in tokens(repository).items():
+        # The condition alone keeps every other repository out, whatever the bindings say.
+        assert admitted(project, claims) == (claims["repository"] == repository), (name, claims)
         found = principals(project, claims)
         verdicts[name] = (planner in found, deployer in found)
         assert verdicts[name] == (may_plan, may_deploy), (name, claims, found)
