@@ -49,7 +49,6 @@ locals {
   attribute_mapping = {
     "google.subject"       = "assertion.sub"
     "attribute.repository" = "assertion.repository"
-    "attribute.ref"        = "assertion.ref"
     "attribute.deploy"     = "assertion.sub == 'repo:{{ cookiecutter.repository }}:environment:production' && assertion.ref == 'refs/heads/main' ? 'true' : 'false'"
   }
 }
