@@ -39,6 +39,10 @@ STATE_BUCKET = re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]
 # GitHub: an owner is 1-39 letters, digits or single inner hyphens; a repository name 1-100 letters,
 # digits, '.', '_' or '-', but not "." or "..". The bootstrap's Workload Identity provider trusts this one.
 REPOSITORY = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
+# Workload Identity Federation maps the token's sub to google.subject, which "cannot exceed 127 bytes"
+# (IAM API, WorkloadIdentityPoolProvider.attributeMapping); the deploy job's sub is the longest one.
+GOOGLE_SUBJECT_MAX_BYTES = 127
+DEPLOY_JOB_SUBJECT = "repo:{repository}:environment:production"
 
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -150,13 +154,23 @@ def check_state_bucket(value: str) -> str:
 
 
 def check_repository(value: str) -> str:
-    return check_pattern(
+    check_pattern(
         "repository",
         value,
         REPOSITORY,
         "must be a GitHub repository as owner/name (owner: 1-39 letters, digits or inner single hyphens; "
         "name: 1-100 letters, digits, '.', '_' or '-', not '.' or '..')",
     )
+    subject = DEPLOY_JOB_SUBJECT.format(repository=value)
+    if len(subject.encode()) > GOOGLE_SUBJECT_MAX_BYTES:
+        raise RuleError(
+            "repository",
+            value,
+            f"must be at most {GOOGLE_SUBJECT_MAX_BYTES - len(DEPLOY_JOB_SUBJECT.format(repository=''))} chars: "
+            f"the deploy job's token subject {subject!r} would exceed the {GOOGLE_SUBJECT_MAX_BYTES} bytes "
+            "Workload Identity Federation allows for google.subject",
+        )
+    return value
 
 
 def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None) -> int:

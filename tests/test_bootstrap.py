@@ -19,6 +19,7 @@ from pathlib import Path
 import celpy
 import hcl2
 import pytest
+import rules  # the bake hook's rules (conftest puts hooks/ on the path)
 from conftest import MATRIX, bake
 from test_terraform import output_of, run_checkov, run_tf
 
@@ -224,6 +225,22 @@ def test_only_this_repository_plans_and_only_production_on_main_deploys(bake_nam
         verdicts[name] = (planner in found, deployer in found)
         assert verdicts[name] == (may_plan, may_deploy), (name, claims, found)
     assert sum(deploys for _, deploys in verdicts.values()) == 1
+
+
+def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_path):
+    """google.subject "cannot exceed 127 bytes" (IAM API, WorkloadIdentityPoolProvider.attributeMapping),
+    or the token exchange fails at run time; rules.check_repository refuses longer names at bake time."""
+    repository = "o/" + "r" * 97
+    assert rules.check_repository(repository)
+    project = bake(tmp_path, state_bucket="long-name-state", repository=repository)
+    subjects = [
+        p.rsplit("/subject/", 1)[1]
+        for claims, _, _ in tokens(repository).values()
+        if claims["repository"] == repository
+        for p in principals(project, claims)
+        if "/subject/" in p
+    ]
+    assert max(len(subject.encode()) for subject in subjects) == rules.GOOGLE_SUBJECT_MAX_BYTES
 
 
 # --- the deployer holds exactly the documented roles, one per kind of resource ----------------------

@@ -167,7 +167,7 @@ REPOSITORY_RULE = "must be a GitHub repository as owner/name"
 
 
 @pytest.mark.parametrize(
-    "repository", ["a/b", "octo-org/nightly-report", "Octo/Repo.v2_x", "a" * 39 + "/x", "o/" + "r" * 100, "o/..."]
+    "repository", ["a/b", "octo-org/nightly-report", "Octo/Repo.v2_x", "a" * 39 + "/x", "o/" + "r" * 97, "o/..."]
 )
 def test_repository_accepts_owner_slash_name(repository):
     assert rules.check_repository(repository) == repository
@@ -182,6 +182,7 @@ def test_repository_accepts_owner_slash_name(repository):
         "octo-/x",
         "oc--to/x",
         "o/" + "r" * 101,
+        "a" * 39 + "/" + "r" * 100,  # GitHub allows it, but see the subject-length test below
         "o/.",
         "o/..",
         "o/r/extra",
@@ -192,6 +193,18 @@ def test_repository_accepts_owner_slash_name(repository):
     ],
 )
 def test_repository_refuses(repository):
+    assert_refused(rules.check_repository, [repository], "repository", repository, "")
+
+
+def test_repository_refuses_names_whose_deploy_subject_exceeds_google_subjects_127_bytes():
+    longest = "o/" + "r" * 97  # repo:o/rrr...:environment:production is 127 bytes
+    assert len(f"repo:{longest}:environment:production") == 127
+    assert rules.check_repository(longest) == longest
+    assert_refused(rules.check_repository, [longest + "r"], "repository", longest + "r", "must be at most 99 chars")
+
+
+@pytest.mark.parametrize("repository", ["nightly-report", "-octo/x", "o/..", "o/r'"])
+def test_repository_refuses_non_github_names_naming_the_rule(repository):
     assert_refused(rules.check_repository, [repository], "repository", repository, REPOSITORY_RULE)
 
 
