@@ -204,7 +204,9 @@ def test_pull_requests_plan_read_only_and_main_applies_after_approval(bakes, nam
     account = "{}-{}@{}.iam.gserviceaccount.com".format
     plan, apply = parsed["jobs"]["plan"], parsed["jobs"]["apply"]
 
-    assert plan["if"] == "github.event_name == 'pull_request'"
+    assert plan["if"] == (
+        "github.event_name == 'pull_request' && github.event.pull_request.head.repo.full_name == github.repository"
+    )
     plan_auth = uses(parsed, "plan")["google-github-actions/auth"]["with"]
     assert plan_auth["service_account"] == account(answers["project_slug"], "plan", answers["gcp_project_id"])
     assert plan_auth["workload_identity_provider"] == "${{ secrets.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
