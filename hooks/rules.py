@@ -153,7 +153,20 @@ def check_state_bucket(value: str) -> str:
     )
 
 
-def check_repository(value: str) -> str:
+def check_repository(value: str, state_bucket: str) -> str:
+    """The one GitHub repository the bootstrap's Workload Identity provider trusts to plan and deploy.
+
+    No default: a placeholder owner/name would hand deploy rights to whoever owns that name on GitHub.
+    Only a bake with a state bucket has the pipeline, so only there is it required.
+    """
+    if value == "" and not state_bucket:
+        return value
+    if value == "":
+        raise RuleError(
+            "repository",
+            value,
+            "is required with a state_bucket: the GitHub owner/name whose workflows may plan and deploy",
+        )
     check_pattern(
         "repository",
         value,
@@ -378,5 +391,5 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
     checked["firestore_database"] = check_database(context["firestore_database"])
     checked["firestore_collection"] = check_collection(context["firestore_collection"])
     checked["state_bucket"] = check_state_bucket(context["state_bucket"])
-    checked["repository"] = check_repository(context["repository"])
+    checked["repository"] = check_repository(context["repository"], checked["state_bucket"])
     return checked

@@ -231,7 +231,7 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
     """google.subject "cannot exceed 127 bytes" (IAM API, WorkloadIdentityPoolProvider.attributeMapping),
     or the token exchange fails at run time; rules.check_repository refuses longer names at bake time."""
     repository = "o/" + "r" * 97
-    assert rules.check_repository(repository)
+    assert rules.check_repository(repository, "long-name-state")
     project = bake(tmp_path, state_bucket="long-name-state", repository=repository)
     subjects = [
         p.rsplit("/subject/", 1)[1]

@@ -170,7 +170,12 @@ REPOSITORY_RULE = "must be a GitHub repository as owner/name"
     "repository", ["a/b", "octo-org/nightly-report", "Octo/Repo.v2_x", "a" * 39 + "/x", "o/" + "r" * 97, "o/..."]
 )
 def test_repository_accepts_owner_slash_name(repository):
-    assert rules.check_repository(repository) == repository
+    assert rules.check_repository(repository, "acme-tf-state") == repository
+
+
+def test_repository_may_be_empty_only_without_a_state_bucket():
+    assert rules.check_repository("", "") == ""
+    assert_refused(rules.check_repository, ["", "acme-tf-state"], "repository", "", "is required with a state_bucket")
 
 
 @pytest.mark.parametrize(
@@ -193,19 +198,25 @@ def test_repository_accepts_owner_slash_name(repository):
     ],
 )
 def test_repository_refuses(repository):
-    assert_refused(rules.check_repository, [repository], "repository", repository, "")
+    assert_refused(rules.check_repository, [repository, "acme-tf-state"], "repository", repository, "")
 
 
 def test_repository_refuses_names_whose_deploy_subject_exceeds_google_subjects_127_bytes():
     longest = "o/" + "r" * 97  # repo:o/rrr...:environment:production is 127 bytes
     assert len(f"repo:{longest}:environment:production") == 127
-    assert rules.check_repository(longest) == longest
-    assert_refused(rules.check_repository, [longest + "r"], "repository", longest + "r", "must be at most 99 chars")
+    assert rules.check_repository(longest, "acme-tf-state") == longest
+    assert_refused(
+        rules.check_repository,
+        [longest + "r", "acme-tf-state"],
+        "repository",
+        longest + "r",
+        "must be at most 99 chars",
+    )
 
 
 @pytest.mark.parametrize("repository", ["nightly-report", "-octo/x", "o/..", "o/r'"])
 def test_repository_refuses_non_github_names_naming_the_rule(repository):
-    assert_refused(rules.check_repository, [repository], "repository", repository, REPOSITORY_RULE)
+    assert_refused(rules.check_repository, [repository, ""], "repository", repository, REPOSITORY_RULE)
 
 
 # ---------------------------------------------------------------- cron
@@ -681,6 +692,11 @@ def test_validate_returns_normalised_answers():
 )
 def test_validate_refuses_each_field(field, value):
     assert_refused(rules.validate, [answers(**{field: value})], field, value, "")
+
+
+def test_validate_requires_a_repository_with_a_state_bucket():
+    assert rules.validate(answers(repository=""))["repository"] == ""
+    assert_refused(rules.validate, [answers(state_bucket="acme-tf-state", repository="")], "repository", "", "required")
 
 
 def test_validate_reports_the_first_broken_rule_in_prompt_order():

@@ -143,12 +143,16 @@ resource "google_service_account" "planner" {
   project      = var.project_id
   account_id   = "{{ cookiecutter.project_slug }}-plan"
   display_name = "{{ cookiecutter.project_slug }} CI planner (pull requests, read-only)"
+
+  depends_on = [google_project_service.this]
 }
 
 resource "google_service_account" "deployer" {
   project      = var.project_id
   account_id   = "{{ cookiecutter.project_slug }}-deploy"
   display_name = "{{ cookiecutter.project_slug }} CI deployer (production environment, main only)"
+
+  depends_on = [google_project_service.this]
 }
 
 # Any workflow run of the repository may plan as the planner.
