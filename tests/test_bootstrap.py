@@ -281,8 +281,10 @@ TARGET_ONLY_RESOURCES = {
 
 
 def module_resource_types(project: Path, target: str) -> set[str]:
+    """The Google resource types the module makes for this target (other providers' need no role)."""
     module = project / "terraform" / "modules" / "scheduled-dedup"
-    types = {t for path in module.glob("*.tf") for t in re.findall(r'^resource "(\w+)"', path.read_text(), re.M)}
+    found = re.compile(r'^resource "(google_\w+)"', re.M)
+    types = {t for path in module.glob("*.tf") for t in found.findall(path.read_text())}
     return {t for t in types if TARGET_ONLY_RESOURCES.get(t, target) == target}
 
 
@@ -293,14 +295,30 @@ def documented_roles(project: Path) -> list[str]:
     return re.findall(r"^\| `(roles/[\w.]+)` \|", section, re.M)
 
 
+def roles_needed(project: Path) -> set[str]:
+    """One role per Google resource type the module makes, and actAs if something runs as an account."""
+    types = module_resource_types(project, answers_of(project)["target"])
+    unknown = types - set(ROLE_FOR_RESOURCE)
+    assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
+    return {ROLE_FOR_RESOURCE[t] for t in types} | ({"roles/iam.serviceAccountUser"} if types & ACTS_AS else set())
+
+
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
 def test_deployer_roles_are_the_documented_ones_and_what_the_module_needs(bake_name, tmp_path):
     project = bake(tmp_path, **MATRIX[bake_name])
     granted = bootstrap_locals(project)["deployer_roles"]
     assert len(set(granted)) == len(granted), granted
     assert sorted(documented_roles(project)) == sorted(granted)
-    types = module_resource_types(project, answers_of(project)["target"])
-    unknown = types - set(ROLE_FOR_RESOURCE)
-    assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
-    needed = {ROLE_FOR_RESOURCE[t] for t in types} | ({"roles/iam.serviceAccountUser"} if types & ACTS_AS else set())
+    needed = roles_needed(project)
     assert set(granted) == needed, {"missing": needed - set(granted), "not needed": set(granted) - needed}
+
+
+def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
+    project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
+    granted = set(bootstrap_locals(project)["deployer_roles"])
+    module = project / "terraform" / "modules" / "scheduled-dedup"
+    (module / "dashboard.tf").write_text('resource "google_monitoring_dashboard" "this" {}\n')
+    assert roles_needed(project) - granted == {"roles/monitoring.dashboardEditor"}
+    (module / "topic.tf").write_text('resource "google_pubsub_topic" "this" {}\n')
+    with pytest.raises(AssertionError, match="google_pubsub_topic"):
+        roles_needed(project)
