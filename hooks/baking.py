@@ -24,6 +24,10 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
     "workflow": ("workflow", "tests/test_workflow.py", "tests/test_proxy.py"),
 }
 
+# Paths only a bake with a state_bucket answer keeps: the bootstrap makes the bucket and the deploy
+# pipeline's identities, and a pipeline that deploys from local state would start from nothing each run.
+STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap",)
+
 
 def vendor_terraform_module(project_dir: Path, repo_dir: Path) -> Path:
     target = project_dir / MODULE_TARGET
@@ -58,6 +62,16 @@ def remove_unused_paths(project_dir: Path, target: str) -> list[Path]:
     return removed
 
 
+def remove_pipeline_paths(project_dir: Path, state_bucket: str) -> list[Path]:
+    """Without a state bucket there is no deploy pipeline, so no bootstrap for it."""
+    if state_bucket:
+        return []
+    removed = [project_dir / relative for relative in STATE_BUCKET_ONLY_PATHS]
+    for path in removed:
+        shutil.rmtree(path)
+    return removed
+
+
 def public_answers(answers: Mapping[str, object]) -> dict[str, object]:
     """The user's answers: everything but cookiecutter's private (underscore) keys."""
     return {key: value for key, value in answers.items() if not key.startswith("_")}
@@ -73,4 +87,5 @@ def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]
     vendor_terraform_module(project_dir, repo_dir)
     vendor_rules(project_dir, repo_dir)
     remove_unused_paths(project_dir, str(answers["target"]))
+    remove_pipeline_paths(project_dir, str(answers["state_bucket"]))
     write_answers(project_dir, answers)

@@ -39,6 +39,17 @@ UUID_LIKE = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 # Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 TARGETS = ("function", "cloud_run_job", "workflow")
+# Team delivery (terraform/bootstrap, .github/workflows/ci.yml in the bake). A state bucket name follows
+# https://cloud.google.com/storage/docs/buckets#naming, without dots (a dotted name must be a domain
+# the team has verified); names starting with "goog" or containing "google" are refused by Cloud Storage.
+STATE_BUCKET = re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
+# GitHub: an owner is 1-39 letters, digits or single inner hyphens; a repository name 1-100 letters,
+# digits, '.', '_' or '-', but not "." or "..". The bootstrap's Workload Identity provider trusts this one.
+REPOSITORY = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
+# Workload Identity Federation maps the token's sub to google.subject, which "cannot exceed 127 bytes"
+# (IAM API, WorkloadIdentityPoolProvider.attributeMapping); the deploy job's sub is the longest one.
+GOOGLE_SUBJECT_MAX_BYTES = 127
+DEPLOY_JOB_SUBJECT = "repo:{repository}:environment:production"
 
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -148,6 +159,53 @@ def check_alert_email(value: str) -> str:
     if value == "":
         return value
     return check_pattern("alert_email", value, EMAIL, "must be an e-mail address such as oncall@example.com, or empty")
+
+
+def check_state_bucket(value: str) -> str:
+    """Empty: local Terraform state, as `make deploy` always had. Otherwise the gcs backend's bucket."""
+    if value == "":
+        return value
+    return check_pattern(
+        "state_bucket",
+        value,
+        STATE_BUCKET,
+        "must be empty (local state) or a Cloud Storage bucket name: 3-63 chars of lowercase letters, digits, "
+        "'-' and '_', starting and ending with a letter or digit, no dots, not starting with 'goog' "
+        "nor containing 'google'",
+    )
+
+
+def check_repository(value: str, state_bucket: str) -> str:
+    """The one GitHub repository the bootstrap's Workload Identity provider trusts to plan and deploy.
+
+    No default: a placeholder owner/name would hand deploy rights to whoever owns that name on GitHub.
+    Only a bake with a state bucket has the pipeline, so only there is it required.
+    """
+    if value == "" and not state_bucket:
+        return value
+    if value == "":
+        raise RuleError(
+            "repository",
+            value,
+            "is required with a state_bucket: the GitHub owner/name whose workflows may plan and deploy",
+        )
+    check_pattern(
+        "repository",
+        value,
+        REPOSITORY,
+        "must be a GitHub repository as owner/name (owner: 1-39 letters, digits or inner single hyphens; "
+        "name: 1-100 letters, digits, '.', '_' or '-', not '.' or '..')",
+    )
+    subject = DEPLOY_JOB_SUBJECT.format(repository=value)
+    if len(subject.encode()) > GOOGLE_SUBJECT_MAX_BYTES:
+        raise RuleError(
+            "repository",
+            value,
+            f"must be at most {GOOGLE_SUBJECT_MAX_BYTES - len(DEPLOY_JOB_SUBJECT.format(repository=''))} chars: "
+            f"the deploy job's token subject {subject!r} would exceed the {GOOGLE_SUBJECT_MAX_BYTES} bytes "
+            "Workload Identity Federation allows for google.subject",
+        )
+    return value
 
 
 def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None) -> int:
@@ -754,4 +812,6 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
     checked["create_firestore_database"] = check_create_database(context["create_firestore_database"])
     checked["firestore_collection"] = check_collection(context["firestore_collection"])
     checked["alert_email"] = check_alert_email(context["alert_email"])
+    checked["state_bucket"] = check_state_bucket(context["state_bucket"])
+    checked["repository"] = check_repository(context["repository"], checked["state_bucket"])
     return checked

@@ -67,6 +67,9 @@ MATRIX: dict[str, dict[str, object]] = {
         "max_backoff_seconds": 600,
         "max_retry_duration_seconds": 3600,
         "retention_seconds": 86400,
+        # Team delivery: a gcs backend, terraform/bootstrap and the plan/apply jobs (tests/test_bootstrap.py).
+        "state_bucket": "ledger-tf-state",
+        "repository": "ledger-org/ledger-sync",
     },
     "workflow": {
         "project_name": "Invoice Runner",
@@ -76,6 +79,8 @@ MATRIX: dict[str, dict[str, object]] = {
         "retry_count": 0,
         "firestore_database": "scheduler-db",
         "firestore_collection": "invoice_runs",
+        "state_bucket": "billing_tf_state-42",
+        "repository": "Billing-Team/invoice.runner",
     },
 }
 

@@ -238,6 +238,7 @@ ANSWERS = {
     "project_slug": "cafe-q",
     "target": "workflow",
     "jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}},
+    "state_bucket": "",
     "_template": "/somewhere",
     "_output_dir": "/elsewhere",
     "_repo_dir": "/repo",
@@ -246,7 +247,7 @@ ANSWERS = {
 
 def test_public_answers_drops_private_keys_only():
     public = baking.public_answers(ANSWERS)
-    assert public == {key: ANSWERS[key] for key in ("project_name", "project_slug", "target", "jobs")}
+    assert public == {key: ANSWERS[key] for key in ("project_name", "project_slug", "target", "jobs", "state_bucket")}
     assert "_template" in ANSWERS
 
 
@@ -283,11 +284,22 @@ def test_vendor_terraform_module_copies_the_module_dir(tmp_path):
     assert (project / "terraform" / "main.tf").read_text() == "# the bake's own root module\n"
 
 
+@pytest.mark.parametrize(("state_bucket", "kept"), [("", False), ("acme-tf-state", True)])
+def test_the_bootstrap_is_kept_only_with_a_state_bucket(tmp_path, state_bucket, kept):
+    make_tree(tmp_path, baking.STATE_BUCKET_ONLY_PATHS)
+    (tmp_path / "terraform" / "main.tf").write_text("shared")
+    removed = baking.remove_pipeline_paths(tmp_path, state_bucket)
+    assert all((tmp_path / path).exists() == kept for path in baking.STATE_BUCKET_ONLY_PATHS)
+    assert removed == ([] if kept else [tmp_path / path for path in baking.STATE_BUCKET_ONLY_PATHS])
+    assert (tmp_path / "terraform" / "main.tf").exists()
+
+
 def test_finish_bake_vendors_prunes_and_records(tmp_path):
     repo = fake_repo(tmp_path / "repo")
     project = tmp_path / "project"
-    make_tree(project, EVERY_TARGET_ONLY_PATH)
+    make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS])
     baking.finish_bake(project, repo, ANSWERS)
+    assert not (project / "terraform" / "bootstrap").exists()  # no state bucket answered
     assert (project / baking.MODULE_TARGET / "main.tf").exists()
     assert (project / baking.RULES_TARGET).read_text() == "# the rules\n"
     kept = baking.TARGET_ONLY_PATHS["workflow"]

@@ -136,6 +136,93 @@ def test_collection_refuses(collection):
     )
 
 
+# ---------------------------------------------------------------- team delivery: state bucket, repository
+
+STATE_BUCKET_RULE = "a Cloud Storage bucket name: 3-63 chars of lowercase letters, digits, '-' and '_'"
+
+
+@pytest.mark.parametrize("bucket", ["", "abc", "acme-tf-state", "a_b", "0tfstate9", "a" * 63])
+def test_state_bucket_accepts_empty_or_a_bucket_name(bucket):
+    assert rules.check_state_bucket(bucket) == bucket
+
+
+@pytest.mark.parametrize(
+    "bucket",
+    [
+        "ab",  # too short
+        "a" * 64,  # too long (without dots)
+        "Acme-state",  # upper case
+        "-acme",
+        "acme-",
+        "acme_",
+        "acme.example.com",  # dots: a domain-named bucket needs a verified domain
+        "goog-state",  # Cloud Storage refuses the goog prefix
+        "my-google-state",  # and google anywhere
+        "acme state",
+        " acme",
+        None,
+    ],
+)
+def test_state_bucket_refuses(bucket):
+    assert_refused(rules.check_state_bucket, [bucket], "state_bucket", bucket, STATE_BUCKET_RULE)
+
+
+REPOSITORY_RULE = "must be a GitHub repository as owner/name"
+
+
+@pytest.mark.parametrize(
+    "repository", ["a/b", "octo-org/nightly-report", "Octo/Repo.v2_x", "a" * 39 + "/x", "o/" + "r" * 97, "o/..."]
+)
+def test_repository_accepts_owner_slash_name(repository):
+    assert rules.check_repository(repository, "acme-tf-state") == repository
+
+
+def test_repository_may_be_empty_only_without_a_state_bucket():
+    assert rules.check_repository("", "") == ""
+    assert_refused(rules.check_repository, ["", "acme-tf-state"], "repository", "", "is required with a state_bucket")
+
+
+@pytest.mark.parametrize(
+    "repository",
+    [
+        "nightly-report",  # no owner
+        "a" * 40 + "/x",  # owner too long
+        "-octo/x",
+        "octo-/x",
+        "oc--to/x",
+        "o/" + "r" * 101,
+        "a" * 39 + "/" + "r" * 100,  # GitHub allows it, but see the subject-length test below
+        "o/.",
+        "o/..",
+        "o/r/extra",
+        "o/r ",
+        "o/r'",  # would end the CEL string literal in the Workload Identity condition
+        "",
+        None,
+    ],
+)
+def test_repository_refuses(repository):
+    assert_refused(rules.check_repository, [repository, "acme-tf-state"], "repository", repository, "")
+
+
+def test_repository_refuses_names_whose_deploy_subject_exceeds_google_subjects_127_bytes():
+    longest = "o/" + "r" * 97  # repo:o/rrr...:environment:production is 127 bytes
+    assert len(f"repo:{longest}:environment:production") == 127
+    assert rules.check_repository(longest, "acme-tf-state") == longest
+    assert_refused(
+        rules.check_repository,
+        [longest + "r", "acme-tf-state"],
+        "repository",
+        longest + "r",
+        "must be at most 99 chars",
+    )
+
+
+@pytest.mark.parametrize("repository", ["nightly-report", "-octo/x", "o/..", "o/r'"])
+def test_repository_refuses_non_github_names_naming_the_rule(repository):
+    assert_refused(rules.check_repository, [repository, ""], "repository", repository, REPOSITORY_RULE)
+
+
 # ---------------------------------------------------------------- cron
 
 GROC_REASON = "only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron"
@@ -579,6 +666,8 @@ def answers(**overrides):
         "create_firestore_database": True,
         "firestore_collection": "scheduler_runs",
         "alert_email": "",
+        "state_bucket": "",
+        "repository": "octo-org/nightly-report",
         **overrides,
     }
 
@@ -605,10 +694,17 @@ def test_validate_returns_normalised_answers():
         ("create_firestore_database", "maybe"),
         ("firestore_collection", "a/b"),
         ("alert_email", "nobody"),
+        ("state_bucket", "Acme"),
+        ("repository", "octo-org"),
     ],
 )
 def test_validate_refuses_each_field(field, value):
     assert_refused(rules.validate, [answers(**{field: value})], field, value, "")
+
+
+def test_validate_requires_a_repository_with_a_state_bucket():
+    assert rules.validate(answers(repository=""))["repository"] == ""
+    assert_refused(rules.validate, [answers(state_bucket="acme-tf-state", repository="")], "repository", "", "required")
 
 
 def test_validate_reports_the_first_broken_rule_in_prompt_order():

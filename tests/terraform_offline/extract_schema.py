@@ -66,6 +66,9 @@ GOOGLE_RESOURCES: tuple[str, ...] = (
     "google_firestore_index",
     "google_service_account",
     "google_service_account_iam_member",
+    # The baked bootstrap root (terraform/bootstrap): GitHub Actions' Workload Identity Federation.
+    "google_iam_workload_identity_pool",
+    "google_iam_workload_identity_pool_provider",
     "google_project_iam_member",
     "google_project_iam_custom_role",
     "google_cloud_run_service_iam_member",

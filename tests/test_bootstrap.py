@@ -1,0 +1,324 @@
+"""The baked project's team delivery: the gcs backend and terraform/bootstrap, for every matrix bake.
+
+With a state_bucket answer the main root gets a gcs backend (prefix: the slug) and the bake gets
+terraform/bootstrap, checked offline like the main root (fmt, validate, terraform test with a mocked
+provider, checkov). Without one there is neither. The Workload Identity provider's CEL is evaluated
+with cel-python for the tokens GitHub Actions really sends (claims per
+https://docs.github.com/en/actions/reference/security/oidc#example-subject-claims): only this
+repository's tokens are admitted, and only a production-environment job on main may act as the
+deployer. The deployer's roles are the README's list, and one per kind of resource the module makes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import celpy
+import hcl2
+import pytest
+import rules  # the bake hook's rules (conftest puts hooks/ on the path)
+from conftest import MATRIX, bake
+from test_terraform import output_of, run_checkov, run_tf
+
+pytestmark = pytest.mark.terraform
+
+BUCKET_BAKES = [name for name, answers in MATRIX.items() if answers.get("state_bucket")]
+
+
+def test_the_matrix_covers_both_kinds_of_state():
+    assert BUCKET_BAKES and len(BUCKET_BAKES) < len(MATRIX), BUCKET_BAKES
+
+
+@pytest.fixture(scope="module", params=list(MATRIX), ids=list(MATRIX))
+def project(request, tmp_path_factory) -> Path:
+    return bake(tmp_path_factory.mktemp(f"delivery-{request.param}"), **MATRIX[request.param])
+
+
+def answers_of(project: Path) -> dict:
+    return json.loads((project / ".cookiecutter.json").read_text())
+
+
+# Plain values: strings without their quotes, blocks without python-hcl2's markers, no comments.
+HCL = hcl2.SerializationOptions(with_comments=False, explicit_blocks=False, strip_string_quotes=True)
+
+
+def load_hcl(path: Path) -> dict:
+    with path.open() as file:
+        return hcl2.load(file, serialization_options=HCL)
+
+
+def test_backend_and_bootstrap_follow_the_state_bucket_answer(project):
+    answers = answers_of(project)
+    backend = load_hcl(project / "terraform" / "backend.tf")
+    if answers["state_bucket"]:
+        gcs = backend["terraform"][0]["backend"][0]["gcs"]
+        assert gcs == {
+            "bucket": answers["state_bucket"],
+            "prefix": answers["project_slug"],  # several projects share one bucket
+        }
+        assert (project / "terraform" / "bootstrap" / "main.tf").is_file()
+    else:
+        assert "terraform" not in backend, backend  # local state: no backend block at all
+        assert not (project / "terraform" / "bootstrap").exists()
+
+
+# --- terraform/bootstrap passes the same offline checks as the main root ------------------------
+
+
+@pytest.fixture(scope="module", params=BUCKET_BAKES, ids=BUCKET_BAKES)
+def bootstrap(request, tmp_path_factory) -> Path:
+    project = bake(tmp_path_factory.mktemp(f"bootstrap-{request.param}"), **MATRIX[request.param])
+    workdir = project / "terraform" / "bootstrap"
+    result = run_tf(workdir, "init", "-backend=false")
+    assert result.returncode == 0, output_of(result)
+    return workdir
+
+
+def test_bootstrap_fmt(bootstrap):
+    result = run_tf(bootstrap, "fmt", "-check", "-recursive", "-diff")
+    assert result.returncode == 0, f"not in terraform fmt style:\n{result.stdout}{result.stderr}"
+
+
+def test_bootstrap_validate(bootstrap):
+    result = run_tf(bootstrap, "validate")
+    assert result.returncode == 0, output_of(result)
+    assert "Success! The configuration is valid" in result.stdout
+
+
+def test_bootstrap_terraform_test(bootstrap):
+    result = run_tf(bootstrap, "test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success! 2 passed, 0 failed" in result.stdout, result.stdout
+
+
+def test_bootstrap_checkov(bootstrap):
+    result, failed, report = run_checkov(bootstrap)
+    assert failed == [], f"checkov failed checks: {failed}\n{result.stderr[-2000:]}"
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert report["summary"]["passed"] >= 50, report["summary"]
+    ran = {c["check_id"] for c in report["results"]["passed_checks"]}
+    # Versioning, uniform access, public access prevention on the state bucket; no public IAM member.
+    assert {"CKV_GCP_78", "CKV_GCP_29", "CKV_GCP_114", "CKV_SDD_3"} <= ran, ran
+
+
+def test_bootstrap_test_fails_when_the_condition_admits_any_repository(bootstrap, tmp_path):
+    """The baked tftest's exact assertion on the provider's condition can fail."""
+    copy = tmp_path / "bootstrap"
+    shutil.copytree(bootstrap, copy, symlinks=True)
+    main = copy / "main.tf"
+    text = main.read_text()
+    condition = re.search(r'attribute_condition = "(.*)"\n', text).group(1)
+    main.write_text(text.replace(condition, "assertion.repository != ''"))
+    result = run_tf(copy, "test")
+    assert result.returncode != 0
+    assert "The provider admits tokens of" in output_of(result), output_of(result)
+
+
+# --- who may plan, who may deploy: the provider's CEL, evaluated ----------------------------------
+
+POOL = "projects/123456789/locations/global/workloadIdentityPools/github-pool"
+
+
+def bootstrap_config(project: Path) -> dict:
+    return load_hcl(project / "terraform" / "bootstrap" / "main.tf")
+
+
+def bootstrap_locals(project: Path) -> dict:
+    return {key: value for block in bootstrap_config(project)["locals"] for key, value in block.items()}
+
+
+def cel(expression: str):
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression))
+
+
+def admitted(project: Path, token: dict) -> bool:
+    """The provider's attribute condition: does Google's STS accept this token at all?"""
+    condition = bootstrap_locals(project)["attribute_condition"]
+    return bool(cel(condition).evaluate({"assertion": celpy.json_to_cel(token)}))
+
+
+def principals(project: Path, token: dict) -> set[str]:
+    """What Google's STS makes of a GitHub token: nothing if the condition refuses it, else the
+    principal of its subject and a principalSet per mapped attribute (IAM principal identifiers)."""
+    local = bootstrap_locals(project)
+    activation = {"assertion": celpy.json_to_cel(token)}
+    if not admitted(project, token):
+        return set()
+    mapped = {
+        name: str(cel(expression).evaluate(activation)) for name, expression in local["attribute_mapping"].items()
+    }
+    found = {f"principal://iam.googleapis.com/{POOL}/subject/{mapped.pop('google.subject')}"}
+    return found | {f"principalSet://iam.googleapis.com/{POOL}/{name}/{value}" for name, value in mapped.items()}
+
+
+def binding_member(project: Path, binding: str) -> str:
+    """The member of a workloadIdentityUser binding, its interpolations resolved."""
+    resources = bootstrap_config(project)["resource"]
+    (block,) = [
+        r["google_service_account_iam_member"][binding]
+        for r in resources
+        if binding in r.get("google_service_account_iam_member", {})
+    ]
+    member = block["member"]
+    repository = bootstrap_locals(project)["repository"]
+    return member.replace("${google_iam_workload_identity_pool.github.name}", POOL).replace(
+        "${local.repository}", repository
+    )
+
+
+def tokens(repository: str) -> dict[str, tuple[dict, bool, bool]]:
+    """name: (claims, may plan, may deploy)."""
+    owner, name = repository.split("/")
+
+    def token(repo: str, sub: str, ref: str) -> dict:
+        return {"repository": repo, "repository_owner": repo.split("/")[0], "sub": f"repo:{repo}:{sub}", "ref": ref}
+
+    return {
+        "pull request": (token(repository, "pull_request", "refs/pull/7/merge"), True, False),
+        "pull request job naming the production environment": (
+            token(repository, "environment:production", "refs/pull/7/merge"),
+            True,
+            False,
+        ),
+        "push to main, no environment": (token(repository, "ref:refs/heads/main", "refs/heads/main"), True, False),
+        "production on main": (token(repository, "environment:production", "refs/heads/main"), True, True),
+        "production on another branch": (
+            token(repository, "environment:production", "refs/heads/feature"),
+            True,
+            False,
+        ),
+        "staging on main": (token(repository, "environment:staging", "refs/heads/main"), True, False),
+        "tag push": (token(repository, "ref:refs/tags/v1", "refs/tags/v1"), True, False),
+        "another repository, production on main": (
+            token(f"{owner}/{name}-fork", "environment:production", "refs/heads/main"),
+            False,
+            False,
+        ),
+        "another owner, same name": (
+            token(f"x{owner}/{name}", "environment:production", "refs/heads/main"),
+            False,
+            False,
+        ),
+        "the name in another case": (
+            token(repository.swapcase(), "environment:production", "refs/heads/main"),
+            False,
+            False,
+        ),
+    }
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_only_this_repository_plans_and_only_production_on_main_deploys(bake_name, tmp_path):
+    project = bake(tmp_path, **MATRIX[bake_name])
+    repository = answers_of(project)["repository"]
+    planner = binding_member(project, "planner_workload_identity")
+    deployer = binding_member(project, "deployer_workload_identity")
+    verdicts = {}
+    for name, (claims, may_plan, may_deploy) in tokens(repository).items():
+        # The condition alone keeps every other repository out, whatever the bindings say.
+        assert admitted(project, claims) == (claims["repository"] == repository), (name, claims)
+        found = principals(project, claims)
+        verdicts[name] = (planner in found, deployer in found)
+        assert verdicts[name] == (may_plan, may_deploy), (name, claims, found)
+    assert sum(deploys for _, deploys in verdicts.values()) == 1
+
+
+def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_path):
+    """google.subject "cannot exceed 127 bytes" (IAM API, WorkloadIdentityPoolProvider.attributeMapping),
+    or the token exchange fails at run time; rules.check_repository refuses longer names at bake time."""
+    repository = "o/" + "r" * 97
+    assert rules.check_repository(repository, "long-name-state")
+    project = bake(tmp_path, state_bucket="long-name-state", repository=repository)
+    subjects = [
+        p.rsplit("/subject/", 1)[1]
+        for claims, _, _ in tokens(repository).values()
+        if claims["repository"] == repository
+        for p in principals(project, claims)
+        if "/subject/" in p
+    ]
+    assert max(len(subject.encode()) for subject in subjects) == rules.GOOGLE_SUBJECT_MAX_BYTES
+
+
+# --- the deployer holds exactly the documented roles, one per kind of resource ----------------------
+
+# The role that lets `terraform apply` create, change and delete each resource type the module uses
+# (https://cloud.google.com/iam/docs/understanding-roles; the template's docs/iam.md says why each).
+ROLE_FOR_RESOURCE = {
+    "google_project_service": "roles/serviceusage.serviceUsageAdmin",
+    "google_service_account": "roles/iam.serviceAccountAdmin",
+    "google_project_iam_member": "roles/resourcemanager.projectIamAdmin",
+    "google_cloudfunctions2_function": "roles/cloudfunctions.admin",
+    "google_cloud_run_v2_service_iam_member": "roles/run.admin",  # run.developer cannot set IAM policies
+    "google_cloud_run_v2_job": "roles/run.admin",
+    "google_cloud_run_v2_job_iam_member": "roles/run.admin",
+    "google_storage_bucket": "roles/storage.admin",
+    "google_storage_bucket_object": "roles/storage.admin",
+    "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
+    "google_firestore_database": "roles/datastore.owner",
+    "google_firestore_field": "roles/datastore.owner",
+    "google_logging_metric": "roles/logging.configWriter",
+    "google_monitoring_alert_policy": "roles/monitoring.alertPolicyEditor",
+    "google_monitoring_dashboard": "roles/monitoring.dashboardEditor",
+    "google_monitoring_notification_channel": "roles/monitoring.notificationChannelEditor",
+    "google_workflows_workflow": "roles/workflows.editor",
+}
+# Resources that run as, or sign as, a service account the module made (iam.serviceAccounts.actAs).
+ACTS_AS = {
+    "google_cloudfunctions2_function",
+    "google_cloud_scheduler_job",
+    "google_cloud_run_v2_job",
+    "google_workflows_workflow",
+}
+TARGET_ONLY_RESOURCES = {
+    "google_workflows_workflow": "workflow",
+    "google_cloud_run_v2_job": "cloud_run_job",
+    "google_cloud_run_v2_job_iam_member": "cloud_run_job",
+}
+
+
+def module_resource_types(project: Path, target: str) -> set[str]:
+    """The Google resource types the module makes for this target (other providers' need no role)."""
+    module = project / "terraform" / "modules" / "scheduled-dedup"
+    found = re.compile(r'^resource "(google_\w+)"', re.M)
+    types = {t for path in module.glob("*.tf") for t in found.findall(path.read_text())}
+    return {t for t in types if TARGET_ONLY_RESOURCES.get(t, target) == target}
+
+
+def documented_roles(project: Path) -> list[str]:
+    """The rows of the README's deployer table (section "What the deployer may do")."""
+    readme = (project / "README.md").read_text()
+    section = readme.split("### What the deployer may do", 1)[1].split("\n#", 1)[0]
+    return re.findall(r"^\| `(roles/[\w.]+)` \|", section, re.M)
+
+
+def roles_needed(project: Path) -> set[str]:
+    """One role per Google resource type the module makes, and actAs if something runs as an account."""
+    types = module_resource_types(project, answers_of(project)["target"])
+    unknown = types - set(ROLE_FOR_RESOURCE)
+    assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
+    return {ROLE_FOR_RESOURCE[t] for t in types} | ({"roles/iam.serviceAccountUser"} if types & ACTS_AS else set())
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_deployer_roles_are_the_documented_ones_and_what_the_module_needs(bake_name, tmp_path):
+    project = bake(tmp_path, **MATRIX[bake_name])
+    granted = bootstrap_locals(project)["deployer_roles"]
+    assert len(set(granted)) == len(granted), granted
+    assert sorted(documented_roles(project)) == sorted(granted)
+    needed = roles_needed(project)
+    assert set(granted) == needed, {"missing": needed - set(granted), "not needed": set(granted) - needed}
+
+
+def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
+    project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
+    granted = set(bootstrap_locals(project)["deployer_roles"])
+    module = project / "terraform" / "modules" / "scheduled-dedup"
+    (module / "dashboard.tf").write_text('resource "google_monitoring_dashboard" "this" {}\n')
+    assert roles_needed(project) - granted == {"roles/monitoring.dashboardEditor"}
+    (module / "topic.tf").write_text('resource "google_pubsub_topic" "this" {}\n')
+    with pytest.raises(AssertionError, match="google_pubsub_topic"):
+        roles_needed(project)

@@ -1,0 +1,19 @@
+output "workload_identity_provider" {
+  description = "Full name of the provider: the repository variable GCP_WORKLOAD_IDENTITY_PROVIDER that .github/workflows/ci.yml passes to google-github-actions/auth."
+  value       = google_iam_workload_identity_pool_provider.github.name
+}
+
+output "planner_service_account_email" {
+  description = "The account pull request plans run as (read-only): the repository variable GCP_PLANNER_SERVICE_ACCOUNT."
+  value       = google_service_account.planner.email
+}
+
+output "deployer_service_account_email" {
+  description = "The account applies on main run as (the production environment only): the repository variable GCP_DEPLOYER_SERVICE_ACCOUNT."
+  value       = google_service_account.deployer.email
+}
+
+output "state_bucket" {
+  description = "Bucket of ../backend.tf."
+  value       = local.state_bucket
+}

@@ -1,0 +1,74 @@
+# `terraform test` of the bootstrap against a mocked provider: who may plan, who may deploy, and
+# what the state bucket is. The template's tests/test_bootstrap.py also evaluates the CEL below
+# for real GitHub tokens (pull request, push, production environment on main and elsewhere).
+
+mock_provider "google" {}
+
+run "bootstrap" {
+  command = apply
+
+  assert {
+    condition     = google_iam_workload_identity_pool_provider.github.attribute_condition == "assertion.repository == '{{ cookiecutter.repository }}'"
+    error_message = "The provider admits tokens of {{ cookiecutter.repository }} only."
+  }
+
+  assert {
+    condition     = google_iam_workload_identity_pool_provider.github.attribute_mapping["attribute.deploy"] == "assertion.sub == 'repo:{{ cookiecutter.repository }}:environment:production' && assertion.ref == 'refs/heads/main' ? 'true' : 'false'"
+    error_message = "attribute.deploy is true for the production environment on main only."
+  }
+
+  assert {
+    condition     = google_iam_workload_identity_pool_provider.github.oidc[0].issuer_uri == "https://token.actions.githubusercontent.com"
+    error_message = "The provider trusts GitHub Actions' OIDC issuer."
+  }
+
+  assert {
+    condition     = endswith(google_service_account_iam_member.deployer_workload_identity.member, "/attribute.deploy/true") && startswith(google_service_account_iam_member.deployer_workload_identity.member, "principalSet://iam.googleapis.com/")
+    error_message = "Only tokens with attribute.deploy = true may act as the deployer."
+  }
+
+  assert {
+    condition     = endswith(google_service_account_iam_member.planner_workload_identity.member, "/attribute.repository/{{ cookiecutter.repository }}")
+    error_message = "The planner is for this repository's workflow runs."
+  }
+
+  assert {
+    condition     = alltrue([for grant in google_project_iam_member.deployer : grant.member == google_service_account.deployer.member])
+    error_message = "The deployer's project roles go to the deployer account."
+  }
+
+  assert {
+    condition     = alltrue([for grant in google_project_iam_member.planner : grant.member == google_service_account.planner.member && !can(regex("admin|editor|owner|[uU]ser$", grant.role))])
+    error_message = "The planner only reads: no admin, editor, owner or user role."
+  }
+
+  assert {
+    condition = alltrue([
+      google_storage_bucket.state[0].name == "{{ cookiecutter.state_bucket }}",
+      google_storage_bucket.state[0].versioning[0].enabled,
+      google_storage_bucket.state[0].uniform_bucket_level_access,
+      google_storage_bucket.state[0].public_access_prevention == "enforced",
+      !google_storage_bucket.state[0].force_destroy,
+    ])
+    error_message = "The state bucket is versioned, uniform-access, never public and never emptied by a destroy."
+  }
+
+  assert {
+    condition     = google_storage_bucket_iam_member.state_deployer.role == "roles/storage.objectUser" && google_storage_bucket_iam_member.state_planner.role == "roles/storage.objectViewer"
+    error_message = "The deployer reads and writes the state; the planner only reads it."
+  }
+}
+
+run "bucket_made_elsewhere" {
+  command   = plan
+  state_key = "bucket_made_elsewhere" # its own state: the first run's bucket is not planned for destruction
+
+  variables {
+    create_state_bucket = false
+  }
+
+  assert {
+    condition     = length(google_storage_bucket.state) == 0 && google_storage_bucket_iam_member.state_deployer.bucket == "{{ cookiecutter.state_bucket }}"
+    error_message = "An existing bucket is not created again, and the grants on it are still made."
+  }
+}
