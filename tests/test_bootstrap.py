@@ -289,9 +289,9 @@ def module_resource_types(project: Path, target: str) -> set[str]:
 
 
 def documented_roles(project: Path) -> list[str]:
-    """The rows of the README's deployer table (section "What the deployer may do")."""
+    """The rows of the README's deployer table (section "The deployer's roles")."""
     readme = (project / "README.md").read_text()
-    section = readme.split("### What the deployer may do", 1)[1].split("\n#", 1)[0]
+    section = readme.split("### The deployer's roles", 1)[1].split("\n#", 1)[0]
     return re.findall(r"^\| `(roles/[\w.]+)` \|", section, re.M)
 
 

@@ -10,7 +10,7 @@ locals {
   state_bucket = "{{ cookiecutter.state_bucket }}"
 
   # The roles `terraform apply` of ../ needs, and nothing more: one per kind of resource the module
-  # makes (the README's "What the deployer may do" lists the same, with what each is for; the template's
+  # makes (the README's "The deployer's roles" lists the same, with what each is for; the template's
   # tests/test_bootstrap.py keeps the two, and the module's resource types, in step).
   # Roles: https://cloud.google.com/iam/docs/understanding-roles
   deployer_roles = [
@@ -21,6 +21,7 @@ locals {
     "roles/iam.serviceAccountUser",
     "roles/logging.configWriter",
     "roles/monitoring.alertPolicyEditor",
+    "roles/monitoring.notificationChannelEditor",
     "roles/resourcemanager.projectIamAdmin",
     "roles/run.admin",
     "roles/serviceusage.serviceUsageAdmin",
