@@ -39,7 +39,8 @@ MATRIX: dict[str, dict[str, object]] = {
         "project_name": "Many Jobs",
         "jobs": {
             "every-5-min": {"schedule": "*/5 * * * *", "time_zone": "Europe/Madrid"},
-            "weekdays": {"schedule": "30 8 * * MON-FRI", "time_zone": "America/New_York"},
+            # A report that must not start more than an hour late (max_lateness_seconds, issue 12).
+            "weekdays": {"schedule": "30 8 * * MON-FRI", "time_zone": "America/New_York", "max_lateness_seconds": 3600},
         },
         "retry_count": 0,
         "attempt_deadline_seconds": 1800,

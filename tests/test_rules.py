@@ -571,6 +571,10 @@ def answers(**overrides):
         "target": "function",
         "jobs": {"nightly": dict(JOB)},
         **TIMING,
+        # The audit needs interval + settle (3660 s here) within min(1 day, retention): TIMING's minimal
+        # retention leaves it no room, so a bake keeps its records a day.
+        "retention_seconds": "86400",
+        "audit_interval_minutes": "60",
         "firestore_database": "(default)",
         "firestore_collection": "scheduler_runs",
         **overrides,
@@ -606,3 +610,66 @@ def test_validate_refuses_each_field(field, value):
 def test_validate_reports_the_first_broken_rule_in_prompt_order():
     error = refusal(rules.validate, answers(gcp_project_id="Bad", region="mars", firestore_collection="a/b"))
     assert error.field == "gcp_project_id"
+
+
+# ---------------------------------------------------------------- max_lateness_seconds and the audit (issue 12)
+
+
+@pytest.mark.parametrize("value", ["60", 60, "3600", 86400 * 30])
+def test_max_lateness_accepts_whole_seconds_from_a_minute(value):
+    checked = rules.check_jobs({"nightly": {**JOB, "max_lateness_seconds": value}})
+    assert checked == {"nightly": {**JOB, "max_lateness_seconds": int(value)}}
+
+
+def test_max_lateness_is_optional():
+    assert "max_lateness_seconds" not in rules.check_jobs({"nightly": dict(JOB)})["nightly"]
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("59", "must be at least 60"),
+        ("0", "at least 60"),
+        ("1h", "whole number"),
+        ("-60", "whole number"),
+        (None, "whole"),
+    ],
+)
+def test_max_lateness_refuses(value, rule):
+    job = {"nightly": {**JOB, "max_lateness_seconds": value}}
+    assert_refused(rules.check_jobs, [job], "jobs.nightly.max_lateness_seconds", value, rule)
+
+
+def test_jobs_refuse_any_other_key_naming_the_optional_one():
+    job = {**JOB, "max_lateness": 60}
+    assert_refused(rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'optionally "max_lateness_seconds"')
+
+
+@pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)
+def test_audit_interval_accepts_each_interval_that_divides_an_hour_or_a_day(minutes):
+    assert rules.validate(answers(audit_interval_minutes=str(minutes)))["audit_interval_minutes"] == minutes
+
+
+@pytest.mark.parametrize("minutes", ["7", "0", "90", "1440", "x", "-5"])
+def test_audit_interval_refuses_others(minutes):
+    assert_refused(rules.validate, [answers(audit_interval_minutes=minutes)], "audit_interval_minutes", minutes, "")
+
+
+def test_audit_interval_plus_settle_must_fit_in_the_lookback():
+    # Defaults: settle = lease 360 + retry window 3300 = 3660 s; the lookback is min(1 day, retention).
+    fits = answers(audit_interval_minutes="5", retention_seconds=str(3660 + 300))  # 5 min + 3660 s fit exactly
+    assert rules.validate(fits)["audit_interval_minutes"] == 5
+    message = assert_refused(
+        rules.validate,
+        [answers(audit_interval_minutes="5", retention_seconds=str(3660 + 299))],
+        "audit_interval_minutes",
+        "5",
+        "the interval (300 s) + lease + retry window (3660 s) must fit in the audit's lookback",
+    )
+    assert "(min(1 day, retention_seconds) = 3959 s)" in message
+    # A day is the most the audit looks back, however long the retention.
+    # settle = lease 17000 + retry window (6 * 1800 + 5 * 3600 = 28800) = 45800 s; + 12 h > 1 day.
+    slow = answers(audit_interval_minutes="720", lease_seconds="17000", function_timeout_seconds="1800",
+                   attempt_deadline_seconds="1800", min_backoff_seconds="3600", max_backoff_seconds="3600",
+                   retention_seconds="604800")  # fmt: skip
+    assert_refused(rules.validate, [slow], "audit_interval_minutes", "720", "= 86400 s)")
