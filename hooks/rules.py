@@ -215,7 +215,7 @@ def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
             raise RuleError(
                 f"jobs.{job_id}",
                 job,
-                'must be {"schedule": ..., "time_zone": ...} and optionally "max_lateness_seconds", nothing else',
+                'must be {"schedule": ..., "time_zone": ...} and nothing else but an optional "max_lateness_seconds"',
             )
         checked[job_id] = {
             "schedule": check_schedule(job_id, job["schedule"]),
@@ -236,7 +236,12 @@ def check_max_lateness(job_id: str, value: object) -> int:
     below a minute would skip runs that came on time. cookiecutter hands nested numbers over as text.
     Also in Terraform: a validation of var.jobs in terraform/modules/scheduled-dedup/variables.tf.
     """
-    return parse_seconds(f"jobs.{job_id}.max_lateness_seconds", value, MIN_MAX_LATENESS_SECONDS)
+    field = f"jobs.{job_id}.max_lateness_seconds"
+    try:
+        return parse_seconds(field, value, MIN_MAX_LATENESS_SECONDS)
+    except RuleError:
+        rule = f"must be a whole number of seconds, at least {MIN_MAX_LATENESS_SECONDS} (omit it for no limit)"
+        raise RuleError(field, value, rule) from None
 
 
 MIN_MAX_LATENESS_SECONDS = 60

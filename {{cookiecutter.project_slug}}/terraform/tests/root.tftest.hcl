@@ -37,7 +37,12 @@ run "main" {
   }
 
   assert {
-    condition     = length(output.log_metric_names) == 8
+    condition     = length(output.log_metric_names) == 9
     error_message = "One log-based metric per outcome."
+  }
+
+  assert {
+    condition     = output.audit_job_name == "{{ cookiecutter.project_slug }}_audit"
+    error_message = "main.tf passes the audit: its Scheduler job is deployed (audit.tf)."
   }
 }
