@@ -187,11 +187,13 @@ def test_a_skipped_spring_forward_time_is_found_at_any_candidate_and_never_missi
 
 
 def test_a_run_within_lease_plus_retry_window_is_pending_not_missing(monkeypatch, collection):
+    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "100")
+    monkeypatch.setenv("DEDUP_RETRY_WINDOW_SECONDS", "1000")
     ledger = ledger_at(monkeypatch, {"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}})
     fire = at("2026-01-01T03:00:00Z")
-    settle = ledger.config.settle
     window = (fire, fire + dt.timedelta(minutes=1))
-    for now, state in [(fire + settle - dt.timedelta(seconds=1), "pending"), (fire + settle, "missing")]:
+    for after, state in [(1099, "pending"), (1100, "missing")]:  # lease + retry window = 1100 s
+        now = fire + dt.timedelta(seconds=after)
         assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [("j", audit.rfc3339(fire), state)]
 
 
