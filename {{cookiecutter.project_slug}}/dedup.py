@@ -71,8 +71,13 @@ DEFAULTS = {
     "DEDUP_JOBS": json.dumps(
         {
 {%- for job_id, job in cookiecutter.jobs | dictsort %}
-            {{ (cookiecutter.project_slug ~ "-" ~ job_id) | tojson }}: {"schedule": {{ job.schedule | tojson }}, "time_zone": {{ job.time_zone | tojson }}
-{%- if job.max_lateness_seconds is defined %}, "max_lateness_seconds": {{ job.max_lateness_seconds | int }}{% endif %}},
+            {{ (cookiecutter.project_slug ~ "-" ~ job_id) | tojson }}: {
+                "schedule": {{ job.schedule | tojson }},
+                "time_zone": {{ job.time_zone | tojson }},
+{%- if job.max_lateness_seconds is defined %}
+                "max_lateness_seconds": {{ job.max_lateness_seconds | int }},
+{%- endif %}
+            },
 {%- endfor %}
         }
     ),
