@@ -15,7 +15,9 @@ instants of an ambiguous time; for a skipped time the instant at the end of the 
 cron and cronsim's zone-aware mode run), and the time read with the offset before and after it.
 
 `run` is the audit job's work (main.py sends the DEDUP_AUDIT_JOB's deliveries here): it audits the
-`lookback` before its schedule time and logs one line per missing or stuck run plus a summary.
+`lookback` before its schedule time and logs one line per missing or stuck run plus a summary. A job
+is judged only from the first audit that saw it (a marker per job, dedup.AUDIT_START_PREFIX), so a
+first deploy or a new job does not report the day before it existed as missing.
 """
 
 from __future__ import annotations
@@ -187,13 +189,17 @@ def audit_runs(
     until: dt.datetime,
     now: dt.datetime,
     progress: Callable[[int, int], None] | None = None,
+    starts: Mapping[str, dt.datetime] | None = None,
 ) -> list[AuditedRun]:
-    """Every expected run of `jobs` in [since, until), judged; one read per dedup.READ_BATCH run ids."""
+    """Every expected run of `jobs` in [since, until) (for a job in `starts`, from its start on), judged;
+    one read per dedup.READ_BATCH run ids."""
     config = ledger.config
+    starts = starts or {}
+    place = (config.project, config.location)  # what the function's own Scheduler jobs key their runs under
     expected = [
         run
         for name, job in jobs.items()
-        for run in expected_runs(name, job, since, until, config.project, config.location)
+        for run in expected_runs(name, job, max(since, starts.get(name, since)), until, *place)
     ]
     run_ids = list(dict.fromkeys(key.run_id for run in expected for key in run.keys))
     records: dict[str, dict[str, object]] = {}
@@ -211,9 +217,15 @@ def lookback(config: dedup.DedupConfig) -> dt.timedelta:
 def run(context: RunContext) -> str:
     """The audit job's work: audit the lookback before this run's schedule time, log what needs a person."""
     config = dedup.DedupConfig.from_env()
+    ledger = dedup.RunLedger(config)
     until = context.schedule_time
     since = until - lookback(config)
-    runs = audit_runs(dedup.RunLedger(config), config.jobs, since, until, dedup.utcnow())
+    # A job the audit has never seen may not have existed before now (a first deploy, a job added):
+    # it is judged from this audit's schedule time on, not reported missing for the day before.
+    starts = ledger.read_audit_starts(config.jobs)
+    for name in config.jobs.keys() - starts.keys():
+        starts[name] = ledger.mark_audit_start(name, until)
+    runs = audit_runs(ledger, config.jobs, since, until, dedup.utcnow(), starts=starts)
     for found in needing_delivery(runs):
         # job / schedule_time / run_id are the audited run's (they override the audit run's own
         # fields on this line), so the run's logs and the per-job metric find it.

@@ -91,6 +91,9 @@ RPC_TIMEOUT_SECONDS = 5.0
 READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
 # Ids per BatchGetDocuments: a bounded request (~100 KB of document names) and a bounded answer.
 READ_BATCH = 1000
+# The audit's marker per job, in the runs collection: when the audit first saw the job. Not 64 hex
+# characters, so never a run id; no status, so no query of runs.py finds it; no expire_at, so kept.
+AUDIT_START_PREFIX = "audit-start-"
 
 WHOLE_NUMBER = re.compile(r"[0-9]+")
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
@@ -457,6 +460,21 @@ class RunLedger:
             snapshots = firestore_call(self._get_all, refs, retry=READ_RETRY)
             found.update({snapshot.id: snapshot.to_dict() for snapshot in snapshots if snapshot.exists})
         return found
+
+    def read_audit_starts(self, job_names: Iterable[str]) -> dict[str, dt.datetime]:
+        """When the audit first saw each job (one BatchGetDocuments); jobs it never saw are left out."""
+        refs = [self.collection.document(AUDIT_START_PREFIX + name) for name in job_names]
+        snapshots = firestore_call(self._get_all, refs, retry=READ_RETRY) if refs else []
+        return {s.id.removeprefix(AUDIT_START_PREFIX): s.to_dict()["since"] for s in snapshots if s.exists}
+
+    def mark_audit_start(self, job_name: str, since: dt.datetime) -> dt.datetime:
+        """Record that the audit judges `job_name` from `since` on; the first marker wins (create only)."""
+        ref = self.collection.document(AUDIT_START_PREFIX + job_name)
+        try:
+            firestore_call(ref.create, {"since": since, "job_name": job_name}, retry=None)
+            return since
+        except api_exceptions.AlreadyExists:
+            return firestore_call(ref.get, retry=READ_RETRY).to_dict()["since"]
 
     def _get_all(self, refs, **kwargs) -> list:
         """get_all streams: read the stream here, so that its errors are the call's."""

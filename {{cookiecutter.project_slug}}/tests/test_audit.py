@@ -225,6 +225,12 @@ def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, ht
     run_to(ledger, "hourly", audit.rfc3339(ran), "completed", now=now)
     audit_time = audit.rfc3339(now)
     caplog.set_level(logging.INFO)
+    # The first audit that sees the job marks it and judges nothing before: the job may be new.
+    earlier = audit.rfc3339(now - dt.timedelta(days=1, hours=1))
+    assert http.post("/", headers=scheduler_headers(config.audit_job, earlier)).text.startswith("processed:")
+    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
+    assert ledger.read_audit_starts(["hourly"]) == {"hourly": at(earlier)}
+    caplog.clear()
     first = http.post("/", headers=scheduler_headers(config.audit_job, audit_time))
     assert first.status_code == 200 and first.text.startswith("processed:")
     assert work.calls == []  # the audit job's work is the audit, never job.run
@@ -306,6 +312,18 @@ def test_missed_prints_a_table_and_json(monkeypatch, collection, now, capsys):
     out, err = capsys.readouterr()
     assert out.splitlines()[0].split() == runs.RUN_HEADER and len(out.splitlines()) == 3
     assert "2 of 3 expected run(s)" in err
+
+
+def test_missed_judges_a_job_from_the_first_audit_that_saw_it(monkeypatch, collection, now, capsys):
+    ten_minute_job(monkeypatch)
+    since, until = window_3h_ago(now)
+    ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
+    assert ledger.mark_audit_start("ten", at(since) + dt.timedelta(minutes=15)) == at(since) + dt.timedelta(minutes=15)
+    assert ledger.mark_audit_start("ten", at(until)) == at(since) + dt.timedelta(minutes=15)  # the first one stays
+    assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
+    assert [row["schedule_time"] for row in json.loads(capsys.readouterr().out)] == [
+        audit.rfc3339(at(since) + dt.timedelta(minutes=20))
+    ]
 
 
 @pytest.mark.parametrize(

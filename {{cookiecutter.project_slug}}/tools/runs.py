@@ -105,7 +105,9 @@ def find_runs(config: dedup.DedupConfig, args: argparse.Namespace, now: dt.datet
         )
     jobs = selected_jobs(config, args.job)
     ledger = dedup.RunLedger(config)
-    return audit.audit_runs(ledger, jobs, since, until, now, progress=Progress("reading run records"))
+    # As the audit does: a job is judged from the first audit that saw it (none yet: the whole window).
+    starts = ledger.read_audit_starts(jobs)
+    return audit.audit_runs(ledger, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
