@@ -216,21 +216,27 @@ def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
 # ---------------------------------------------------------------- the audit job, through the handler
 
 
+def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatch, http, collection, now, caplog):
+    """A first deploy, or a job just added: the day before it existed is not reported missing."""
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"fresh": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}))
+    config = dedup.DedupConfig.from_env()
+    caplog.set_level(logging.INFO)
+    audit_time = audit.rfc3339(now - dt.timedelta(hours=1))
+    assert http.post("/", headers=scheduler_headers(config.audit_job, audit_time)).text.startswith("processed:")
+    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
+    assert dedup.RunLedger(config).read_audit_starts(["fresh", "other"]) == {"fresh": at(audit_time)}
+
+
 def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, http, collection, now, caplog, work):
     monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": {"schedule": "0 * * * *", "time_zone": "Etc/UTC"}}))
     config = dedup.DedupConfig.from_env()
     ledger = dedup.RunLedger(config)
+    ledger.mark_audit_start("hourly", now - dt.timedelta(days=2))  # audited for long: the whole lookback counts
     hour = now.replace(minute=0)
     ran = hour - dt.timedelta(hours=3)
     run_to(ledger, "hourly", audit.rfc3339(ran), "completed", now=now)
     audit_time = audit.rfc3339(now)
     caplog.set_level(logging.INFO)
-    # The first audit that sees the job marks it and judges nothing before: the job may be new.
-    earlier = audit.rfc3339(now - dt.timedelta(days=1, hours=1))
-    assert http.post("/", headers=scheduler_headers(config.audit_job, earlier)).text.startswith("processed:")
-    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
-    assert ledger.read_audit_starts(["hourly"]) == {"hourly": at(earlier)}
-    caplog.clear()
     first = http.post("/", headers=scheduler_headers(config.audit_job, audit_time))
     assert first.status_code == 200 and first.text.startswith("processed:")
     assert work.calls == []  # the audit job's work is the audit, never job.run
