@@ -295,13 +295,75 @@ def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
             JOB_ID,
             "each job id must be 1-40 chars of lowercase letters, digits and hyphens, starting with a letter or digit",
         )
-        if not isinstance(job, Mapping) or set(job) != {"schedule", "time_zone"}:
-            raise RuleError(f"jobs.{job_id}", job, 'must be {"schedule": ..., "time_zone": ...} and nothing else')
+        if not isinstance(job, Mapping) or not {"schedule", "time_zone"} <= set(job) <= JOB_KEYS:
+            raise RuleError(
+                f"jobs.{job_id}",
+                job,
+                'must be {"schedule": ..., "time_zone": ...} and nothing else but an optional "max_lateness_seconds"',
+            )
         checked[job_id] = {
             "schedule": check_schedule(job_id, job["schedule"]),
             "time_zone": check_time_zone(job_id, job["time_zone"]),
         }
+        if "max_lateness_seconds" in job:
+            checked[job_id]["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
     return checked
+
+
+JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds"}
+
+
+def check_max_lateness(job_id: str, value: object) -> int:
+    """A delivery later than this after its schedule time is recorded skipped and never runs the work.
+
+    A whole number of seconds, at least 60: Scheduler's own deliveries come seconds late, and a limit
+    below a minute would skip runs that came on time. cookiecutter hands nested numbers over as text.
+    Also in Terraform: a validation of var.jobs in terraform/modules/scheduled-dedup/variables.tf.
+    """
+    field = f"jobs.{job_id}.max_lateness_seconds"
+    try:
+        return parse_seconds(field, value, MIN_MAX_LATENESS_SECONDS)
+    except RuleError:
+        rule = f"must be a whole number of seconds, at least {MIN_MAX_LATENESS_SECONDS} (omit it for no limit)"
+        raise RuleError(field, value, rule) from None
+
+
+MIN_MAX_LATENESS_SECONDS = 60
+
+# The audit job's cadence: minutes that divide an hour or a day evenly, so that a cron says it exactly;
+# at most 12 h, so that it fits in the one-day lookback with the settle time.
+# Also in Terraform (var.audit's validation; local.audit_schedule turns it into the cron).
+AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
+# Also in the baked audit.py (AUDIT_LOOKBACK): how far back each audit run looks, never beyond the retention.
+AUDIT_LOOKBACK_SECONDS = 86400
+
+
+def check_audit_interval(values: Mapping[str, object], timing: Mapping[str, int]) -> int:
+    """The audit runs every `audit_interval_minutes`; each looks back min(1 day, retention).
+
+    A run is judged once lease + retry window (settle) has passed since its schedule time, so every
+    run is seen by at least one audit only if interval + settle fits in the lookback.
+    Also in Terraform: a validation of var.audit in terraform/modules/scheduled-dedup/variables.tf.
+    """
+    field = "audit_interval_minutes"
+    minutes = parse_seconds(field, values[field], 1)
+    if minutes not in AUDIT_INTERVALS_MINUTES:
+        raise RuleError(field, values[field], f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
+    settle = timing["lease_seconds"] + retry_window_seconds(
+        timing["attempt_deadline_seconds"],
+        timing["retry_count"],
+        timing["max_backoff_seconds"],
+        timing["max_retry_duration_seconds"],
+    )
+    lookback = min(AUDIT_LOOKBACK_SECONDS, timing["retention_seconds"])
+    if minutes * 60 + settle > lookback:
+        raise RuleError(
+            field,
+            values[field],
+            f"the interval ({minutes * 60} s) + lease + retry window ({settle} s) must fit in the audit's lookback "
+            f"(min(1 day, retention_seconds) = {lookback} s), or a run could go missing between two audits",
+        )
+    return minutes
 
 
 def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: int, max_retry_duration: int) -> int:
@@ -808,6 +870,7 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
     checked.update(check_timing(context))
     # Not an answer: what the hook prints as WARNING lines before it bakes.
     checked["warnings"] = check_schedule_timing(checked["jobs"], checked, dt.date.today())
+    checked["audit_interval_minutes"] = check_audit_interval(context, checked)
     checked["firestore_database"] = check_database(context["firestore_database"])
     checked["create_firestore_database"] = check_create_database(context["create_firestore_database"])
     checked["firestore_collection"] = check_collection(context["firestore_collection"])

@@ -77,3 +77,33 @@ def test_two_default_bakes_share_no_collection(tmp_path):
     assert answers[0]["project_slug"] != answers[1]["project_slug"]
     assert answers[0]["firestore_collection"] == "nightly-report-runs"
     assert answers[1]["firestore_collection"] == "hourly-sync-runs"
+
+
+def test_baked_audit_settings_are_the_answers(baked):
+    """dedup.py's local-dev defaults for the audit (Terraform sets the same from var.jobs and
+    local.retry_window_seconds): the jobs by their Scheduler names, and the retry window by the hook's formula."""
+    import rules
+
+    answers = json.loads((baked / ".cookiecutter.json").read_text())
+    printed = subprocess.run(
+        [sys.executable, "-c", "import dedup, json; print(json.dumps(dedup.DEFAULTS))"],
+        cwd=baked,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    defaults = json.loads(printed)
+    window = rules.retry_window_seconds(
+        int(answers["attempt_deadline_seconds"]),
+        int(answers["retry_count"]),
+        int(answers["max_backoff_seconds"]),
+        int(answers["max_retry_duration_seconds"]),
+    )
+    assert defaults["DEDUP_RETRY_WINDOW_SECONDS"] == str(window)
+    slug = answers["project_slug"]
+    expected = {
+        f"{slug}-{job_id}": {key: int(value) if key == "max_lateness_seconds" else value for key, value in job.items()}
+        for job_id, job in answers["jobs"].items()
+    }
+    assert json.loads(defaults["DEDUP_JOBS"]) == expected
+    assert defaults["DEDUP_AUDIT_JOB"] == f"{slug}_audit"

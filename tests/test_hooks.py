@@ -92,6 +92,13 @@ REFUSALS = {
         "each job id must be 1-40 chars",
     ),
     "jobs-not-an-object": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "non-empty JSON object"),
+    "max-lateness": (
+        {"jobs": {"nightly": {"max_lateness_seconds": 30}}},
+        "jobs.nightly.max_lateness_seconds",
+        "30",
+        "at least 60 (omit it for no limit)",
+    ),
+    "audit-interval": ({"audit_interval_minutes": 7}, "audit_interval_minutes", "7", "must be one of 5, 10, 15"),
     "database": ({"firestore_database": "Runs"}, "firestore_database", "Runs", "(default) or 4-63 chars"),
     "collection": ({"firestore_collection": "__runs__"}, "firestore_collection", "__runs__", "reserved by Firestore"),
 }

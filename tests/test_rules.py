@@ -662,6 +662,10 @@ def answers(**overrides):
         "target": "function",
         "jobs": {"nightly": dict(JOB)},
         **TIMING,
+        # The audit needs interval + settle (3660 s here) within min(1 day, retention): TIMING's minimal
+        # retention leaves it no room, so a bake keeps its records a day.
+        "retention_seconds": "86400",
+        "audit_interval_minutes": "60",
         "firestore_database": "(default)",
         "create_firestore_database": True,
         "firestore_collection": "scheduler_runs",
@@ -991,3 +995,60 @@ def test_validate_checks_the_schedule_against_the_timing_and_returns_warnings():
     assert rules.validate(answers(retry_count="0"))["warnings"][0].startswith("retry_count=0")
     every_5 = {"nightly": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}
     assert_refused(rules.validate, [answers(jobs=every_5)], "jobs.nightly.schedule", "*/5 * * * *", "300 s apart")
+
+
+# ---------------------------------------------------------------- max_lateness_seconds and the audit (issue 12)
+
+
+@pytest.mark.parametrize("value", ["60", 60, "3600", 86400 * 30])
+def test_max_lateness_accepts_whole_seconds_from_a_minute(value):
+    checked = rules.check_jobs({"nightly": {**JOB, "max_lateness_seconds": value}})
+    assert checked == {"nightly": {**JOB, "max_lateness_seconds": int(value)}}
+
+
+def test_max_lateness_is_optional():
+    assert "max_lateness_seconds" not in rules.check_jobs({"nightly": dict(JOB)})["nightly"]
+
+
+@pytest.mark.parametrize("value", ["59", "0", "1h", "-60", None, "60.5"])
+def test_max_lateness_refuses(value):
+    job = {"nightly": {**JOB, "max_lateness_seconds": value}}
+    rule = "must be a whole number of seconds, at least 60 (omit it for no limit)"
+    assert_refused(rules.check_jobs, [job], "jobs.nightly.max_lateness_seconds", value, rule)
+
+
+def test_jobs_refuse_any_other_key_naming_the_optional_one():
+    job = {**JOB, "max_lateness": 60}
+    assert_refused(
+        rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'nothing else but an optional "max_lateness_seconds"'
+    )
+
+
+@pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)
+def test_audit_interval_accepts_each_interval_that_divides_an_hour_or_a_day(minutes):
+    assert rules.validate(answers(audit_interval_minutes=str(minutes)))["audit_interval_minutes"] == minutes
+
+
+@pytest.mark.parametrize("minutes", ["7", "0", "90", "1440", "x", "-5"])
+def test_audit_interval_refuses_others(minutes):
+    assert_refused(rules.validate, [answers(audit_interval_minutes=minutes)], "audit_interval_minutes", minutes, "")
+
+
+def test_audit_interval_plus_settle_must_fit_in_the_lookback():
+    # Defaults: settle = lease 360 + retry window 3300 = 3660 s; the lookback is min(1 day, retention).
+    fits = answers(audit_interval_minutes="5", retention_seconds=str(3660 + 300))  # 5 min + 3660 s fit exactly
+    assert rules.validate(fits)["audit_interval_minutes"] == 5
+    message = assert_refused(
+        rules.validate,
+        [answers(audit_interval_minutes="5", retention_seconds=str(3660 + 299))],
+        "audit_interval_minutes",
+        "5",
+        "the interval (300 s) + lease + retry window (3660 s) must fit in the audit's lookback",
+    )
+    assert "(min(1 day, retention_seconds) = 3959 s)" in message
+    # A day is the most the audit looks back, however long the retention.
+    # settle = lease 17000 + retry window (6 * 1800 + 5 * 3600 = 28800) = 45800 s; + 12 h > 1 day.
+    slow = answers(audit_interval_minutes="720", lease_seconds="17000", function_timeout_seconds="1800",
+                   attempt_deadline_seconds="1800", min_backoff_seconds="3600", max_backoff_seconds="3600",
+                   retention_seconds="604800")  # fmt: skip
+    assert_refused(rules.validate, [slow], "audit_interval_minutes", "720", "= 86400 s)")

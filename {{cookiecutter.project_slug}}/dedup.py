@@ -6,6 +6,7 @@ moves through one state machine (see `decide`):
 
     absent ──create──▶ in_progress ──complete──▶ completed    replays: 2xx, the work does not run
                           │ ├──fail (terminal)──▶ failed       replays: 2xx, the work does not run
+                          │ ├──skip (too late)──▶ skipped      delivered past the job's max_lateness_seconds
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
     A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
@@ -23,12 +24,15 @@ import datetime as dt
 import enum
 import functools
 import hashlib
+import json
 import os
 import re
 import uuid
-from collections.abc import Mapping
+import zoneinfo
+from collections.abc import Iterable, Mapping
 
 import google.auth.exceptions
+from cronsim import CronSim, CronSimError
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 from google.cloud import firestore
@@ -55,12 +59,41 @@ DEFAULTS = {
     # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a
     # whole schedule period ahead; anything further out is refused as nonsense.
     "DEDUP_MAX_FUTURE_SECONDS": "2764800",
+    # The longest time from a run's first delivery to the end of its last retry (hooks/rules.py
+    # retry_window_seconds, the module's local.retry_window_seconds; tests/test_bake.py checks they agree).
+{%- set deadline = cookiecutter.attempt_deadline_seconds | int %}
+{%- set retries = cookiecutter.retry_count | int %}
+{%- set max_backoff = cookiecutter.max_backoff_seconds | int %}
+{%- set max_duration = cookiecutter.max_retry_duration_seconds | int %}
+    "DEDUP_RETRY_WINDOW_SECONDS": "{{ [(retries + 1) * deadline + retries * max_backoff, (max_duration + max_backoff + deadline) if max_duration else 0] | max }}",
+    # The Scheduler jobs by the name Scheduler sends (X-CloudScheduler-JobName: "<slug>-<job id>"), as
+    # Terraform sets them from var.jobs: what the audit expects, and each job's max_lateness_seconds.
+    "DEDUP_JOBS": json.dumps(
+        {
+{%- for job_id, job in cookiecutter.jobs | dictsort %}
+            {{ (cookiecutter.project_slug ~ "-" ~ job_id) | tojson }}: {
+                "schedule": {{ job.schedule | tojson }},
+                "time_zone": {{ job.time_zone | tojson }},
+{%- if job.max_lateness_seconds is defined %}
+                "max_lateness_seconds": {{ job.max_lateness_seconds | int }},
+{%- endif %}
+            },
+{%- endfor %}
+        }
+    ),
+    # The Scheduler job whose work is the audit (audit.py) rather than job.run; Terraform names it so.
+    "DEDUP_AUDIT_JOB": "{{ cookiecutter.project_slug }}_audit",
 }
 
 # Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
 # was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
 RPC_TIMEOUT_SECONDS = 5.0
 READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
+# Ids per BatchGetDocuments: a bounded request (~100 KB of document names) and a bounded answer.
+READ_BATCH = 1000
+# The audit's marker per job, in the runs collection: when the audit first saw the job. Not 64 hex
+# characters, so never a run id; no status, so no query of runs.py finds it; no expire_at, so kept.
+AUDIT_START_PREFIX = "audit-start-"
 
 # A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
 # since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
@@ -87,6 +120,7 @@ class Status(enum.StrEnum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
+    SKIPPED = "skipped"  # delivered later than the job's max_lateness_seconds; the work never ran
 
 
 class Outcome(enum.Enum):
@@ -101,6 +135,7 @@ class Outcome(enum.Enum):
     SUPERSEDED = ("superseded", 409, "WARNING")
     STORE_UNAVAILABLE = ("store_unavailable", 500, "ERROR")
     MISCONFIGURED = ("misconfigured", 500, "ERROR")  # a DEDUP_* setting or its database is unusable: a deploy fixes it
+    SKIPPED_LATE = ("skipped_late", 200, "WARNING")  # past max_lateness_seconds: recorded, 2xx so Scheduler stops
 
     def __init__(self, label: str, http_status: int, severity: str) -> None:
         self.label = label
@@ -140,6 +175,55 @@ class Misconfigured(RunNotProcessed, ValueError):
     outcome = Outcome.MISCONFIGURED
 
 
+class RunTooLate(RunNotProcessed):
+    """Delivered later than its job's max_lateness_seconds: recorded `skipped`, the work does not run."""
+
+    outcome = Outcome.SKIPPED_LATE
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """One Scheduler job as DEDUP_JOBS describes it: its cron, the zone it is read in, its lateness limit."""
+
+    schedule: str
+    time_zone: str
+    max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
+
+
+def parse_jobs(text: str) -> dict[str, JobSpec]:
+    """DEDUP_JOBS: {"<Scheduler job name>": {"schedule", "time_zone", "max_lateness_seconds"?}}, or Misconfigured."""
+    try:
+        jobs = json.loads(text)
+    except ValueError as error:
+        raise Misconfigured(f"DEDUP_JOBS={_shown(text)}: is not JSON ({error})") from None
+    if not isinstance(jobs, dict):
+        raise Misconfigured(f"DEDUP_JOBS={_shown(text)}: must be a JSON object of job name -> job")
+    specs = {}
+    for name, job in jobs.items():
+        field = f"DEDUP_JOBS.{name}"
+        if not JOB_NAME.fullmatch(name):
+            raise Misconfigured(f"DEDUP_JOBS={_shown(name)}: a job name is letters, digits, '-', '_'")
+        if not isinstance(job, dict) or not {"schedule", "time_zone"} <= set(job):
+            raise Misconfigured(f"{field}={_shown(json.dumps(job))}: must hold schedule and time_zone")
+        try:
+            CronSim(str(job["schedule"]), dt.datetime(2000, 1, 1))
+        except CronSimError as error:
+            raise Misconfigured(f"{field}.schedule={job['schedule']!r}: is not a cron schedule ({error})") from None
+        try:
+            zoneinfo.ZoneInfo(str(job["time_zone"]))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            raise Misconfigured(f"{field}.time_zone={job['time_zone']!r}: is not an IANA time zone") from None
+        lateness = job.get("max_lateness_seconds")
+        if lateness is not None and (type(lateness) is not int or lateness <= 0):
+            raise Misconfigured(f"{field}.max_lateness_seconds={lateness!r}: must be a positive whole number or null")
+        specs[name] = JobSpec(
+            schedule=str(job["schedule"]),
+            time_zone=str(job["time_zone"]),
+            max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
+        )
+    return specs
+
+
 @dataclasses.dataclass(frozen=True)
 class DedupConfig:
     project: str
@@ -149,6 +233,14 @@ class DedupConfig:
     lease: dt.timedelta
     retention: dt.timedelta
     max_future: dt.timedelta
+    retry_window: dt.timedelta
+    jobs: Mapping[str, JobSpec]
+    audit_job: str
+
+    @property
+    def settle(self) -> dt.timedelta:
+        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease."""
+        return self.lease + self.retry_window
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> DedupConfig:
@@ -174,6 +266,9 @@ class DedupConfig:
             lease=seconds("DEDUP_LEASE_SECONDS"),
             retention=seconds("DEDUP_RETENTION_SECONDS"),
             max_future=seconds("DEDUP_MAX_FUTURE_SECONDS"),
+            retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
+            jobs=parse_jobs(value("DEDUP_JOBS")),
+            audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
         )
 
     @property
@@ -265,7 +360,7 @@ def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
     """The state machine's one decision: what a delivery may do with the run's existing record."""
     if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
         return Decision.TAKE_OVER
-    if record["status"] in (Status.COMPLETED, Status.FAILED):
+    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):
         return Decision.ALREADY_FINISHED
     if record["lease_expires"] > now:
         return Decision.BUSY
@@ -361,6 +456,46 @@ class RunLedger:
         """Terminal failure: record it, so replays stop; the work does not run again."""
         self._write_if_owned(claim, {"status": Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
         return Outcome.TERMINAL_FAILURE
+
+    def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
+        """Past its job's max_lateness_seconds: record the run `skipped` and raise RunTooLate; else nothing."""
+        job = self.config.jobs.get(claim.key.job_name)
+        if job is None or job.max_lateness is None or now - claim.key.schedule_time <= job.max_lateness:
+            return
+        late = int((now - claim.key.schedule_time).total_seconds())
+        limit = int(job.max_lateness.total_seconds())
+        reason = f"delivered {late} s after its schedule time, past max_lateness_seconds={limit}; the work does not run"
+        self._write_if_owned(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})
+        raise RunTooLate(reason)
+
+    def read_runs(self, run_ids: Iterable[str]) -> dict[str, dict[str, object]]:
+        """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids."""
+        ids = list(dict.fromkeys(run_ids))
+        found: dict[str, dict[str, object]] = {}
+        for start in range(0, len(ids), READ_BATCH):
+            refs = [self.collection.document(run_id) for run_id in ids[start : start + READ_BATCH]]
+            snapshots = self._call(self._get_all, refs, retry=READ_RETRY)
+            found.update({snapshot.id: snapshot.to_dict() for snapshot in snapshots if snapshot.exists})
+        return found
+
+    def read_audit_starts(self, job_names: Iterable[str]) -> dict[str, dt.datetime]:
+        """When the audit first saw each job (one BatchGetDocuments); jobs it never saw are left out."""
+        refs = [self.collection.document(AUDIT_START_PREFIX + name) for name in job_names]
+        snapshots = self._call(self._get_all, refs, retry=READ_RETRY) if refs else []
+        return {s.id.removeprefix(AUDIT_START_PREFIX): s.to_dict()["since"] for s in snapshots if s.exists}
+
+    def mark_audit_start(self, job_name: str, since: dt.datetime) -> dt.datetime:
+        """Record that the audit judges `job_name` from `since` on; the first marker wins (create only)."""
+        ref = self.collection.document(AUDIT_START_PREFIX + job_name)
+        try:
+            self._call(ref.create, {"since": since, "job_name": job_name}, retry=None, answers=(api_exceptions.AlreadyExists,))
+            return since
+        except api_exceptions.AlreadyExists:
+            return self._call(ref.get, retry=READ_RETRY).to_dict()["since"]
+
+    def _get_all(self, refs, **kwargs) -> list:
+        """get_all streams: read the stream here, so that its errors are the call's."""
+        return list(self.client.get_all(refs, **kwargs))
 
     def release(self, claim: Claim) -> Outcome:
         """Retryable failure: delete the claim so that the next retry runs at once."""

@@ -85,6 +85,7 @@ GOOGLE_RESOURCES: tuple[str, ...] = (
     "google_workflows_workflow",
     "google_logging_metric",
     "google_monitoring_alert_policy",
+    "google_monitoring_dashboard",
     "google_monitoring_notification_channel",
     "google_pubsub_topic",
     "google_secret_manager_secret",

@@ -19,6 +19,10 @@ module "scheduled_dedup" {
     {{ job_id | tojson }} = {
       schedule  = {{ job.schedule | tojson }}
       time_zone = {{ job.time_zone | tojson }}
+{%- if job.max_lateness_seconds is defined %}
+      # A delivery later than this is recorded skipped and does not run the work.
+      max_lateness_seconds = {{ job.max_lateness_seconds | int }}
+{%- endif %}
     }
 {%- endfor %}
   }
@@ -55,6 +59,11 @@ module "scheduled_dedup" {
     source_contents = file("${path.root}/../workflow/workflow.yaml")
   }
 {%- endif %}
+
+  # The audit job: every job's expected runs against the records (audit.py, docs/operations.md).
+  audit = {
+    interval_minutes = {{ cookiecutter.audit_interval_minutes }}
+  }
 
   enable_apis           = var.enable_apis
   alert_email           = var.alert_email

@@ -56,3 +56,13 @@ output "workflow_name" {
   value       = module.scheduled_dedup.workflow_name
 }
 {%- endif %}
+
+output "audit_job_name" {
+  description = "The audit's Cloud Scheduler job (docs/operations.md: a scheduled run was missed)."
+  value       = module.scheduled_dedup.audit_job_name
+}
+
+output "dashboard_id" {
+  description = "The Cloud Monitoring dashboard of this project's scheduled runs."
+  value       = module.scheduled_dedup.dashboard_id
+}

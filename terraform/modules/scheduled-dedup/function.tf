@@ -150,6 +150,10 @@ resource "google_cloudfunctions2_function" "this" {
         DEDUP_COLLECTION        = var.firestore.collection
         DEDUP_LEASE_SECONDS     = tostring(var.timing.lease_seconds)
         DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
+        # The audit and max_lateness_seconds (audit.tf): the jobs by the name Scheduler sends, as dedup.py reads them.
+        DEDUP_JOBS                 = local.dedup_jobs
+        DEDUP_RETRY_WINDOW_SECONDS = tostring(local.retry_window_seconds)
+        DEDUP_AUDIT_JOB            = local.audit_job_name
       },
       var.target == "cloud_run_job" ? {
         # Full resource name the proxy (job.py) passes to RunJob.

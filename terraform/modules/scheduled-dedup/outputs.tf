@@ -77,3 +77,18 @@ output "workflow_service_account_email" {
   description = "The workflow's identity (target = workflow), else null."
   value       = one(google_service_account.workflow[*].email)
 }
+
+output "audit_job_name" {
+  description = "The audit's Scheduler job name (X-CloudScheduler-JobName of its runs), or null without var.audit."
+  value       = one(google_cloud_scheduler_job.audit[*].name)
+}
+
+output "dashboard_id" {
+  description = "The Cloud Monitoring dashboard (projects/P/dashboards/ID): per job outcomes, missed and stuck runs, failures, work duration."
+  value       = google_monitoring_dashboard.this.id
+}
+
+output "dashboard_json" {
+  description = "The dashboard's definition (the Monitoring API's Dashboard type, as JSON)."
+  value       = local.dashboard_json
+}

@@ -59,8 +59,16 @@ variable "jobs" {
     time_zone   = optional(string, "Etc/UTC")
     description = optional(string)
     paused      = optional(bool, false)
+    # A delivery later than this after its schedule time is recorded skipped (2xx) and never runs the work.
+    max_lateness_seconds = optional(number)
   }))
   nullable = false
+
+  validation {
+    # rules.check_max_lateness: a whole number of seconds, at least 60, or null (no limit).
+    condition     = alltrue([for job in values(var.jobs) : try(job.max_lateness_seconds >= 60 && floor(job.max_lateness_seconds) == job.max_lateness_seconds, job.max_lateness_seconds == null)])
+    error_message = "jobs: each max_lateness_seconds must be a whole number of seconds, at least 60 (omit it for no limit). Given: ${jsonencode({ for id, job in var.jobs : id => job.max_lateness_seconds })}."
+  }
 
   validation {
     # rules.check_jobs
@@ -395,4 +403,29 @@ variable "labels" {
   type        = map(string)
   default     = {}
   nullable    = false
+}
+
+variable "audit" {
+  description = "The audit (the baked audit.py): a Scheduler job of the same function that checks every job's expected runs against the run records every interval_minutes and logs each missing or stuck run. null: no audit job (the baked root always sets it). interval_minutes divides an hour or a day (5-720); with lease + the retry window it must fit in the audit's lookback, min(1 day, retention)."
+  type = object({
+    interval_minutes = optional(number, 60)
+  })
+  default = null
+
+  validation {
+    # rules.AUDIT_INTERVALS_MINUTES
+    condition     = var.audit == null || try(contains([5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720], var.audit.interval_minutes), false)
+    error_message = "audit.interval_minutes: must be one of 5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720."
+  }
+
+  validation {
+    # rules.check_audit_interval: interval + lease + retry window <= min(1 day, retention) (the baked
+    # audit.py's AUDIT_LOOKBACK), or a run could go missing between two audits. The retry window is
+    # local.retry_window_seconds, spelled out (a validation cannot use a local computed from the variables).
+    condition = var.audit == null || try(var.audit.interval_minutes * 60 + var.timing.lease_seconds + max(
+      (var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds,
+      var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
+    ) <= min(86400, var.timing.retention_seconds), false)
+    error_message = "audit.interval_minutes: the interval + lease + retry window must fit in the audit's lookback (min(1 day, retention_seconds)), or a run could go missing between two audits."
+  }
 }

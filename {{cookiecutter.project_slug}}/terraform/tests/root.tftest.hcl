@@ -54,7 +54,7 @@ run "main" {
   }
 
   assert {
-    condition     = length(output.log_metric_names) == 8
+    condition     = length(output.log_metric_names) == 9
     error_message = "One log-based metric per outcome."
   }
 
@@ -66,5 +66,10 @@ run "main" {
   assert {
     condition     = length(output.alert_notification_channels) == {{ 1 if cookiecutter.alert_email else 0 }}
     error_message = "The baked alert_email gets its notification channel (none when it is empty)."
+  }
+
+  assert {
+    condition     = output.audit_job_name == "{{ cookiecutter.project_slug }}_audit"
+    error_message = "main.tf passes the audit: its Scheduler job is deployed (audit.tf)."
   }
 }

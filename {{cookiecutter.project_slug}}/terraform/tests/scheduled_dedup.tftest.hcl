@@ -428,7 +428,7 @@ run "baked_values" {
   # --- observability ---
 
   assert {
-    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured"]) && alltrue([
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late"]) && alltrue([
       for outcome, metric in google_logging_metric.outcome :
       strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
     ])
@@ -813,4 +813,167 @@ run "refuses_a_datastore_mode_database_at_plan" {
   }
 
   expect_failures = [data.http.existing_database[0]]
+}
+
+# --- The audit, max_lateness_seconds and the dashboard (issue 12) --------------------------------
+
+run "audit_job_metrics_alert_and_dashboard" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "0 3 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600 }
+      madrid  = { schedule = "30 2 * * *", time_zone = "Europe/Madrid" }
+    }
+    audit = {
+      interval_minutes = {{ cookiecutter.audit_interval_minutes }}
+    }
+  }
+
+  override_resource {
+    target = google_cloudfunctions2_function.this
+    values = {
+      service_config = {
+        uri = "https://{{ cookiecutter.project_slug }}-mock-ew.a.run.app"
+      }
+    }
+  }
+
+  assert {
+    condition = (
+      google_cloud_scheduler_job.audit[0].name == "${var.slug}_audit" &&
+      google_cloud_scheduler_job.audit[0].schedule == "{% if cookiecutter.audit_interval_minutes | int < 60 %}*/{{ cookiecutter.audit_interval_minutes }} * * * *{% else %}0 */{{ (cookiecutter.audit_interval_minutes | int) // 60 }} * * *{% endif %}" &&
+      google_cloud_scheduler_job.audit[0].time_zone == "Etc/UTC" &&
+      google_cloud_scheduler_job.audit[0].attempt_deadline == "${var.timing.attempt_deadline_seconds}s" &&
+      google_cloud_scheduler_job.audit[0].http_target[0].uri == google_cloudfunctions2_function.this.service_config[0].uri &&
+      google_cloud_scheduler_job.audit[0].http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      google_cloud_scheduler_job.audit[0].http_target[0].headers["X-Scheduler-Project"] == var.project_id
+    )
+    error_message = "The audit is a Scheduler job of the same function, every audit.interval_minutes, with the jobs' OIDC identity, deadline and headers."
+  }
+
+  assert {
+    condition = (
+      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
+        "${var.slug}-nightly" = { schedule = "0 3 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600 }
+        "${var.slug}-madrid"  = { schedule = "30 2 * * *", time_zone = "Europe/Madrid" }
+      } &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_AUDIT_JOB"] == google_cloud_scheduler_job.audit[0].name &&
+      tonumber(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_RETRY_WINDOW_SECONDS"]) + var.timing.lease_seconds <= var.timing.retention_seconds
+    )
+    error_message = "The function gets the jobs by their Scheduler names (DEDUP_JOBS), the audit job's name and the retry window."
+  }
+
+  assert {
+    condition = alltrue([
+      for state in ["missing", "stuck"] :
+      google_logging_metric.audit[state].name == "${var.slug}-run-${state}" &&
+      strcontains(google_logging_metric.audit[state].filter, "jsonPayload.audit_state=\"${state}\"") &&
+      google_logging_metric.audit[state].label_extractors["job"] == "EXTRACT(jsonPayload.job)"
+    ]) && google_logging_metric.outcome["skipped_late"].name == "${var.slug}-skipped-late"
+    error_message = "Missing and stuck runs (the audit's lines) and skipped_late deliveries each have a log-based metric, by job."
+  }
+
+  assert {
+    condition = (
+      google_monitoring_alert_policy.run_missed[0].display_name == "${var.slug}: scheduled run missed" &&
+      google_monitoring_alert_policy.run_missed[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit["missing"].name}\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.run_missed[0].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
+      strcontains(google_monitoring_alert_policy.run_missed[0].documentation[0].content, "tools/runs.py backfill")
+    )
+    error_message = "Any missing run alerts, per job, with the runbook's backfill in its documentation."
+  }
+
+  assert {
+    condition = (
+      google_logging_metric.work_duration.metric_descriptor[0].value_type == "DISTRIBUTION" &&
+      google_logging_metric.work_duration.value_extractor == "EXTRACT(jsonPayload.duration_ms)" &&
+      length(google_logging_metric.work_duration.bucket_options[0].exponential_buckets) == 1
+    )
+    error_message = "The work's duration is a distribution metric read from the outcome line's duration_ms."
+  }
+
+  assert {
+    condition = (
+      length(jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles) == 4 * length(var.jobs) &&
+      alltrue([
+        for tile in jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles :
+        tile.xPos + tile.width <= 48 && anytrue([for id in keys(var.jobs) : startswith(tile.widget.title, "${id}: ")])
+      ])
+    )
+    error_message = "The dashboard has one row of four charts per job, inside its 48 columns."
+  }
+}
+
+run "no_audit_without_var_audit" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  assert {
+    condition     = length(google_cloud_scheduler_job.audit) == 0 && length(google_monitoring_alert_policy.run_missed) == 0
+    error_message = "A module used without var.audit deploys no audit job and no missed-run alert."
+  }
+}
+
+run "rejects_audit_interval_not_dividing_an_hour_or_a_day" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    audit = { interval_minutes = 7 }
+  }
+
+  expect_failures = [var.audit]
+}
+
+run "rejects_audit_whose_interval_and_settle_exceed_the_lookback" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    audit = { interval_minutes = 5 }
+    # settle = lease 360 + retry window 3300 = 3660 s: with the minimal retention no audit can judge a run.
+    timing = {
+      attempt_deadline_seconds = 300
+      function_timeout_seconds = 300
+      lease_seconds            = 360
+      retention_seconds        = 3660
+    }
+    retry = {
+      retry_count                = 5
+      min_backoff_seconds        = 30
+      max_backoff_seconds        = 300
+      max_doublings              = 3
+      max_retry_duration_seconds = 0
+    }
+  }
+
+  expect_failures = [var.audit]
+}
+
+run "rejects_max_lateness_below_a_minute" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = { nightly = { schedule = "0 3 * * *", max_lateness_seconds = 59 } }
+  }
+
+  expect_failures = [var.jobs]
 }

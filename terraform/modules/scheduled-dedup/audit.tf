@@ -1,0 +1,145 @@
+# The audit: a Scheduler job of the same function whose work is the baked audit.py. Every
+# var.audit.interval_minutes it reads the records of every job's expected runs over the last
+# min(1 day, retention) in one batched read, and logs one line per missing or stuck run
+# (jsonPayload.audit_state, .job, .schedule_time, .run_id) and a summary line. Its own deliveries
+# go through the same claim as every other job's, so a retried audit runs once.
+
+locals {
+  # The name Scheduler sends (X-CloudScheduler-JobName). An underscore cannot appear in a job id
+  # (rules.JOB_ID), so no user job's "<slug>-<id>" can take it. Also the baked dedup.py's DEDUP_AUDIT_JOB.
+  audit_job_name = "${var.slug}_audit"
+  # rules.AUDIT_INTERVALS_MINUTES divide an hour or a day, so the cron is exact.
+  audit_schedule = var.audit == null ? null : (
+    var.audit.interval_minutes < 60 ? "*/${var.audit.interval_minutes} * * * *" : "0 */${var.audit.interval_minutes / 60} * * *"
+  )
+
+  # DEDUP_JOBS (dedup.parse_jobs): every job by its Scheduler name, with what the audit and the
+  # lateness check need. Also the baked dedup.py's default, rendered from the same answers.
+  dedup_jobs = jsonencode({
+    for id, job in var.jobs : "${var.slug}-${id}" => merge(
+      { schedule = job.schedule, time_zone = job.time_zone },
+      job.max_lateness_seconds == null ? {} : { max_lateness_seconds = job.max_lateness_seconds },
+    )
+  })
+
+  # What the audit logs per run: a log-based metric (and, for missing, an alert) each.
+  audit_findings = {
+    missing = "runs the audit found missing: no record, lease and retry window long past (scheduled run missed)"
+    stuck   = "runs the audit found stuck: in_progress with an expired lease"
+  }
+}
+
+resource "google_cloud_scheduler_job" "audit" {
+  count = var.audit == null ? 0 : 1
+
+  project     = var.project_id
+  region      = var.region
+  name        = local.audit_job_name
+  description = "${var.slug}: audit of every job's expected runs against the run records (audit.py), deduplicated like the jobs."
+  schedule    = local.audit_schedule
+  time_zone   = "Etc/UTC"
+
+  # The same delivery settings as the jobs (scheduler.tf): the timing and retry rules hold for it too.
+  attempt_deadline = "${var.timing.attempt_deadline_seconds}s"
+
+  retry_config {
+    retry_count          = var.retry.retry_count
+    max_retry_duration   = "${var.retry.max_retry_duration_seconds}s"
+    min_backoff_duration = "${var.retry.min_backoff_seconds}s"
+    max_backoff_duration = "${var.retry.max_backoff_seconds}s"
+    max_doublings        = var.retry.max_doublings
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = google_cloudfunctions2_function.this.service_config[0].uri
+    headers = {
+      "X-Scheduler-Project"  = var.project_id
+      "X-Scheduler-Location" = var.region
+    }
+
+    oidc_token {
+      service_account_email = google_service_account.invoker.email
+      audience              = google_cloudfunctions2_function.this.service_config[0].uri
+    }
+  }
+
+  depends_on = [
+    google_project_service.this,
+    google_cloud_run_v2_service_iam_member.invoker,
+  ]
+}
+
+resource "google_logging_metric" "audit" {
+  for_each = local.audit_findings
+
+  project     = var.project_id
+  name        = "${var.slug}-run-${each.key}"
+  description = "${var.slug}: ${each.value}, by job; each audit reports each such run of its lookback again."
+  filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${local.function_name}\"",
+    "jsonPayload.audit_state=\"${each.key}\"",
+  ])
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "${var.slug} run ${each.key}"
+
+    labels {
+      key         = "job"
+      value_type  = "STRING"
+      description = "The audited run's Scheduler job name (<slug>-<job id>)."
+    }
+  }
+
+  label_extractors = {
+    job = "EXTRACT(jsonPayload.job)"
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_monitoring_alert_policy" "run_missed" {
+  count = var.alerting.enabled && var.audit != null ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "${var.slug}: scheduled run missed"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "the audit found a missing run, per job"
+
+    condition_threshold {
+      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit["missing"].name}\" AND resource.type=\"cloud_run_revision\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.job"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "${var.alerting.auto_close_seconds}s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "The ${var.slug} audit found a scheduled run with no record although its lease and every Scheduler retry are long past: it never ran, and nothing will run it by itself. Runbook: docs/operations.md, \"A scheduled run was missed\". List them with `python tools/runs.py missed --since ... --until ...`, fix the cause (paused or deleted Scheduler job, IAM, ingress, an outage longer than the retries), then `python tools/runs.py backfill` the same window; each run executes once. Logs: `jsonPayload.audit_state=\"missing\"`."
+  }
+}

@@ -1,0 +1,115 @@
+"""Parity for issue 12's rules: the bake hook (rules.check_audit_interval, check_max_lateness) and the
+module's validations of var.audit and var.jobs refuse exactly the same values (one `terraform test` file)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+
+import pytest
+import rules
+from conftest import ROOT
+
+from tests.terraform_offline import terraform
+
+pytestmark = pytest.mark.terraform
+
+MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
+DEFAULT_TIMING = {
+    "attempt_deadline_seconds": 300,
+    "function_timeout_seconds": 300,
+    "lease_seconds": 360,
+    "retention_seconds": 604800,
+    "retry_count": 5,
+    "min_backoff_seconds": 30,
+    "max_backoff_seconds": 300,
+    "max_doublings": 3,
+    "max_retry_duration_seconds": 0,
+}
+# Settle = lease + retry window: 360 + 3300 = 3660 s with the default timing; 17000 + 28800 = 45800 s with SLOW.
+SLOW = {"lease_seconds": 17000, "function_timeout_seconds": 1800, "attempt_deadline_seconds": 1800,
+        "min_backoff_seconds": 3600, "max_backoff_seconds": 3600}  # fmt: skip
+# (audit interval, timing overrides)
+AUDIT_CASES = [
+    (60, {}),
+    (720, {}),
+    (5, {"retention_seconds": 3960}),  # 300 + 3660: just fits
+    (5, {"retention_seconds": 3959}),
+    (7, {}),
+    (1440, {}),
+    (0, {}),
+    (60, {"retention_seconds": 7260}),
+    (60, SLOW),  # 3600 + 45800 < 1 day
+    (720, SLOW),  # 43200 + 45800 > 1 day, however long the retention
+]
+LATENESS_CASES = [60, 59, 3600, 0]
+
+
+def hook_refuses_audit(interval: int, timing: dict[str, int]) -> bool:
+    try:
+        rules.check_audit_interval({"audit_interval_minutes": str(interval)}, timing)
+    except rules.RuleError:
+        return True
+    return False
+
+
+def hook_refuses_lateness(seconds: int) -> bool:
+    try:
+        rules.check_max_lateness("job", str(seconds))
+    except rules.RuleError:
+        return True
+    return False
+
+
+def test_hook_and_terraform_agree_on_the_audit_interval_and_max_lateness(tmp_path):
+    workdir = tmp_path / "parity"
+    shutil.copytree(MODULE_DIR, workdir)
+    timing = {k: v for k, v in DEFAULT_TIMING.items() if k.endswith("_seconds") and not k.startswith(("min_", "max_"))}
+    retry = {k: v for k, v in DEFAULT_TIMING.items() if k not in timing}
+    blocks = [
+        textwrap.dedent(
+            """\
+            mock_provider "google" {}
+            mock_provider "archive" {}
+
+            variables {
+              project_id = "parity-project"
+              region     = "europe-west1"
+              slug       = "parity"
+              source_dir = "."
+              jobs       = { job = { schedule = "0 3 * * *" } }
+            }
+            """
+        )
+    ]
+    expected = {}
+    for number, (interval, overrides) in enumerate(AUDIT_CASES):
+        values = {**DEFAULT_TIMING, **overrides}
+        assert rules.check_timing(values), "each case's timing must pass the timing rules"
+        refused = hook_refuses_audit(interval, values)
+        expected[f"audit_{number}"] = ((interval, overrides), refused)
+        timing_hcl = ", ".join(f"{k} = {values[k]}" for k in timing)
+        retry_hcl = ", ".join(f"{k} = {values[k]}" for k in retry)
+        blocks.append(
+            f'run "audit_{number}" {{\n  command = plan\n  variables {{\n'
+            f"    audit  = {{ interval_minutes = {interval} }}\n    timing = {{ {timing_hcl} }}\n"
+            f"    retry  = {{ {retry_hcl} }}\n  }}\n" + ("  expect_failures = [var.audit]\n" if refused else "") + "}\n"
+        )
+    for number, seconds in enumerate(LATENESS_CASES):
+        refused = hook_refuses_lateness(seconds)
+        expected[f"lateness_{number}"] = (seconds, refused)
+        blocks.append(
+            f'run "lateness_{number}" {{\n  command = plan\n  variables {{\n'
+            f'    jobs = {{ job = {{ schedule = "0 3 * * *", max_lateness_seconds = {seconds} }} }}\n  }}\n'
+            + ("  expect_failures = [var.jobs]\n" if refused else "")
+            + "}\n"
+        )
+    assert {refused for _, refused in expected.values()} == {True, False}, "the cases must include both verdicts"
+    (workdir / "tests").mkdir()
+    (workdir / "tests" / "parity.tftest.hcl").write_text("\n".join(blocks))
+    result = terraform(workdir, "test")
+    verdicts = dict(re.findall(r'run "(\w+)"\.\.\. (pass|fail)', result.stdout))
+    assert len(verdicts) == len(expected), result.stdout + result.stderr
+    disagree = {name: expected[name] for name, verdict in verdicts.items() if verdict != "pass"}
+    assert not disagree, f"hooks/rules.py and variables.tf disagree on: {disagree}\n{result.stderr[-3000:]}"

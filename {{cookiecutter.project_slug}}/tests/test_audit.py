@@ -1,0 +1,408 @@
+"""The audit (audit.py), max_lateness_seconds and tools/runs.py missed/backfill, against Google's Firestore emulator.
+
+Fire times come from cronsim on each zone's wall clock; the DST cases are the 2026 transitions of
+America/New_York (8 Mar, 1 Nov) and Europe/Madrid (29 Mar, 25 Oct). Records are written through the
+protocol itself (RunLedger.claim / complete) at the times a test chooses, so old schedule times work.
+"""
+
+import datetime as dt
+import json
+import logging
+import threading
+
+import pytest
+import runs
+from conftest import records, scheduler_headers
+from live_server import wait_for_file
+
+import audit
+import dedup
+
+UTC = dt.UTC
+PROJECT_AND_LOCATION = ("audit-test-project", "europe-west1")  # any: fire-time tests only compare times
+
+
+def at(text):
+    return dedup.parse_schedule_time(text)
+
+
+def fire_times(schedule, zone, since, until):
+    runs_ = audit.expected_runs("job", dedup.JobSpec(schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION)
+    return [(audit.rfc3339(run.schedule_time), run.dst and run.dst.value) for run in runs_]
+
+
+# ---------------------------------------------------------------- fire times (no store)
+
+
+def test_spring_forward_new_york_a_skipped_time_is_nonexistent_once():
+    # 02:30 does not exist on 8 Mar 2026: one entry, keyed first by the gap's end (07:00Z = 03:00 EDT).
+    assert fire_times("30 2 * * *", "America/New_York", "2026-03-07T00:00:00Z", "2026-03-10T00:00:00Z") == [
+        ("2026-03-07T07:30:00Z", None),
+        ("2026-03-08T07:00:00Z", "nonexistent"),
+        ("2026-03-09T06:30:00Z", None),
+    ]
+
+
+def test_fall_back_new_york_both_instants_of_an_ambiguous_time_are_ambiguous():
+    assert fire_times("30 1 * * *", "America/New_York", "2026-10-31T00:00:00Z", "2026-11-03T00:00:00Z") == [
+        ("2026-10-31T05:30:00Z", None),
+        ("2026-11-01T05:30:00Z", "ambiguous"),
+        ("2026-11-01T06:30:00Z", "ambiguous"),
+        ("2026-11-02T06:30:00Z", None),
+    ]
+
+
+def test_madrid_spring_forward_and_fall_back():
+    assert fire_times("30 2 * * *", "Europe/Madrid", "2026-03-28T00:00:00Z", "2026-03-30T00:00:00Z") == [
+        ("2026-03-28T01:30:00Z", None),
+        ("2026-03-29T01:00:00Z", "nonexistent"),
+    ]
+    assert fire_times("30 2 * * *", "Europe/Madrid", "2026-10-24T00:00:00Z", "2026-10-26T00:00:00Z") == [
+        ("2026-10-24T00:30:00Z", None),
+        ("2026-10-25T00:30:00Z", "ambiguous"),
+        ("2026-10-25T01:30:00Z", "ambiguous"),
+    ]
+
+
+def test_an_hourly_schedule_skips_the_gap_without_a_nonexistent_entry():
+    # 02:00 EST never happens; its candidate instants are the 01:00 and 03:00 runs' own.
+    assert fire_times("0 * * * *", "America/New_York", "2026-03-08T05:00:00Z", "2026-03-08T09:00:00Z") == [
+        ("2026-03-08T05:00:00Z", None),
+        ("2026-03-08T06:00:00Z", None),
+        ("2026-03-08T07:00:00Z", None),
+        ("2026-03-08T08:00:00Z", None),
+    ]
+
+
+def test_day_of_month_and_day_of_week_both_restricted_means_either():
+    # January 2026: Fridays 2, 9, 16, 23, 30 and the 13th (a Tuesday).
+    times = fire_times("0 12 13 * fri", "Etc/UTC", "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z")
+    assert [time for time, _ in times] == [f"2026-01-{day:02d}T12:00:00Z" for day in (2, 9, 13, 16, 23, 30)]
+
+
+def test_the_window_is_half_open_and_in_utc():
+    assert fire_times("0 3 * * *", "Etc/UTC", "2026-01-01T03:00:00Z", "2026-01-02T03:00:00Z") == [
+        ("2026-01-01T03:00:00Z", None)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "message"),
+    [
+        ('{"j": {"schedule": "61 * * * *", "time_zone": "Etc/UTC"}}', "DEDUP_JOBS.j.schedule='61 * * * *'"),
+        ('{"j": {"schedule": "0 3 * * *", "time_zone": "Mars/Base"}}', "DEDUP_JOBS.j.time_zone='Mars/Base'"),
+        ('{"j": {"schedule": "0 3 * * *"}}', "must hold schedule and time_zone"),
+        (
+            '{"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": "60"}}',
+            "DEDUP_JOBS.j.max_lateness_seconds='60'",
+        ),
+        ("[1]", "must be a JSON object"),
+        ("{nope", "is not JSON"),
+    ],
+)
+def test_bad_dedup_jobs_is_misconfigured_naming_the_field(monkeypatch, jobs, message):
+    monkeypatch.setenv("DEDUP_JOBS", jobs)
+    with pytest.raises(dedup.Misconfigured, match=message.replace("*", r"\*").replace(".", r"\.")):
+        dedup.DedupConfig.from_env()
+
+
+# ---------------------------------------------------------------- the audit against the records
+
+
+def ledger_at(monkeypatch, jobs):
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
+    return dedup.RunLedger(dedup.DedupConfig.from_env())
+
+
+def run_to(ledger, job, time, status, now=None):
+    """A record of the run at `time` through the protocol, claimed at `now` (default: its schedule time)."""
+    key = dedup.RunKey(ledger.config.project, ledger.config.location, job, at(time))
+    claim = ledger.claim(key, now or key.schedule_time)
+    if status == "completed":
+        ledger.complete(claim, key.schedule_time)
+    elif status == "failed":
+        ledger.fail(claim, "bad input", key.schedule_time)
+    return key
+
+
+def states(found):
+    return [(run.job, audit.rfc3339(run.schedule_time), run.state.value) for run in found]
+
+
+def test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst(monkeypatch, collection):
+    jobs = {
+        "ny": {"schedule": "30 1 * * *", "time_zone": "America/New_York"},  # fall back on 1 Nov
+        "madrid": {"schedule": "30 2 * * *", "time_zone": "Europe/Madrid"},  # fall back on 25 Oct
+    }
+    ledger = ledger_at(monkeypatch, jobs)
+    run_to(ledger, "ny", "2026-10-31T05:30:00Z", "completed")
+    run_to(ledger, "ny", "2026-11-01T05:30:00Z", "completed")  # the first 01:30; the second never came
+    run_to(ledger, "madrid", "2026-10-24T00:30:00Z", "failed")
+    run_to(ledger, "madrid", "2026-10-26T01:30:00Z", "in_progress")  # claimed, then the instance died
+    now = at("2026-11-02T12:00:00Z")
+    found = audit.audit_runs(ledger, ledger.config.jobs, at("2026-10-24T00:00:00Z"), at("2026-11-02T12:00:00Z"), now)
+    by_state = {}
+    for job, time, state in states(found):
+        by_state.setdefault(state, []).append((job, time))
+    assert by_state.pop("missing") == [
+        ("ny", "2026-10-24T05:30:00Z"),
+        ("ny", "2026-10-25T05:30:00Z"),
+        ("ny", "2026-10-26T05:30:00Z"),
+        ("ny", "2026-10-27T05:30:00Z"),
+        ("ny", "2026-10-28T05:30:00Z"),
+        ("ny", "2026-10-29T05:30:00Z"),
+        ("ny", "2026-10-30T05:30:00Z"),
+        ("ny", "2026-11-02T06:30:00Z"),
+        ("madrid", "2026-10-27T01:30:00Z"),
+        ("madrid", "2026-10-28T01:30:00Z"),
+        ("madrid", "2026-10-29T01:30:00Z"),
+        ("madrid", "2026-10-30T01:30:00Z"),
+        ("madrid", "2026-10-31T01:30:00Z"),
+        ("madrid", "2026-11-01T01:30:00Z"),
+        ("madrid", "2026-11-02T01:30:00Z"),
+    ]
+    assert by_state == {
+        "completed": [("ny", "2026-10-31T05:30:00Z"), ("ny", "2026-11-01T05:30:00Z")],
+        "dst_ambiguous": [
+            ("ny", "2026-11-01T06:30:00Z"),
+            ("madrid", "2026-10-25T00:30:00Z"),
+            ("madrid", "2026-10-25T01:30:00Z"),
+        ],
+        "failed": [("madrid", "2026-10-24T00:30:00Z")],
+        "stuck": [("madrid", "2026-10-26T01:30:00Z")],
+    }
+
+
+def test_a_skipped_spring_forward_time_is_found_at_any_candidate_and_never_missing(monkeypatch, collection):
+    ledger = ledger_at(monkeypatch, {"ny": {"schedule": "30 2 * * *", "time_zone": "America/New_York"}})
+    window = (at("2026-03-08T00:00:00Z"), at("2026-03-09T00:00:00Z"))
+    now = at("2026-03-10T00:00:00Z")
+    assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [
+        ("ny", "2026-03-08T07:00:00Z", "dst_nonexistent")
+    ]
+    run_to(ledger, "ny", "2026-03-08T06:30:00Z", "completed")  # Scheduler read 02:30 with the new offset
+    assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [
+        ("ny", "2026-03-08T06:30:00Z", "completed")
+    ]
+
+
+def test_a_run_within_lease_plus_retry_window_is_pending_not_missing(monkeypatch, collection):
+    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "100")
+    monkeypatch.setenv("DEDUP_RETRY_WINDOW_SECONDS", "1000")
+    ledger = ledger_at(monkeypatch, {"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}})
+    fire = at("2026-01-01T03:00:00Z")
+    window = (fire, fire + dt.timedelta(minutes=1))
+    for after, state in [(1099, "pending"), (1100, "missing")]:  # lease + retry window = 1100 s
+        now = fire + dt.timedelta(seconds=after)
+        assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [("j", audit.rfc3339(fire), state)]
+
+
+def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
+    """RPC cost: one BatchGetDocuments per dedup.READ_BATCH expected runs, whatever the jobs."""
+    ledger = ledger_at(monkeypatch, {"a": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"},
+                                     "b": {"schedule": "0 * * * *", "time_zone": "Europe/Madrid"}})  # fmt: skip
+    calls = []
+    monkeypatch.setattr(ledger.client, "get_all", lambda refs, **kw: calls.append(len(refs)) or iter(()))
+    found = audit.audit_runs(ledger, ledger.config.jobs, at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"),
+                             at("2026-01-03T00:00:00Z"))  # fmt: skip
+    assert len(found) == 288 + 24 and calls == [312]
+    monkeypatch.setattr(dedup, "READ_BATCH", 100)
+    calls.clear()
+    audit.audit_runs(ledger, ledger.config.jobs, at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"),
+                     at("2026-01-03T00:00:00Z"))  # fmt: skip
+    assert calls == [100, 100, 100, 12]
+
+
+# ---------------------------------------------------------------- the audit job, through the handler
+
+
+def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatch, http, collection, now, caplog):
+    """A first deploy, or a job just added: the day before it existed is not reported missing."""
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"fresh": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}))
+    config = dedup.DedupConfig.from_env()
+    caplog.set_level(logging.INFO)
+    audit_time = audit.rfc3339(now - dt.timedelta(hours=1))
+    assert http.post("/", headers=scheduler_headers(config.audit_job, audit_time)).text.startswith("processed:")
+    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
+    assert dedup.RunLedger(config).read_audit_starts(["fresh", "other"]) == {"fresh": at(audit_time)}
+
+
+def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, http, collection, now, caplog, work):
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": {"schedule": "0 * * * *", "time_zone": "Etc/UTC"}}))
+    config = dedup.DedupConfig.from_env()
+    ledger = dedup.RunLedger(config)
+    ledger.mark_audit_start("hourly", now - dt.timedelta(days=2))  # audited for long: the whole lookback counts
+    hour = now.replace(minute=0)
+    ran = hour - dt.timedelta(hours=3)
+    run_to(ledger, "hourly", audit.rfc3339(ran), "completed", now=now)
+    audit_time = audit.rfc3339(now)
+    caplog.set_level(logging.INFO)
+    first = http.post("/", headers=scheduler_headers(config.audit_job, audit_time))
+    assert first.status_code == 200 and first.text.startswith("processed:")
+    assert work.calls == []  # the audit job's work is the audit, never job.run
+    missing = [r.json_fields for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
+    settled = now - config.settle
+    expected = [
+        hour - dt.timedelta(hours=h)
+        for h in range(24, -1, -1)
+        if hour - dt.timedelta(hours=h) >= now - audit.lookback(config) and hour - dt.timedelta(hours=h) <= settled
+    ]
+    expected.remove(ran)
+    assert [(f["job"], f["schedule_time"]) for f in missing] == [("hourly", t.isoformat()) for t in expected]
+    assert all(f["audit_state"] == "missing" and len(f["run_id"]) == 64 for f in missing)
+    summary = [r for r in caplog.records if "audit_summary" in getattr(r, "json_fields", {})]
+    assert len(summary) == 1 and summary[0].json_fields["audit_summary"]["missing"] == len(expected)
+    caplog.clear()
+    replay = http.post("/", headers=scheduler_headers(config.audit_job, audit_time))
+    assert replay.status_code == 200 and replay.text.startswith("duplicate:")
+    assert not [r for r in caplog.records if "audit_summary" in getattr(r, "json_fields", {})]
+    audit_key = dedup.RunKey(config.project, config.location, config.audit_job, at(audit_time))
+    assert records(collection)[audit_key.run_id]["status"] == "completed"
+
+
+# ---------------------------------------------------------------- max_lateness_seconds
+
+
+def test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs(monkeypatch, http, collection, now, work):
+    jobs = {"report": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 3600}}
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
+    late = audit.rfc3339(now - dt.timedelta(seconds=3700))
+    answer = http.post("/", headers=scheduler_headers("report", late))
+    assert answer.status_code == 200 and answer.text.startswith("skipped_late:"), answer.text
+    assert "past max_lateness_seconds=3600" in answer.text
+    assert work.calls == []
+    (record,) = records(collection).values()
+    assert record["status"] == "skipped" and "3600" in record["last_error"]
+    replay = http.post("/", headers=scheduler_headers("report", late))
+    assert replay.status_code == 200 and replay.text.startswith("duplicate:") and work.calls == []
+    # Within the limit, and for a job without one, the work runs.
+    on_time = audit.rfc3339(now - dt.timedelta(seconds=3500))
+    assert http.post("/", headers=scheduler_headers("report", on_time)).text.startswith("processed:")
+    assert http.post("/", headers=scheduler_headers("other", late)).text.startswith("processed:")
+    assert len(work.calls) == 2
+
+
+def test_the_outcome_line_carries_the_works_duration(http, collection, now, caplog, work):
+    caplog.set_level(logging.INFO)
+    http.post("/", headers=scheduler_headers("timed", audit.rfc3339(now)))
+    (line,) = [r for r in caplog.records if "outcome" in getattr(r, "json_fields", {})]
+    assert line.json_fields["outcome"] == "processed"
+    assert isinstance(line.json_fields["duration_ms"], int) and line.json_fields["duration_ms"] >= 0
+
+
+# ---------------------------------------------------------------- tools/runs.py missed and backfill
+
+
+def ten_minute_job(monkeypatch):
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"ten": {"schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}}))
+
+
+def window_3h_ago(now):
+    start = (now - dt.timedelta(hours=3)).replace(minute=now.minute // 10 * 10)
+    return audit.rfc3339(start), audit.rfc3339(start + dt.timedelta(minutes=30))
+
+
+def test_missed_prints_a_table_and_json(monkeypatch, collection, now, capsys):
+    ten_minute_job(monkeypatch)
+    since, until = window_3h_ago(now)
+    ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
+    run_to(ledger, "ten", since, "completed", now=now)
+    assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    second, third = (at(since) + dt.timedelta(minutes=m) for m in (10, 20))
+    assert [(row["job"], row["schedule_time"], row["state"]) for row in listed] == [
+        ("ten", audit.rfc3339(second), "missing"),
+        ("ten", audit.rfc3339(third), "missing"),
+    ]
+    assert runs.main(["missed", "--since", since, "--until", until, "--job", "ten"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].split() == runs.RUN_HEADER and len(out.splitlines()) == 3
+    assert "2 of 3 expected run(s)" in err
+
+
+def test_missed_judges_a_job_from_the_first_audit_that_saw_it(monkeypatch, collection, now, capsys):
+    ten_minute_job(monkeypatch)
+    since, until = window_3h_ago(now)
+    ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
+    assert ledger.mark_audit_start("ten", at(since) + dt.timedelta(minutes=15)) == at(since) + dt.timedelta(minutes=15)
+    assert ledger.mark_audit_start("ten", at(until)) == at(since) + dt.timedelta(minutes=15)  # the first one stays
+    assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
+    assert [row["schedule_time"] for row in json.loads(capsys.readouterr().out)] == [
+        audit.rfc3339(at(since) + dt.timedelta(minutes=20))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "yesterday", "--until", "2026-01-01T00:00:00Z"], "--since='yesterday': is not an RFC 3339"),
+        (["--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"], "must be later than --since"),
+        (["--since", "2000-01-01T00:00:00Z", "--until", "2000-01-02T00:00:00Z"], "older than the retention window"),
+        (["--since", "{recent}", "--until", "{now}", "--job", "nope"], "--job='nope': not a job of DEDUP_JOBS"),
+    ],
+)
+def test_missed_refuses_bad_arguments_in_one_line(monkeypatch, collection, now, capsys, args, message):
+    ten_minute_job(monkeypatch)
+    values = {"recent": audit.rfc3339(now - dt.timedelta(hours=1)), "now": audit.rfc3339(now)}
+    assert runs.main(["missed", *[arg.format(**values) for arg in args]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_progress_bar_draws_only_for_long_windows():
+    import io
+
+    stream = io.StringIO()
+    bar = runs.Progress("reading", stream)
+    bar(10, runs.PROGRESS_FROM - 1)
+    assert stream.getvalue() == ""
+    bar(runs.PROGRESS_FROM, runs.PROGRESS_FROM)
+    assert stream.getvalue().endswith(f"{runs.PROGRESS_FROM}/{runs.PROGRESS_FROM} 100%\n")
+
+
+def test_backfill_runs_each_missing_run_once_even_racing_a_late_scheduler_retry(monkeypatch, fleet, now, capsys):
+    """Real servers on the emulator. Backfill's first delivery is held mid-work (its claim live) while
+    Scheduler's late retry of the same run arrives: 409. Another run's retry is sent at the moment
+    backfill starts. Decided from the final state: every run's work ran exactly once."""
+    ten_minute_job(monkeypatch)
+    since, until = window_3h_ago(now)
+    raced_time = audit.rfc3339(at(since) + dt.timedelta(minutes=20))
+    held = fleet.start(SERVED_FAULT="hold_after_work")  # backfill's target: its first delivery waits
+    scheduler = fleet.start()  # where Scheduler's late retries land (another instance)
+    held.wait_ready()
+    scheduler.wait_ready()
+    assert runs.main(["backfill", "--since", since, "--until", until, "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("(dry run: not sent)") == 3 and fleet.executions() == []
+
+    start = threading.Barrier(2)
+    backfill_code = []
+
+    def backfill():
+        start.wait()
+        backfill_code.append(runs.main(["backfill", "--since", since, "--until", until, "--port", str(held.port)]))
+
+    filler = threading.Thread(target=backfill)
+    filler.start()
+    start.wait()
+    raced = scheduler.deliver(scheduler_headers("ten", raced_time))  # at the moment backfill starts
+    wait_for_file(held.signal_path)  # backfill's delivery of the first run did its work; its claim is live
+    late_retry = scheduler.deliver(scheduler_headers("ten", since))
+    held.signal_path.with_name(held.signal_path.name + ".go").write_text("go")
+    filler.join(timeout=120)
+    out = capsys.readouterr().out
+
+    assert late_retry.status == 409 and late_retry.text.startswith("in_progress:"), late_retry
+    assert raced.status in (200, 409), raced
+    assert backfill_code == [0], out
+    first_row = next(line for line in out.splitlines() if audit.rfc3339(at(since)) in line)
+    assert "200 processed" in first_row, out
+    config = dedup.DedupConfig.from_env()
+    run_ids = [
+        dedup.RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
+        for m in (0, 10, 20)
+    ]
+    assert sorted(fleet.executions()) == sorted(run_ids)  # each run's work ran exactly once
+    assert scheduler.deliver(scheduler_headers("ten", since)).text.startswith("duplicate:")  # a later retry
+    assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert sorted(fleet.executions()) == sorted(run_ids)
