@@ -488,7 +488,8 @@ class RunLedger:
         """Record that the audit judges `job_name` from `since` on; the first marker wins (create only)."""
         ref = self.collection.document(AUDIT_START_PREFIX + job_name)
         try:
-            self._call(ref.create, {"since": since, "job_name": job_name}, retry=None, answers=(api_exceptions.AlreadyExists,))
+            marker = {"since": since, "job_name": job_name}
+            self._call(ref.create, marker, retry=None, answers=(api_exceptions.AlreadyExists,))
             return since
         except api_exceptions.AlreadyExists:
             return self._call(ref.get, retry=READ_RETRY).to_dict()["since"]
