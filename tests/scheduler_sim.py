@@ -241,6 +241,9 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         lease=dt.timedelta(seconds=timing["lease_seconds"]),
         retention=dt.timedelta(seconds=timing["retention_seconds"]),
         max_future=dt.timedelta(days=32),
+        retry_window=dt.timedelta(0),  # the audit's and max_lateness' settings: neither is simulated
+        jobs={},
+        audit_job="",
     )
     ledger = dedup.RunLedger(config, client=MemoryFirestore(now))
     key = dedup.RunKey(config.project, config.location, "sim-job", FIRE_TIME)

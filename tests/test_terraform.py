@@ -219,6 +219,7 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
         "google_firestore_database.this",
         "google_cloudfunctions2_function.this",
         "google_cloud_scheduler_job.this",
+        "google_cloud_scheduler_job.audit",
     ]:
         rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
     return violations
@@ -246,12 +247,25 @@ WAIT_BREAKS = {
         [
             ("      [for metric in google_logging_metric.scheduler_attempt_failed : metric.name],\n", ""),
             (
-                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed]",
-                "  depends_on = [google_logging_metric.outcome]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
+                "google_logging_metric.audit]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.audit]",
             ),
         ],
         "google_monitoring_alert_policy.scheduler_attempt_failed does not wait after "
         "google_logging_metric.scheduler_attempt_failed",
+    ),
+    "metrics-wait-forgets-audit-metrics": (
+        "monitoring.tf",
+        [
+            ("      [for metric in google_logging_metric.audit : metric.name],\n", ""),
+            (
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
+                "google_logging_metric.audit]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed]",
+            ),
+        ],
+        "google_monitoring_alert_policy.run_missed does not wait after google_logging_metric.audit",
     ),
     "function-without-grants-wait": (
         "function.tf",
