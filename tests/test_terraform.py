@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import rules  # the bake hook's rules, to compare with Terraform's (conftest puts hooks/ on the path)
-from conftest import MATRIX, ROOT, bake
+from conftest import DEFAULT_ANSWERS, MATRIX, ROOT, bake
 
 from tests.terraform_offline import checkov, terraform
 
@@ -384,9 +384,8 @@ def test_retries_ending_before_the_lease_fail_with_the_hooks_message(broken_copy
     assert result.returncode != 0
     out = output_of(result)
     # The same one line as the bake hook's refusal of these answers.
-    defaults = json.loads((ROOT / "cookiecutter.json").read_text())
     with pytest.raises(rules.RuleError) as refused:
-        rules.check_timing({**defaults, "retry_count": 3, "min_backoff_seconds": 10})
+        rules.check_timing({**DEFAULT_ANSWERS, "retry_count": 3, "min_backoff_seconds": 10})
     rule = str(refused.value).split(": ", 1)[1]
     assert f"retry.retry_count=3: {rule}." in out, out
 
