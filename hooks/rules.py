@@ -248,13 +248,17 @@ GROC_REFUSED = (
 
 
 def cron_fields(schedule: str) -> list[str]:
-    """Fields split on ASCII white space only, as Terraform's RE2 `\\S+` does (variables.tf): a no-break
-    space stays inside a field and is refused there, by both."""
+    """Fields split on ASCII white space only, as Terraform's RE2 `\\s` does (main.tf, local.cron_shape): a
+    no-break space stays inside a field and is refused there, by both."""
     return re.findall(r"[^\t\n\f\r ]+", schedule)
 
 
 def check_schedule(job_id: str, schedule: str) -> str:
-    """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone."""
+    """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
+
+    Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
+    this full grammar runs in the hook and, on the jobs in terraform/main.tf, in the baked
+    tests/test_schedule_rules.py. tests/test_terraform.py says which cases each refuses."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
