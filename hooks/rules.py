@@ -248,13 +248,17 @@ GROC_REFUSED = (
 
 
 def cron_fields(schedule: str) -> list[str]:
-    """Fields split on ASCII white space only, as Terraform's RE2 `\\S+` does (variables.tf): a no-break
-    space stays inside a field and is refused there, by both."""
+    """Fields split on ASCII white space only, as Terraform's RE2 `\\s` does (main.tf, local.cron_shape): a
+    no-break space stays inside a field and is refused there, by both."""
     return re.findall(r"[^\t\n\f\r ]+", schedule)
 
 
 def check_schedule(job_id: str, schedule: str) -> str:
-    """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone."""
+    """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
+
+    Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
+    this full grammar runs in the hook and, on the jobs in terraform/main.tf, in the baked
+    tests/test_schedule_rules.py. tests/test_terraform.py says which cases each refuses."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
@@ -403,7 +407,12 @@ def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int
 
 
 def check_timing(values: Mapping[str, object]) -> dict[str, int]:
-    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window."""
+    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window.
+
+    cookiecutter.json derives each default from the answers before it so that these rules, the schedule rule
+    and the audit's hold whatever one number is changed (timeout = deadline, lease = timeout + 60, backoffs
+    that outlast the lease); tests/test_cookiecutter_json.py changes each one: change a rule, check it there.
+    """
     deadline = parse_seconds("attempt_deadline_seconds", values["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
     timeout = parse_seconds(
         "function_timeout_seconds", values["function_timeout_seconds"], 1, MAX_FUNCTION_TIMEOUT_SECONDS
@@ -858,7 +867,8 @@ def check_schedule_timing(
 
 
 def validate(context: Mapping[str, object]) -> dict[str, object]:
-    """All rules, in prompt order; the first broken one raises. Returns the normalised answers and `warnings`."""
+    """All rules, in prompt order (the timing numbers as one group); the first broken one raises.
+    Returns the normalised answers and `warnings`."""
     checked: dict[str, object] = {
         "project_name": check_project_name(context["project_name"]),
         "project_slug": check_slug(context["project_slug"]),
