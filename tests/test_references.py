@@ -44,8 +44,7 @@ URL = re.compile(r"\b[a-z][a-z+.-]*://\S+|\b(?:[a-z0-9-]+\.)+(?:com|org|io|dev|n
 TEMPLATES = re.compile(r"\b(?:the|this)(?:\s|#|//)+template's(?:\s|#|//)+[`\"']?$", re.I)
 # Files a bake tells its user to make (or that `terraform init` / `plan` writes): named, not yet there.
 FILES_THE_USER_MAKES = {
-    ".terraform.lock.hcl",  # `terraform init` writes it; the README says to commit it
-    "terraform/.terraform.lock.hcl",
+    "terraform/.terraform.lock.hcl",  # `terraform init` writes it; the README says to commit it
     "terraform/terraform.tfstate",  # local state, written by the first apply of a bake without a state bucket
     "terraform/bootstrap/backend.tf",  # the README's step: move the bootstrap's state into the bucket
 }
@@ -149,7 +148,7 @@ def test_the_scan_finds_what_a_bake_lacks(tmp_path):
     (module / "README.md").write_text("`variables.tf` here; `outputs.tf` not; hooks/rules.py neither.\n")
     (tmp_path / "main.py").write_text(
         "# docs/how-it-works.md, docs/operations.md, functions_framework/request_timeout.py,\n"
-        "# functions_framework/no_such_module.py, .terraform.lock.hcl (terraform init writes it)\n"
+        "# functions_framework/no_such_module.py, terraform/.terraform.lock.hcl (terraform init writes it)\n"
     )
     assert missing_references(tmp_path) == [
         "main.py: docs/operations.md",
