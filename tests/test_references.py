@@ -75,20 +75,15 @@ def references(text: str) -> list[str]:
     ]
 
 
-def in_installed_package(reference: str) -> bool | None:
-    """True/False when the reference's first segment is an installed Python package (and the file is in
-    it or not); None when it is not a package's path."""
+def in_installed_package(reference: str) -> bool:
+    """Whether the reference is a file of an installed Python package (`functions_framework/...`)."""
     top, _, rest = reference.partition("/")
-    if not rest or not top.isidentifier():
-        return None
-    spec = importlib.util.find_spec(top)
+    spec = importlib.util.find_spec(top) if rest and top.isidentifier() else None
     if spec is None or not spec.submodule_search_locations:
-        return None
+        return False
     # Only installed packages: the template's own directories (hooks/, tests/) are importable here too.
     locations = [Path(location) for location in spec.submodule_search_locations]
-    if not any(location.parent in SITE_PACKAGES for location in locations):
-        return None
-    return any((location / rest).exists() for location in locations)
+    return any(location.parent in SITE_PACKAGES and (location / rest).exists() for location in locations)
 
 
 def resolves(project: Path, source: Path, reference: str, names: set[str]) -> bool:
@@ -97,10 +92,7 @@ def resolves(project: Path, source: Path, reference: str, names: set[str]) -> bo
     if "/" not in reference:
         return reference in names  # a bare file name: somewhere in the bake
     bases = [project, *[d for d in source.parents if d.is_relative_to(project) and d != project]]
-    if any((base / reference).exists() for base in bases):
-        return True
-    packaged = in_installed_package(reference)
-    return bool(packaged)
+    return any((base / reference).exists() for base in bases) or in_installed_package(reference)
 
 
 def missing_references(project: Path) -> list[str]:
