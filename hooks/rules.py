@@ -39,9 +39,10 @@ UUID_LIKE = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 # Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 TARGETS = ("function", "cloud_run_job", "workflow")
-# Team delivery (terraform/bootstrap, .github/workflows/ci.yml in the bake). A state bucket name follows
-# https://cloud.google.com/storage/docs/buckets#naming, without dots (a dotted name must be a domain
-# the team has verified); names starting with "goog" or containing "google" are refused by Cloud Storage.
+# Team delivery (the bootstrap root and the plan/apply jobs of .github/workflows/ci.yml in the bake).
+# A state bucket name follows https://cloud.google.com/storage/docs/buckets#naming, without dots (a
+# dotted name must be a domain the team has verified); names starting with "goog" or containing
+# "google" are refused by Cloud Storage.
 STATE_BUCKET = re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
 # GitHub: an owner is 1-39 letters, digits or single inner hyphens; a repository name 1-100 letters,
 # digits, '.', '_' or '-', but not "." or "..". The bootstrap's Workload Identity provider trusts this one.
@@ -388,8 +389,8 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
     RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
     linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
     10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The baked tools/live_server.py (RetryPolicy.delays) models the
-    same shape for the fault tests; tests/test_rules.py checks that the two agree.
+    projects.locations.jobs#retryconfig). The baked tests/harness/live_server.py (RetryPolicy.delays)
+    models the same shape for the fault tests; the template's tests/test_rules.py checks that the two agree.
     """
     if retry <= max_doublings:
         wait = min_backoff * 2**retry

@@ -19,6 +19,7 @@ from cookiecutter.prompt import prompt_for_config
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
 sys.path.insert(0, str(TEMPLATE_PROJECT / "tools"))
+sys.path.insert(0, str(TEMPLATE_PROJECT / "tests" / "harness"))  # the baked fault tests' harness (tests/test_rules.py)
 sys.path.insert(0, str(ROOT / "hooks"))
 
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402

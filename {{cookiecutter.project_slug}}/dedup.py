@@ -59,8 +59,9 @@ DEFAULTS = {
     # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a
     # whole schedule period ahead; anything further out is refused as nonsense.
     "DEDUP_MAX_FUTURE_SECONDS": "2764800",
-    # The longest time from a run's first delivery to the end of its last retry (hooks/rules.py
-    # retry_window_seconds, the module's local.retry_window_seconds; tests/test_bake.py checks they agree).
+    # The longest time from a run's first delivery to the end of its last retry (tests/harness/rules.py
+    # retry_window_seconds, the module's local.retry_window_seconds; the template's tests/test_bake.py checks
+    # they agree).
 {%- set deadline = cookiecutter.attempt_deadline_seconds | int %}
 {%- set retries = cookiecutter.retry_count | int %}
 {%- set max_backoff = cookiecutter.max_backoff_seconds | int %}

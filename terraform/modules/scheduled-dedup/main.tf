@@ -7,10 +7,10 @@
 # (metrics, alerts), cloud_run_job.tf and workflow.tf (the two other targets), outputs.tf.
 
 locals {
-  # Also in hooks/rules.py (LEASE_MARGIN_SECONDS): how much longer than the function timeout a lease lasts.
+  # Also in the template's hooks/rules.py (LEASE_MARGIN_SECONDS): how much longer than the function timeout a lease lasts.
   lease_margin_seconds = 30
 
-  # Also in hooks/rules.py (retry_window_seconds): the longest time from a run's first attempt to
+  # Also in the template's hooks/rules.py (retry_window_seconds): the longest time from a run's first attempt to
   # the end of its last one. Conservative: every wait counts as max_backoff. Cloud Scheduler keeps
   # retrying until both retry_count and max_retry_duration are reached, so the longer bound wins.
   # The validation of var.timing spells the same formula out (a variable's validation cannot use a
@@ -20,7 +20,7 @@ locals {
     var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
   )
 
-  # --- unix-cron's shape, for the validation of var.jobs (the grammar is hooks/rules.py's) ---
+  # --- unix-cron's shape, for the validation of var.jobs (the grammar is the template's hooks/rules.py's) ---
   # Minute, hour and day of month hold digits and * , - /; month and day of week also names (jan-dec,
   # sun-sat). ASCII only, and white space as rules.cron_fields splits on: RE2's \s is [\t\n\f\r ].
   cron_numbers = "[0-9*,/-]+"

@@ -1,10 +1,10 @@
 # Inputs of the scheduled-dedup module.
 #
-# The validation blocks below enforce the SAME rules as the template's bake hook, hooks/rules.py
+# The validation blocks below enforce the SAME rules as the bake hook, the template's hooks/rules.py
 # (check_slug, check_project_id, check_region, check_target, check_jobs, check_timing, check_database,
 # check_collection; of check_schedule, the cron's shape): a value the hook refuses, Terraform refuses too,
 # so a baked project whose terraform/main.tf is edited later cannot drift into a broken timing.
-# Change a rule in one place and change it in the other; tests/test_terraform.py checks both.
+# Change a rule in one place and change it in the other; the template's tests/test_terraform.py checks both.
 
 variable "project_id" {
   description = "Google Cloud project to deploy into."
@@ -145,7 +145,7 @@ variable "timing" {
   }
 
   validation {
-    # Also in hooks/rules.py (check_timing, with retry_intervals_seconds): with retries, Cloud
+    # Also in the template's hooks/rules.py (check_timing, with retry_intervals_seconds): with retries, Cloud
     # Scheduler's waits before them must add up to more than the lease, or a run whose instance
     # crashed right after its claim meets 409 until Scheduler gives up, and never runs. The waits
     # start at min_backoff, double max_doublings times, then grow linearly by
@@ -262,7 +262,7 @@ variable "function" {
 }
 
 variable "cloud_run_job" {
-  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image (required for that target): the job's container, built and pushed from the baked cloud_run_job/Dockerfile (Google's sample job image would ignore DEDUP_RUN_ID while runs are recorded completed). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
+  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image (required for that target): the job's container, built and pushed from the Dockerfile of the bake's job code (Google's sample job image would ignore DEDUP_RUN_ID while runs are recorded completed). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
   type = object({
     image                 = optional(string)
     max_retries           = optional(number, 3)
@@ -279,7 +279,7 @@ variable "cloud_run_job" {
 
   validation {
     condition     = var.target != "cloud_run_job" || var.cloud_run_job.image != null
-    error_message = "cloud_run_job.image: required when target = cloud_run_job (build and push cloud_run_job/Dockerfile, then pass its image)."
+    error_message = "cloud_run_job.image: required when target = cloud_run_job (build and push the job's image from its Dockerfile, then pass it)."
   }
 
   validation {
@@ -294,7 +294,7 @@ variable "cloud_run_job" {
 }
 
 variable "workflow" {
-  description = "Used when target = workflow: source_contents is the workflow's YAML (the baked workflow/ directory holds a sample that dedups by run id)."
+  description = "Used when target = workflow: source_contents is the workflow's YAML (the workflow bake holds a sample that dedups by run id)."
   type = object({
     source_contents = optional(string)
     call_log_level  = optional(string, "LOG_ERRORS_ONLY")

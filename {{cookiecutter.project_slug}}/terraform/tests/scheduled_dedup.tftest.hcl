@@ -66,12 +66,12 @@ variables {
     create_database = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
   }
 
-  # Only read when target = cloud_run_job; the real project passes the image built from ../cloud_run_job/.
+  # Only read when target = cloud_run_job; the real project passes the image built from the job's Dockerfile.
   cloud_run_job = {
     image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
   }
 
-  # Only read when target = workflow; the real project passes ../workflow/workflow.yaml.
+  # Only read when target = workflow; the real project passes the bake's workflow YAML.
   workflow = {
     source_contents = "main:\n  steps:\n    - done:\n        return: ok\n"
   }
@@ -605,7 +605,7 @@ run "rejects_cloud_run_job_without_image" {
   expect_failures = [var.cloud_run_job]
 }
 
-# --- the same rules as the bake hook (hooks/rules.py) refuse bad values at plan ---
+# --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---
 
 run "rejects_attempt_deadline_above_function_timeout" {
   command = plan
