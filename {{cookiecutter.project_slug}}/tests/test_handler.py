@@ -10,6 +10,7 @@ import time
 
 import pytest
 from conftest import PROJECT, records, scheduler_headers
+from google.api_core import exceptions as api_exceptions
 from google.api_core import gapic_v1
 from google.cloud import firestore
 from google.cloud.firestore_v1.document import DocumentReference
@@ -313,19 +314,27 @@ def test_terminal_failure_is_recorded_and_never_retried(http, collection, work, 
     assert len(work.calls) == 1
 
 
-def test_record_past_expire_at_counts_as_absent(http, collection, work, now):
+def test_record_past_expire_at_counts_as_absent(app, collection, work, now):
     run_id = run_id_of("nightly", now)
     past = now - dt.timedelta(seconds=1)
     old = {"status": "failed", "attempt_id": "old", "lease_expires": past, "expire_at": past, "attempts": 1}
     collection.document(run_id).set(old | {"finished_at": past, "last_error": "old error", "result": "old result"})
+    gate = work.hold(0)
 
-    response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    delivery, answer = in_background(app, scheduler_headers("nightly", iso(now)))
+    work.wait_for_calls(1)
+    in_flight = records(collection)[run_id]
+    gate.set()
+    delivery.join(timeout=30)
 
-    assert response.status_code == 200 and response.text.startswith("processed")
+    assert answer[0].status_code == 200 and answer[0].text.startswith("processed")
     assert len(work.calls) == 1
+    # Nothing of the old run's outcome survives the takeover, not even while the new attempt works.
+    assert in_flight["status"] == "in_progress" and in_flight["attempt_id"] == work.calls[0].attempt_id
+    assert {"finished_at", "last_error", "result"}.isdisjoint(in_flight)
     record = records(collection)[run_id]
     assert record["attempt_id"] == work.calls[0].attempt_id and record["status"] == "completed"
-    assert "last_error" not in record and "result" not in record  # nothing of the old run's outcome survives
+    assert "last_error" not in record and "result" not in record
 
 
 def test_project_and_location_disambiguate_runs(http, collection, work, now):
@@ -407,6 +416,16 @@ def test_every_log_line_carries_the_run_and_its_outcome(http, work, now, log_lin
         assert "attempt_id" in line or line["outcome"] == "duplicate"
 
 
+def test_a_retryable_failure_logs_its_traceback_in_its_one_outcome_line(http, work, now, log_lines):
+    work.errors[0] = RuntimeError("downstream timed out")
+
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+
+    (line,) = [line for line in log_lines() if "outcome" in line]
+    assert line["outcome"] == "retryable_failure"
+    assert "Traceback (most recent call last)" in line["message"] and "downstream timed out" in line["message"]
+
+
 def test_an_invalid_setting_answers_500_and_logs_it_without_touching_firestore(
     http, collection, work, now, monkeypatch, log_lines
 ):
@@ -476,3 +495,24 @@ def test_no_write_goes_out_with_a_retry_policy(app, http, collection, work, now,
     assert set().union(*(kinds for kinds, _ in commits)) == {"create", "update", "delete"}
     assert len(commits) == 10
     assert [retry for _, retry in commits] == [None] * len(commits)
+
+
+def test_the_claims_read_is_retried_on_a_transient_error(http, work, now, monkeypatch):
+    """The read after a failed create repeats nothing: it goes out with a retry for UNAVAILABLE
+    (READ_RETRY), so a replay is not turned into a 500 by one dropped connection."""
+    reads = []
+    real_batch_get = FirestoreClient.batch_get_documents
+
+    def batch_get_documents(client, *args, **kwargs):
+        reads.append(kwargs.get("retry", gapic_v1.method.DEFAULT))
+        return real_batch_get(client, *args, **kwargs)
+
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    monkeypatch.setattr(FirestoreClient, "batch_get_documents", batch_get_documents)
+    replay = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+
+    assert replay.text.startswith("duplicate")
+    (retry,) = reads
+    assert retry not in (None, gapic_v1.method.DEFAULT)
+    assert retry._predicate(api_exceptions.ServiceUnavailable("connection reset"))
+    assert retry.timeout <= 5.0  # within one delivery's bound: the read gives up, the delivery answers 500
