@@ -333,16 +333,20 @@ def tftest(run: str, inputs: dict[str, object]) -> str:
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> dict[str, tuple[str, str]]:
+def verdicts(request, tmp_path_factory) -> dict[str, tuple[str, str]]:
     """One `terraform test -json` over a copy of the module: run name -> (its status, its diagnostics).
 
-    JSON, because a refusal that reads two variables is reported at `variable "timing" {` in variables.tf,
-    not at the test file's line; the JSON diagnostic names its run either way (@testrun)."""
+    Only the cases this session selected are planned (`-k collection` plans those alone: the mutation
+    runner, tests/mutants/run.py, relies on it). JSON, because a refusal that reads two variables is
+    reported at `variable "timing" {` in variables.tf, not at the test file's line; the JSON diagnostic
+    names its run either way (@testrun)."""
+    selected = {item.callspec.params["case"].name for item in request.session.items if "case" in item.fixturenames}
     workdir = tmp_path_factory.mktemp("validations") / "module"
     shutil.copytree(MODULE_DIR, workdir, ignore=shutil.ignore_patterns(".terraform*", "tests"))
     (workdir / "tests").mkdir()
     (workdir / "tests" / "baseline.tftest.hcl").write_text(tftest("baseline", {}))
-    for case in CASES:
+    planned = [case for case in CASES if case.name in selected]
+    for case in planned:
         (workdir / "tests" / f"{case.name}.tftest.hcl").write_text(tftest(case.name, case.inputs))
     init = terraform(workdir, "init", "-backend=false")
     assert init.returncode == 0, init.stdout + init.stderr
@@ -357,7 +361,7 @@ def verdicts(tmp_path_factory) -> dict[str, tuple[str, str]]:
         elif event["type"] == "diagnostic" and run:
             diagnostic = event["diagnostic"]
             diagnostics.setdefault(run, []).append(flat(f"{diagnostic['summary']}: {diagnostic['detail']}"))
-    assert set(statuses) == {"baseline", *(case.name for case in CASES)}, result.stdout + result.stderr
+    assert set(statuses) == {"baseline", *(case.name for case in planned)}, result.stdout + result.stderr
     return {name: (status, " ".join(diagnostics.get(name, []))) for name, status in statuses.items()}
 
 
