@@ -9,6 +9,7 @@ the template's default policy (10 s doubling 3 times, up to 300 s) scaled by 1/5
 """
 
 import datetime as dt
+import time
 
 import pytest
 from conftest import PROJECT, records, scheduler_headers
@@ -23,6 +24,14 @@ LEASE_SECONDS = 2
 SCHEDULER_RETRIES = RetryPolicy(retry_count=5, min_backoff=0.2, max_backoff=6.0, max_doublings=3)
 
 
+def wait_for_signal(server, point, timeout=30.0):
+    """Until the server signals `point`: the signal file exists a moment before its text is written."""
+    deadline = time.monotonic() + timeout
+    while wait_for_file(server.signal_path, timeout) != point:
+        assert time.monotonic() < deadline, f"the server never reached {point}"
+        time.sleep(0.01)
+
+
 def crash_at(fleet, point, headers):
     """One delivery, killed at `point`; returns the fresh server and what the dead one's client saw."""
     doomed = fleet.start(SERVED_FAULT=point, DEDUP_LEASE_SECONDS=str(LEASE_SECONDS))
@@ -30,7 +39,7 @@ def crash_at(fleet, point, headers):
     doomed.wait_ready()
     fresh.wait_ready()
     delivery, answers = doomed.deliver_in_background(headers)
-    assert wait_for_file(doomed.signal_path) == point
+    wait_for_signal(doomed, point)
     doomed.kill()
     delivery.join(timeout=10)
     return fresh, answers[0]

@@ -27,8 +27,9 @@ import dedup
 pytestmark = pytest.mark.faults
 
 LEASE_SECONDS = 2
-# A hung store: one 5 s deadline (the claim's create), plus process scheduling on a loaded 2-core machine.
-HUNG_STORE_BOUND_SECONDS = 8.0
+# A hung store: one 5 s deadline (the claim's create), plus process scheduling on a starved 2-core
+# machine (docs/faults.md: once 10.0 s). A 30 s deadline fails it.
+HUNG_STORE_BOUND_SECONDS = 10.5
 # A stopped store refuses the connection: the create fails at once and is not retried ("about a second").
 STOPPED_STORE_BOUND_SECONDS = 2.0
 # After the emulator restarts, the server's gRPC channel reconnects on its own backoff (1 s, growing by
