@@ -512,12 +512,14 @@ MUTANTS = [
         "the retention covers the lease and the retry window",
         RULES_TESTS,
     ),
+    # Not `retry <= max_doublings` -> `<` (or `<= max_doublings + 1`): equivalent mutants, the linear
+    # formula gives the same waits at those two retries (min_backoff * 2**max_doublings * 1, then * 2).
     Mutant(
-        "rules-doublings-one-short",
+        "rules-linear-step-off-by-one",
         RULES,
-        "        if retry <= max_doublings:",
-        "        if retry < max_doublings:",
-        "Scheduler's wait doubles max_doublings times",
+        "wait = min_backoff * 2**max_doublings * (retry - max_doublings + 1)",
+        "wait = min_backoff * 2**max_doublings * (retry - max_doublings + 2)",
+        "after the doublings Scheduler's wait grows by min_backoff * 2**max_doublings per retry",
         RULES_TESTS,
     ),
     Mutant(
