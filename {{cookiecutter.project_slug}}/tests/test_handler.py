@@ -467,7 +467,7 @@ def write_kind(write) -> str:
     return "update"
 
 
-def test_no_write_goes_out_with_a_retry_policy(app, http, collection, work, now, monkeypatch):
+def test_no_write_goes_out_with_a_retry_policy(http, collection, work, now, monkeypatch):
     """Every Firestore write is a Commit RPC; the client retries one unless `retry=None` (its default
     policy retries Commit on UNAVAILABLE for 60 s). A retried create would find its own claim and answer
     409 until the lease ends; a retried finish would report `superseded` for a run that completed."""
@@ -482,7 +482,10 @@ def test_no_write_goes_out_with_a_retry_policy(app, http, collection, work, now,
         return real_commit(client, *args, **kwargs)
 
     monkeypatch.setattr(FirestoreClient, "commit", commit)
-    deliver = lambda moment: http.post("/", headers=scheduler_headers("nightly", iso(moment)))  # noqa: E731
+
+    def deliver(moment):
+        return http.post("/", headers=scheduler_headers("nightly", iso(moment)))
+
     deliver(now)  # create, complete
     deliver(now)  # a failed create
     work.errors[1] = RuntimeError("retryable")
