@@ -86,6 +86,14 @@ def verdict(returncode: int) -> str:
     return "error"  # 3 internal error, 4 usage error (a test id that does not exist), 5 no tests collected
 
 
+def killing_test(output: str) -> str:
+    """The first test pytest's summary names as failed (or the collection error), to show why."""
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" - ")[0].split("::")[-1]
+    return "a timeout" if "timed out" in output else "(no FAILED line)"
+
+
 @contextlib.contextmanager
 def mutated(path: Path, mutant: Mutant) -> Iterator[None]:
     original = path.read_text()
@@ -196,12 +204,13 @@ def run_all(
             with mutated(workspace.path_of(mutant), mutant):
                 returncode, output = pytest(workspace.cwd_of(mutant), mutant.tests, baked_env if baked else ENV)
             status = verdict(returncode)
-            detail = f"pytest exit status {returncode}" if status == "error" else ""
-            if status == "error":
-                detail += "\n" + output
+            detail = f"pytest exit status {returncode}\n{output}" if status == "error" else ""
         seconds = time.monotonic() - started
         results.append((mutant, status, detail))
-        print(f"[{number:3}/{len(chosen)}] {status:8} {mutant.id:38} {mutant.file} ({seconds:.0f} s)", flush=True)
+        killer = f" by {killing_test(output)}" if status == "killed" else ""
+        print(
+            f"[{number:3}/{len(chosen)}] {status:8} {mutant.id:38} {mutant.file} ({seconds:.0f} s){killer}", flush=True
+        )
 
     killed = [m for m, s, _ in results if s == "killed"]
     survived = [m for m, s, _ in results if s == "survived"]
