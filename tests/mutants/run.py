@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,8 +90,9 @@ def verdict(returncode: int) -> str:
 def killing_test(output: str) -> str:
     """The first test pytest's summary names as failed (or the collection error), to show why."""
     for line in output.splitlines():
-        if line.startswith(("FAILED ", "ERROR ")):
-            return line.split(" - ")[0].split("::")[-1]
+        summary = re.match(r"(FAILED|ERROR) (\S+)", line)  # not the captured log's "ERROR    name:..."
+        if summary:
+            return summary.group(2).split("::")[-1]
     return "a timeout" if "timed out" in output else "(no FAILED line)"
 
 
