@@ -557,8 +557,8 @@ MUTANTS = [
     Mutant(
         "rules-cron-backwards",
         RULES,
-        'if match["hi"] is not None and _cron_value(',
-        "if False and _cron_value(",
+        "names) < start:",
+        "names) < start - 100:",
         "a cron range does not run backwards",
         RULES_TESTS,
     ),
