@@ -193,7 +193,7 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
     assert result.returncode == 0, result.stderr
     (project,) = output.iterdir()
     assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
-    assert (project / "tools" / "rules.py").is_file()
+    assert (project / "tests" / "harness" / "rules.py").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
 
 
