@@ -24,24 +24,48 @@ from tests.terraform_offline import terraform
 
 pytestmark = pytest.mark.terraform
 
-MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
-BASELINE = {
+MODULES_DIR = ROOT / "terraform" / "modules"
+CORE = "scheduled-dedup"
+CLOUD_RUN_JOB = "scheduled-dedup-cloud-run-job"
+WORKFLOW = "scheduled-dedup-workflow"
+# What the baked root passes a sibling module from the core module's outputs.
+SIBLING_BASELINE = {
     "project_id": "valid-project",
     "region": "europe-west1",
     "slug": "valid",
-    "source_dir": ".",
-    "jobs": {"nightly": {"schedule": "0 3 * * *"}},
+    "firestore": {"database": "(default)", "collection": "scheduler_runs"},
+    "retention_seconds": 604800,
+    "runtime_service_account_email": "valid-run@valid-project.iam.gserviceaccount.com",
+    "apis_ready": "ready",
 }
+# Each module, tested as a module of its own: a valid baseline and the providers its plan mocks.
+BASELINES: dict[str, dict[str, object]] = {
+    CORE: {
+        "project_id": "valid-project",
+        "region": "europe-west1",
+        "slug": "valid",
+        "source_dir": ".",
+        "jobs": {"nightly": {"schedule": "0 3 * * *"}},
+    },
+    CLOUD_RUN_JOB: {**SIBLING_BASELINE, "job": {"image": "europe-west1-docker.pkg.dev/valid-project/jobs/job:1"}},
+    WORKFLOW: {
+        **SIBLING_BASELINE,
+        "workflow": {"source_contents": "main:\n  steps:\n    - done:\n        return: 1\n"},
+    },
+}
+MOCKED_PROVIDERS = {CORE: ("google", "archive", "time", "http"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Refusal:
-    """`inputs` (over BASELINE) must be refused by the validation of `variable` whose message holds `message`."""
+    """`inputs` (over its module's baseline) must be refused by the validation of `variable` whose message holds
+    `message`."""
 
     name: str
     variable: str
     message: str
     inputs: dict[str, object]
+    module: str = CORE
 
 
 CASES = [
@@ -50,7 +74,6 @@ CASES = [
     Refusal("region_not_a_region", "region", "must be a GCP region such as", {"region": "moon"}),
     Refusal("slug_2_chars", "slug", "slug: must be 3-20 chars", {"slug": "ab"}),
     Refusal("slug_21_chars", "slug", "slug: must be 3-20 chars", {"slug": "a" * 21}),
-    Refusal("target_unknown", "target", "target: must be one of", {"target": "lambda"}),
     Refusal("jobs_empty", "jobs", "jobs: must name at least one job", {"jobs": {}}),
     Refusal(
         "job_id_uppercase", "jobs", "each job id must be 1-40 chars", {"jobs": {"Nightly": {"schedule": "0 3 * * *"}}}
@@ -64,23 +87,42 @@ CASES = [
         "each schedule must be 5-field unix-cron",
         {"jobs": {"n": {"schedule": "every 5 minutes"}}},
     ),
+    # The shape only (local.cron_shape): the grammar (bounds, names, backwards ranges, step 0) is the hook's.
     Refusal(
-        "schedule_hour_24",
+        "schedule_four_fields",
         "jobs",
         "each schedule must be 5-field unix-cron",
-        {"jobs": {"n": {"schedule": "0 24 * * *"}}},
+        {"jobs": {"n": {"schedule": "0 3 * *"}}},
     ),
     Refusal(
-        "schedule_step_0",
+        "schedule_six_fields",
         "jobs",
         "each schedule must be 5-field unix-cron",
-        {"jobs": {"n": {"schedule": "*/0 3 * * *"}}},
+        {"jobs": {"n": {"schedule": "0 0 3 * * *"}}},
     ),
     Refusal(
-        "schedule_backwards",
+        "schedule_letters_in_the_hour",
         "jobs",
         "each schedule must be 5-field unix-cron",
-        {"jobs": {"n": {"schedule": "0 3 * * fri-mon"}}},
+        {"jobs": {"n": {"schedule": "0 3h * * *"}}},
+    ),
+    Refusal(
+        "schedule_unicode_digit",
+        "jobs",
+        "each schedule must be 5-field unix-cron",
+        {"jobs": {"n": {"schedule": "\u0663 3 * * *"}}},
+    ),
+    Refusal(
+        "max_lateness_59",
+        "jobs",
+        "each max_lateness_seconds must be a whole number of seconds, at least 60",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "max_lateness_seconds": 59}}},
+    ),
+    Refusal(
+        "max_lateness_fraction",
+        "jobs",
+        "each max_lateness_seconds must be a whole number of seconds, at least 60",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "max_lateness_seconds": 60.5}}},
     ),
     Refusal(
         "time_zone_trailing_slash",
@@ -186,6 +228,12 @@ CASES = [
         "firestore.database: must be (default) or 4-63 chars",
         {"firestore": {"database": "abc"}},
     ),
+    Refusal(
+        "database_uuid_like",
+        "firestore",
+        "firestore.database: must be (default) or 4-63 chars",
+        {"firestore": {"database": "a1b2c3d4-0000-4000-8000-0123456789ab"}},
+    ),
     # Collection ids: the issue's other untested validation.
     Refusal(
         "collection_reserved",
@@ -227,40 +275,40 @@ CASES = [
         {"function": {"environment_variables": {"DEDUP_LEASE_SECONDS": "1"}}},
     ),
     Refusal(
-        "cloud_run_job_without_image",
-        "cloud_run_job",
-        "cloud_run_job.image: required when target = cloud_run_job",
-        {"target": "cloud_run_job"},
+        "alert_email_without_at",
+        "alert_email",
+        "alert_email: must be an e-mail address",
+        {"alert_email": "oncall.example.com"},
     ),
     Refusal(
-        "cloud_run_job_11_retries",
-        "cloud_run_job",
-        "cloud_run_job: max_retries must be 0-10",
-        {"cloud_run_job": {"max_retries": 11}},
+        "alert_email_without_dot",
+        "alert_email",
+        "alert_email: must be an e-mail address",
+        {"alert_email": "oncall@example"},
     ),
     Refusal(
-        "cloud_run_job_no_tasks",
-        "cloud_run_job",
-        "cloud_run_job: max_retries must be 0-10",
-        {"cloud_run_job": {"task_count": 0}},
+        "waits_1801",
+        "waits",
+        "waits: every value is a whole number of seconds, 0-1800",
+        {"waits": {"iam_seconds": 1801}},
     ),
     Refusal(
-        "cloud_run_job_task_timeout_86401",
-        "cloud_run_job",
-        "cloud_run_job: task_timeout_seconds must be 1-86400",
-        {"cloud_run_job": {"task_timeout_seconds": 86401}},
+        "waits_negative",
+        "waits",
+        "waits: every value is a whole number of seconds, 0-1800",
+        {"waits": {"apis_seconds": -1}},
     ),
     Refusal(
-        "cloud_run_job_item_lease_0",
-        "cloud_run_job",
-        "cloud_run_job: task_timeout_seconds must be 1-86400",
-        {"cloud_run_job": {"item_lease_seconds": 0}},
+        "waits_fraction",
+        "waits",
+        "waits: every value is a whole number of seconds, 0-1800",
+        {"waits": {"metrics_seconds": 0.5}},
     ),
     Refusal(
-        "workflow_without_source",
-        "workflow",
-        "workflow.source_contents: required when target = workflow",
-        {"target": "workflow"},
+        "alerting_threshold_negative",
+        "alerting",
+        "alerting: retryable_failure_threshold must be at least 0",
+        {"alerting": {"retryable_failure_threshold": -1}},
     ),
     Refusal(
         "alerting_window_59",
@@ -274,6 +322,81 @@ CASES = [
         "alerting: retryable_failure_threshold must be at least 0",
         {"alerting": {"auto_close_seconds": 1799}},
     ),
+    Refusal(
+        "alerting_window_90001",
+        "alerting",
+        "at most 90000 (25 h, Monitoring's limit",
+        {"alerting": {"window_seconds": 90001}},
+    ),
+    Refusal(
+        "alerting_window_fraction",
+        "alerting",
+        "at most 90000 (25 h, Monitoring's limit",
+        {"alerting": {"window_seconds": 3600.5}},
+    ),
+    Refusal("audit_interval_7", "audit", "audit.interval_minutes: must be one of", {"audit": {"interval_minutes": 7}}),
+    Refusal(
+        "audit_interval_1440", "audit", "audit.interval_minutes: must be one of", {"audit": {"interval_minutes": 1440}}
+    ),
+    # 5 min + lease 360 + retry window 3300 = 3960 s: a retention of 3959 (enough for the timing rule) is short.
+    Refusal(
+        "audit_past_the_retention",
+        "audit",
+        "must fit in the audit's lookback",
+        {"audit": {"interval_minutes": 5}, "timing": {"retention_seconds": 3959}},
+    ),
+    # 60 min + lease 360 + retry window (81841 + 300 + 300) = 86401 s: one second past a day.
+    Refusal(
+        "audit_past_one_day",
+        "audit",
+        "must fit in the audit's lookback",
+        {"audit": {"interval_minutes": 60}, "retry": {"max_retry_duration_seconds": 81841}},
+    ),
+    # --- the sibling modules, each planned as a module of its own ----------------------------------------
+    Refusal("job_without_image", "job", "job.image: required", {"job": {}}, CLOUD_RUN_JOB),
+    Refusal(
+        "job_11_retries",
+        "job",
+        "job: max_retries must be 0-10",
+        {"job": {**BASELINES[CLOUD_RUN_JOB]["job"], "max_retries": 11}},
+        CLOUD_RUN_JOB,
+    ),
+    Refusal(
+        "job_no_tasks",
+        "job",
+        "job: max_retries must be 0-10",
+        {"job": {**BASELINES[CLOUD_RUN_JOB]["job"], "task_count": 0}},
+        CLOUD_RUN_JOB,
+    ),
+    Refusal(
+        "job_negative_parallelism",
+        "job",
+        "job: max_retries must be 0-10",
+        {"job": {**BASELINES[CLOUD_RUN_JOB]["job"], "parallelism": -1}},
+        CLOUD_RUN_JOB,
+    ),
+    Refusal(
+        "job_task_timeout_86401",
+        "job",
+        "job: task_timeout_seconds must be 1-86400",
+        {"job": {**BASELINES[CLOUD_RUN_JOB]["job"], "task_timeout_seconds": 86401}},
+        CLOUD_RUN_JOB,
+    ),
+    Refusal(
+        "job_task_timeout_0",
+        "job",
+        "job: task_timeout_seconds must be 1-86400",
+        {"job": {**BASELINES[CLOUD_RUN_JOB]["job"], "task_timeout_seconds": 0}},
+        CLOUD_RUN_JOB,
+    ),
+    Refusal(
+        "job_item_lease_0",
+        "job",
+        "job: task_timeout_seconds must be 1-86400",
+        {"job": {**BASELINES[CLOUD_RUN_JOB]["job"], "item_lease_seconds": 0}},
+        CLOUD_RUN_JOB,
+    ),
+    Refusal("workflow_without_source", "workflow", "workflow.source_contents: required", {"workflow": {}}, WORKFLOW),
 ]
 
 
@@ -282,11 +405,13 @@ def unquoted(text: str) -> str:
     return text[1:-1] if text.startswith('"') and text.endswith('"') else text
 
 
-def validation_blocks() -> list[tuple[str, str]]:
-    """(variable, error_message as written) of every validation block in variables.tf, in file order."""
-    options = SerializationOptions(with_comments=False)
-    with open(MODULE_DIR / "variables.tf") as source:
-        parsed = hcl2.load(source, serialization_options=options)
+def variables_tf(module: str) -> str:
+    return (MODULES_DIR / module / "variables.tf").read_text()
+
+
+def validation_blocks(module: str) -> list[tuple[str, str]]:
+    """(variable, error_message as written) of every validation block in a module's variables.tf, in file order."""
+    parsed = hcl2.loads(variables_tf(module), serialization_options=SerializationOptions(with_comments=False))
     blocks = []
     for variable in parsed["variable"]:
         ((name, body),) = variable.items()
@@ -300,7 +425,7 @@ def block_line(case: Refusal) -> int:
     reports it ("This was checked by the validation rule at variables.tf:LINE,3-13")."""
     opened = None
     found = []
-    for number, line in enumerate((MODULE_DIR / "variables.tf").read_text().splitlines(), start=1):
+    for number, line in enumerate(variables_tf(case.module).splitlines(), start=1):
         if line.strip() == "validation {":
             opened = number
         elif line.strip().startswith("error_message") and case.message in line:
@@ -325,29 +450,21 @@ def hcl(value: object) -> str:
     return json.dumps(value)
 
 
-def tftest(run: str, inputs: dict[str, object]) -> str:
-    lines = ['mock_provider "google" {}', 'mock_provider "archive" {}', "", "variables {"]
-    lines += [f"  {key} = {hcl(value)}" for key, value in {**BASELINE, **inputs}.items()]
+def tftest(module: str, run: str, inputs: dict[str, object]) -> str:
+    lines = [f'mock_provider "{provider}" {{}}' for provider in MOCKED_PROVIDERS[module]]
+    lines += ["", "variables {"]
+    lines += [f"  {key} = {hcl(value)}" for key, value in {**BASELINES[module], **inputs}.items()]
     lines += ["}", "", f'run "{run}" {{', "  command = plan", "}", ""]
     return "\n".join(lines)
 
 
-@pytest.fixture(scope="module")
-def verdicts(request, tmp_path_factory) -> dict[str, tuple[str, str]]:
-    """One `terraform test -json` over a copy of the module: run name -> (its status, its diagnostics).
-
-    Only the cases this session selected are planned (`-k collection` plans those alone: the mutation
-    runner, tests/mutants/run.py, relies on it). JSON, because a refusal that reads two variables is
-    reported at `variable "timing" {` in variables.tf, not at the test file's line; the JSON diagnostic
-    names its run either way (@testrun)."""
-    selected = {item.callspec.params["case"].name for item in request.session.items if "case" in item.fixturenames}
-    workdir = tmp_path_factory.mktemp("validations") / "module"
-    shutil.copytree(MODULE_DIR, workdir, ignore=shutil.ignore_patterns(".terraform*", "tests"))
+def terraform_test_of(workdir, module: str, cases: list[Refusal]) -> dict[str, tuple[str, str]]:
+    """One `terraform test -json` over a copy of `module`: run name -> (its status, its diagnostics)."""
+    shutil.copytree(MODULES_DIR / module, workdir, ignore=shutil.ignore_patterns(".terraform*", "tests"))
     (workdir / "tests").mkdir()
-    (workdir / "tests" / "baseline.tftest.hcl").write_text(tftest("baseline", {}))
-    planned = [case for case in CASES if case.name in selected]
-    for case in planned:
-        (workdir / "tests" / f"{case.name}.tftest.hcl").write_text(tftest(case.name, case.inputs))
+    (workdir / "tests" / "baseline.tftest.hcl").write_text(tftest(module, "baseline", {}))
+    for case in cases:
+        (workdir / "tests" / f"{case.name}.tftest.hcl").write_text(tftest(module, case.name, case.inputs))
     init = terraform(workdir, "init", "-backend=false")
     assert init.returncode == 0, init.stdout + init.stderr
     result = terraform(workdir, "test", "-json", timeout=600)
@@ -361,8 +478,29 @@ def verdicts(request, tmp_path_factory) -> dict[str, tuple[str, str]]:
         elif event["type"] == "diagnostic" and run:
             diagnostic = event["diagnostic"]
             diagnostics.setdefault(run, []).append(flat(f"{diagnostic['summary']}: {diagnostic['detail']}"))
-    assert set(statuses) == {"baseline", *(case.name for case in planned)}, result.stdout + result.stderr
+    assert set(statuses) == {"baseline", *(case.name for case in cases)}, result.stdout + result.stderr
     return {name: (status, " ".join(diagnostics.get(name, []))) for name, status in statuses.items()}
+
+
+@pytest.fixture(scope="module")
+def verdicts(request, tmp_path_factory) -> dict[tuple[str, str], tuple[str, str]]:
+    """(module, run name) -> (its status, its diagnostics), over one `terraform test` per module.
+
+    Only the cases this session selected are planned, and only their modules' (`-k collection` plans
+    those alone: the mutation runner, tests/mutants/run.py, relies on it). JSON, because a refusal that
+    reads two variables is reported at `variable "timing" {` in variables.tf, not at the test file's
+    line; the JSON diagnostic names its run either way (@testrun)."""
+    params = [item.callspec.params for item in request.session.items if hasattr(item, "callspec")]
+    selected = {param["case"].name for param in params if "case" in param}
+    modules = {param["module"] for param in params if "module" in param}
+    planned = [case for case in CASES if case.name in selected]
+    results = {}
+    for module in sorted(modules | {case.module for case in planned}):
+        workdir = tmp_path_factory.mktemp("validations") / module
+        cases = [case for case in planned if case.module == module]
+        for name, verdict in terraform_test_of(workdir, module, cases).items():
+            results[module, name] = verdict
+    return results
 
 
 def test_case_names_are_unique():
@@ -370,26 +508,36 @@ def test_case_names_are_unique():
     assert len(names) == len(set(names))
 
 
-def test_every_validation_block_has_a_refusing_case():
+def test_every_module_is_tested():
+    """A module added under terraform/modules/ without a baseline (and cases) here fails."""
+    modules = sorted(path.parent.name for path in MODULES_DIR.glob("*/variables.tf"))
+    assert modules == sorted(BASELINES), modules
+
+
+@pytest.mark.parametrize("module", sorted(BASELINES))
+def test_every_validation_block_has_a_refusing_case(module):
     """Each case names one block, by literal text of its error_message; each block is named by a case."""
-    blocks = validation_blocks()
-    assert len(blocks) >= 27, blocks  # python-hcl2 read them all
-    for case in CASES:
+    blocks = validation_blocks(module)
+    written = [line for line in variables_tf(module).splitlines() if line.strip() == "validation {"]
+    assert len(blocks) == len(written), blocks  # python-hcl2 read them all
+    cases = [case for case in CASES if case.module == module]
+    for case in cases:
         assert len(blocks_of(case, blocks)) == 1, (
-            f"{case.name}: {case.message!r} must name one block of var.{case.variable}"
+            f"{case.name}: {case.message!r} must name one block of var.{case.variable} in {module}"
         )
-    untested = [block for block in blocks if not any(block in blocks_of(case, blocks) for case in CASES)]
-    assert untested == [], f"validation blocks of variables.tf with no refusing case in this file: {untested}"
+    untested = [block for block in blocks if not any(block in blocks_of(case, blocks) for case in cases)]
+    assert untested == [], f"validation blocks of {module}/variables.tf with no refusing case in this file: {untested}"
 
 
-def test_the_baseline_is_accepted(verdicts):
-    verdict, diagnostics = verdicts["baseline"]
+@pytest.mark.parametrize("module", sorted(BASELINES))
+def test_the_baseline_is_accepted(verdicts, module):
+    verdict, diagnostics = verdicts[module, "baseline"]
     assert verdict == "pass", diagnostics
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_validation_refuses(verdicts, case):
-    verdict, diagnostics = verdicts[case.name]
+    verdict, diagnostics = verdicts[case.module, case.name]
     assert verdict == "error", f"{case.name}: {case.inputs} was accepted ({verdict})"
     assert "Invalid value for variable" in diagnostics, diagnostics
     refused_by_its_block = flat(case.message) in diagnostics and f"variables.tf:{block_line(case)}," in diagnostics
