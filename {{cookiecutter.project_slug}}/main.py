@@ -25,20 +25,19 @@ from run_context import RunContext, TerminalJobError, UnknownJob
 
 logger = logging.getLogger("scheduled_run")
 
-Outcome = dedup.Outcome
 # What Cloud Scheduler is answered for each outcome, and the log line's severity. Scheduler stops on a
 # 2xx and retries anything else (operations.md, "What each HTTP status means to Cloud Scheduler").
 ANSWERS: Mapping[dedup.Outcome, tuple[int, str]] = MappingProxyType({
-    Outcome.PROCESSED: (200, "INFO"),
-    Outcome.DUPLICATE: (200, "INFO"),
-    Outcome.IN_PROGRESS: (409, "WARNING"),  # 409, never 503: keeps Scheduler's retries counting
-    Outcome.INVALID_DELIVERY: (400, "WARNING"),
-    Outcome.TERMINAL_FAILURE: (200, "ERROR"),  # 2xx so Scheduler stops retrying
-    Outcome.RETRYABLE_FAILURE: (500, "ERROR"),
-    Outcome.SUPERSEDED: (409, "WARNING"),
-    Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
-    Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
-    Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+    dedup.Outcome.PROCESSED: (200, "INFO"),
+    dedup.Outcome.DUPLICATE: (200, "INFO"),
+    dedup.Outcome.IN_PROGRESS: (409, "WARNING"),  # 409, never 503: keeps Scheduler's retries counting
+    dedup.Outcome.INVALID_DELIVERY: (400, "WARNING"),
+    dedup.Outcome.TERMINAL_FAILURE: (200, "ERROR"),  # 2xx so Scheduler stops retrying
+    dedup.Outcome.RETRYABLE_FAILURE: (500, "ERROR"),
+    dedup.Outcome.SUPERSEDED: (409, "WARNING"),
+    dedup.Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
+    dedup.Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
+    dedup.Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
 })  # fmt: skip
 
 # The run's identity, stamped on every line logged while a delivery is handled (the job's too).
@@ -101,7 +100,7 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
     except dedup.RunNotProcessed as stop:
         outcome, detail, error = stop.outcome, str(stop), None
     except RequestTimeoutException:  # the stop landed in a claim or finish call (see work_then_finish)
-        outcome = Outcome.RETRYABLE_FAILURE
+        outcome = dedup.Outcome.RETRYABLE_FAILURE
         detail = f"{stopped_at_the_timeout()} during a Firestore call; a claim it made waits for its lease"
         error = None
     http_status, severity = ANSWERS[outcome]
@@ -127,22 +126,23 @@ def work_then_finish(
             RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
     except TerminalJobError as error:
         ledger.fail(claim, str(error), dedup.utcnow())
-        return Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {error}", None
+        return dedup.Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {error}", None
     except UnknownJob as error:  # a deploy gives the job its work: keep the run for the retry after it
         ledger.release(claim)
-        return Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {error}", None
+        return dedup.Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {error}", None
     except RequestTimeoutException as error:  # raised into the work by functions-framework: see below
         ledger.release(claim)
-        return Outcome.RETRYABLE_FAILURE, f"{stopped_at_the_timeout()} in the work; run released for a retry", error
-    except Exception as error:
-        ledger.release(claim)
         return (
-            Outcome.RETRYABLE_FAILURE,
-            f"retryable failure, run released for a retry: {type(error).__name__}: {error}",
+            dedup.Outcome.RETRYABLE_FAILURE,
+            f"{stopped_at_the_timeout()} in the work; run released for a retry",
             error,
         )
+    except Exception as error:
+        ledger.release(claim)
+        detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
+        return dedup.Outcome.RETRYABLE_FAILURE, detail, error
     ledger.complete(claim, dedup.utcnow(), result)
-    return Outcome.PROCESSED, "run processed", None
+    return dedup.Outcome.PROCESSED, "run processed", None
 
 
 def stopped_at_the_timeout() -> str:
