@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt requirements-tf.txt 2>/dev/null | sha256sum | cut -c1-12)
 
-# tests/test_docs.py parses docs/' mermaid diagrams with pinned npm packages (tests/docs-check/package-lock.json).
+# tests/test_docs.py parses the mermaid diagrams of docs/ and of a bake's docs/ with pinned npm packages (tests/docs-check/package-lock.json).
 DOCS_CHECK := tests/docs-check/node_modules/.installed
 
 .PHONY: help venv demo test lint format clean

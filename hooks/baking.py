@@ -12,9 +12,10 @@ from pathlib import Path
 MODULE_SOURCE = Path("terraform") / "modules" / "scheduled-dedup"
 MODULE_TARGET = Path("terraform") / "modules" / "scheduled-dedup"
 # The bake-time rules, vendored the same way: the baked tests/test_schedule_rules.py checks the rules Terraform
-# cannot (a cron's smallest gap against the timing) on the values in the baked terraform/main.tf.
+# cannot (a cron's smallest gap against the timing) on the values in the baked terraform/main.tf. Only the tests
+# use them, so they sit with the tests' other helpers, not among the user's tools.
 RULES_SOURCE = Path("hooks") / "rules.py"
-RULES_TARGET = Path("tools") / "rules.py"
+RULES_TARGET = Path("tests") / "harness" / "rules.py"
 
 # Paths (relative to the baked project) that only the given targets use; a path listed under two
 # targets is kept for either.

@@ -39,9 +39,10 @@ UUID_LIKE = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 # Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 TARGETS = ("function", "cloud_run_job", "workflow")
-# Team delivery (terraform/bootstrap, .github/workflows/ci.yml in the bake). A state bucket name follows
-# https://cloud.google.com/storage/docs/buckets#naming, without dots (a dotted name must be a domain
-# the team has verified); names starting with "goog" or containing "google" are refused by Cloud Storage.
+# Team delivery (the bootstrap root and the plan/apply jobs of .github/workflows/ci.yml in the bake).
+# A state bucket name follows https://cloud.google.com/storage/docs/buckets#naming, without dots (a
+# dotted name must be a domain the team has verified); names starting with "goog" or containing
+# "google" are refused by Cloud Storage.
 STATE_BUCKET = re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
 # GitHub: an owner is 1-39 letters, digits or single inner hyphens; a repository name 1-100 letters,
 # digits, '.', '_' or '-', but not "." or "..". The bootstrap's Workload Identity provider trusts this one.
@@ -248,13 +249,17 @@ GROC_REFUSED = (
 
 
 def cron_fields(schedule: str) -> list[str]:
-    """Fields split on ASCII white space only, as Terraform's RE2 `\\S+` does (variables.tf): a no-break
-    space stays inside a field and is refused there, by both."""
+    """Fields split on ASCII white space only, as Terraform's RE2 `\\s` does (main.tf, local.cron_shape): a
+    no-break space stays inside a field and is refused there, by both."""
     return re.findall(r"[^\t\n\f\r ]+", schedule)
 
 
 def check_schedule(job_id: str, schedule: str) -> str:
-    """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone."""
+    """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
+
+    Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
+    this full grammar runs in the hook and, on the jobs in terraform/main.tf, in the baked
+    tests/test_schedule_rules.py. The template's tests/test_terraform.py says which cases each refuses."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
@@ -384,8 +389,8 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
     RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
     linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
     10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The baked tools/live_server.py (RetryPolicy.delays) models the
-    same shape for the fault tests; tests/test_rules.py checks that the two agree.
+    projects.locations.jobs#retryconfig). The baked tests/harness/live_server.py (RetryPolicy.delays)
+    models the same shape for the fault tests; the template's tests/test_rules.py checks that the two agree.
     """
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
@@ -403,7 +408,13 @@ def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int
 
 
 def check_timing(values: Mapping[str, object]) -> dict[str, int]:
-    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window."""
+    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window.
+
+    cookiecutter.json derives each default from the answers before it so that these rules, the schedule rule
+    and the audit's hold whatever one number is changed (timeout = deadline, lease = timeout + 60, backoffs
+    that outlast the lease); the template's tests/test_cookiecutter_json.py changes each one: change a rule,
+    check it there.
+    """
     deadline = parse_seconds("attempt_deadline_seconds", values["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
     timeout = parse_seconds(
         "function_timeout_seconds", values["function_timeout_seconds"], 1, MAX_FUNCTION_TIMEOUT_SECONDS
@@ -858,7 +869,8 @@ def check_schedule_timing(
 
 
 def validate(context: Mapping[str, object]) -> dict[str, object]:
-    """All rules, in prompt order; the first broken one raises. Returns the normalised answers and `warnings`."""
+    """All rules, in prompt order (the timing numbers as one group); the first broken one raises.
+    Returns the normalised answers and `warnings`."""
     checked: dict[str, object] = {
         "project_name": check_project_name(context["project_name"]),
         "project_slug": check_slug(context["project_slug"]),

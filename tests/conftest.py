@@ -12,16 +12,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from cookiecutter.generate import generate_context
 from cookiecutter.main import cookiecutter
+from cookiecutter.prompt import prompt_for_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
 sys.path.insert(0, str(TEMPLATE_PROJECT / "tools"))
+sys.path.insert(0, str(TEMPLATE_PROJECT / "tests" / "harness"))  # the baked fault tests' harness (tests/test_rules.py)
 sys.path.insert(0, str(ROOT / "hooks"))
 
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
+# The answers a `--no-input` bake gets: cookiecutter renders the defaults that follow earlier answers.
+DEFAULT_ANSWERS = dict(prompt_for_config(generate_context(context_file=str(ROOT / "cookiecutter.json")), no_input=True))
 
 
 # The bakes every check runs on (tests/test_bake.py: rendering, lint, the baked suite;

@@ -1,6 +1,6 @@
 """A deterministic discrete-event model of Cloud Scheduler delivering one scheduled run, one fault injected.
 
-What is modelled, from Cloud Scheduler's documentation (sources in docs/choosing-the-numbers.md):
+What is modelled, from Cloud Scheduler's documentation (sources in a bake's docs/choosing-the-numbers.md):
 - the first attempt arrives at the fire time; each attempt fails when the handler answers non-2xx, when its
   connection breaks (the instance was SIGKILLed) or at the attempt deadline without an answer;
 - after attempt i fails, the next comes rules.retry_wait_seconds(i) later (min_backoff doubling max_doublings
@@ -241,13 +241,10 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         lease=dt.timedelta(seconds=timing["lease_seconds"]),
         retention=dt.timedelta(seconds=timing["retention_seconds"]),
         max_future=dt.timedelta(days=32),
-        retry_window=dt.timedelta(seconds=rules.retry_window_seconds(
-            timing["attempt_deadline_seconds"], timing["retry_count"], timing["max_backoff_seconds"],
-            timing["max_retry_duration_seconds"],
-        )),
-        jobs={},  # no max_lateness_seconds: every delivery may run (the audit plays no part here)
-        audit_job="sim_audit",
-    )  # fmt: skip
+        retry_window=dt.timedelta(0),  # the audit's and max_lateness' settings: neither is simulated
+        jobs={},
+        audit_job="",
+    )
     ledger = dedup.RunLedger(config, client=MemoryFirestore(now))
     key = dedup.RunKey(config.project, config.location, "sim-job", FIRE_TIME)
     outcome = Outcome()

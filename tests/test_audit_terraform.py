@@ -72,6 +72,8 @@ def test_hook_and_terraform_agree_on_the_audit_interval_and_max_lateness(tmp_pat
             """\
             mock_provider "google" {}
             mock_provider "archive" {}
+            mock_provider "time" {}
+            mock_provider "http" {}
 
             variables {
               project_id = "parity-project"

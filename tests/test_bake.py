@@ -47,7 +47,7 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
 
 def test_the_bake_vendors_the_hooks_rules(baked):
     """Its tests/test_schedule_rules.py runs the very rules the hook ran (hooks/baking.py vendors them)."""
-    assert (baked / "tools" / "rules.py").read_bytes() == (ROOT / "hooks" / "rules.py").read_bytes()
+    assert (baked / "tests" / "harness" / "rules.py").read_bytes() == (ROOT / "hooks" / "rules.py").read_bytes()
 
 
 def test_answers_are_recorded(baked):

@@ -6,8 +6,9 @@ import ast
 import re
 
 import pytest
+import rich.console
 import rules
-from conftest import DEFAULTS, ROOT
+from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT
 from cookiecutter.generate import generate_context
 from cookiecutter.prompt import prompt_for_config
 
@@ -18,8 +19,7 @@ PROMPTS = DEFAULTS["__prompts__"]
 @pytest.fixture(scope="module")
 def default_answers():
     """The answers a `--no-input` bake gets, rendered by cookiecutter itself (project_slug included)."""
-    context = generate_context(context_file=str(ROOT / "cookiecutter.json"))
-    return prompt_for_config(context, no_input=True)
+    return DEFAULT_ANSWERS
 
 
 def test_every_variable_has_a_prompt():
@@ -82,11 +82,121 @@ TIMING_AND_RETRY = [
 ]
 
 
-def test_the_terraform_modules_defaults_are_the_bakes():
+def test_the_terraform_modules_defaults_are_the_bakes(default_answers):
     """A module used without a bake (its optional() defaults) gets the same numbers, which pass every rule."""
     variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
     module = {name: int(value) for name, value in re.findall(r"(\w+)\s*=\s*optional\(number, (\d+)\)", variables)}
-    assert {name: module.get(name) for name in TIMING_AND_RETRY} == {name: DEFAULTS[name] for name in TIMING_AND_RETRY}
+    bake = {name: int(default_answers[name]) for name in TIMING_AND_RETRY}
+    assert {name: module.get(name) for name in TIMING_AND_RETRY} == bake
+
+
+# --- questions that lead somewhere (issue 11): change one number, press Enter for the rest ---------
+
+
+def answered(changes: dict[str, object]) -> dict[str, object]:
+    """The answers of a user who types `changes` at their questions and presses Enter at every other one.
+
+    cookiecutter asks through rich's Prompt, which reads each line from Console.input: that is the one
+    thing replaced, so every default is rendered from the answers before it exactly as at a terminal
+    (prompt_for_config renders each default just before its question), and "" is the Enter key.
+    """
+    context = generate_context(context_file=str(ROOT / "cookiecutter.json"))
+    questions = {PROMPTS[key]: str(value) for key, value in changes.items()}
+
+    def typed(console, prompt="", **options):
+        asked = [text for question, text in questions.items() if question in str(prompt)]
+        return asked[0] if asked else ""
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rich.console.Console, "input", typed)
+        return prompt_for_config(context, no_input=False)
+
+
+# Each numeric question's range, as its prompt states it, with the other answers at their defaults
+# (deadline 300, timeout 300, lease 360, 5 retries, waits from 30 s doubling 3 times up to 300 s, audit every
+# 60 min): both ends, and values between. Where a rule ties a question to later ones, its end is the
+# last value for which the rules leave later answers that bake.
+NUMBERS_IN_RANGE = {
+    "attempt_deadline_seconds": (15, 60, 900, 1800),
+    "function_timeout_seconds": (300, 1950, 3600),
+    # Below 18000: five retries wait at most 5 x 3600 s in all, and must outlast the lease.
+    "lease_seconds": (330, 361, 9000, 17999),
+    "retry_count": (0, 1, 2, 3, 4, 5),
+    # 12: the least whose five doubling waits can outlast the 360 s lease (12 + 24 + 48 + 96 + 192 = 372).
+    "min_backoff_seconds": (12, 13, 14, 60, 361, 1800, 3600),
+    # 91: the least with which 30 + 60 + 91 + 91 + 91 = 363 s outlasts the lease.
+    "max_backoff_seconds": (91, 120, 1800, 3600),
+    "max_doublings": (0, 1, 3, 8, 16),
+    "audit_interval_minutes": rules.AUDIT_INTERVALS_MINUTES,
+    # 86400 - 60 x 60 - 360 - 300 - 300: the audit's interval and settle time fill the day exactly.
+    "max_retry_duration_seconds": (0, 1, 40000, 81840),
+    # 60 x 60 + 360 + 3300 (the retry window): the least the audit's lookback needs.
+    "retention_seconds": (7260, 86400, 604800, 31536000),
+}
+# One step past each range end: refused, so the ends above are the ones the prompts state.
+NUMBERS_PAST_THE_RANGE = {
+    "attempt_deadline_seconds": (14, 1801),
+    "function_timeout_seconds": (299, 3601),
+    "lease_seconds": (329, 18000),
+    "retry_count": (6,),
+    "min_backoff_seconds": (11, 3601),
+    "max_backoff_seconds": (90, 3601),
+    "max_doublings": (17,),
+    "audit_interval_minutes": (7,),
+    "max_retry_duration_seconds": (81841,),
+    "retention_seconds": (7259,),
+}
+
+
+def numeric_questions() -> list[str]:
+    return [key for key in VARIABLES if isinstance(DEFAULT_ANSWERS[key], str) and DEFAULT_ANSWERS[key].isdigit()]
+
+
+def test_every_numeric_question_is_covered():
+    assert list(NUMBERS_IN_RANGE) == numeric_questions() == list(NUMBERS_PAST_THE_RANGE)
+
+
+def test_the_default_timing_follows_the_earlier_answers(default_answers):
+    """Pressing Enter everywhere gives the numbers the docs and the module's defaults use."""
+    assert answered({}) == default_answers
+    timing = {name: default_answers[name] for name in TIMING_AND_RETRY}
+    assert timing == {
+        "attempt_deadline_seconds": "300",
+        "function_timeout_seconds": "300",
+        "lease_seconds": "360",
+        "retention_seconds": "604800",
+        "retry_count": "5",
+        "min_backoff_seconds": "30",
+        "max_backoff_seconds": "300",
+        "max_doublings": "3",
+        "max_retry_duration_seconds": "0",
+    }
+    # The issue's case: a 600 s deadline, then Enter, now keeps a timeout that is no longer too short.
+    changed = answered({"attempt_deadline_seconds": 600})
+    assert (changed["function_timeout_seconds"], changed["lease_seconds"]) == ("600", "660")
+
+
+@pytest.mark.parametrize(
+    ("question", "value"),
+    [(question, value) for question, values in NUMBERS_IN_RANGE.items() for value in values],
+    ids=lambda item: str(item),
+)
+def test_one_number_changed_and_enter_for_the_rest_bakes(question, value):
+    answers = answered({question: value})
+    assert answers[question] == str(value)
+    checked = rules.validate(answers)
+    # The one warning there is: no retries at all is allowed, and said.
+    assert bool(checked["warnings"]) == (question == "retry_count" and value == 0)
+
+
+@pytest.mark.parametrize(
+    ("question", "value"),
+    [(question, value) for question, values in NUMBERS_PAST_THE_RANGE.items() for value in values],
+    ids=lambda item: str(item),
+)
+def test_one_number_past_its_range_is_refused(question, value):
+    with pytest.raises(rules.RuleError):
+        rules.validate(answered({question: value}))
 
 
 # --- the answers that decide a first apply on a new project (issue 9) --------------------------

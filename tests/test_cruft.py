@@ -55,6 +55,8 @@ def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_pat
     # The hooks ran under cruft: answers written, the Terraform module vendored.
     assert (project / ".cookiecutter.json").is_file()
     assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+    assert (project / "tests" / "harness" / "rules.py").is_file()
+    assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
     run("git", "init", "-q", "-b", "main", cwd=project)
     git_commit(project, "baked")
 

@@ -1,5 +1,6 @@
-"""docs/ renders on GitHub: every mermaid diagram parses with mermaid's own parser, and every link
-between the docs (file and #anchor) resolves."""
+"""The docs render on GitHub: the template's docs/ and the docs/ a default bake carries (rendered with its
+names). Every mermaid diagram parses with mermaid's own parser, every link between the pages (file and
+#anchor) resolves, and no page exists in both places."""
 
 from __future__ import annotations
 
@@ -10,22 +11,43 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, TEMPLATE_PROJECT, bake
 
 DOCS = ROOT / "docs"
+BAKED_DOCS = TEMPLATE_PROJECT / "docs"  # the baked pages' templates
 CHECKER = ROOT / "tests" / "docs-check"
 INSTALL_HINT = "run `make test` (it runs `npm ci --prefix tests/docs-check`), or that npm command yourself"
 MERMAID_BLOCK = re.compile(r"^```mermaid\n(.*?)^```", re.M | re.S)
 # [text](target): targets without a scheme are links inside the repository.
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 PAGES = sorted(DOCS.glob("*.md"))
+# What is about the template, and what a bake's user needs.
+TEMPLATE_TOPICS = {"README.md", "targets.md", "performance.md", "delivery.md", "upgrading.md"}
+BAKED_TOPICS = {
+    "how-it-works.md",
+    "choosing-the-numbers.md",
+    "schedules-and-manual-runs.md",
+    "iam.md",
+    "operations.md",
+    "troubleshooting.md",
+    "security.md",
+    "faults.md",
+    "audit.md",
+}
 
 
-def mermaid_blocks() -> list[dict[str, str]]:
+@pytest.fixture(scope="module")
+def baked_pages(tmp_path_factory) -> list[Path]:
+    """A default bake's docs/ and README.md, rendered."""
+    project = bake(tmp_path_factory.mktemp("docs"))
+    return [project / "README.md", *sorted((project / "docs").glob("*.md"))]
+
+
+def mermaid_blocks(pages: list[Path], prefix: str = "") -> list[dict[str, str]]:
     blocks = []
-    for page in PAGES:
+    for page in pages:
         for number, match in enumerate(MERMAID_BLOCK.finditer(page.read_text()), 1):
-            blocks.append({"name": f"{page.name} diagram {number}", "code": match[1]})
+            blocks.append({"name": f"{prefix}{page.name} diagram {number}", "code": match[1]})
     return blocks
 
 
@@ -55,39 +77,33 @@ def anchors(page: Path) -> set[str]:
     return {github_anchor(m[1]) for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)}
 
 
-def test_docs_cover_the_topics():
-    names = {page.name for page in PAGES}
-    assert {
-        "README.md",
-        "how-it-works.md",
-        "choosing-the-numbers.md",
-        "schedules-and-manual-runs.md",
-        "iam.md",
-        "operations.md",
-        "upgrading.md",
-        "troubleshooting.md",
-        "performance.md",
-        "targets.md",
-        "security.md",
-        "faults.md",
-    } <= names
+def test_docs_cover_the_topics_each_once(baked_pages):
+    template, baked = {page.name for page in PAGES}, {page.name for page in baked_pages[1:]}
+    assert template >= TEMPLATE_TOPICS
+    assert baked >= BAKED_TOPICS
+    assert not template & baked, f"pages both in the template's docs/ and in a bake's: {sorted(template & baked)}"
+    assert {page.name for page in BAKED_DOCS.glob("*.md")} == baked
 
 
-def test_the_docs_index_links_every_page():
+def test_the_docs_indexes_link_every_page(baked_pages):
     indexed = set(LINK.findall((DOCS / "README.md").read_text()))
     missing = [page.name for page in PAGES if page.name != "README.md" and page.name not in indexed]
+    missing += [page.name for page in baked_pages[1:] if f"../{BAKED_DOCS.parent.name}/docs/{page.name}" not in indexed]
     assert not missing, f"docs/README.md does not link: {missing}"
+    in_readme = set(LINK.findall(baked_pages[0].read_text()))
+    unlinked = [page.name for page in baked_pages[1:] if f"docs/{page.name}" not in in_readme]
+    assert not unlinked, f"the baked README does not link: {unlinked}"
 
 
-def test_every_mermaid_diagram_parses():
-    blocks = mermaid_blocks()
+def test_every_mermaid_diagram_parses(baked_pages):
+    blocks = mermaid_blocks(PAGES) + mermaid_blocks(baked_pages, prefix="baked ")
     results = parse_mermaid(blocks)
     failures = [f"{r['name']}: {r['error']}" for r in results if not r["ok"]]
     assert not failures, "\n".join(failures)
     types = {r["name"].split(" diagram")[0]: set() for r in results}
     for r in results:
         types[r["name"].split(" diagram")[0]].add(r["type"])
-    assert {"sequence", "stateDiagram"} <= types["how-it-works.md"]
+    assert {"sequence", "stateDiagram"} <= types["baked how-it-works.md"]
 
 
 def test_the_checker_rejects_a_broken_diagram():
@@ -118,6 +134,10 @@ def broken_links(pages: list[Path]) -> list[str]:
 
 def test_links_between_docs_resolve():
     assert not broken_links(PAGES), "\n".join(broken_links(PAGES))
+
+
+def test_links_between_a_bakes_docs_resolve_inside_it(baked_pages):
+    assert not broken_links(baked_pages), "\n".join(broken_links(baked_pages))
 
 
 def test_the_link_check_finds_a_missing_page_and_a_missing_heading(tmp_path):

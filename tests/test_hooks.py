@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import baking
 import pytest
-from conftest import ROOT, bake
+from conftest import DEFAULTS, ROOT, bake
 from cookiecutter.exceptions import FailedHookException
+from cookiecutter.main import cookiecutter
 
 # (answers, field, value as the hook sees it, a fragment of the rule). cookiecutter merges a `jobs` override
 # into the default {"nightly": {...}} and hands numbers to the hook as text.
@@ -77,7 +79,13 @@ REFUSALS = {
         "400",
         "with retry_count 0 it alone bounds the retries",
     ),
-    "backoff": ({"min_backoff_seconds": 301}, "max_backoff_seconds", "300", "must be at least min_backoff_seconds"),
+    # Both typed: pressing Enter at max_backoff_seconds would take 10 x 301 (capped at 3600) instead.
+    "backoff": (
+        {"min_backoff_seconds": 301, "max_backoff_seconds": 300},
+        "max_backoff_seconds",
+        "300",
+        "must be at least min_backoff_seconds",
+    ),
     "non-numeric": ({"lease_seconds": "6 min"}, "lease_seconds", "6 min", "must be a whole number"),
     "jobs-extra-key": (
         {"jobs": {"nightly": {"retry_count": 2}}},
@@ -159,9 +167,14 @@ def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path, answ
     assert not output.exists() or list(output.iterdir()) == []
 
 
-@pytest.mark.parametrize(("template", "cwd"), [(".", ROOT), ("..", ROOT / "hooks")], ids=["dot", "parent"])
+@pytest.mark.parametrize(
+    ("template", "cwd"),
+    [(".", ROOT), ("..", ROOT / "hooks"), (str(ROOT), Path("/"))],
+    ids=["dot", "parent", "absolute"],
+)
 def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template, cwd):
-    """`cookiecutter .` and `cookiecutter ..`: the hooks run elsewhere, yet still find the template's hooks/."""
+    """`cookiecutter .`, `cookiecutter ..` and an absolute path: the hooks run elsewhere, yet both find the
+    template (pre_gen_project.template_dir(), which post_gen_project.py learns from the note it leaves)."""
     output = tmp_path / "out"
     result = subprocess.run(
         [
@@ -180,6 +193,104 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
     assert result.returncode == 0, result.stderr
     (project,) = output.iterdir()
     assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+    assert (project / "tools" / "rules.py").is_file()
+    assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
+
+
+COOKIECUTTER = Path(sys.executable).parent / "cookiecutter"
+
+
+@pytest.fixture
+def own_replay_dir(tmp_path, monkeypatch):
+    """cookiecutter's replay directory, moved out of ~ by a user config (COOKIECUTTER_CONFIG) as a user may."""
+    replay_dir = tmp_path / "replay"
+    config = tmp_path / "cookiecutterrc.yaml"
+    config.write_text(f"replay_dir: {json.dumps(str(replay_dir))}\n")
+    monkeypatch.setenv("COOKIECUTTER_CONFIG", str(config))
+    return replay_dir
+
+
+def at_the_terminal(*arguments: str, typed: dict[int, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`cookiecutter` asking its questions on stdin: `typed` maps a question's number (1 = the first asked)
+    to the line typed there; every other question gets Enter."""
+    lines = [typed.get(number, "") for number in range(1, 60)]
+    return subprocess.run(
+        [str(COOKIECUTTER), *arguments],
+        input="\n".join(lines) + "\n",
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# The order cookiecutter asks in: every plain question as cookiecutter.json lists it, then `jobs` (a dict).
+QUESTION_NUMBER = {key: number for number, key in enumerate(
+    [key for key, value in DEFAULTS.items() if not key.startswith("_") and not isinstance(value, dict)], start=1
+)}  # fmt: skip
+
+
+def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path, own_replay_dir):
+    """The issue's case through cookiecutter's own prompts: the timeout and the lease follow the deadline."""
+    result = at_the_terminal(
+        "-o", str(tmp_path / "out"), str(ROOT), typed={QUESTION_NUMBER["attempt_deadline_seconds"]: "600"}, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    answers = json.loads((tmp_path / "out" / "nightly-report" / ".cookiecutter.json").read_text())
+    timing = ("attempt_deadline_seconds", "function_timeout_seconds", "lease_seconds")
+    assert [answers[name] for name in timing] == ["600", "600", "660"]
+
+
+def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_path, own_replay_dir):
+    output = tmp_path / "out"
+    refused = at_the_terminal(
+        "-o", str(output), str(ROOT), typed={QUESTION_NUMBER["gcp_project_id"]: "Bad"}, cwd=tmp_path
+    )
+    assert refused.returncode != 0
+    lines = refused.stderr.splitlines()
+    errors = [number for number, line in enumerate(lines) if line.startswith("ERROR: ")]
+    assert errors and lines[errors[0]].startswith("ERROR: gcp_project_id='Bad': "), refused.stderr
+    # cookiecutter saved the answers before the pre_gen hook ran, in <replay_dir>/<template dir name>.json.
+    replay_file = own_replay_dir / f"{ROOT.name}.json"
+    saved = json.loads(replay_file.read_text())
+    assert saved["cookiecutter"]["gcp_project_id"] == "Bad"
+    hint = lines[errors[0] + 1]
+    prefix = f"Your answers are saved in {replay_file}: correct the one above there, then bake again with: "
+    assert hint.startswith(prefix), refused.stderr
+    command = shlex.split(hint.removeprefix(prefix))
+    assert command == ["cookiecutter", "--replay-file", str(replay_file), "-o", str(output), str(ROOT)]
+    assert not output.exists() or list(output.iterdir()) == []
+
+    saved["cookiecutter"]["gcp_project_id"] = "fixed-project-id"
+    replay_file.write_text(json.dumps(saved))
+    again = subprocess.run(
+        [str(COOKIECUTTER), *command[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    answers = json.loads((output / "nightly-report" / ".cookiecutter.json").read_text())
+    assert answers["gcp_project_id"] == "fixed-project-id"
+    assert answers["lease_seconds"] == "360"
+
+
+def test_a_refusal_names_only_a_replay_file_that_holds_its_answers(tmp_path, own_replay_dir, capfd):
+    """`--no-input` through the API saves the answers too. Replaying another file saves them under that
+    file's name, so the one named after the template holds older answers: it is not named."""
+    output = tmp_path / "out"
+    output.mkdir()
+    with pytest.raises(FailedHookException):
+        bake(output, gcp_project_id="Bad")
+    replay_file = own_replay_dir / f"{ROOT.name}.json"
+    assert f"Your answers are saved in {replay_file}: " in capfd.readouterr().err
+    other = tmp_path / "other.json"
+    saved = json.loads(replay_file.read_text())
+    saved["cookiecutter"]["gcp_project_id"] = "Worse"
+    other.write_text(json.dumps(saved))
+    with pytest.raises(FailedHookException):
+        cookiecutter(str(ROOT), replay=str(other), output_dir=str(output), accept_hooks=True)
+    err = capfd.readouterr().err
+    assert "ERROR: gcp_project_id='Worse': " in err
+    assert "Your answers are saved" not in err
 
 
 ODD_NAME = 'Bob\'s "Quarterly" \\ Report: Café 日本語 🚀'

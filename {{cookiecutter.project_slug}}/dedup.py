@@ -53,6 +53,9 @@ LOCATION_HEADER = "X-Scheduler-Location"
 # The answers, baked at generation time into settings.json (the same keys as the environment
 # variables): what a local run reads. Every one is overridden by the environment variable of its
 # name, which Terraform sets on the deployed function, so this file is the same in every bake.
+# DEDUP_RETRY_WINDOW_SECONDS is the longest time from a run's first delivery to the end of its last
+# retry (tests/harness/rules.py retry_window_seconds, the module's local.retry_window_seconds; the
+# template's tests/test_bake.py checks they agree).
 SETTINGS_FILE = pathlib.Path(__file__).with_name("settings.json")
 # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole
 # schedule period ahead; anything further out is refused as nonsense. Not an answer: no bake differs.
@@ -403,7 +406,7 @@ class RecordChanged(Exception):
 
 
 class GuardedRecords:
-    """The one way the protocol's records are written (the run ledger's and cloud_run_job/store.py's):
+    """The one way the protocol's records are written (the run ledger's, and the Cloud Run job target's items):
     create (None if the record exists), and update or delete only while the record's update time is
     still the one the caller last saw (RecordChanged otherwise). No transaction is needed."""
 

@@ -146,7 +146,7 @@ def work_then_finish(
 
 
 def stopped_at_the_timeout() -> str:
-    """functions-framework (3.10.2, request_timeout.py) stops a request that outlives
+    """functions-framework (3.10.2, functions_framework/request_timeout.py) stops a request that outlives
     CLOUD_RUN_TIMEOUT_SECONDS by raising RequestTimeoutException in its thread, at the next Python
     instruction: a call blocked in C code (a socket read, time.sleep) is stopped only once it returns.
     The Terraform sets the variables that switch this on (function.tf, environment_variables)."""

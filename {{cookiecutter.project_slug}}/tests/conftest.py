@@ -57,7 +57,7 @@ def collection(monkeypatch, emulator_host):
 
 @pytest.fixture
 def fleet(collection, tmp_path):
-    """Real functions-framework server processes on this test's collection (tools/live_server.py); killed after."""
+    """Real functions-framework server processes on this test's collection (harness/live_server.py); killed after."""
     servers = Fleet(collection.id, tmp_path)
     yield servers
     servers.stop_all()
@@ -80,7 +80,7 @@ def log_lines():
 
 @pytest.fixture(scope="session")
 def faulty_firestore(emulator_host):
-    """A gRPC server in front of the emulator that fails the calls a test arms (tools/fake_firestore.py)."""
+    """A gRPC server in front of the emulator that fails the calls a test arms (tests/harness/fake_firestore.py)."""
     fake = FaultyFirestore(emulator_host).start()
     yield fake
     fake.stop()

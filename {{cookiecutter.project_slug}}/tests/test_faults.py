@@ -1,7 +1,7 @@
 """SIGKILL a real server at each point of a delivery, then retry the way Cloud Scheduler does (docs/faults.md).
 
-Each test starts two functions-framework servers (tools/live_server.py) on the emulator: the one that
-dies, stopped at a fault point by tools/served_job.py and killed with SIGKILL (no cleanup code runs),
+Each test starts two functions-framework servers (tests/harness/live_server.py) on the emulator: the one that
+dies, stopped at a fault point by tests/harness/served_job.py and killed with SIGKILL (no cleanup code runs),
 and a fresh one that takes Scheduler's retries, as a new Cloud Run instance would. Both boot at once
 to keep the suite fast. The lease is LEASE_SECONDS; the retries follow Scheduler's backoff shape with
 the template's default policy (10 s doubling 3 times, up to 300 s) scaled by 1/50, and 5 retries
@@ -47,7 +47,7 @@ def show(case, retries):
 
 
 def outputs_of(fleet):
-    """The job's effects: outputs/{run_id}, created put-if-absent by tools/served_job.py."""
+    """The job's effects: outputs/{run_id}, created put-if-absent by tests/harness/served_job.py."""
     client = firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
     return records(client.collection(fleet.outputs))
 

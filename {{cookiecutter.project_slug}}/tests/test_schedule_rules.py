@@ -1,6 +1,6 @@
 """The rules Terraform cannot check, on the values terraform/main.tf deploys: a Terraform validation cannot
 expand a cron, so an edit of a schedule or a timing in main.tf is checked here (docs: choosing-the-numbers.md
-in the template). tools/rules.py is the template's hooks/rules.py, vendored by the bake; cronsim expands each
+in the template). tests/harness/rules.py is the template's hooks/rules.py, vendored by the bake; cronsim expands each
 job's cron independently of it."""
 
 import datetime as dt
@@ -75,8 +75,10 @@ def cronsim_gap(schedule: str, time_zone: str, start: dt.datetime) -> int | None
 
 
 def test_main_tf_passes_the_schedule_rules():
+    # Terraform checks a cron's shape only (five fields of the right characters); the grammar is checked here.
+    jobs = rules.check_jobs(JOBS)
     timing = rules.check_timing(TIMING)  # Terraform's validations check these too
-    rules.check_schedule_timing(JOBS, timing, dt.date.today())
+    rules.check_schedule_timing(jobs, timing, dt.date.today())
 
 
 @pytest.mark.parametrize("job_id", sorted(JOBS))
@@ -89,6 +91,16 @@ def test_each_jobs_cronsim_gap_exceeds_what_one_fault_keeps_a_run_busy(job_id):
     assert gap > busy_bound(TIMING) >= TIMING["function_timeout_seconds"], (schedule, time_zone, gap)
     # The rules count DST's repeated and skipped times at their worst, so never see a larger gap than cronsim.
     assert rules.smallest_gap(schedule, time_zone, start.date()).seconds <= gap
+
+
+def test_an_edit_to_a_schedule_of_the_right_shape_but_out_of_range_is_refused():
+    """An hour of 24 has the shape Terraform's validation checks; the grammar here refuses it."""
+    job_id = sorted(JOBS)[0]
+    edited = MAIN_TF.read_text(encoding="utf-8").replace(json.dumps(JOBS[job_id]["schedule"]), '"0 24 * * *"', 1)
+    jobs, _ = deployed_values(edited)
+    assert jobs[job_id]["schedule"] == "0 24 * * *"
+    with pytest.raises(rules.RuleError, match=r"hour value '24' is outside 0-23"):
+        rules.check_jobs(jobs)
 
 
 def test_an_edit_to_a_busier_schedule_is_refused():

@@ -1,6 +1,6 @@
 """Every gRPC status Firestore can answer, at every call a delivery makes, ends in one outcome line.
 
-The handler's client talks to the emulator through tools/fake_firestore.py, which answers one chosen
+The handler's client talks to the emulator through tests/harness/fake_firestore.py, which answers one chosen
 call with one chosen status code: the claim's create, its read (after an existing record made the
 create fail), a takeover's update, the finish's update (success or terminal failure), the release's
 delete. Each (call, code)

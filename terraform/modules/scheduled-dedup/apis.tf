@@ -35,7 +35,7 @@ resource "google_project_service" "this" {
 # An enabled API answers before it has propagated: resources created right after
 # `services.enable` returns can still meet "API not enabled" / 403 for a while. Everything that
 # calls one of these APIs depends on this wait, not on google_project_service directly
-# (tests/test_terraform.py, test_graph_ordering, checks it on every bake's `terraform graph`).
+# (the template's tests/test_terraform.py, test_graph_ordering, checks it on every bake's `terraform graph`).
 # Re-created (and so waits again) only when the set of APIs changes.
 resource "time_sleep" "apis" {
   create_duration = "${var.waits.apis_seconds}s"

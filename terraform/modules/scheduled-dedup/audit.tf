@@ -65,7 +65,8 @@ resource "google_cloud_scheduler_job" "audit" {
   }
 
   depends_on = [
-    google_project_service.this,
+    time_sleep.apis,
+    # No delivery before the invoker may call the function.
     google_cloud_run_v2_service_iam_member.invoker,
   ]
 }
@@ -99,7 +100,7 @@ resource "google_logging_metric" "audit" {
     job = "EXTRACT(jsonPayload.job)"
   }
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_monitoring_alert_policy" "run_missed" {
@@ -142,4 +143,7 @@ resource "google_monitoring_alert_policy" "run_missed" {
     mime_type = "text/markdown"
     content   = "The ${var.slug} audit found a scheduled run with no record although its lease and every Scheduler retry are long past: it never ran, and nothing will run it by itself. Runbook: docs/operations.md, \"A scheduled run was missed\". List them with `python tools/runs.py missed --since ... --until ...`, fix the cause (paused or deleted Scheduler job, IAM, ingress, an outage longer than the retries), then `python tools/runs.py backfill` the same window; each run executes once. Logs: `jsonPayload.audit_state=\"missing\"`."
   }
+
+  # After its metric can be found (time_sleep.metrics, monitoring.tf).
+  depends_on = [time_sleep.metrics]
 }

@@ -32,7 +32,7 @@ resource "google_cloud_run_v2_job" "this" {
         }
 
         dynamic "env" {
-          # What cloud_run_job/ reads; the proxy adds DEDUP_RUN_ID and DEDUP_SCHEDULE_TIME per execution.
+          # What the job's code reads; the proxy adds DEDUP_RUN_ID and DEDUP_SCHEDULE_TIME per execution.
           for_each = merge(var.cloud_run_job.environment_variables, {
             DEDUP_PROJECT           = var.project_id
             DEDUP_LOCATION          = var.region

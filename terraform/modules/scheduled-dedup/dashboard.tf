@@ -47,7 +47,7 @@ resource "google_logging_metric" "work_duration" {
     }
   }
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 locals {
@@ -144,5 +144,5 @@ resource "google_monitoring_dashboard" "this" {
   project        = var.project_id
   dashboard_json = local.dashboard_json
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }

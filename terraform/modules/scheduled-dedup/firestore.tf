@@ -81,7 +81,7 @@ resource "google_firestore_field" "expire_at" {
 
 locals {
   # Collections the target's own code writes, each document with expire_at (same retention):
-  # cloud_run_job/store.py keeps checkpoints, artifacts, outputs and dead letters; the sample
+  # The job's store keeps checkpoints, artifacts, outputs and dead letters; the sample
   # workflow keeps one guard document per run.
   target_collections = {
     function      = []

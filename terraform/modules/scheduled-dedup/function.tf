@@ -129,7 +129,7 @@ resource "google_cloudfunctions2_function" "this" {
         # request that outlives CLOUD_RUN_TIMEOUT_SECONDS only when that is above 0, THREADS is above 1
         # and THREADED_TIMEOUT_ENABLED is "true" (functions_framework/_http/gunicorn.py,
         # GunicornApplication): then its gthread worker raises RequestTimeoutException in the request's
-        # thread (request_timeout.py), main.py releases the claim and answers 500, and the next delivery
+        # thread (functions_framework/request_timeout.py), main.py releases the claim and answers 500, and the next delivery
         # runs the work. Without one of them the work runs on after Cloud Run's 504, beside the retry
         # that takes the run over once the lease is past; with one thread, gunicorn's sync worker is
         # killed instead, and nothing is logged or released. tests/test_timeout.py runs all four cases.

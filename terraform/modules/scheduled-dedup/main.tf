@@ -7,10 +7,10 @@
 # (metrics, alerts), cloud_run_job.tf and workflow.tf (the two other targets), outputs.tf.
 
 locals {
-  # Also in hooks/rules.py (LEASE_MARGIN_SECONDS): how much longer than the function timeout a lease lasts.
+  # Also in the template's hooks/rules.py (LEASE_MARGIN_SECONDS): how much longer than the function timeout a lease lasts.
   lease_margin_seconds = 30
 
-  # Also in hooks/rules.py (retry_window_seconds): the longest time from a run's first attempt to
+  # Also in the template's hooks/rules.py (retry_window_seconds): the longest time from a run's first attempt to
   # the end of its last one. Conservative: every wait counts as max_backoff. Cloud Scheduler keeps
   # retrying until both retry_count and max_retry_duration are reached, so the longer bound wins.
   # The validation of var.timing spells the same formula out (a variable's validation cannot use a
@@ -20,26 +20,12 @@ locals {
     var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
   )
 
-  # --- unix-cron (hooks/rules.py: CRON_FIELDS, CRON_ITEM), used by the validation of var.jobs ---
-  cron_fields = [
-    { name = "minute", low = 0, high = 59, names = {} },
-    { name = "hour", low = 0, high = 23, names = {} },
-    { name = "day of month", low = 1, high = 31, names = {} },
-    {
-      name  = "month"
-      low   = 1
-      high  = 12
-      names = { jan = 1, feb = 2, mar = 3, apr = 4, may = 5, jun = 6, jul = 7, aug = 8, sep = 9, oct = 10, nov = 11, dec = 12 }
-    },
-    {
-      name  = "day of week"
-      low   = 0
-      high  = 7
-      names = { sun = 0, mon = 1, tue = 2, wed = 3, thu = 4, fri = 5, sat = 6 }
-    },
-  ]
-  # ASCII only, as in rules.CRON_ITEM.
-  cron_item = "^(?:\\*|(?P<lo>[0-9A-Za-z]+)(?:-(?P<hi>[0-9A-Za-z]+))?)(?:/(?P<step>[0-9]+))?$"
+  # --- unix-cron's shape, for the validation of var.jobs (the grammar is the template's hooks/rules.py's) ---
+  # Minute, hour and day of month hold digits and * , - /; month and day of week also names (jan-dec,
+  # sun-sat). ASCII only, and white space as rules.cron_fields splits on: RE2's \s is [\t\n\f\r ].
+  cron_numbers = "[0-9*,/-]+"
+  cron_names   = "[0-9A-Za-z*,/-]+"
+  cron_shape   = "^\\s*${join("\\s+", [local.cron_numbers, local.cron_numbers, local.cron_numbers, local.cron_names, local.cron_names])}\\s*$"
 
   # --- names: all derive from the slug, so two baked projects share one GCP project ---
   function_name = var.slug

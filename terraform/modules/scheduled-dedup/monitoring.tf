@@ -92,10 +92,11 @@ resource "time_sleep" "metrics" {
     metrics = join(",", sort(concat(
       [for metric in google_logging_metric.outcome : metric.name],
       [for metric in google_logging_metric.scheduler_attempt_failed : metric.name],
+      [for metric in google_logging_metric.audit : metric.name],
     )))
   }
 
-  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed]
+  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, google_logging_metric.audit]
 }
 
 # Who hears of an incident: the e-mail channel of var.alert_email and var.notification_channels.

@@ -1,10 +1,10 @@
 # Inputs of the scheduled-dedup module.
 #
-# The validation blocks below enforce the SAME rules as the template's bake hook, hooks/rules.py
-# (check_slug, check_project_id, check_region, check_target, check_jobs/check_schedule,
-# check_timing, check_database, check_collection): a value the hook refuses, Terraform refuses too,
+# The validation blocks below enforce the SAME rules as the bake hook, the template's hooks/rules.py
+# (check_slug, check_project_id, check_region, check_target, check_jobs, check_timing, check_database,
+# check_collection; of check_schedule, the cron's shape): a value the hook refuses, Terraform refuses too,
 # so a baked project whose terraform/main.tf is edited later cannot drift into a broken timing.
-# Change a rule in one place and change it in the other; tests/test_terraform.py checks both.
+# Change a rule in one place and change it in the other; the template's tests/test_terraform.py checks both.
 
 variable "project_id" {
   description = "Google Cloud project to deploy into."
@@ -83,34 +83,11 @@ variable "jobs" {
   }
 
   validation {
-    # rules.check_schedule / check_cron_field: five whitespace-separated fields; each comma item is
-    # '*', 'n' or 'a-b' (numbers or month/weekday names), optionally '/step'; values within the
-    # field's bounds (local.cron_fields), ranges not backwards, steps not 0. Spelled out inline:
-    # a validation cannot use a local computed from its own variable (Terraform reports a cycle).
-    condition = alltrue([
-      for id, job in var.jobs : length(regexall("\\S+", job.schedule)) == 5 && alltrue(flatten([
-        for i, field in regexall("\\S+", job.schedule) : [
-          for item in split(",", field) : try(
-            (
-              regex(local.cron_item, item).lo == null ? true : (
-                (can(regex("^[0-9]+$", regex(local.cron_item, item).lo)) ? tonumber(regex(local.cron_item, item).lo) : local.cron_fields[i].names[lower(regex(local.cron_item, item).lo)]) >= local.cron_fields[i].low &&
-                (can(regex("^[0-9]+$", regex(local.cron_item, item).lo)) ? tonumber(regex(local.cron_item, item).lo) : local.cron_fields[i].names[lower(regex(local.cron_item, item).lo)]) <= local.cron_fields[i].high
-              )
-              ) && (
-              regex(local.cron_item, item).hi == null ? true : (
-                (can(regex("^[0-9]+$", regex(local.cron_item, item).hi)) ? tonumber(regex(local.cron_item, item).hi) : local.cron_fields[i].names[lower(regex(local.cron_item, item).hi)]) <= local.cron_fields[i].high &&
-                (can(regex("^[0-9]+$", regex(local.cron_item, item).hi)) ? tonumber(regex(local.cron_item, item).hi) : local.cron_fields[i].names[lower(regex(local.cron_item, item).hi)]) >=
-                (can(regex("^[0-9]+$", regex(local.cron_item, item).lo)) ? tonumber(regex(local.cron_item, item).lo) : local.cron_fields[i].names[lower(regex(local.cron_item, item).lo)])
-              )
-              ) && (
-              regex(local.cron_item, item).step == null ? true : tonumber(regex(local.cron_item, item).step) != 0
-            ),
-            false
-          )
-        ]
-      ]))
-    ])
-    error_message = "jobs: each schedule must be 5-field unix-cron such as '0 3 * * *' (minute 0-59, hour 0-23, day of month 1-31, month 1-12 or jan-dec, day of week 0-7 or sun-sat; items '*', 'n', 'a-b', each optionally '/step'; ranges not backwards, steps not 0). Groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron. Given: ${jsonencode({ for id, job in var.jobs : id => job.schedule })}."
+    # rules.check_schedule at a glance: five fields, each of the characters its field may hold (local.cron_shape).
+    # The full grammar (each field's bounds and names, ranges not backwards, steps not 0) is the hook's, and
+    # the baked tests/test_schedule_rules.py checks it, with the schedule rules, on the jobs in terraform/main.tf.
+    condition     = alltrue([for job in values(var.jobs) : can(regex(local.cron_shape, job.schedule))])
+    error_message = "jobs: each schedule must be 5-field unix-cron such as '0 3 * * *': minute, hour and day of month of digits and * , - /, month and day of week also of letters (jan-dec, sun-sat). Groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron. Given: ${jsonencode({ for id, job in var.jobs : id => job.schedule })}."
   }
 
   validation {
@@ -168,7 +145,7 @@ variable "timing" {
   }
 
   validation {
-    # Also in hooks/rules.py (check_timing, with retry_intervals_seconds): with retries, Cloud
+    # Also in the template's hooks/rules.py (check_timing, with retry_intervals_seconds): with retries, Cloud
     # Scheduler's waits before them must add up to more than the lease, or a run whose instance
     # crashed right after its claim meets 409 until Scheduler gives up, and never runs. The waits
     # start at min_backoff, double max_doublings times, then grow linearly by
@@ -285,7 +262,7 @@ variable "function" {
 }
 
 variable "cloud_run_job" {
-  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image (required for that target): the job's container, built and pushed from the baked cloud_run_job/Dockerfile (Google's sample job image would ignore DEDUP_RUN_ID while runs are recorded completed). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
+  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image (required for that target): the job's container, built and pushed from the Dockerfile of the bake's job code (Google's sample job image would ignore DEDUP_RUN_ID while runs are recorded completed). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
   type = object({
     image                 = optional(string)
     max_retries           = optional(number, 3)
@@ -302,7 +279,7 @@ variable "cloud_run_job" {
 
   validation {
     condition     = var.target != "cloud_run_job" || var.cloud_run_job.image != null
-    error_message = "cloud_run_job.image: required when target = cloud_run_job (build and push cloud_run_job/Dockerfile, then pass its image)."
+    error_message = "cloud_run_job.image: required when target = cloud_run_job (build and push the job's image from its Dockerfile, then pass it)."
   }
 
   validation {
@@ -317,7 +294,7 @@ variable "cloud_run_job" {
 }
 
 variable "workflow" {
-  description = "Used when target = workflow: source_contents is the workflow's YAML (the baked workflow/ directory holds a sample that dedups by run id)."
+  description = "Used when target = workflow: source_contents is the workflow's YAML (the workflow bake holds a sample that dedups by run id)."
   type = object({
     source_contents = optional(string)
     call_log_level  = optional(string, "LOG_ERRORS_ONLY")

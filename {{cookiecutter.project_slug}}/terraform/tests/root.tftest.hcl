@@ -19,7 +19,7 @@ mock_provider "http" {
 }
 {%- if cookiecutter.target == "cloud_run_job" %}
 
-# job_image has no default: a test image stands in for the one built from ../cloud_run_job/.
+# job_image has no default: a test image stands in for the one built from the job's Dockerfile.
 variables {
   job_image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
 }

@@ -66,12 +66,12 @@ variables {
     create_database = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
   }
 
-  # Only read when target = cloud_run_job; the real project passes the image built from ../cloud_run_job/.
+  # Only read when target = cloud_run_job; the real project passes the image built from the job's Dockerfile.
   cloud_run_job = {
     image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
   }
 
-  # Only read when target = workflow; the real project passes ../workflow/workflow.yaml.
+  # Only read when target = workflow; the real project passes the bake's workflow YAML.
   workflow = {
     source_contents = "main:\n  steps:\n    - done:\n        return: ok\n"
   }
@@ -605,7 +605,7 @@ run "rejects_cloud_run_job_without_image" {
   expect_failures = [var.cloud_run_job]
 }
 
-# --- the same rules as the bake hook (hooks/rules.py) refuse bad values at plan ---
+# --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---
 
 run "rejects_attempt_deadline_above_function_timeout" {
   command = plan
@@ -648,7 +648,9 @@ run "rejects_non_cron_schedule" {
   expect_failures = [var.jobs]
 }
 
-run "rejects_out_of_range_cron_field" {
+# Quartz's "last day of the month" is no unix-cron: a letter where only numbers go. (An out-of-range value
+# such as "0 24 * * *" is the hook's and tests/test_schedule_rules.py's to refuse: Terraform checks the shape.)
+run "rejects_a_letter_in_a_numeric_cron_field" {
   command = plan
 
   module {
@@ -657,7 +659,7 @@ run "rejects_out_of_range_cron_field" {
 
   variables {
     jobs = {
-      nightly = { schedule = "0 24 * * *", time_zone = "Etc/UTC" }
+      nightly = { schedule = "0 3 L * *", time_zone = "Etc/UTC" }
     }
   }
 

@@ -1,6 +1,6 @@
-"""A real functions-framework server process for the fault, outage and load tests (and the benchmarks).
+"""A real functions-framework server process for the fault, outage and load tests.
 
-`Server` runs `functions-framework --target handle_scheduled_job --source tools/served_job.py` (gunicorn,
+`Server` runs `functions-framework --target handle_scheduled_job --source tests/harness/served_job.py` (gunicorn,
 one worker, THREADS threads) in its own process group, so that SIGKILL takes the whole server down the
 way a crashed instance goes. `RetryPolicy` is Cloud Scheduler's retry shape. `measure_load` drives a
 server with concurrent duplicate deliveries and returns the figures.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from firestore_emulator import free_port
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 SERVED_SOURCE = Path(__file__).resolve().parent / "served_job.py"
 
 
@@ -36,7 +36,7 @@ class Answer:
 
 
 class Server:
-    """One server process serving tools/served_job.py; `env` adds to (or overrides) this process's environment."""
+    """One server process serving served_job.py (beside this file); `env` adds to (or overrides) its environment."""
 
     def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
         self.port = free_port()
@@ -168,7 +168,7 @@ class LoadFigures:
         return self.deliveries / self.seconds
 
     def handover(self, executions: int) -> dict[str, float]:
-        """The figures in the shape benchmarks/run.py --load-json reads (its LOAD_FIELDS)."""
+        """The figures in the shape the template's benchmark reads with --load-json (its LOAD_FIELDS)."""
         return {
             "clients": self.clients,
             "runs": self.runs,

@@ -1,7 +1,7 @@
 """The source a test server serves: the real main.handle_scheduled_job, with a test job in place of job.run.
 
-Run it as `functions-framework --target handle_scheduled_job --source tools/served_job.py` with the
-project's root on PYTHONPATH (tools/live_server.py does that). Nothing here ships: production code has
+Run it as `functions-framework --target handle_scheduled_job --source tests/harness/served_job.py` with the
+project's root on PYTHONPATH (tests/harness/live_server.py does that). Nothing here ships: production code has
 no test hooks, this module wraps it from outside. Environment:
   SERVED_EXECUTIONS  a file that gets one line "<run_id> <attempt_id>" each time the work starts its
                      effect (one O_APPEND write, so the line survives a SIGKILL right after it)
