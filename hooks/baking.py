@@ -7,10 +7,17 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-# The reusable Terraform module lives once, at the template root; each bake gets its own copy,
-# so a baked project is self-contained and `terraform init` needs no access to this repository.
-MODULE_SOURCE = Path("terraform") / "modules" / "scheduled-dedup"
-MODULE_TARGET = Path("terraform") / "modules" / "scheduled-dedup"
+# The reusable Terraform modules live once, at the template root; each bake gets its own copy of
+# the ones its target uses, so a baked project is self-contained and `terraform init` needs no
+# access to this repository. The core module knows no target; a proxy target adds its sibling.
+MODULES_SOURCE = Path("terraform") / "modules"
+MODULES_TARGET = Path("terraform") / "modules"
+CORE_MODULE = "scheduled-dedup"
+MODULES_BY_TARGET: dict[str, tuple[str, ...]] = {
+    "function": (CORE_MODULE,),
+    "cloud_run_job": (CORE_MODULE, "scheduled-dedup-cloud-run-job"),
+    "workflow": (CORE_MODULE, "scheduled-dedup-workflow"),
+}
 # The bake-time rules, vendored the same way: the baked tests/test_schedule_rules.py checks the rules Terraform
 # cannot (a cron's smallest gap against the timing) on the values in the baked terraform/main.tf. Only the tests
 # use them, so they sit with the tests' other helpers, not among the user's tools.
@@ -21,8 +28,13 @@ RULES_TARGET = Path("tests") / "harness" / "rules.py"
 # targets is kept for either.
 TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
     "function": (),
-    "cloud_run_job": ("cloud_run_job", "tests/test_cloud_run_job.py", "tests/test_proxy.py"),
-    "workflow": ("workflow", "tests/test_workflow.py", "tests/test_proxy.py"),
+    "cloud_run_job": (
+        "cloud_run_job",
+        "tests/test_cloud_run_job.py",
+        "tests/test_proxy.py",
+        "terraform/tests/cloud_run_job.tftest.hcl",
+    ),
+    "workflow": ("workflow", "tests/test_workflow.py", "tests/test_proxy.py", "terraform/tests/workflow.tftest.hcl"),
 }
 
 # Paths only a bake with a state_bucket answer keeps: the bootstrap makes the bucket and the deploy
@@ -30,10 +42,14 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
 STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap",)
 
 
-def vendor_terraform_module(project_dir: Path, repo_dir: Path) -> Path:
-    target = project_dir / MODULE_TARGET
-    shutil.copytree(repo_dir / MODULE_SOURCE, target, dirs_exist_ok=True)
-    return target
+def vendor_terraform_modules(project_dir: Path, repo_dir: Path, target: str) -> list[Path]:
+    """Copy the modules this target's root composes, and no other."""
+    copies = []
+    for name in MODULES_BY_TARGET[target]:
+        copy = project_dir / MODULES_TARGET / name
+        shutil.copytree(repo_dir / MODULES_SOURCE / name, copy, dirs_exist_ok=True)
+        copies.append(copy)
+    return copies
 
 
 def vendor_rules(project_dir: Path, repo_dir: Path) -> Path:
@@ -85,7 +101,7 @@ def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
 
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
-    vendor_terraform_module(project_dir, repo_dir)
+    vendor_terraform_modules(project_dir, repo_dir, str(answers["target"]))
     vendor_rules(project_dir, repo_dir)
     remove_unused_paths(project_dir, str(answers["target"]))
     remove_pipeline_paths(project_dir, str(answers["state_bucket"]))

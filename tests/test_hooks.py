@@ -193,7 +193,7 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
     assert result.returncode == 0, result.stderr
     (project,) = output.iterdir()
     assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
-    assert (project / "tools" / "rules.py").is_file()
+    assert (project / "tests" / "harness" / "rules.py").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
 
 
@@ -379,26 +379,33 @@ def test_write_answers_writes_sorted_public_json(tmp_path):
 
 
 def fake_repo(root: Path) -> Path:
-    module = root / baking.MODULE_SOURCE
-    (module / "nested").mkdir(parents=True)
-    (module / "main.tf").write_text('resource "x" "y" {}\n')
-    (module / "nested" / "vars.tf").write_text('variable "z" {}\n')
+    for name in {name for names in baking.MODULES_BY_TARGET.values() for name in names}:
+        module = root / baking.MODULES_SOURCE / name
+        (module / "nested").mkdir(parents=True)
+        (module / "main.tf").write_text(f'resource "x" "{name}" {{}}\n')
+        (module / "nested" / "vars.tf").write_text('variable "z" {}\n')
     (root / baking.RULES_SOURCE).parent.mkdir()
     (root / baking.RULES_SOURCE).write_text("# the rules\n")
     return root
 
 
-def test_vendor_terraform_module_copies_the_module_dir(tmp_path):
+@pytest.mark.parametrize("target", list(baking.MODULES_BY_TARGET))
+def test_vendor_terraform_modules_copies_the_targets_module_dirs_only(tmp_path, target):
     repo = fake_repo(tmp_path / "repo")
     project = tmp_path / "project"
     (project / "terraform").mkdir(parents=True)
     (project / "terraform" / "main.tf").write_text("# the bake's own root module\n")
-    target = baking.vendor_terraform_module(project, repo)
-    assert target == project / baking.MODULE_TARGET
-    source = repo / baking.MODULE_SOURCE
-    copied = sorted(path.relative_to(target) for path in target.rglob("*"))
-    assert copied == sorted(path.relative_to(source) for path in source.rglob("*"))
-    assert (target / "nested" / "vars.tf").read_text() == 'variable "z" {}\n'
+    copies = baking.vendor_terraform_modules(project, repo, target)
+    names = baking.MODULES_BY_TARGET[target]
+    assert copies == [project / baking.MODULES_TARGET / name for name in names]
+    assert baking.CORE_MODULE in names
+    assert sorted(path.name for path in (project / baking.MODULES_TARGET).iterdir()) == sorted(names)
+    for copy in copies:
+        source = repo / baking.MODULES_SOURCE / copy.name
+        assert sorted(path.relative_to(copy) for path in copy.rglob("*")) == sorted(
+            path.relative_to(source) for path in source.rglob("*")
+        )
+        assert (copy / "main.tf").read_text() == f'resource "x" "{copy.name}" {{}}\n'
     assert (project / "terraform" / "main.tf").read_text() == "# the bake's own root module\n"
 
 
@@ -418,7 +425,8 @@ def test_finish_bake_vendors_prunes_and_records(tmp_path):
     make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS])
     baking.finish_bake(project, repo, ANSWERS)
     assert not (project / "terraform" / "bootstrap").exists()  # no state bucket answered
-    assert (project / baking.MODULE_TARGET / "main.tf").exists()
+    modules = project / baking.MODULES_TARGET
+    assert sorted(path.name for path in modules.iterdir()) == sorted(baking.MODULES_BY_TARGET["workflow"])
     assert (project / baking.RULES_TARGET).read_text() == "# the rules\n"
     kept = baking.TARGET_ONLY_PATHS["workflow"]
     assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)

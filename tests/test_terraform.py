@@ -20,6 +20,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import baking  # the bake hook's vendoring (conftest puts hooks/ on the path)
 import pytest
 import rules  # the bake hook's rules, to compare with Terraform's (conftest puts hooks/ on the path)
 from conftest import DEFAULT_ANSWERS, MATRIX, ROOT, bake
@@ -28,7 +29,8 @@ from tests.terraform_offline import checkov, terraform
 
 pytestmark = pytest.mark.terraform
 
-MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
+MODULES_DIR = ROOT / "terraform" / "modules"
+MODULE_DIR = MODULES_DIR / "scheduled-dedup"  # the core module, which knows no proxy target
 CHECKS_DIR = ROOT / "terraform" / "checks"
 
 
@@ -81,6 +83,13 @@ def broken_copy(default_bake, tmp_path) -> Path:
     return target
 
 
+def copy_of_bake(baked: Path, tmp_path: Path) -> Path:
+    """A copy of the whole bake (main.tf reads ../workflow/workflow.yaml), initialised; returns its terraform/."""
+    project = tmp_path / baked.parent.name
+    shutil.copytree(baked.parent, project, symlinks=True)
+    return project / "terraform"
+
+
 def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{old!r} not in {path}"
@@ -118,13 +127,97 @@ def test_checkov(baked):
     assert {"CKV_SDD_1", "CKV_SDD_2", "CKV_SDD_3", "CKV_SDD_4", "CKV_SDD_5", "CKV_SDD_6"} <= ran, ran
 
 
-def test_bake_vendors_the_module_verbatim(baked):
-    for source in MODULE_DIR.glob("*.tf"):
-        assert (baked / "modules" / "scheduled-dedup" / source.name).read_text() == source.read_text()
+def target_of(baked: Path) -> str:
+    return json.loads((baked.parent / ".cookiecutter.json").read_text())["target"]
+
+
+def test_bake_vendors_its_targets_modules_verbatim(baked):
+    names = baking.MODULES_BY_TARGET[target_of(baked)]
+    assert sorted(path.name for path in (baked / "modules").iterdir()) == sorted(names)
+    for name in names:
+        sources = sorted((MODULES_DIR / name).glob("*.tf"))
+        assert sorted(path.name for path in (baked / "modules" / name).glob("*.tf")) == [s.name for s in sources]
+        for source in sources:
+            assert (baked / "modules" / name / source.name).read_text() == source.read_text()
+
+
+# The resource types only a proxy target makes, and the names of its module and Terraform test.
+PROXY_TERRAFORM = {
+    "cloud_run_job": ({"google_cloud_run_v2_job", "google_cloud_run_v2_job_iam_member"}, "cloud-run-job"),
+    "workflow": ({"google_workflows_workflow"}, "workflow"),
+}
+
+
+@pytest.mark.parametrize("baked", ["defaults", "several-jobs-no-retries"], indirect=True)
+def test_a_function_bake_has_no_proxy_targets_terraform(baked):
+    """Issue 11: a target=function bake carries no Terraform that serves another target."""
+    assert target_of(baked) == "function"
+    assert [path.name for path in (baked / "modules").iterdir()] == [baking.CORE_MODULE]
+    files = [*baked.rglob("*.tf"), *baked.rglob("*.tftest.hcl")]
+    files = [path for path in files if ".terraform" not in path.parts]
+    declared = {kind for path in files for kind in re.findall(r'^\s*(?:resource|data) "(\w+)"', path.read_text(), re.M)}
+    for types, module in PROXY_TERRAFORM.values():
+        assert not declared & types
+        assert not (baked / "modules" / f"scheduled-dedup-{module}").exists()
+    assert sorted(path.name for path in (baked / "tests").iterdir()) == [
+        "root.tftest.hcl",
+        "scheduled_dedup.tftest.hcl",
+    ]
+    for path in files:
+        assert not re.search(r"\b(PROXY_\w+|cloud_run_job|workflow)\b", path.read_text()), path
+
+
+def module_outputs(baked: Path) -> dict[str, list[str]]:
+    """The outputs each vendored module declares, by the root's name of the module block."""
+    calls = dict(
+        re.findall(r'^module "(\w+)" \{\n  source = "\./modules/([\w-]+)"', (baked / "main.tf").read_text(), re.M)
+    )
+    return {
+        call: re.findall(r'^output "(\w+)"', (baked / "modules" / name / "outputs.tf").read_text(), re.M)
+        for call, name in calls.items()
+    }
+
+
+def no_null_output_test(baked: Path) -> str:
+    """The root test's mocks and variables, with one run that applies main.tf and asserts that no
+    output of the root or of a module it calls is null."""
+    root_test = (baked / "tests" / "root.tftest.hcl").read_text()
+    header = root_test[: root_test.index('run "main"')]
+    expected = re.search(r"^  expect_failures = \[check\.\w+\]$", root_test, re.M)
+    outputs = [f"output.{name}" for name in re.findall(r'^output "(\w+)"', (baked / "outputs.tf").read_text(), re.M)]
+    for call, names in module_outputs(baked).items():
+        outputs += [f"module.{call}.{name}" for name in names]
+    asserts = "".join(
+        f'  assert {{\n    condition     = {ref} != null\n    error_message = "{ref} is null"\n  }}\n\n'
+        for ref in outputs
+    )
+    expect_failures = expected.group(0) if expected else ""
+    return f'{header}run "no_output_is_null" {{\n  command = apply\n{expect_failures}\n\n{asserts}}}\n'
+
+
+def test_no_output_is_null(baked, tmp_path):
+    """Issue 11: an output that is null for the bake's own answers serves another target (or nothing)."""
+    copy = copy_of_bake(baked, tmp_path)
+    test = no_null_output_test(copy)
+    for path in (copy / "tests").glob("*.tftest.hcl"):
+        path.unlink()
+    (copy / "tests" / "outputs.tftest.hcl").write_text(test)
+    result = run_tf(copy, "test")
+    assert result.returncode == 0, output_of(result)
+    assert "Success! 1 passed, 0 failed" in result.stdout, result.stdout
+
+
+def test_a_null_output_fails_the_no_null_output_test(broken_copy):
+    outputs = broken_copy / "modules" / "scheduled-dedup" / "outputs.tf"
+    outputs.write_text(outputs.read_text() + '\noutput "workflow_name" {\n  value = one([for w in [] : w])\n}\n')
+    (broken_copy / "tests" / "outputs.tftest.hcl").write_text(no_null_output_test(broken_copy))
+    result = run_tf(broken_copy, "test", "-filter=tests/outputs.tftest.hcl")
+    assert result.returncode != 0
+    assert "module.scheduled_dedup.workflow_name is null" in output_of(result), output_of(result)
 
 
 def test_every_builtin_checkov_skip_is_justified():
-    for path in [*MODULE_DIR.glob("*.tf"), *(ROOT / "{{cookiecutter.project_slug}}" / "terraform").rglob("*.tf")]:
+    for path in [*MODULES_DIR.glob("*/*.tf"), *(ROOT / "{{cookiecutter.project_slug}}" / "terraform").rglob("*.tf")]:
         for line in path.read_text().splitlines():
             if "checkov:skip=" in line:
                 assert re.search(r"checkov:skip=CKV\w+:\s*\S.{20,}", line), (
@@ -222,6 +315,9 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
         "google_cloud_scheduler_job.audit",
     ]:
         rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
+    # Every resource of a proxy target's module (module.cloud_run_job, module.workflow), after the core's APIs.
+    for dependent in sorted(n for n in nodes if re.match(r"module\.\w+\.google_", n)):
+        rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
     return violations
 
 
@@ -267,6 +363,11 @@ WAIT_BREAKS = {
         ],
         "google_monitoring_alert_policy.run_missed does not wait after google_logging_metric.audit",
     ),
+    "missed-run-alert-without-metrics-wait": (
+        "audit.tf",
+        [("  depends_on = [time_sleep.metrics]\n", "")],
+        "google_monitoring_alert_policy.run_missed does not wait after google_logging_metric.audit",
+    ),
     "function-without-grants-wait": (
         "function.tf",
         [("    time_sleep.grants,\n", "")],
@@ -303,6 +404,21 @@ def test_removing_a_wait_breaks_the_ordering(broken_copy, name, tmp_path):
     assert any(line.startswith(violation) for line in violations), violations
 
 
+@pytest.mark.parametrize("baked", ["cloud-run-job", "workflow"], indirect=True)
+def test_a_proxy_module_without_the_apis_wait_breaks_the_ordering(baked, tmp_path):
+    """The proxy target's module waits for the core's APIs through its apis_ready input."""
+    copy = copy_of_bake(baked, tmp_path)
+    (main,) = (copy / "modules").glob("scheduled-dedup-*/main.tf")
+    edit(main, "  depends_on = [var.apis_ready]\n", "")
+    call = target_of(baked)
+    violations = ordering_violations(dependency_graph(copy, tmp_path))
+    assert any(
+        line.startswith(f"module.{call}.google_service_account.")
+        and "does not wait after google_project_service.this" in line
+        for line in violations
+    ), violations
+
+
 def test_default_bake_creates_its_database_and_build_account(default_bake):
     """What decides a first apply on a new project (no database, a default build account that may
     lack roles): the default bake's own plan, run against mock providers, creates both."""
@@ -334,7 +450,7 @@ def test_nobody_is_granted_act_as_on_any_account_of_the_module():
     """Only a deployer who already holds iam.serviceAccounts.actAs (a bake's docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one
     serviceAccountUser or serviceAccountTokenCreator, on an account or on the project."""
-    for path in MODULE_DIR.glob("*.tf"):
+    for path in MODULES_DIR.glob("*/*.tf"):
         text = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
         for forbidden in (
             "google_service_account_iam_",
@@ -355,7 +471,8 @@ BUILD_ROLES = ("roles/logging.logWriter", "roles/artifactregistry.writer", "role
 def test_cloud_run_job_bake_requires_a_job_image(baked, tmp_path):
     """No placeholder default (Google's sample job would ignore DEDUP_RUN_ID while runs are recorded
     completed): without job_image the root is refused. The module's own refusal of target =
-    cloud_run_job without an image is the baked tftest's run rejects_cloud_run_job_without_image."""
+    cloud_run_job without an image is the run rejects_a_job_without_image of the baked
+    terraform/tests/cloud_run_job.tftest.hcl."""
     copy = tmp_path / "terraform"
     shutil.copytree(baked, copy, symlinks=True)
     root_test = copy / "tests" / "root.tftest.hcl"

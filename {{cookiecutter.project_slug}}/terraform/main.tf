@@ -1,6 +1,15 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: Cloud Scheduler -> deduplicating function -> Firestore.
 # Values below were rendered from the answers given when the project was baked; the module checks
 # them again (modules/scheduled-dedup/variables.tf), so an edit that breaks a rule fails at plan.
+{%- if cookiecutter.target == "cloud_run_job" %}
+# The function starts the Cloud Run job of module "cloud_run_job" (modules/scheduled-dedup-cloud-run-job):
+# that module takes the core's runtime account, database and API wait, and gives the core the job's
+# name, collections and source excludes.
+{%- elif cookiecutter.target == "workflow" %}
+# The function starts the workflow of module "workflow" (modules/scheduled-dedup-workflow): that module
+# takes the core's runtime account, database and API wait, and gives the core the workflow's name,
+# collections, API and source excludes.
+{%- endif %}
 
 module "scheduled_dedup" {
   source = "./modules/scheduled-dedup"
@@ -8,10 +17,23 @@ module "scheduled_dedup" {
   project_id = var.project_id
   region     = var.region
   slug       = "{{ cookiecutter.project_slug }}"
-  target     = "{{ cookiecutter.target }}"
 
   # The function's source is this project's root (terraform/, tests/, caches are left out).
   source_dir = "${path.root}/.."
+{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
+{%- set proxy = "module." ~ cookiecutter.target %}
+
+  # What the proxy target's module hands the core: the PROXY_* name of what the function starts,
+  # the collections its code writes (TTL), {% if cookiecutter.target == "workflow" %}the API it needs, {% endif %}its code's directory (not zipped).
+  function = {
+    environment_variables = {{ proxy }}.environment_variables
+  }
+  ttl_collections = {{ proxy }}.ttl_collections
+{%- if cookiecutter.target == "workflow" %}
+  apis            = {{ proxy }}.apis
+{%- endif %}
+  source_excludes = {{ proxy }}.source_excludes
+{%- endif %}
 
   # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".
   jobs = {
@@ -47,18 +69,6 @@ module "scheduled_dedup" {
     collection      = "{{ cookiecutter.firestore_collection }}"
     create_database = var.create_firestore_database
   }
-{%- if cookiecutter.target == "cloud_run_job" %}
-
-  cloud_run_job = {
-    image = var.job_image
-  }
-{%- endif %}
-{%- if cookiecutter.target == "workflow" %}
-
-  workflow = {
-    source_contents = file("${path.root}/../workflow/workflow.yaml")
-  }
-{%- endif %}
 
   # The audit job: every job's expected runs against the records (audit.py, docs/operations.md).
   audit = {
@@ -69,6 +79,98 @@ module "scheduled_dedup" {
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
 }
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+module "cloud_run_job" {
+  source = "./modules/scheduled-dedup-cloud-run-job"
+
+  project_id                    = var.project_id
+  region                        = var.region
+  slug                          = "{{ cookiecutter.project_slug }}"
+  labels                        = module.scheduled_dedup.labels
+  runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
+  apis_ready                    = module.scheduled_dedup.apis_ready
+  retention_seconds             = module.scheduled_dedup.retention_seconds
+
+  firestore = {
+    database   = module.scheduled_dedup.firestore_database
+    collection = module.scheduled_dedup.firestore_collection
+  }
+
+  job = {
+    image = var.job_image
+  }
+}
+
+# Where these lived while one module held every target: an applied project keeps them.
+moved {
+  from = module.scheduled_dedup.google_service_account.job[0]
+  to   = module.cloud_run_job.google_service_account.job
+}
+
+moved {
+  from = module.scheduled_dedup.google_cloud_run_v2_job.this[0]
+  to   = module.cloud_run_job.google_cloud_run_v2_job.this
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.datastore_user["job"]
+  to   = module.cloud_run_job.google_project_iam_member.datastore_user
+}
+
+moved {
+  from = module.scheduled_dedup.google_cloud_run_v2_job_iam_member.runtime_executor[0]
+  to   = module.cloud_run_job.google_cloud_run_v2_job_iam_member.runtime_executor
+}
+{%- elif cookiecutter.target == "workflow" %}
+
+module "workflow" {
+  source = "./modules/scheduled-dedup-workflow"
+
+  project_id                    = var.project_id
+  region                        = var.region
+  slug                          = "{{ cookiecutter.project_slug }}"
+  labels                        = module.scheduled_dedup.labels
+  runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
+  apis_ready                    = module.scheduled_dedup.apis_ready
+  retention_seconds             = module.scheduled_dedup.retention_seconds
+
+  firestore = {
+    database   = module.scheduled_dedup.firestore_database
+    collection = module.scheduled_dedup.firestore_collection
+  }
+
+  workflow = {
+    source_contents = file("${path.root}/../workflow/workflow.yaml")
+  }
+}
+
+# Where these lived while one module held every target: an applied project keeps them.
+moved {
+  from = module.scheduled_dedup.google_service_account.workflow[0]
+  to   = module.workflow.google_service_account.workflow
+}
+
+moved {
+  from = module.scheduled_dedup.google_workflows_workflow.this[0]
+  to   = module.workflow.google_workflows_workflow.this
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.datastore_user["workflow"]
+  to   = module.workflow.google_project_iam_member.datastore_user
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.workflow_log_writer[0]
+  to   = module.workflow.google_project_iam_member.log_writer
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.runtime_workflows_invoker[0]
+  to   = module.workflow.google_project_iam_member.runtime_invoker
+}
+{%- endif %}
 
 # A warning at every `terraform plan` and apply while the alert policies notify nobody: incidents
 # still open in Cloud Monitoring, but no one is told (alert_email or notification_channels).

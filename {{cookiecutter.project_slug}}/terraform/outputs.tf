@@ -46,14 +46,14 @@ output "log_metric_names" {
 
 output "cloud_run_job_name" {
   description = "The Cloud Run job started once per claimed run."
-  value       = module.scheduled_dedup.cloud_run_job_name
+  value       = module.cloud_run_job.job_name
 }
 {%- endif %}
 {%- if cookiecutter.target == "workflow" %}
 
 output "workflow_name" {
   description = "The workflow started once per claimed run."
-  value       = module.scheduled_dedup.workflow_name
+  value       = module.workflow.workflow_name
 }
 {%- endif %}
 

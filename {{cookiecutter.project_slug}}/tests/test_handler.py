@@ -7,7 +7,11 @@ import time
 
 import pytest
 from conftest import PROJECT, records, scheduler_headers
+from google.api_core import exceptions as api_exceptions
+from google.api_core import gapic_v1
 from google.cloud import firestore
+from google.cloud.firestore_v1.document import DocumentReference
+from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 import dedup
 from run_context import TerminalJobError, UnknownJob
@@ -158,6 +162,118 @@ def test_zombie_failure_cannot_delete_the_successors_record(app, collection, wor
     assert records(collection)[work.calls[0].run_id]["status"] == "completed"
 
 
+class HeldRead:
+    """Holds the first delivery that reads a run record (DocumentReference.get, the claim's read after a
+    failed create) at two gates: before its read goes out and after the answer is in. Other threads'
+    reads pass. The test opens `send` and `resume`; it waits on `reached` and `answered`."""
+
+    def __init__(self, monkeypatch):
+        self.thread = None
+        self.lock = threading.Lock()
+        self.reached, self.send, self.answered, self.resume = (threading.Event() for _ in range(4))
+        real_get = DocumentReference.get
+
+        def get(ref, *args, **kwargs):
+            with self.lock:
+                self.thread = self.thread or threading.current_thread()
+                held = self.thread is threading.current_thread()
+            if not held:
+                return real_get(ref, *args, **kwargs)
+            self.reached.set()
+            assert self.send.wait(timeout=30), "test never let the read go out"
+            snapshot = real_get(ref, *args, **kwargs)
+            self.answered.set()
+            assert self.resume.wait(timeout=30), "test never let the delivery go on"
+            return snapshot
+
+        monkeypatch.setattr(DocumentReference, "get", get)
+
+
+def crashed_claim(attempt_id="crashed"):
+    """The record of an attempt that claimed the run and died: in progress, its lease just expired."""
+    now = dedup.utcnow()
+    return {
+        "status": "in_progress",
+        "attempt_id": attempt_id,
+        "lease_expires": now - dt.timedelta(seconds=1),
+        "expire_at": now + dt.timedelta(days=1),
+        "attempts": 1,
+    }
+
+
+def test_two_deliveries_racing_for_one_expired_lease_take_it_over_once(app, http, collection, work, now, monkeypatch):
+    """Both read the expired claim; the one that reads first is held until the other has taken the run
+    over and completed it. Its takeover, guarded by the update time it read, must then fail: 409."""
+    collection.document(run_id_of("nightly", now)).set(crashed_claim())
+    held = HeldRead(monkeypatch)
+    held.send.set()
+    slow, slow_answer = in_background(app, scheduler_headers("nightly", iso(now)))
+    assert held.answered.wait(timeout=30)  # the slow delivery has read the expired claim
+
+    fast = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    held.resume.set()
+    slow.join(timeout=30)
+
+    assert fast.status_code == 200 and fast.text.startswith("processed")
+    assert slow_answer[0].status_code == 409 and slow_answer[0].text.startswith("in_progress")
+    assert len(work.calls) == 1
+    record = records(collection)[run_id_of("nightly", now)]
+    assert (record["status"], record["attempt_id"], record["attempts"]) == ("completed", work.calls[0].attempt_id, 2)
+
+
+def test_a_release_and_a_new_claim_between_a_failed_create_and_its_read_leave_the_new_claim_alone(
+    app, collection, work, now, monkeypatch
+):
+    """Delivery B's create fails on A's claim; before B reads, A's work fails (the claim is released) and,
+    before B can act on finding nothing, delivery C claims the run. B must answer 409 and leave C's claim."""
+    headers = scheduler_headers("nightly", iso(now))
+    first_gate, third_gate = work.hold(0), work.hold(1)
+    work.errors[0] = RuntimeError("A fails after B's create")
+    a, a_answer = in_background(app, headers)
+    work.wait_for_calls(1)
+    held = HeldRead(monkeypatch)
+    b, b_answer = in_background(app, headers)
+    assert held.reached.wait(timeout=30)  # B's create met A's claim; its read waits
+
+    first_gate.set()
+    a.join(timeout=30)
+    held.send.set()
+    assert held.answered.wait(timeout=30)  # B read the run after A's release: gone
+    c, c_answer = in_background(app, headers)
+    work.wait_for_calls(2)  # C claimed the run and works
+    held.resume.set()
+    b.join(timeout=30)
+    in_flight = records(collection)[run_id_of("nightly", now)]
+    third_gate.set()
+    c.join(timeout=30)
+
+    assert a_answer[0].status_code == 500 and a_answer[0].text.startswith("retryable_failure")
+    assert b_answer[0].status_code == 409 and b_answer[0].text.startswith("in_progress")
+    assert (in_flight["status"], in_flight["attempt_id"]) == ("in_progress", work.calls[1].attempt_id)
+    assert c_answer[0].status_code == 200 and c_answer[0].text.startswith("processed")
+    assert len(work.calls) == 2
+    assert records(collection)[run_id_of("nightly", now)]["attempt_id"] == work.calls[1].attempt_id
+
+
+def test_a_forced_run_more_than_the_retention_ahead_makes_the_real_delivery_a_duplicate(
+    http, collection, work, monkeypatch
+):
+    """A "Force run" sends the next scheduled time (a month ahead for a monthly job): its record must live
+    until that time + the retention, or the real delivery at that time finds it expired and runs again."""
+    monkeypatch.setenv("DEDUP_RETENTION_SECONDS", "3600")
+    scheduled = (dedup.utcnow() + dt.timedelta(hours=2)).replace(microsecond=0)
+
+    forced = http.post("/", headers=scheduler_headers("monthly", iso(scheduled)))
+    monkeypatch.setattr(dedup, "utcnow", lambda: scheduled + dt.timedelta(seconds=30))  # the run's own time
+    real = http.post("/", headers=scheduler_headers("monthly", iso(scheduled)))
+
+    assert forced.status_code == 200 and forced.text.startswith("processed")
+    assert real.status_code == 200 and real.text.startswith("duplicate")
+    assert len(work.calls) == 1
+    (record,) = records(collection).values()
+    assert record["expire_at"] >= scheduled + dt.timedelta(seconds=3600)
+
+
 def test_retryable_failure_releases_the_run_for_an_immediate_retry(http, collection, work, now):
     work.errors[0] = RuntimeError("downstream timed out")
     failed = http.post("/", headers=scheduler_headers("nightly", iso(now)))
@@ -184,19 +300,27 @@ def test_terminal_failure_is_recorded_and_never_retried(http, collection, work, 
     assert len(work.calls) == 1
 
 
-def test_record_past_expire_at_counts_as_absent(http, collection, work, now):
+def test_record_past_expire_at_counts_as_absent(app, collection, work, now):
     run_id = run_id_of("nightly", now)
     past = now - dt.timedelta(seconds=1)
     old = {"status": "failed", "attempt_id": "old", "lease_expires": past, "expire_at": past, "attempts": 1}
     collection.document(run_id).set(old | {"finished_at": past, "last_error": "old error", "result": "old result"})
+    gate = work.hold(0)
 
-    response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    delivery, answer = in_background(app, scheduler_headers("nightly", iso(now)))
+    work.wait_for_calls(1)
+    in_flight = records(collection)[run_id]
+    gate.set()
+    delivery.join(timeout=30)
 
-    assert response.status_code == 200 and response.text.startswith("processed")
+    assert answer[0].status_code == 200 and answer[0].text.startswith("processed")
     assert len(work.calls) == 1
+    # Nothing of the old run's outcome survives the takeover, not even while the new attempt works.
+    assert in_flight["status"] == "in_progress" and in_flight["attempt_id"] == work.calls[0].attempt_id
+    assert {"finished_at", "last_error", "result"}.isdisjoint(in_flight)
     record = records(collection)[run_id]
     assert record["attempt_id"] == work.calls[0].attempt_id and record["status"] == "completed"
-    assert "last_error" not in record and "result" not in record  # nothing of the old run's outcome survives
+    assert "last_error" not in record and "result" not in record
 
 
 def test_project_and_location_disambiguate_runs(http, collection, work, now):
@@ -278,6 +402,16 @@ def test_every_log_line_carries_the_run_and_its_outcome(http, work, now, log_lin
         assert "attempt_id" in line or line["outcome"] == "duplicate"
 
 
+def test_a_retryable_failure_logs_its_traceback_in_its_one_outcome_line(http, work, now, log_lines):
+    work.errors[0] = RuntimeError("downstream timed out")
+
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+
+    (line,) = [line for line in log_lines() if "outcome" in line]
+    assert line["outcome"] == "retryable_failure"
+    assert "Traceback (most recent call last)" in line["message"] and "downstream timed out" in line["message"]
+
+
 def test_an_invalid_setting_answers_500_and_logs_it_without_touching_firestore(
     http, collection, work, now, monkeypatch, log_lines
 ):
@@ -302,8 +436,75 @@ def test_firestore_unreachable_answers_500_without_running_the_work(http, work, 
     response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
 
     assert response.status_code == 500 and response.text.startswith("store_unavailable")
-    assert time.monotonic() - started < dedup.RPC_TIMEOUT_SECONDS * 3
+    # A refused connection fails the claim's create at once, and a write is not retried. An absolute
+    # bound, not one computed from RPC_TIMEOUT_SECONDS: a retried create takes the whole 5 s deadline.
+    assert time.monotonic() - started < 2.0
     assert work.calls == []
+
+
+def write_kind(write) -> str:
+    """create | update | delete, from one Write of a Commit request."""
+    pb = getattr(write, "_pb", write)
+    if pb.WhichOneof("operation") == "delete":
+        return "delete"
+    precondition = pb.current_document
+    if precondition.WhichOneof("condition_type") == "exists" and not precondition.exists:
+        return "create"
+    return "update"
+
+
+def test_no_write_goes_out_with_a_retry_policy(http, collection, work, now, monkeypatch):
+    """Every Firestore write is a Commit RPC; the client retries one unless `retry=None` (its default
+    policy retries Commit on UNAVAILABLE for 60 s). A retried create would find its own claim and answer
+    409 until the lease ends; a retried finish would report `superseded` for a run that completed."""
+    collection.document(run_id_of("nightly", now + dt.timedelta(minutes=3))).set(crashed_claim())  # to take over
+    commits = []  # (kinds of the writes, the retry the Commit went out with)
+    real_commit = FirestoreClient.commit
+
+    def commit(client, *args, **kwargs):
+        request = kwargs.get("request") or args[0]
+        writes = request["writes"] if isinstance(request, dict) else request.writes
+        commits.append(({write_kind(write) for write in writes}, kwargs.get("retry", gapic_v1.method.DEFAULT)))
+        return real_commit(client, *args, **kwargs)
+
+    monkeypatch.setattr(FirestoreClient, "commit", commit)
+
+    def deliver(moment):
+        return http.post("/", headers=scheduler_headers("nightly", iso(moment)))
+
+    deliver(now)  # create, complete
+    deliver(now)  # a failed create
+    work.errors[1] = RuntimeError("retryable")
+    deliver(now + dt.timedelta(minutes=1))  # create, release (delete)
+    work.errors[2] = TerminalJobError("terminal")
+    deliver(now + dt.timedelta(minutes=2))  # create, fail
+    deliver(now + dt.timedelta(minutes=3))  # a failed create, the takeover's update, complete
+
+    assert len(work.calls) == 4
+    assert set().union(*(kinds for kinds, _ in commits)) == {"create", "update", "delete"}
+    assert len(commits) == 10
+    assert [retry for _, retry in commits] == [None] * len(commits)
+
+
+def test_the_claims_read_is_retried_on_a_transient_error(http, work, now, monkeypatch):
+    """The read after a failed create repeats nothing: it goes out with a retry for UNAVAILABLE
+    (READ_RETRY), so a replay is not turned into a 500 by one dropped connection."""
+    reads = []
+    real_batch_get = FirestoreClient.batch_get_documents
+
+    def batch_get_documents(client, *args, **kwargs):
+        reads.append(kwargs.get("retry", gapic_v1.method.DEFAULT))
+        return real_batch_get(client, *args, **kwargs)
+
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    monkeypatch.setattr(FirestoreClient, "batch_get_documents", batch_get_documents)
+    replay = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+
+    assert replay.text.startswith("duplicate")
+    (retry,) = reads
+    assert retry not in (None, gapic_v1.method.DEFAULT)
+    assert retry._predicate(api_exceptions.ServiceUnavailable("connection reset"))
+    assert retry.timeout <= 5.0  # within one delivery's bound: the read gives up, the delivery answers 500
 
 
 def test_every_outcome_has_one_answer_and_only_finished_runs_stop_scheduler(handler_module):

@@ -67,6 +67,25 @@ def test_parse_schedule_time_refuses(text):
         dedup.parse_schedule_time(text)
 
 
+def test_the_accepted_window_ends_exactly_at_the_retention_and_the_max_future():
+    """A record counts as absent from expire_at (schedule time + retention) on, so a delivery exactly one
+    retention old is refused; one exactly max_future ahead is still a forced run's."""
+    config = dedup.DedupConfig.from_env({})
+    headers = {"X-CloudScheduler-JobName": "nightly"}
+
+    def key_at(moment):
+        stamp = moment.isoformat().replace("+00:00", "Z")
+        return dedup.read_run_key(headers | {"X-CloudScheduler-ScheduleTime": stamp}, config, NOW)
+
+    second = dt.timedelta(seconds=1)
+    assert key_at(NOW - config.retention + second).schedule_time == NOW - config.retention + second
+    with pytest.raises(dedup.InvalidDelivery, match="older than the retention window"):
+        key_at(NOW - config.retention)
+    assert key_at(NOW + config.max_future).schedule_time == NOW + config.max_future
+    with pytest.raises(dedup.InvalidDelivery, match="in the future"):
+        key_at(NOW + config.max_future + second)
+
+
 def test_run_id_is_sha256_of_project_location_job_and_instant():
     key = dedup.RunKey("p-123456", "europe-west1", "nightly", NOW)
     material = b"p-123456\neurope-west1\nnightly\n2026-06-01T12:00:00+00:00"

@@ -18,7 +18,7 @@ locals {
       "run.googleapis.com", # gen2 functions run as Cloud Run services; also Cloud Run jobs
       "storage.googleapis.com",
     ],
-    var.target == "workflow" ? ["workflows.googleapis.com"] : [],
+    var.apis,
   )
   # Not needed: eventarc (only event-triggered functions use it; this is an HTTP function) and
   # pubsub (Scheduler's HTTP targets do not go through Pub/Sub).

@@ -110,7 +110,7 @@ resource "google_monitoring_alert_policy" "run_missed" {
   display_name          = "${var.slug}: scheduled run missed"
   combiner              = "OR"
   severity              = "ERROR"
-  notification_channels = var.notification_channels
+  notification_channels = local.notification_channels
   user_labels           = local.labels
 
   conditions {
@@ -144,6 +144,6 @@ resource "google_monitoring_alert_policy" "run_missed" {
     content   = "The ${var.slug} audit found a scheduled run with no record although its lease and every Scheduler retry are long past: it never ran, and nothing will run it by itself. Runbook: docs/operations.md, \"A scheduled run was missed\". List them with `python tools/runs.py missed --since ... --until ...`, fix the cause (paused or deleted Scheduler job, IAM, ingress, an outage longer than the retries), then `python tools/runs.py backfill` the same window; each run executes once. Logs: `jsonPayload.audit_state=\"missing\"`."
   }
 
-  # After its metric can be found (time_sleep.metrics, monitoring.tf).
+  # A log-based metric is 404 for up to 10 minutes after its creation (monitoring.tf, time_sleep.metrics).
   depends_on = [time_sleep.metrics]
 }

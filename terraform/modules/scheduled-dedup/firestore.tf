@@ -79,19 +79,10 @@ resource "google_firestore_field" "expire_at" {
   depends_on = [time_sleep.apis]
 }
 
-locals {
-  # Collections the target's own code writes, each document with expire_at (same retention):
-  # The job's store keeps checkpoints, artifacts, outputs and dead letters; the sample
-  # workflow keeps one guard document per run.
-  target_collections = {
-    function      = []
-    cloud_run_job = [for suffix in ["runs", "items", "artifacts", "outputs", "dead_letters"] : "${var.firestore.collection}_job_${suffix}"]
-    workflow      = ["${var.firestore.collection}_workflow"]
-  }[var.target]
-}
-
-resource "google_firestore_field" "target_expire_at" {
-  for_each = toset(local.target_collections)
+# var.ttl_collections: collections a sibling module's code writes in the same database (a proxy
+# target's checkpoints or guards), each document with expire_at and the same retention.
+resource "google_firestore_field" "extra_expire_at" {
+  for_each = toset(var.ttl_collections)
 
   project    = var.project_id
   database   = local.firestore_database
@@ -102,4 +93,10 @@ resource "google_firestore_field" "target_expire_at" {
   index_config {}
 
   depends_on = [time_sleep.apis]
+}
+
+# The name these had while the module chose the collections by target: an applied project keeps them.
+moved {
+  from = google_firestore_field.target_expire_at
+  to   = google_firestore_field.extra_expire_at
 }

@@ -1,15 +1,14 @@
 # The handler: a gen2 Cloud Run function built from the baked project's own source.
 
 locals {
-  # Never part of the function's source: Terraform, tests, dev tools, docs, the other targets' code
-  # (the Cloud Run job ships as its own image, the workflow as its own resource), virtualenvs,
-  # caches, build output, VCS. The same list as the baked .gcloudignore, for `gcloud` deploys.
+  # Never part of the function's source: Terraform, tests, dev tools, docs, virtualenvs, caches,
+  # build output, VCS (a proxy target's code comes in var.source_excludes from its module). The
+  # same list as the baked .gcloudignore, for `gcloud` deploys.
   source_excludes = concat(
     [
       "terraform", "terraform/**",
       "tests", "tests/**",
       "tools", "tools/**", "benchmarks", "benchmarks/**", "docs", "docs/**",
-      "cloud_run_job", "cloud_run_job/**", "workflow", "workflow/**",
       "*.md", "Makefile", "requirements-dev.txt", ".gcloudignore", ".cookiecutter.json", ".cruft.json",
       # Dev-tool settings only (ruff, pytest): the build does not need it. Google's Python buildpack
       # installs requirements.txt, which "takes precedence" when both files are present (Cloud Run
@@ -84,7 +83,7 @@ resource "google_cloudfunctions2_function" "this" {
   project     = var.project_id
   location    = var.region
   name        = local.function_name
-  description = "${var.slug}: claims each Cloud Scheduler run in Firestore, then ${var.target == "function" ? "does the work" : var.target == "cloud_run_job" ? "starts the Cloud Run job" : "starts the workflow"} once."
+  description = "${var.slug}: claims each Cloud Scheduler run in Firestore, then runs its work once."
   labels      = local.labels
 
   build_config {
@@ -155,14 +154,6 @@ resource "google_cloudfunctions2_function" "this" {
         DEDUP_RETRY_WINDOW_SECONDS = tostring(local.retry_window_seconds)
         DEDUP_AUDIT_JOB            = local.audit_job_name
       },
-      var.target == "cloud_run_job" ? {
-        # Full resource name the proxy (job.py) passes to RunJob.
-        PROXY_JOB_NAME = "projects/${var.project_id}/locations/${var.region}/jobs/${local.job_name}"
-      } : {},
-      var.target == "workflow" ? {
-        # Full resource name the proxy (job.py) creates executions of.
-        PROXY_WORKFLOW_NAME = "projects/${var.project_id}/locations/${var.region}/workflows/${local.workflow_name}"
-      } : {},
     )
   }
 

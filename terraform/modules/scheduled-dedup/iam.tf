@@ -3,15 +3,11 @@
 # that something else made on the same project or service.
 #
 # Who holds what:
-#   <slug>-run      the function's runtime identity: roles/datastore.user on the one Firestore database;
-#                   + roles/run.jobsExecutorWithOverrides on the one job     (target = cloud_run_job)
-#                   + roles/workflows.invoker in the project (see below)    (target = workflow)
+#   <slug>-run      the function's runtime identity: roles/datastore.user on the one Firestore database
+#                   (a proxy target's module grants it the one role that starts its target)
 #   <slug>-invoker  Cloud Scheduler's OIDC identity: roles/run.invoker on the function's Cloud Run service
 #   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter,
 #                   roles/artifactregistry.writer, roles/storage.objectViewer in the project
-#   <slug>-job      the Cloud Run job's identity: roles/datastore.user on the one database (cloud_run_job)
-#   <slug>-wf       the workflow's identity: roles/datastore.user on the one database,
-#                   + roles/logging.logWriter in the project (sys.log)      (workflow)
 # Structured logs go to stdout/stderr, which needs no logging role.
 
 resource "google_service_account" "runtime" {
@@ -78,42 +74,10 @@ resource "time_sleep" "grants" {
 
   triggers = {
     build   = join(",", sort([for grant in google_project_iam_member.build : grant.role]))
-    runtime = join(",", sort([for grant in google_project_iam_member.datastore_user : grant.member]))
+    runtime = google_project_iam_member.datastore_user.member
   }
 
   depends_on = [google_project_iam_member.build, google_project_iam_member.datastore_user]
-}
-
-resource "google_service_account" "job" {
-  count = var.target == "cloud_run_job" ? 1 : 0
-
-  project      = var.project_id
-  account_id   = "${var.slug}-job"
-  display_name = "${var.slug}: Cloud Run job"
-  description  = "Runs the Cloud Run job the function starts once per claimed run."
-
-  depends_on = [time_sleep.apis]
-}
-
-resource "google_service_account" "workflow" {
-  count = var.target == "workflow" ? 1 : 0
-
-  project      = var.project_id
-  account_id   = "${var.slug}-wf"
-  display_name = "${var.slug}: workflow"
-  description  = "Runs the workflow the function starts once per claimed run."
-
-  depends_on = [time_sleep.apis]
-}
-
-locals {
-  # Accounts that read and write run records (or, for the job and the workflow, their own
-  # put-if-absent outputs and checkpoints) in the one Firestore database.
-  datastore_users = merge(
-    { runtime = google_service_account.runtime.member },
-    var.target == "cloud_run_job" ? { job = google_service_account.job[0].member } : {},
-    var.target == "workflow" ? { workflow = google_service_account.workflow[0].member } : {},
-  )
 }
 
 # Firestore has no per-database IAM resource: roles are granted on the project. The IAM condition
@@ -121,14 +85,12 @@ locals {
 # ("Configure per-database access permissions" in Firestore's "Create and manage databases" page:
 # condition resource.name == "projects/PROJECT_ID/databases/DATABASE_ID").
 resource "google_project_iam_member" "datastore_user" {
-  for_each = local.datastore_users
-
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = each.value
+  member  = google_service_account.runtime.member
 
   condition {
-    title       = "${var.slug}-${each.key}-firestore-db"
+    title       = "${var.slug}-runtime-firestore-db"
     description = "Only the Firestore database that holds ${var.slug}'s run records."
     expression  = "resource.name == \"${local.firestore_database_name}\""
   }
@@ -150,39 +112,10 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
   }
 }
 
-# target = cloud_run_job: the narrowest predefined role that runs a job with overrides (the run id
-# travels in the container overrides): run.jobs.run, run.jobs.runWithOverrides, run.executions.cancel,
-# granted on this one job.
-resource "google_cloud_run_v2_job_iam_member" "runtime_executor" {
-  count = var.target == "cloud_run_job" ? 1 : 0
-
-  project  = var.project_id
-  location = var.region
-  name     = google_cloud_run_v2_job.this[0].name
-  role     = "roles/run.jobsExecutorWithOverrides"
-  member   = google_service_account.runtime.member
-}
-
-# target = workflow: workflows.executions.create. This grant is project-level because Workflows has
-# no IAM policy on a single workflow: the lowest level where any Workflows role can be granted is
-# the project (IAM "Workflows roles and permissions"), and Workflows does not take part in IAM
-# Conditions' resource attributes, so a resource.name condition could not narrow it either.
-# roles/workflows.invoker is the narrowest predefined role: start and read executions, nothing else.
-resource "google_project_iam_member" "runtime_workflows_invoker" {
-  count = var.target == "workflow" ? 1 : 0
-
-  project = var.project_id
-  role    = "roles/workflows.invoker"
-  member  = google_service_account.runtime.member
-}
-
-# target = workflow: the sample workflow writes its own log entries with sys.log, as its service
-# account. Writing log entries is granted on the project (there is no narrower resource to write
-# to); roles/logging.logWriter holds logging.logEntries.create and nothing that reads.
-resource "google_project_iam_member" "workflow_log_writer" {
-  count = var.target == "workflow" ? 1 : 0
-
-  project = var.project_id
-  role    = "roles/logging.logWriter"
-  member  = google_service_account.workflow[0].member
+# The runtime's grant was one of a for_each over the accounts that use Firestore while this module
+# also made the proxy targets' accounts: a bake applied then keeps its grant, instead of a
+# destroy-and-create that would leave deliveries without access for a moment.
+moved {
+  from = google_project_iam_member.datastore_user["runtime"]
+  to   = google_project_iam_member.datastore_user
 }

@@ -3,8 +3,14 @@
 # accounts, a Firestore TTL on run records and log-based metrics per outcome.
 #
 # Files: apis.tf (project services), firestore.tf (database, TTL), iam.tf (every service account
-# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), monitoring.tf
-# (metrics, alerts), cloud_run_job.tf and workflow.tf (the two other targets), outputs.tf.
+# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), audit.tf (the audit
+# job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
+#
+# It knows no proxy target: a sibling module, vendored only into a bake of its target, makes what
+# the function starts, and the baked root passes the sibling's environment variables, collections,
+# APIs and source excludes in here (var.function.environment_variables, var.ttl_collections,
+# var.apis, var.source_excludes); the sibling takes runtime_service_account_email, firestore_*,
+# labels and apis_ready from outputs.tf.
 
 locals {
   # Also in the template's hooks/rules.py (LEASE_MARGIN_SECONDS): how much longer than the function timeout a lease lasts.
@@ -30,8 +36,6 @@ locals {
   # --- names: all derive from the slug, so two baked projects share one GCP project ---
   function_name = var.slug
   bucket_name   = "${var.project_id}-${var.slug}-src"
-  job_name      = "${var.slug}-job"
-  workflow_name = "${var.slug}-wf"
 
   firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
 

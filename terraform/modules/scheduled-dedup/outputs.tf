@@ -13,6 +13,11 @@ output "runtime_service_account_email" {
   value       = google_service_account.runtime.email
 }
 
+output "function_environment_variables" {
+  description = "The function's environment: the module's DEDUP_* settings and the request timeout's, with var.function.environment_variables (a proxy target's PROXY_* name)."
+  value       = google_cloudfunctions2_function.this.service_config[0].environment_variables
+}
+
 output "build_service_account_email" {
   description = "The identity Cloud Build builds the function as (<slug>-build)."
   value       = google_service_account.build.email
@@ -58,26 +63,6 @@ output "scheduler_attempt_metric_names" {
   value       = { for id, metric in google_logging_metric.scheduler_attempt_failed : id => metric.name }
 }
 
-output "cloud_run_job_name" {
-  description = "The Cloud Run job the function starts (target = cloud_run_job), else null."
-  value       = one(google_cloud_run_v2_job.this[*].name)
-}
-
-output "job_service_account_email" {
-  description = "The Cloud Run job's identity (target = cloud_run_job), else null."
-  value       = one(google_service_account.job[*].email)
-}
-
-output "workflow_name" {
-  description = "The workflow the function starts (target = workflow), else null."
-  value       = one(google_workflows_workflow.this[*].name)
-}
-
-output "workflow_service_account_email" {
-  description = "The workflow's identity (target = workflow), else null."
-  value       = one(google_service_account.workflow[*].email)
-}
-
 output "audit_job_name" {
   description = "The audit's Scheduler job name (X-CloudScheduler-JobName of its runs), or null without var.audit."
   value       = one(google_cloud_scheduler_job.audit[*].name)
@@ -91,4 +76,21 @@ output "dashboard_id" {
 output "dashboard_json" {
   description = "The dashboard's definition (the Monitoring API's Dashboard type, as JSON)."
   value       = local.dashboard_json
+}
+
+# What a proxy target's module (a sibling of this one) takes.
+
+output "labels" {
+  description = "The labels of every resource the module makes (var.labels and scheduled-dedup = slug), for a sibling module's resources."
+  value       = local.labels
+}
+
+output "retention_seconds" {
+  description = "How long a run record lives (timing.retention_seconds): a sibling module's documents get the same expire_at."
+  value       = var.timing.retention_seconds
+}
+
+output "apis_ready" {
+  description = "Known once the project's APIs (the module's and var.apis) have propagated: a sibling module's resources depend on it."
+  value       = time_sleep.apis.id
 }

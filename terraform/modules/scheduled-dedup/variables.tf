@@ -1,7 +1,7 @@
 # Inputs of the scheduled-dedup module.
 #
 # The validation blocks below enforce the SAME rules as the bake hook, the template's hooks/rules.py
-# (check_slug, check_project_id, check_region, check_target, check_jobs, check_timing, check_database,
+# (check_slug, check_project_id, check_region, check_jobs, check_timing, check_database,
 # check_collection; of check_schedule, the cron's shape): a value the hook refuses, Terraform refuses too,
 # so a baked project whose terraform/main.tf is edited later cannot drift into a broken timing.
 # Change a rule in one place and change it in the other; the template's tests/test_terraform.py checks both.
@@ -29,26 +29,13 @@ variable "region" {
 }
 
 variable "slug" {
-  description = "Short name every resource name derives from, so two projects baked from the template apply side by side in one GCP project. Service-account ids are '<slug>-run', '<slug>-invoker', '<slug>-job', '<slug>-wf'."
+  description = "Short name every resource name derives from, so two projects baked from the template apply side by side in one GCP project. Service-account ids are '<slug>-run', '<slug>-invoker', '<slug>-build' (a proxy target's module adds '<slug>-job' or '<slug>-wf')."
   type        = string
 
   validation {
     # rules.SLUG: service-account ids are 6-30 chars and we add up to 8, hence 20 at most.
     condition     = can(regex("^[a-z][a-z0-9-]{1,18}[a-z0-9]$", var.slug))
     error_message = "slug: must be 3-20 chars of lowercase letters, digits and hyphens, start with a letter, end with a letter or digit."
-  }
-}
-
-variable "target" {
-  description = "What a claimed run does: 'function' (the handler does the work), 'cloud_run_job' (the handler starts one execution of a Cloud Run job) or 'workflow' (the handler starts one Workflows execution)."
-  type        = string
-  default     = "function"
-  nullable    = false
-
-  validation {
-    # rules.TARGETS
-    condition     = contains(["function", "cloud_run_job", "workflow"], var.target)
-    error_message = "target: must be one of function, cloud_run_job, workflow."
   }
 }
 
@@ -229,7 +216,7 @@ variable "source_dir" {
 }
 
 variable "source_excludes" {
-  description = "More paths or glob patterns (relative to source_dir) to leave out of the function's zip."
+  description = "More paths or glob patterns (relative to source_dir) to leave out of the function's zip (a proxy target's module gives its code's)."
   type        = list(string)
   default     = []
   nullable    = false
@@ -261,51 +248,18 @@ variable "function" {
   }
 }
 
-variable "cloud_run_job" {
-  description = "Used when target = cloud_run_job: the Cloud Run job the handler starts once per claimed run. image (required for that target): the job's container, built and pushed from the Dockerfile of the bake's job code (Google's sample job image would ignore DEDUP_RUN_ID while runs are recorded completed). task_timeout_seconds: per task, up to 24 h. item_lease_seconds: how long a task holds one item before another attempt may take it over."
-  type = object({
-    image                 = optional(string)
-    max_retries           = optional(number, 3)
-    task_timeout_seconds  = optional(number, 3600)
-    item_lease_seconds    = optional(number, 600)
-    task_count            = optional(number, 1)
-    parallelism           = optional(number, 0)
-    cpu                   = optional(string, "1")
-    memory                = optional(string, "512Mi")
-    environment_variables = optional(map(string), {})
-  })
-  default  = {}
-  nullable = false
-
-  validation {
-    condition     = var.target != "cloud_run_job" || var.cloud_run_job.image != null
-    error_message = "cloud_run_job.image: required when target = cloud_run_job (build and push the job's image from its Dockerfile, then pass it)."
-  }
-
-  validation {
-    condition     = var.cloud_run_job.max_retries >= 0 && var.cloud_run_job.max_retries <= 10 && var.cloud_run_job.task_count >= 1 && var.cloud_run_job.parallelism >= 0
-    error_message = "cloud_run_job: max_retries must be 0-10, task_count at least 1, parallelism at least 0."
-  }
-
-  validation {
-    condition     = var.cloud_run_job.task_timeout_seconds >= 1 && var.cloud_run_job.task_timeout_seconds <= 86400 && var.cloud_run_job.item_lease_seconds >= 1
-    error_message = "cloud_run_job: task_timeout_seconds must be 1-86400 and item_lease_seconds at least 1."
-  }
+variable "apis" {
+  description = "More project services to enable (behind enable_apis, before the apis wait) besides the module's own: a proxy target module's apis output."
+  type        = list(string)
+  default     = []
+  nullable    = false
 }
 
-variable "workflow" {
-  description = "Used when target = workflow: source_contents is the workflow's YAML (the workflow bake holds a sample that dedups by run id)."
-  type = object({
-    source_contents = optional(string)
-    call_log_level  = optional(string, "LOG_ERRORS_ONLY")
-  })
-  default  = {}
-  nullable = false
-
-  validation {
-    condition     = var.target != "workflow" || var.workflow.source_contents != null
-    error_message = "workflow.source_contents: required when target = workflow."
-  }
+variable "ttl_collections" {
+  description = "More collections of the Firestore database whose documents carry expire_at (a proxy target module's ttl_collections output): each gets the same TTL policy as the run records."
+  type        = list(string)
+  default     = []
+  nullable    = false
 }
 
 variable "enable_apis" {

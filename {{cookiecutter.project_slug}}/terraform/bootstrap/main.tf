@@ -21,6 +21,7 @@ locals {
     "roles/iam.serviceAccountUser",
     "roles/logging.configWriter",
     "roles/monitoring.alertPolicyEditor",
+    "roles/monitoring.dashboardEditor",
     "roles/monitoring.notificationChannelEditor",
     "roles/resourcemanager.projectIamAdmin",
     "roles/run.admin",

@@ -72,4 +72,37 @@ run "main" {
     condition     = output.audit_job_name == "{{ cookiecutter.project_slug }}_audit"
     error_message = "main.tf passes the audit: its Scheduler job is deployed (audit.tf)."
   }
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+  # The composition: the job's module gets the core's runtime account and database, and the core the
+  # job's name and collections.
+  assert {
+    condition     = module.scheduled_dedup.function_environment_variables["PROXY_JOB_NAME"] == "projects/${var.project_id}/locations/${var.region}/jobs/${output.cloud_run_job_name}"
+    error_message = "main.tf passes the job's name to the function (PROXY_JOB_NAME)."
+  }
+
+  assert {
+    condition     = output.cloud_run_job_name == "{{ cookiecutter.project_slug }}-job" && module.cloud_run_job.ttl_collections == [for kind in ["runs", "items", "artifacts", "outputs", "dead_letters"] : "{{ cookiecutter.firestore_collection }}_job_${kind}"]
+    error_message = "main.tf passes the core's collection to the job's module (its collections derive from it)."
+  }
+{%- elif cookiecutter.target == "workflow" %}
+
+  # The composition: the workflow's module gets the core's runtime account and database, and the core
+  # the workflow's name, collection and API.
+  assert {
+    condition     = module.scheduled_dedup.function_environment_variables["PROXY_WORKFLOW_NAME"] == "projects/${var.project_id}/locations/${var.region}/workflows/${output.workflow_name}"
+    error_message = "main.tf passes the workflow's name to the function (PROXY_WORKFLOW_NAME)."
+  }
+
+  assert {
+    condition     = output.workflow_name == "{{ cookiecutter.project_slug }}-wf" && module.workflow.ttl_collections == ["{{ cookiecutter.firestore_collection }}_workflow"]
+    error_message = "main.tf passes the core's collection to the workflow's module (its guards' collection derives from it)."
+  }
+{%- else %}
+
+  assert {
+    condition     = length([for name in keys(module.scheduled_dedup.function_environment_variables) : name if startswith(name, "PROXY_")]) == 0
+    error_message = "A target=function bake starts nothing: its function has no PROXY_* name."
+  }
+{%- endif %}
 }

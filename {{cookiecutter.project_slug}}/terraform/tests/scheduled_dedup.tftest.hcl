@@ -33,7 +33,6 @@ variables {
   project_id = "{{ cookiecutter.gcp_project_id }}"
   region     = "{{ cookiecutter.region }}"
   slug       = "{{ cookiecutter.project_slug }}"
-  target     = "{{ cookiecutter.target }}"
   source_dir = ".."
 
   jobs = {
@@ -65,16 +64,6 @@ variables {
     collection      = "{{ cookiecutter.firestore_collection }}"
     create_database = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
   }
-
-  # Only read when target = cloud_run_job; the real project passes the image built from the job's Dockerfile.
-  cloud_run_job = {
-    image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
-  }
-
-  # Only read when target = workflow; the real project passes the bake's workflow YAML.
-  workflow = {
-    source_contents = "main:\n  steps:\n    - done:\n        return: ok\n"
-  }
 }
 
 run "baked_values" {
@@ -103,10 +92,8 @@ run "baked_values" {
         google_storage_bucket.source.name == "${var.project_id}-${var.slug}-src",
         google_service_account.runtime.account_id == "${var.slug}-run",
         google_service_account.invoker.account_id == "${var.slug}-invoker",
+        google_service_account.build.account_id == "${var.slug}-build",
       ],
-      [for sa in concat(google_service_account.job, google_service_account.workflow) : startswith(sa.account_id, "${var.slug}-")],
-      [for job in google_cloud_run_v2_job.this : job.name == "${var.slug}-job"],
-      [for workflow in google_workflows_workflow.this : workflow.name == "${var.slug}-wf"],
       [for job in google_cloud_scheduler_job.this : startswith(job.name, "${var.slug}-")],
       [for metric in google_logging_metric.outcome : startswith(metric.name, "${var.slug}-")],
     ))
@@ -116,10 +103,8 @@ run "baked_values" {
   assert {
     # The TTL policies belong to this bake's own collections (default <slug>-runs): another bake's
     # Terraform never manages them.
-    condition = google_firestore_field.expire_at.collection == var.firestore.collection && alltrue([
-      for field in google_firestore_field.target_expire_at : startswith(field.collection, "${var.firestore.collection}_")
-    ])
-    error_message = "TTL policies must be on this bake's own collections."
+    condition     = google_firestore_field.expire_at.collection == var.firestore.collection && length(google_firestore_field.extra_expire_at) == 0
+    error_message = "TTL policies must be on this bake's own collections (and only the run records' without ttl_collections)."
   }
 
   # --- Scheduler: one job per entry, deadline aligned with the function, OIDC, retry_config ---
@@ -219,18 +204,6 @@ run "baked_values" {
     error_message = "expire_at's single-field indexes must be turned off (empty index_config)."
   }
 
-  assert {
-    condition = alltrue([
-      for field in google_firestore_field.target_expire_at :
-      field.field == "expire_at" && length(field.ttl_config) == 1 && startswith(field.collection, "${var.firestore.collection}_")
-      ]) && length(google_firestore_field.target_expire_at) == {
-      function      = 0
-      cloud_run_job = 5
-      workflow      = 1
-    }[var.target]
-    error_message = "Every collection the target's own code writes needs its TTL on expire_at too."
-  }
-
   # --- the function ---
 
   assert {
@@ -276,50 +249,18 @@ run "baked_values" {
 
   assert {
     condition = toset(concat(
-      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.runtime.member],
-      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.runtime.member],
-      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.runtime.member],
-      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.runtime.member],
+      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.runtime.member],
       [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.runtime.member],
-      )) == toset(concat(
-      ["roles/datastore.user"],
-      var.target == "cloud_run_job" ? ["roles/run.jobsExecutorWithOverrides"] : [],
-      var.target == "workflow" ? ["roles/workflows.invoker"] : [],
-    ))
-    error_message = "The runtime account must hold exactly roles/datastore.user (+ the one role that starts its target)."
+    )) == toset(["roles/datastore.user"])
+    error_message = "The runtime account must hold exactly roles/datastore.user (a proxy target's module adds the one role that starts its target)."
   }
 
   assert {
     condition = toset(concat(
-      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.invoker.member],
-      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.invoker.member],
-      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.invoker.member],
-      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.invoker.member],
+      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.invoker.member],
       [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.invoker.member],
     )) == toset(["roles/run.invoker"])
     error_message = "The invoker account must hold exactly roles/run.invoker."
-  }
-
-  assert {
-    condition = var.target != "cloud_run_job" || toset(concat(
-      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.job[0].member],
-      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.job[0].member],
-      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.job[0].member],
-      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.job[0].member],
-      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.job[0].member],
-    )) == toset(["roles/datastore.user"])
-    error_message = "The Cloud Run job's account must hold exactly roles/datastore.user."
-  }
-
-  assert {
-    condition = var.target != "workflow" || toset(concat(
-      [for m in google_project_iam_member.datastore_user : m.role if m.member == google_service_account.workflow[0].member],
-      [for m in google_project_iam_member.runtime_workflows_invoker : m.role if m.member == google_service_account.workflow[0].member],
-      [for m in google_project_iam_member.workflow_log_writer : m.role if m.member == google_service_account.workflow[0].member],
-      [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.role if m.member == google_service_account.workflow[0].member],
-      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.workflow[0].member],
-    )) == toset(["roles/datastore.user", "roles/logging.logWriter"])
-    error_message = "The workflow's account must hold exactly roles/datastore.user and roles/logging.logWriter (sys.log)."
   }
 
   assert {
@@ -328,29 +269,14 @@ run "baked_values" {
   }
 
   assert {
-    condition = alltrue([
-      for m in google_project_iam_member.datastore_user :
-      length(m.condition) == 1 && m.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
-    ])
+    condition     = length(google_project_iam_member.datastore_user.condition) == 1 && google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
     error_message = "roles/datastore.user must be narrowed to the one Firestore database by an IAM condition."
-  }
-
-  assert {
-    condition = toset([for k, m in google_project_iam_member.datastore_user : k]) == toset(concat(
-      ["runtime"],
-      var.target == "cloud_run_job" ? ["job"] : [],
-      var.target == "workflow" ? ["workflow"] : [],
-    ))
-    error_message = "Only the runtime account and the target's own account may use Firestore."
   }
 
   assert {
     condition = alltrue([
       for member in concat(
-        [for m in google_project_iam_member.datastore_user : m.member],
-        [for m in google_project_iam_member.runtime_workflows_invoker : m.member],
-        [for m in google_project_iam_member.workflow_log_writer : m.member],
-        [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.member],
+        [google_project_iam_member.datastore_user.member],
         [google_cloud_run_v2_service_iam_member.invoker.member],
       ) : !contains(["allUsers", "allAuthenticatedUsers"], member)
     ])
@@ -375,10 +301,7 @@ run "baked_values" {
   assert {
     condition = toset([for m in google_project_iam_member.build : m.role if m.member == google_service_account.build.member]) == toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"]) && alltrue([
       for member in concat(
-        [for m in google_project_iam_member.datastore_user : m.member],
-        [for m in google_project_iam_member.runtime_workflows_invoker : m.member],
-        [for m in google_project_iam_member.workflow_log_writer : m.member],
-        [for m in google_cloud_run_v2_job_iam_member.runtime_executor : m.member],
+        [google_project_iam_member.datastore_user.member],
         [google_cloud_run_v2_service_iam_member.invoker.member],
       ) : member != google_service_account.build.member
     ])
@@ -393,36 +316,6 @@ run "baked_values" {
       db.name == var.firestore.database && db.type == "FIRESTORE_NATIVE" && db.delete_protection_state == "DELETE_PROTECTION_ENABLED" && db.deletion_policy == "ABANDON"
     ])
     error_message = "create_database = true creates the named Native-mode database, delete-protected and abandoned (not deleted) on destroy."
-  }
-
-  # --- targets ---
-
-  assert {
-    condition = var.target != "cloud_run_job" || (
-      google_cloud_run_v2_job.this[0].template[0].template[0].service_account == google_service_account.job[0].email &&
-      google_cloud_run_v2_job.this[0].template[0].template[0].containers[0].image == var.cloud_run_job.image &&
-      google_cloud_run_v2_job_iam_member.runtime_executor[0].name == google_cloud_run_v2_job.this[0].name &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["PROXY_JOB_NAME"] == "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this[0].name}"
-    )
-    error_message = "The Cloud Run job must run the given image as its own account, and the runtime account may run that job only."
-  }
-
-  assert {
-    condition = var.target != "workflow" || (
-      google_workflows_workflow.this[0].service_account == google_service_account.workflow[0].id &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["PROXY_WORKFLOW_NAME"] == "projects/${var.project_id}/locations/${var.region}/workflows/${google_workflows_workflow.this[0].name}"
-    )
-    error_message = "The workflow must run as its own account and the function must know its name."
-  }
-
-  assert {
-    condition     = var.target == "cloud_run_job" || length(google_cloud_run_v2_job.this) + length(google_service_account.job) == 0
-    error_message = "No Cloud Run job unless target = cloud_run_job."
-  }
-
-  assert {
-    condition     = var.target == "workflow" || length(google_workflows_workflow.this) + length(google_service_account.workflow) == 0
-    error_message = "No workflow unless target = workflow."
   }
 
   # --- observability ---
@@ -590,7 +483,9 @@ run "request_timeout_threads_follow_the_concurrency" {
   }
 }
 
-run "rejects_cloud_run_job_without_image" {
+# What a proxy target's module hands the core through the root: the name of what the function
+# starts, its collections, its APIs and its code's directory (here, those of a made-up target).
+run "takes_a_proxy_targets_settings" {
   command = plan
 
   module {
@@ -598,11 +493,47 @@ run "rejects_cloud_run_job_without_image" {
   }
 
   variables {
-    target        = "cloud_run_job"
-    cloud_run_job = {}
+    function        = { environment_variables = { THING_NAME = "projects/p/locations/l/things/t" } }
+    ttl_collections = ["{{ cookiecutter.firestore_collection }}_thing_a", "{{ cookiecutter.firestore_collection }}_thing_b"]
+    apis            = ["pubsub.googleapis.com"]
+    source_excludes = ["thing", "thing/**"]
   }
 
-  expect_failures = [var.cloud_run_job]
+  assert {
+    condition     = google_cloudfunctions2_function.this.service_config[0].environment_variables["THING_NAME"] == "projects/p/locations/l/things/t" && output.function_environment_variables["THING_NAME"] == "projects/p/locations/l/things/t"
+    error_message = "function.environment_variables must reach the function (and the output)."
+  }
+
+  assert {
+    condition = toset(keys(google_firestore_field.extra_expire_at)) == toset(var.ttl_collections) && alltrue([
+      for field in google_firestore_field.extra_expire_at :
+      field.field == "expire_at" && field.database == google_firestore_field.expire_at.database && length(field.ttl_config) == 1 && length(field.index_config) == 1 && length(field.index_config[0].indexes) == 0
+    ])
+    error_message = "Every collection of ttl_collections needs the run records' TTL on expire_at, without single-field indexes."
+  }
+
+  assert {
+    condition     = contains(keys(google_project_service.this), "pubsub.googleapis.com") && contains(keys(google_project_service.this), "cloudfunctions.googleapis.com")
+    error_message = "apis are enabled beside the module's own."
+  }
+
+  assert {
+    condition     = contains(data.archive_file.source.excludes, "thing/**") && contains(data.archive_file.source.excludes, "terraform/**")
+    error_message = "source_excludes leave more out of the function's zip beside the module's own list."
+  }
+}
+
+run "knows_no_proxy_target" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  assert {
+    condition     = length([for name in keys(output.function_environment_variables) : name if startswith(name, "PROXY_")]) == 0
+    error_message = "Without a proxy target's settings the function gets no PROXY_* name."
+  }
 }
 
 # --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---

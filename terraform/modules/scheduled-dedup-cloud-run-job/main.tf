@@ -1,0 +1,104 @@
+# scheduled-dedup-cloud-run-job: the proxy target of the core module (../scheduled-dedup). After the
+# function claims a run it starts one execution of this job, passing the run id in the container
+# overrides; the job's tasks checkpoint per item and write each output put-if-absent keyed by
+# (run id, item id). The baked root passes environment_variables, ttl_collections and
+# source_excludes (outputs.tf) into the core module.
+#
+# Who holds what:
+#   <slug>-job  the job's identity: roles/datastore.user on the one Firestore database
+#   <slug>-run  (the core's runtime account) roles/run.jobsExecutorWithOverrides on this one job
+
+locals {
+  job_name = "${var.slug}-job"
+
+  firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
+
+  # What cloud_run_job/store.py writes, each document with expire_at (the core module puts the TTL
+  # policy on them): checkpoints, artifacts, outputs and dead letters.
+  collections = [for suffix in ["runs", "items", "artifacts", "outputs", "dead_letters"] : "${var.firestore.collection}_job_${suffix}"]
+}
+
+resource "google_service_account" "job" {
+  project      = var.project_id
+  account_id   = "${var.slug}-job"
+  display_name = "${var.slug}: Cloud Run job"
+  description  = "Runs the Cloud Run job the function starts once per claimed run."
+
+  depends_on = [var.apis_ready]
+}
+
+resource "google_cloud_run_v2_job" "this" {
+  project             = var.project_id
+  location            = var.region
+  name                = local.job_name
+  labels              = var.labels
+  deletion_protection = false
+
+  template {
+    task_count  = var.job.task_count
+    parallelism = var.job.parallelism
+    labels      = var.labels
+
+    template {
+      service_account = google_service_account.job.email
+      max_retries     = var.job.max_retries
+      timeout         = "${var.job.task_timeout_seconds}s"
+
+      containers {
+        image = var.job.image
+
+        resources {
+          limits = {
+            cpu    = var.job.cpu
+            memory = var.job.memory
+          }
+        }
+
+        dynamic "env" {
+          # What cloud_run_job/ reads; the proxy adds DEDUP_RUN_ID and DEDUP_SCHEDULE_TIME per execution.
+          for_each = merge(var.job.environment_variables, {
+            DEDUP_PROJECT           = var.project_id
+            DEDUP_LOCATION          = var.region
+            DEDUP_DATABASE          = var.firestore.database
+            DEDUP_COLLECTION        = var.firestore.collection
+            DEDUP_RETENTION_SECONDS = tostring(var.retention_seconds)
+            # The job must know Cloud Run's retry budget to tell a task's last attempt.
+            JOB_MAX_RETRIES   = tostring(var.job.max_retries)
+            JOB_LEASE_SECONDS = tostring(var.job.item_lease_seconds)
+          })
+          content {
+            name  = env.key
+            value = env.value
+          }
+        }
+      }
+    }
+  }
+
+  depends_on = [var.apis_ready]
+}
+
+# Firestore has no per-database IAM resource: roles are granted on the project, narrowed by an IAM
+# condition to the one database, as the core module's runtime grant is (../scheduled-dedup/iam.tf;
+# Firestore "Configure per-database access permissions").
+resource "google_project_iam_member" "datastore_user" {
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = google_service_account.job.member
+
+  condition {
+    title       = "${var.slug}-job-firestore-db"
+    description = "Only the Firestore database that holds ${var.slug}'s run records."
+    expression  = "resource.name == \"${local.firestore_database_name}\""
+  }
+}
+
+# The narrowest predefined role that runs a job with overrides (the run id travels in the container
+# overrides): run.jobs.run, run.jobs.runWithOverrides, run.executions.cancel, granted on this one job.
+resource "google_cloud_run_v2_job_iam_member" "runtime_executor" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_run_v2_job.this.name
+  role     = "roles/run.jobsExecutorWithOverrides"
+  member   = "serviceAccount:${var.runtime_service_account_email}"
+}

@@ -1,0 +1,26 @@
+output "environment_variables" {
+  description = "For the core module's function.environment_variables: the job's full resource name, which the proxy (job.py) passes to RunJob."
+  value = {
+    PROXY_JOB_NAME = "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this.name}"
+  }
+}
+
+output "ttl_collections" {
+  description = "For the core module's ttl_collections: the collections the job writes (each document with expire_at)."
+  value       = local.collections
+}
+
+output "source_excludes" {
+  description = "For the core module's source_excludes: the job's code ships as its own image, not in the function's zip."
+  value       = ["cloud_run_job", "cloud_run_job/**"]
+}
+
+output "job_name" {
+  description = "The Cloud Run job the function starts."
+  value       = google_cloud_run_v2_job.this.name
+}
+
+output "service_account_email" {
+  description = "The job's identity."
+  value       = google_service_account.job.email
+}

@@ -1,0 +1,11 @@
+# The same Terraform and google provider ranges as the core module, ../scheduled-dedup/versions.tf.
+terraform {
+  required_version = ">= 1.9.0"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 8.0, < 9.0"
+    }
+  }
+}

@@ -1,0 +1,82 @@
+# scheduled-dedup-workflow: the proxy target of the core module (../scheduled-dedup). After the
+# function claims a run it starts one execution of this workflow with the run id in the argument;
+# the workflow guards its side effect with a Firestore create-by-id keyed by the run id. The baked
+# root passes environment_variables, ttl_collections, apis and source_excludes (outputs.tf) into
+# the core module.
+#
+# Who holds what:
+#   <slug>-wf   the workflow's identity: roles/datastore.user on the one Firestore database,
+#               + roles/logging.logWriter in the project (sys.log)
+#   <slug>-run  (the core's runtime account) roles/workflows.invoker in the project (see below)
+
+locals {
+  workflow_name = "${var.slug}-wf"
+
+  firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
+}
+
+resource "google_service_account" "workflow" {
+  project      = var.project_id
+  account_id   = "${var.slug}-wf"
+  display_name = "${var.slug}: workflow"
+  description  = "Runs the workflow the function starts once per claimed run."
+
+  depends_on = [var.apis_ready]
+}
+
+resource "google_workflows_workflow" "this" {
+  project             = var.project_id
+  region              = var.region
+  name                = local.workflow_name
+  description         = "${var.slug}: started once per claimed scheduled run."
+  service_account     = google_service_account.workflow.id
+  call_log_level      = var.workflow.call_log_level
+  source_contents     = var.workflow.source_contents
+  labels              = var.labels
+  deletion_protection = false
+
+  user_env_vars = {
+    DEDUP_PROJECT    = var.project_id
+    DEDUP_DATABASE   = var.firestore.database
+    DEDUP_COLLECTION = var.firestore.collection
+    # The guards' expire_at: the TTL policy on <collection>_workflow deletes them after the retention.
+    DEDUP_RETENTION_SECONDS = tostring(var.retention_seconds)
+  }
+
+  depends_on = [var.apis_ready]
+}
+
+# Firestore has no per-database IAM resource: roles are granted on the project, narrowed by an IAM
+# condition to the one database, as the core module's runtime grant is (../scheduled-dedup/iam.tf;
+# Firestore "Configure per-database access permissions").
+resource "google_project_iam_member" "datastore_user" {
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = google_service_account.workflow.member
+
+  condition {
+    title       = "${var.slug}-workflow-firestore-db"
+    description = "Only the Firestore database that holds ${var.slug}'s run records."
+    expression  = "resource.name == \"${local.firestore_database_name}\""
+  }
+}
+
+# The sample workflow writes its own log entries with sys.log, as its service account. Writing log
+# entries is granted on the project (there is no narrower resource to write to);
+# roles/logging.logWriter holds logging.logEntries.create and nothing that reads.
+resource "google_project_iam_member" "log_writer" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = google_service_account.workflow.member
+}
+
+# workflows.executions.create. This grant is project-level because Workflows has no IAM policy on a
+# single workflow: the lowest level where any Workflows role can be granted is the project (IAM
+# "Workflows roles and permissions"), and Workflows does not take part in IAM Conditions' resource
+# attributes, so a resource.name condition could not narrow it either. roles/workflows.invoker is
+# the narrowest predefined role: start and read executions, nothing else.
+resource "google_project_iam_member" "runtime_invoker" {
+  project = var.project_id
+  role    = "roles/workflows.invoker"
+  member  = "serviceAccount:${var.runtime_service_account_email}"
+}

@@ -1,0 +1,31 @@
+output "environment_variables" {
+  description = "For the core module's function.environment_variables: the workflow's full resource name, which the proxy (job.py) creates executions of."
+  value = {
+    PROXY_WORKFLOW_NAME = "projects/${var.project_id}/locations/${var.region}/workflows/${google_workflows_workflow.this.name}"
+  }
+}
+
+output "ttl_collections" {
+  description = "For the core module's ttl_collections: the collection of the workflow's guards (one document per run, with expire_at)."
+  value       = ["${var.firestore.collection}_workflow"]
+}
+
+output "apis" {
+  description = "For the core module's apis: the project services the workflow needs besides the core's."
+  value       = ["workflows.googleapis.com"]
+}
+
+output "source_excludes" {
+  description = "For the core module's source_excludes: the workflow is its own resource, not part of the function's zip."
+  value       = ["workflow", "workflow/**"]
+}
+
+output "workflow_name" {
+  description = "The workflow the function starts."
+  value       = google_workflows_workflow.this.name
+}
+
+output "service_account_email" {
+  description = "The workflow's identity."
+  value       = google_service_account.workflow.email
+}

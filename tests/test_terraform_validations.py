@@ -1,0 +1,396 @@
+"""Every `validation` block of the module's variables.tf refuses a value: deleting or weakening one fails here.
+
+Each case is a plan of the module (mock providers, offline Terraform: tests/terraform_offline) with one
+input changed from a valid baseline, in a .tftest.hcl file of its own (a failed run skips the runs after
+it in its file). A case passes when Terraform refuses its plan with its block's own error message: a
+fragment of literal text that only that block's error_message holds. The cases sit at the rules' edges
+(1801, not 5000) so that a loosened bound fails too. test_every_validation_block_has_a_refusing_case
+reads variables.tf with python-hcl2, so a block added without a case here fails the suite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+
+import hcl2
+import pytest
+from conftest import ROOT
+from hcl2.utils import SerializationOptions
+
+from tests.terraform_offline import terraform
+
+pytestmark = pytest.mark.terraform
+
+MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
+BASELINE = {
+    "project_id": "valid-project",
+    "region": "europe-west1",
+    "slug": "valid",
+    "source_dir": ".",
+    "jobs": {"nightly": {"schedule": "0 3 * * *"}},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """`inputs` (over BASELINE) must be refused by the validation of `variable` whose message holds `message`."""
+
+    name: str
+    variable: str
+    message: str
+    inputs: dict[str, object]
+
+
+CASES = [
+    Refusal("project_id_trailing_hyphen", "project_id", "a GCP project id is 6-30 chars", {"project_id": "my-proj-"}),
+    Refusal("project_id_5_chars", "project_id", "a GCP project id is 6-30 chars", {"project_id": "abcde"}),
+    Refusal("region_not_a_region", "region", "must be a GCP region such as", {"region": "moon"}),
+    Refusal("slug_2_chars", "slug", "slug: must be 3-20 chars", {"slug": "ab"}),
+    Refusal("slug_21_chars", "slug", "slug: must be 3-20 chars", {"slug": "a" * 21}),
+    Refusal("target_unknown", "target", "target: must be one of", {"target": "lambda"}),
+    Refusal("jobs_empty", "jobs", "jobs: must name at least one job", {"jobs": {}}),
+    Refusal(
+        "job_id_uppercase", "jobs", "each job id must be 1-40 chars", {"jobs": {"Nightly": {"schedule": "0 3 * * *"}}}
+    ),
+    Refusal(
+        "job_id_41_chars", "jobs", "each job id must be 1-40 chars", {"jobs": {"a" * 41: {"schedule": "0 3 * * *"}}}
+    ),
+    Refusal(
+        "schedule_groc",
+        "jobs",
+        "each schedule must be 5-field unix-cron",
+        {"jobs": {"n": {"schedule": "every 5 minutes"}}},
+    ),
+    Refusal(
+        "schedule_hour_24",
+        "jobs",
+        "each schedule must be 5-field unix-cron",
+        {"jobs": {"n": {"schedule": "0 24 * * *"}}},
+    ),
+    Refusal(
+        "schedule_step_0",
+        "jobs",
+        "each schedule must be 5-field unix-cron",
+        {"jobs": {"n": {"schedule": "*/0 3 * * *"}}},
+    ),
+    Refusal(
+        "schedule_backwards",
+        "jobs",
+        "each schedule must be 5-field unix-cron",
+        {"jobs": {"n": {"schedule": "0 3 * * fri-mon"}}},
+    ),
+    Refusal(
+        "time_zone_trailing_slash",
+        "jobs",
+        "each time_zone must be an IANA time zone",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "time_zone": "Europe/Madrid/"}}},
+    ),
+    # Whole numbers: the issue's untested validation. 360.5 breaks no other rule of var.timing.
+    Refusal(
+        "lease_fraction",
+        "timing",
+        "timing: every value is a whole number of seconds",
+        {"timing": {"lease_seconds": 360.5}},
+    ),
+    Refusal(
+        "retention_fraction",
+        "timing",
+        "timing: every value is a whole number of seconds",
+        {"timing": {"retention_seconds": 604800.25}},
+    ),
+    Refusal("deadline_14", "timing", "must be 15-1800.", {"timing": {"attempt_deadline_seconds": 14}}),
+    Refusal(
+        "deadline_1801",
+        "timing",
+        "must be 15-1800.",
+        {"timing": {"attempt_deadline_seconds": 1801, "function_timeout_seconds": 1801, "lease_seconds": 1831}},
+    ),
+    Refusal(
+        "timeout_below_deadline",
+        "timing",
+        "must be at least attempt_deadline_seconds",
+        {"timing": {"function_timeout_seconds": 299, "lease_seconds": 360}},
+    ),
+    Refusal(
+        "timeout_3601",
+        "timing",
+        "must be at least attempt_deadline_seconds",
+        {"timing": {"function_timeout_seconds": 3601, "lease_seconds": 3631}, "retry": {"retry_count": 0}},
+    ),
+    Refusal(
+        "lease_below_timeout_plus_margin",
+        "timing",
+        "or a retry takes over a run that is still going",
+        {"timing": {"lease_seconds": 329}},
+    ),
+    # lease 360 + window (5+1)*300 + 5*300 = 3660: one second short.
+    Refusal("retention_3659", "timing", "or a late retry finds no record", {"timing": {"retention_seconds": 3659}}),
+    # max_retry_duration 5000 widens the window to 5000 + 300 + 300: 360 + 5600 = 5960 needed.
+    Refusal(
+        "retention_short_of_the_retry_duration",
+        "timing",
+        "or a late retry finds no record",
+        {"timing": {"retention_seconds": 5959}, "retry": {"max_retry_duration_seconds": 5000}},
+    ),
+    # The waits add up to exactly the lease (360 s): the retry meets the lease's last second.
+    Refusal(
+        "retries_end_at_the_lease",
+        "timing",
+        "so a run whose instance crashed is never retried",
+        {"retry": {"retry_count": 1, "min_backoff_seconds": 360, "max_backoff_seconds": 360}},
+    ),
+    Refusal(
+        "retries_10_20_40",
+        "timing",
+        "so a run whose instance crashed is never retried",
+        {"retry": {"retry_count": 3, "min_backoff_seconds": 10}},
+    ),
+    Refusal(
+        "retry_fraction",
+        "retry",
+        "retry: every value is a whole, non-negative number",
+        {"retry": {"max_doublings": 2.5}},
+    ),
+    Refusal(
+        "retry_negative",
+        "retry",
+        "retry: every value is a whole, non-negative number",
+        {"retry": {"max_retry_duration_seconds": -1}},
+    ),
+    Refusal("retry_count_6", "retry", ": must be 0-5.", {"retry": {"retry_count": 6}}),
+    Refusal(
+        "max_backoff_below_min",
+        "retry",
+        "retry: min_backoff_seconds and max_backoff_seconds must be 0-3600",
+        {"retry": {"min_backoff_seconds": 300, "max_backoff_seconds": 299}},
+    ),
+    Refusal(
+        "max_backoff_3601",
+        "retry",
+        "retry: min_backoff_seconds and max_backoff_seconds must be 0-3600",
+        {"retry": {"max_backoff_seconds": 3601}},
+    ),
+    Refusal("max_doublings_17", "retry", ": must be 0-16.", {"retry": {"max_doublings": 17}}),
+    Refusal(
+        "database_uppercase",
+        "firestore",
+        "firestore.database: must be (default) or 4-63 chars",
+        {"firestore": {"database": "Runs-db"}},
+    ),
+    Refusal(
+        "database_3_chars",
+        "firestore",
+        "firestore.database: must be (default) or 4-63 chars",
+        {"firestore": {"database": "abc"}},
+    ),
+    # Collection ids: the issue's other untested validation.
+    Refusal(
+        "collection_reserved",
+        "firestore",
+        "firestore.collection: must be 1-100 chars",
+        {"firestore": {"collection": "__runs__"}},
+    ),
+    Refusal(
+        "collection_slash",
+        "firestore",
+        "firestore.collection: must be 1-100 chars",
+        {"firestore": {"collection": "runs/nested"}},
+    ),
+    Refusal(
+        "collection_101_chars",
+        "firestore",
+        "firestore.collection: must be 1-100 chars",
+        {"firestore": {"collection": "r" * 101}},
+    ),
+    Refusal(
+        "collection_empty", "firestore", "firestore.collection: must be 1-100 chars", {"firestore": {"collection": ""}}
+    ),
+    Refusal(
+        "function_no_instances",
+        "function",
+        "function: max_instance_count must be at least 1",
+        {"function": {"max_instance_count": 0}},
+    ),
+    Refusal(
+        "function_min_above_max",
+        "function",
+        "function: max_instance_count must be at least 1",
+        {"function": {"max_instance_count": 2, "min_instance_count": 3}},
+    ),
+    Refusal(
+        "function_sets_a_dedup_variable",
+        "function",
+        "names starting with DEDUP_ are set by the module",
+        {"function": {"environment_variables": {"DEDUP_LEASE_SECONDS": "1"}}},
+    ),
+    Refusal(
+        "cloud_run_job_without_image",
+        "cloud_run_job",
+        "cloud_run_job.image: required when target = cloud_run_job",
+        {"target": "cloud_run_job"},
+    ),
+    Refusal(
+        "cloud_run_job_11_retries",
+        "cloud_run_job",
+        "cloud_run_job: max_retries must be 0-10",
+        {"cloud_run_job": {"max_retries": 11}},
+    ),
+    Refusal(
+        "cloud_run_job_no_tasks",
+        "cloud_run_job",
+        "cloud_run_job: max_retries must be 0-10",
+        {"cloud_run_job": {"task_count": 0}},
+    ),
+    Refusal(
+        "cloud_run_job_task_timeout_86401",
+        "cloud_run_job",
+        "cloud_run_job: task_timeout_seconds must be 1-86400",
+        {"cloud_run_job": {"task_timeout_seconds": 86401}},
+    ),
+    Refusal(
+        "cloud_run_job_item_lease_0",
+        "cloud_run_job",
+        "cloud_run_job: task_timeout_seconds must be 1-86400",
+        {"cloud_run_job": {"item_lease_seconds": 0}},
+    ),
+    Refusal(
+        "workflow_without_source",
+        "workflow",
+        "workflow.source_contents: required when target = workflow",
+        {"target": "workflow"},
+    ),
+    Refusal(
+        "alerting_window_59",
+        "alerting",
+        "alerting: retryable_failure_threshold must be at least 0",
+        {"alerting": {"window_seconds": 59}},
+    ),
+    Refusal(
+        "alerting_auto_close_1799",
+        "alerting",
+        "alerting: retryable_failure_threshold must be at least 0",
+        {"alerting": {"auto_close_seconds": 1799}},
+    ),
+]
+
+
+def unquoted(text: str) -> str:
+    """python-hcl2 keeps a string's quotes (and its backslash escapes) in what it returns."""
+    return text[1:-1] if text.startswith('"') and text.endswith('"') else text
+
+
+def validation_blocks() -> list[tuple[str, str]]:
+    """(variable, error_message as written) of every validation block in variables.tf, in file order."""
+    options = SerializationOptions(with_comments=False)
+    with open(MODULE_DIR / "variables.tf") as source:
+        parsed = hcl2.load(source, serialization_options=options)
+    blocks = []
+    for variable in parsed["variable"]:
+        ((name, body),) = variable.items()
+        for validation in body.get("validation", []):
+            blocks.append((unquoted(name), unquoted(validation["error_message"])))
+    return blocks
+
+
+def block_line(case: Refusal) -> int:
+    """The line of `validation {` of the block whose error_message holds the case's text, as Terraform
+    reports it ("This was checked by the validation rule at variables.tf:LINE,3-13")."""
+    opened = None
+    found = []
+    for number, line in enumerate((MODULE_DIR / "variables.tf").read_text().splitlines(), start=1):
+        if line.strip() == "validation {":
+            opened = number
+        elif line.strip().startswith("error_message") and case.message in line:
+            found.append(opened)
+    assert len(found) == 1, f"{case.name}: {case.message!r} is in {len(found)} error messages"
+    return found[0]
+
+
+def blocks_of(case: Refusal, blocks: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [
+        (variable, message) for variable, message in blocks if variable == case.variable and case.message in message
+    ]
+
+
+def flat(text: str) -> str:
+    """Text with its line wrapping taken out."""
+    return re.sub(r"\s+", " ", text)
+
+
+def hcl(value: object) -> str:
+    """A Python value as an HCL expression: JSON is valid HCL for maps, strings and numbers."""
+    return json.dumps(value)
+
+
+def tftest(run: str, inputs: dict[str, object]) -> str:
+    lines = ['mock_provider "google" {}', 'mock_provider "archive" {}', "", "variables {"]
+    lines += [f"  {key} = {hcl(value)}" for key, value in {**BASELINE, **inputs}.items()]
+    lines += ["}", "", f'run "{run}" {{', "  command = plan", "}", ""]
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def verdicts(request, tmp_path_factory) -> dict[str, tuple[str, str]]:
+    """One `terraform test -json` over a copy of the module: run name -> (its status, its diagnostics).
+
+    Only the cases this session selected are planned (`-k collection` plans those alone: the mutation
+    runner, tests/mutants/run.py, relies on it). JSON, because a refusal that reads two variables is
+    reported at `variable "timing" {` in variables.tf, not at the test file's line; the JSON diagnostic
+    names its run either way (@testrun)."""
+    selected = {item.callspec.params["case"].name for item in request.session.items if "case" in item.fixturenames}
+    workdir = tmp_path_factory.mktemp("validations") / "module"
+    shutil.copytree(MODULE_DIR, workdir, ignore=shutil.ignore_patterns(".terraform*", "tests"))
+    (workdir / "tests").mkdir()
+    (workdir / "tests" / "baseline.tftest.hcl").write_text(tftest("baseline", {}))
+    planned = [case for case in CASES if case.name in selected]
+    for case in planned:
+        (workdir / "tests" / f"{case.name}.tftest.hcl").write_text(tftest(case.name, case.inputs))
+    init = terraform(workdir, "init", "-backend=false")
+    assert init.returncode == 0, init.stdout + init.stderr
+    result = terraform(workdir, "test", "-json", timeout=600)
+    statuses: dict[str, str] = {}
+    diagnostics: dict[str, list[str]] = {}
+    for line in result.stdout.splitlines():
+        event = json.loads(line)
+        run = event.get("@testrun")
+        if event["type"] == "test_run" and event["test_run"]["progress"] == "complete":
+            statuses[run] = event["test_run"]["status"]
+        elif event["type"] == "diagnostic" and run:
+            diagnostic = event["diagnostic"]
+            diagnostics.setdefault(run, []).append(flat(f"{diagnostic['summary']}: {diagnostic['detail']}"))
+    assert set(statuses) == {"baseline", *(case.name for case in planned)}, result.stdout + result.stderr
+    return {name: (status, " ".join(diagnostics.get(name, []))) for name, status in statuses.items()}
+
+
+def test_case_names_are_unique():
+    names = [case.name for case in CASES]
+    assert len(names) == len(set(names))
+
+
+def test_every_validation_block_has_a_refusing_case():
+    """Each case names one block, by literal text of its error_message; each block is named by a case."""
+    blocks = validation_blocks()
+    assert len(blocks) >= 27, blocks  # python-hcl2 read them all
+    for case in CASES:
+        assert len(blocks_of(case, blocks)) == 1, (
+            f"{case.name}: {case.message!r} must name one block of var.{case.variable}"
+        )
+    untested = [block for block in blocks if not any(block in blocks_of(case, blocks) for case in CASES)]
+    assert untested == [], f"validation blocks of variables.tf with no refusing case in this file: {untested}"
+
+
+def test_the_baseline_is_accepted(verdicts):
+    verdict, diagnostics = verdicts["baseline"]
+    assert verdict == "pass", diagnostics
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_validation_refuses(verdicts, case):
+    verdict, diagnostics = verdicts[case.name]
+    assert verdict == "error", f"{case.name}: {case.inputs} was accepted ({verdict})"
+    assert "Invalid value for variable" in diagnostics, diagnostics
+    refused_by_its_block = flat(case.message) in diagnostics and f"variables.tf:{block_line(case)}," in diagnostics
+    assert refused_by_its_block, f"{case.name}: refused, but not by its block ({case.message!r}):\n{diagnostics}"

@@ -1,0 +1,109 @@
+# `terraform test` for the scheduled-dedup-cloud-run-job module with this project's baked values,
+# offline against mock providers: the job, its account and grants, and what it hands the core module
+# (root.tftest.hcl checks that main.tf passes it on).
+
+mock_provider "google" {}
+
+variables {
+  project_id = "{{ cookiecutter.gcp_project_id }}"
+  region     = "{{ cookiecutter.region }}"
+  slug       = "{{ cookiecutter.project_slug }}"
+  labels     = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
+
+  firestore = {
+    database   = "{{ cookiecutter.firestore_database }}"
+    collection = "{{ cookiecutter.firestore_collection }}"
+  }
+
+  retention_seconds             = {{ cookiecutter.retention_seconds }}
+  runtime_service_account_email = "{{ cookiecutter.project_slug }}-run@{{ cookiecutter.gcp_project_id }}.iam.gserviceaccount.com"
+  apis_ready                    = "2026-01-01T00:00:00Z"
+
+  # The real project passes the image built from ../cloud_run_job/.
+  job = {
+    image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
+  }
+}
+
+run "job" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup-cloud-run-job"
+  }
+
+  assert {
+    condition = (
+      google_service_account.job.account_id == "${var.slug}-job" &&
+      google_cloud_run_v2_job.this.name == "${var.slug}-job" &&
+      google_cloud_run_v2_job.this.labels == var.labels
+    )
+    error_message = "The job and its account carry the slug, so two bakes apply side by side."
+  }
+
+  assert {
+    condition = (
+      google_cloud_run_v2_job.this.template[0].template[0].service_account == google_service_account.job.email &&
+      google_cloud_run_v2_job.this.template[0].template[0].containers[0].image == var.job.image &&
+      google_cloud_run_v2_job_iam_member.runtime_executor.name == google_cloud_run_v2_job.this.name &&
+      google_cloud_run_v2_job_iam_member.runtime_executor.role == "roles/run.jobsExecutorWithOverrides" &&
+      google_cloud_run_v2_job_iam_member.runtime_executor.member == "serviceAccount:${var.runtime_service_account_email}"
+    )
+    error_message = "The Cloud Run job must run the given image as its own account, and the runtime account may run that job only."
+  }
+
+  assert {
+    condition = (
+      google_project_iam_member.datastore_user.member == google_service_account.job.member &&
+      google_project_iam_member.datastore_user.role == "roles/datastore.user" &&
+      google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\"" &&
+      google_cloud_run_v2_job_iam_member.runtime_executor.member != google_service_account.job.member
+    )
+    error_message = "The Cloud Run job's account must hold exactly roles/datastore.user, narrowed to the one database."
+  }
+
+  assert {
+    condition = alltrue([
+      for env in google_cloud_run_v2_job.this.template[0].template[0].containers[0].env :
+      env.value == {
+        DEDUP_PROJECT           = var.project_id
+        DEDUP_LOCATION          = var.region
+        DEDUP_DATABASE          = var.firestore.database
+        DEDUP_COLLECTION        = var.firestore.collection
+        DEDUP_RETENTION_SECONDS = tostring(var.retention_seconds)
+        JOB_MAX_RETRIES         = "3"
+        JOB_LEASE_SECONDS       = "600"
+      }[env.name]
+    ]) && length(google_cloud_run_v2_job.this.template[0].template[0].containers[0].env) == 7
+    error_message = "The job gets the DEDUP_* and JOB_* settings cloud_run_job/ reads."
+  }
+
+  assert {
+    condition     = output.environment_variables == { PROXY_JOB_NAME = "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this.name}" }
+    error_message = "The function must get the job's full resource name, which the proxy passes to RunJob."
+  }
+
+  assert {
+    condition     = toset(output.ttl_collections) == toset([for kind in ["runs", "items", "artifacts", "outputs", "dead_letters"] : "${var.firestore.collection}_job_${kind}"])
+    error_message = "Every collection cloud_run_job/store.py writes needs its TTL on expire_at."
+  }
+
+  assert {
+    condition     = contains(output.source_excludes, "cloud_run_job/**")
+    error_message = "The job's code ships as its own image, never in the function's zip."
+  }
+}
+
+run "rejects_a_job_without_image" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup-cloud-run-job"
+  }
+
+  variables {
+    job = {}
+  }
+
+  expect_failures = [var.job]
+}

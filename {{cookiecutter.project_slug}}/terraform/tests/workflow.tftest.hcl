@@ -1,0 +1,91 @@
+# `terraform test` for the scheduled-dedup-workflow module with this project's baked values,
+# offline against mock providers: the workflow, its account and grants, and what it hands the core
+# module (root.tftest.hcl checks that main.tf passes it on).
+
+mock_provider "google" {}
+
+variables {
+  project_id = "{{ cookiecutter.gcp_project_id }}"
+  region     = "{{ cookiecutter.region }}"
+  slug       = "{{ cookiecutter.project_slug }}"
+  labels     = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
+
+  firestore = {
+    database   = "{{ cookiecutter.firestore_database }}"
+    collection = "{{ cookiecutter.firestore_collection }}"
+  }
+
+  retention_seconds             = {{ cookiecutter.retention_seconds }}
+  runtime_service_account_email = "{{ cookiecutter.project_slug }}-run@{{ cookiecutter.gcp_project_id }}.iam.gserviceaccount.com"
+  apis_ready                    = "2026-01-01T00:00:00Z"
+
+  # The real project passes ../workflow/workflow.yaml.
+  workflow = {
+    source_contents = "main:\n  steps:\n    - done:\n        return: ok\n"
+  }
+}
+
+run "workflow" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup-workflow"
+  }
+
+  assert {
+    condition = (
+      google_service_account.workflow.account_id == "${var.slug}-wf" &&
+      google_workflows_workflow.this.name == "${var.slug}-wf" &&
+      google_workflows_workflow.this.labels == var.labels
+    )
+    error_message = "The workflow and its account carry the slug, so two bakes apply side by side."
+  }
+
+  assert {
+    condition = (
+      google_workflows_workflow.this.service_account == google_service_account.workflow.id &&
+      google_workflows_workflow.this.source_contents == var.workflow.source_contents &&
+      google_workflows_workflow.this.user_env_vars["DEDUP_COLLECTION"] == var.firestore.collection &&
+      google_workflows_workflow.this.user_env_vars["DEDUP_RETENTION_SECONDS"] == tostring(var.retention_seconds)
+    )
+    error_message = "The workflow must run as its own account, with the database, collection and retention its guards use."
+  }
+
+  assert {
+    condition = toset([
+      for m in [google_project_iam_member.datastore_user, google_project_iam_member.log_writer, google_project_iam_member.runtime_invoker] : m.role if m.member == google_service_account.workflow.member
+    ]) == toset(["roles/datastore.user", "roles/logging.logWriter"]) && google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
+    error_message = "The workflow's account must hold exactly roles/datastore.user (on the one database) and roles/logging.logWriter (sys.log)."
+  }
+
+  assert {
+    condition = toset([
+      for m in [google_project_iam_member.datastore_user, google_project_iam_member.log_writer, google_project_iam_member.runtime_invoker] : m.role if m.member == "serviceAccount:${var.runtime_service_account_email}"
+    ]) == toset(["roles/workflows.invoker"])
+    error_message = "The runtime account gets exactly the one role that starts the workflow."
+  }
+
+  assert {
+    condition     = output.environment_variables == { PROXY_WORKFLOW_NAME = "projects/${var.project_id}/locations/${var.region}/workflows/${google_workflows_workflow.this.name}" }
+    error_message = "The function must get the workflow's full resource name, which the proxy creates executions of."
+  }
+
+  assert {
+    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && output.apis == ["workflows.googleapis.com"] && contains(output.source_excludes, "workflow/**")
+    error_message = "The core gets the guards' collection (TTL), the Workflows API and the workflow/ directory to leave out of the zip."
+  }
+}
+
+run "rejects_a_workflow_without_source" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup-workflow"
+  }
+
+  variables {
+    workflow = {}
+  }
+
+  expect_failures = [var.workflow]
+}
