@@ -134,7 +134,7 @@ class Baked(Side):
 
     def deliver(self, headers: Mapping[str, str]) -> tuple[int, str]:
         outcome, detail = self.main.handle_delivery(headers)
-        return outcome.http_status, f"{outcome.label}: {detail}"
+        return self.main.ANSWERS[outcome][0], f"{outcome}: {detail}"
 
     def crashed_claim(self, headers: Mapping[str, str]) -> None:
         # The protocol's own claim, made one lease ago by an attempt that then died.

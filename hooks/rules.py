@@ -259,7 +259,7 @@ def check_schedule(job_id: str, schedule: str) -> str:
 
     Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
     this full grammar runs in the hook and, on the jobs in terraform/main.tf, in the baked
-    tests/test_schedule_rules.py. tests/test_terraform.py says which cases each refuses."""
+    tests/test_schedule_rules.py. The template's tests/test_terraform.py says which cases each refuses."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
@@ -412,7 +412,8 @@ def check_timing(values: Mapping[str, object]) -> dict[str, int]:
 
     cookiecutter.json derives each default from the answers before it so that these rules, the schedule rule
     and the audit's hold whatever one number is changed (timeout = deadline, lease = timeout + 60, backoffs
-    that outlast the lease); tests/test_cookiecutter_json.py changes each one: change a rule, check it there.
+    that outlast the lease); the template's tests/test_cookiecutter_json.py changes each one: change a rule,
+    check it there.
     """
     deadline = parse_seconds("attempt_deadline_seconds", values["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
     timeout = parse_seconds(

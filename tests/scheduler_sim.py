@@ -14,7 +14,7 @@ What runs is the protocol's own code: every delivery calls the template's dedup.
 uses dedup.decide; complete; release) on an in-memory Firestore with Firestore's preconditions (a create
 fails if the document exists; an update or delete guarded by last_update_time fails if it changed). The
 handler's branches are main.py's: a claimed run works, then completes (2xx); an exception releases the run
-(500); RunAlreadyFinished answers 2xx, RunInProgress 409. The function's timeout stops work at
+(500); Duplicate answers 2xx, InProgress 409. The function's timeout stops work at
 function_timeout_seconds and releases the run (THREADED_TIMEOUT_ENABLED in the module's function.tf).
 
 `python tests/scheduler_sim.py --table` prints the fault -> outcome table of each matrix bake.
@@ -52,7 +52,7 @@ MAX_ATTEMPTS = 10_000
 @functools.cache
 def protocol() -> ModuleType:
     """The template's dedup.py, rendered by cookiecutter's own Jinja environment with the default answers
-    (only dedup.DEFAULTS holds Jinja, and the simulator passes its own DedupConfig), imported under a private
+    (it holds no Jinja, and the simulator passes its own DedupConfig), imported under a private
     name so that no `dedup` of a bake on sys.path is shadowed."""
     from cookiecutter.environment import StrictEnvironment
     from cookiecutter.generate import generate_context
@@ -288,9 +288,9 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
             return
         try:
             claim = ledger.claim(key, now())
-        except dedup.RunAlreadyFinished:
+        except dedup.Duplicate:
             return answer(attempt, 200)
-        except dedup.RunInProgress:
+        except dedup.InProgress:
             return answer(attempt, 409)
         if working:
             outcome.double_work = True
@@ -319,7 +319,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         try:
             ledger.release(claim)
             status = 500
-        except dedup.ClaimLost:  # superseded (main.py answers its outcome, 409)
+        except dedup.Superseded:  # superseded (main.py answers its outcome, 409)
             status = 409
         answer(attempt, status)
 
@@ -332,7 +332,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
             ledger.complete(claim, now())
             outcome.completed_at = clock[0]
             status = 200
-        except dedup.ClaimLost:
+        except dedup.Superseded:
             status = 409
         if not lost:
             answer(attempt, status)

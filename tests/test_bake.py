@@ -79,14 +79,28 @@ def test_two_default_bakes_share_no_collection(tmp_path):
     assert answers[1]["firestore_collection"] == "hourly-sync-runs"
 
 
+# The protocol and its adapter: no answer is rendered into them, so a template change to them reaches
+# every bake as the same diff (the answers live in settings.json, which dedup.py reads).
+PROTOCOL_FILES = ("dedup.py", "main.py", "run_context.py")
+
+
+def test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake(tmp_path):
+    template = ROOT / "{{cookiecutter.project_slug}}"
+    for name, answers in MATRIX.items():
+        project = bake(tmp_path / name, **answers)
+        for file in PROTOCOL_FILES:
+            assert (project / file).read_bytes() == (template / file).read_bytes(), f"{name}: {file} differs"
+
+
 def test_baked_audit_settings_are_the_answers(baked):
-    """dedup.py's local-dev defaults for the audit (Terraform sets the same from var.jobs and
-    local.retry_window_seconds): the jobs by their Scheduler names, and the retry window by the hook's formula."""
+    """settings.json, the local-dev values dedup.py reads for what the environment does not set
+    (Terraform sets the same from var.jobs and local.retry_window_seconds): the jobs by their
+    Scheduler names with their job ids, and the retry window by the hook's formula."""
     import rules
 
     answers = json.loads((baked / ".cookiecutter.json").read_text())
     printed = subprocess.run(
-        [sys.executable, "-c", "import dedup, json; print(json.dumps(dedup.DEFAULTS))"],
+        [sys.executable, "-c", "import dedup, json; print(json.dumps(dict(dedup.baked_settings())))"],
         cwd=baked,
         capture_output=True,
         text=True,
@@ -102,7 +116,8 @@ def test_baked_audit_settings_are_the_answers(baked):
     assert defaults["DEDUP_RETRY_WINDOW_SECONDS"] == str(window)
     slug = answers["project_slug"]
     expected = {
-        f"{slug}-{job_id}": {key: int(value) if key == "max_lateness_seconds" else value for key, value in job.items()}
+        f"{slug}-{job_id}": {"job_id": job_id}
+        | {key: int(value) if key == "max_lateness_seconds" else value for key, value in job.items()}
         for job_id, job in answers["jobs"].items()
     }
     assert json.loads(defaults["DEDUP_JOBS"]) == expected

@@ -75,3 +75,36 @@ def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_pat
     assert (project / "CHANGELOG.md").read_text() == "# nightly-report\n\n- template v2\n"
     assert not list(project.rglob("*.rej")), "a hunk of the update did not apply"
     run(CRUFT, "check", "--project-dir", str(project), cwd=tmp_path)
+
+
+def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(template_repo, tmp_path):
+    """dedup.py holds no answer (they live in settings.json), so a change to it is the same diff in
+    every bake: here one beside the settings, in a bake whose every setting differs from the defaults."""
+    out = tmp_path / "projects"
+    answers = {
+        "project_name": "Ledger Sync",
+        "gcp_project_id": "billing-prod-42",
+        "region": "us-central1",
+        "firestore_database": "scheduler-db",
+        "firestore_collection": "ledger_runs",
+        "jobs": {"hourly": {"schedule": "0 * * * *", "time_zone": "America/New_York"}},
+    }
+    run(CRUFT, "create", str(template_repo), "--no-input", "--output-dir", str(out),
+        "--extra-context", json.dumps(answers), cwd=tmp_path)  # fmt: skip
+    project = out / "ledger-sync"
+    settings = json.loads((project / "settings.json").read_text())
+    assert (settings["DEDUP_PROJECT"], settings["DEDUP_COLLECTION"]) == ("billing-prod-42", "ledger_runs")
+    run("git", "init", "-q", "-b", "main", cwd=project)
+    git_commit(project, "baked")
+
+    protocol = template_repo / "{{cookiecutter.project_slug}}" / "dedup.py"
+    old = 'MAX_FUTURE_SECONDS = "2764800"\n'
+    assert old in protocol.read_text()
+    protocol.write_text(protocol.read_text().replace(old, 'MAX_FUTURE_SECONDS = "2764801"  # template v2\n'))
+    git_commit(template_repo, "template v2: the protocol changes")
+
+    run(CRUFT, "update", "--project-dir", str(project), "--skip-apply-ask", "--allow-untracked-files", cwd=tmp_path)
+    assert not list(project.rglob("*.rej")), "a hunk of the update did not apply"
+    assert (project / "dedup.py").read_bytes() == protocol.read_bytes()
+    assert json.loads((project / "settings.json").read_text()) == settings
+    run(CRUFT, "check", "--project-dir", str(project), cwd=tmp_path)

@@ -4,8 +4,8 @@ A run is keyed by (project, location, job name, schedule time): Cloud Scheduler 
 time constant across retries of one run. The key's sha256 is the run's document id, and the record
 moves through one state machine (see `decide`):
 
-    absent ──create──▶ in_progress ──complete──▶ completed    replays: 2xx, the work does not run
-                          │ ├──fail (terminal)──▶ failed       replays: 2xx, the work does not run
+    absent ──create──▶ in_progress ──complete──▶ completed    replays: duplicate, the work does not run
+                          │ ├──fail (terminal)──▶ failed       replays: duplicate, the work does not run
                           │ ├──skip (too late)──▶ skipped      delivered past the job's max_lateness_seconds
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
@@ -26,10 +26,12 @@ import functools
 import hashlib
 import json
 import os
+import pathlib
 import re
 import uuid
 import zoneinfo
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 import google.auth.exceptions
 from cronsim import CronSim, CronSimError
@@ -48,43 +50,30 @@ SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 PROJECT_HEADER = "X-Scheduler-Project"
 LOCATION_HEADER = "X-Scheduler-Location"
 
-# Baked at generation time; every one can be overridden by the environment variable of its name.
-DEFAULTS = {
-    "DEDUP_PROJECT": {{cookiecutter.gcp_project_id | tojson}},
-    "DEDUP_LOCATION": {{cookiecutter.region | tojson}},
-    "DEDUP_DATABASE": {{cookiecutter.firestore_database | tojson}},
-    "DEDUP_COLLECTION": {{cookiecutter.firestore_collection | tojson}},
-    "DEDUP_LEASE_SECONDS": "{{ cookiecutter.lease_seconds }}",
-    "DEDUP_RETENTION_SECONDS": "{{ cookiecutter.retention_seconds }}",
-    # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a
-    # whole schedule period ahead; anything further out is refused as nonsense.
-    "DEDUP_MAX_FUTURE_SECONDS": "2764800",
-    # The longest time from a run's first delivery to the end of its last retry (tests/harness/rules.py
-    # retry_window_seconds, the module's local.retry_window_seconds; the template's tests/test_bake.py checks
-    # they agree).
-{%- set deadline = cookiecutter.attempt_deadline_seconds | int %}
-{%- set retries = cookiecutter.retry_count | int %}
-{%- set max_backoff = cookiecutter.max_backoff_seconds | int %}
-{%- set max_duration = cookiecutter.max_retry_duration_seconds | int %}
-    "DEDUP_RETRY_WINDOW_SECONDS": "{{ [(retries + 1) * deadline + retries * max_backoff, (max_duration + max_backoff + deadline) if max_duration else 0] | max }}",
-    # The Scheduler jobs by the name Scheduler sends (X-CloudScheduler-JobName: "<slug>-<job id>"), as
-    # Terraform sets them from var.jobs: what the audit expects, and each job's max_lateness_seconds.
-    "DEDUP_JOBS": json.dumps(
-        {
-{%- for job_id, job in cookiecutter.jobs | dictsort %}
-            {{ (cookiecutter.project_slug ~ "-" ~ job_id) | tojson }}: {
-                "schedule": {{ job.schedule | tojson }},
-                "time_zone": {{ job.time_zone | tojson }},
-{%- if job.max_lateness_seconds is defined %}
-                "max_lateness_seconds": {{ job.max_lateness_seconds | int }},
-{%- endif %}
-            },
-{%- endfor %}
-        }
-    ),
-    # The Scheduler job whose work is the audit (audit.py) rather than job.run; Terraform names it so.
-    "DEDUP_AUDIT_JOB": "{{ cookiecutter.project_slug }}_audit",
-}
+# The answers, baked at generation time into settings.json (the same keys as the environment
+# variables): what a local run reads. Every one is overridden by the environment variable of its
+# name, which Terraform sets on the deployed function, so this file is the same in every bake.
+# DEDUP_RETRY_WINDOW_SECONDS is the longest time from a run's first delivery to the end of its last
+# retry (tests/harness/rules.py retry_window_seconds, the module's local.retry_window_seconds; the
+# template's tests/test_bake.py checks they agree).
+SETTINGS_FILE = pathlib.Path(__file__).with_name("settings.json")
+# A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole
+# schedule period ahead; anything further out is refused as nonsense. Not an answer: no bake differs.
+MAX_FUTURE_SECONDS = "2764800"
+
+
+@functools.cache
+def baked_settings() -> Mapping[str, str]:
+    """settings.json as environment variable values (a JSON object or number as its JSON text), or Misconfigured."""
+    try:
+        settings = json.loads(SETTINGS_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise Misconfigured(f"{SETTINGS_FILE.name}: cannot be read as JSON ({error})") from None
+    if not isinstance(settings, dict):
+        raise Misconfigured(f"{SETTINGS_FILE.name}: must be a JSON object of DEDUP_* name -> value")
+    baked = {name: value if isinstance(value, str) else json.dumps(value) for name, value in settings.items()}
+    return MappingProxyType({"DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS, **baked})
+
 
 # Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
 # was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
@@ -124,28 +113,24 @@ class Status(enum.StrEnum):
     SKIPPED = "skipped"  # delivered later than the job's max_lateness_seconds; the work never ran
 
 
-class Outcome(enum.Enum):
-    """What happened to one delivery: the log's `outcome`, the HTTP status Scheduler sees, the severity."""
+class Outcome(enum.StrEnum):
+    """What happened to one delivery, by its log label: one name from the decision to the exception
+    to the log line. What Cloud Scheduler is answered is the HTTP adapter's business (main.py)."""
 
-    PROCESSED = ("processed", 200, "INFO")
-    DUPLICATE = ("duplicate", 200, "INFO")
-    IN_PROGRESS = ("in_progress", 409, "WARNING")  # 409, never 503: keeps Scheduler's retries counting
-    INVALID_DELIVERY = ("invalid_delivery", 400, "WARNING")
-    TERMINAL_FAILURE = ("terminal_failure", 200, "ERROR")  # 2xx so Scheduler stops retrying
-    RETRYABLE_FAILURE = ("retryable_failure", 500, "ERROR")
-    SUPERSEDED = ("superseded", 409, "WARNING")
-    STORE_UNAVAILABLE = ("store_unavailable", 500, "ERROR")
-    MISCONFIGURED = ("misconfigured", 500, "ERROR")  # a DEDUP_* setting or its database is unusable: a deploy fixes it
-    SKIPPED_LATE = ("skipped_late", 200, "WARNING")  # past max_lateness_seconds: recorded, 2xx so Scheduler stops
-
-    def __init__(self, label: str, http_status: int, severity: str) -> None:
-        self.label = label
-        self.http_status = http_status
-        self.severity = severity
+    PROCESSED = "processed"
+    DUPLICATE = "duplicate"  # the run is finished already; the work does not run again
+    IN_PROGRESS = "in_progress"  # another attempt holds a live lease
+    INVALID_DELIVERY = "invalid_delivery"
+    TERMINAL_FAILURE = "terminal_failure"
+    RETRYABLE_FAILURE = "retryable_failure"
+    SUPERSEDED = "superseded"  # this attempt's lease expired and another took the run over
+    STORE_UNAVAILABLE = "store_unavailable"
+    MISCONFIGURED = "misconfigured"  # a DEDUP_* setting, its database or the work for a job: a deploy fixes it
+    SKIPPED_LATE = "skipped_late"  # past max_lateness_seconds: recorded `skipped`, the work does not run
 
 
 class RunNotProcessed(Exception):
-    """The delivery ends without this attempt finishing the work; one subclass per outcome."""
+    """The delivery ends without this attempt finishing the work; one subclass per outcome, named after it."""
 
     outcome: Outcome
 
@@ -154,15 +139,15 @@ class InvalidDelivery(RunNotProcessed):
     outcome = Outcome.INVALID_DELIVERY
 
 
-class RunAlreadyFinished(RunNotProcessed):
+class Duplicate(RunNotProcessed):
     outcome = Outcome.DUPLICATE
 
 
-class RunInProgress(RunNotProcessed):
+class InProgress(RunNotProcessed):
     outcome = Outcome.IN_PROGRESS
 
 
-class ClaimLost(RunNotProcessed):
+class Superseded(RunNotProcessed):
     """This attempt's lease expired and another attempt took the run over; its result is not recorded."""
 
     outcome = Outcome.SUPERSEDED
@@ -176,7 +161,7 @@ class Misconfigured(RunNotProcessed, ValueError):
     outcome = Outcome.MISCONFIGURED
 
 
-class RunTooLate(RunNotProcessed):
+class SkippedLate(RunNotProcessed):
     """Delivered later than its job's max_lateness_seconds: recorded `skipped`, the work does not run."""
 
     outcome = Outcome.SKIPPED_LATE
@@ -184,15 +169,18 @@ class RunTooLate(RunNotProcessed):
 
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """One Scheduler job as DEDUP_JOBS describes it: its cron, the zone it is read in, its lateness limit."""
+    """One Scheduler job as DEDUP_JOBS describes it: its id in the answers, its cron, the zone it is read in,
+    its lateness limit."""
 
+    job_id: str  # as written in the answers (`nightly`); Scheduler sends "<slug>-<job id>"
     schedule: str
     time_zone: str
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
 
 
 def parse_jobs(text: str) -> dict[str, JobSpec]:
-    """DEDUP_JOBS: {"<Scheduler job name>": {"schedule", "time_zone", "max_lateness_seconds"?}}, or Misconfigured."""
+    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?}},
+    or Misconfigured."""
     try:
         jobs = json.loads(text)
     except ValueError as error:
@@ -204,8 +192,10 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
         field = f"DEDUP_JOBS.{name}"
         if not JOB_NAME.fullmatch(name):
             raise Misconfigured(f"DEDUP_JOBS={_shown(name)}: a job name is letters, digits, '-', '_'")
-        if not isinstance(job, dict) or not {"schedule", "time_zone"} <= set(job):
-            raise Misconfigured(f"{field}={_shown(json.dumps(job))}: must hold schedule and time_zone")
+        if not isinstance(job, dict) or not {"job_id", "schedule", "time_zone"} <= set(job):
+            raise Misconfigured(f"{field}={_shown(json.dumps(job))}: must hold job_id, schedule and time_zone")
+        if not isinstance(job["job_id"], str) or not JOB_NAME.fullmatch(job["job_id"]):
+            raise Misconfigured(f"{field}.job_id={job['job_id']!r}: a job id is letters, digits, '-', '_'")
         try:
             CronSim(str(job["schedule"]), dt.datetime(2000, 1, 1))
         except CronSimError as error:
@@ -218,6 +208,7 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
         if lateness is not None and (type(lateness) is not int or lateness <= 0):
             raise Misconfigured(f"{field}.max_lateness_seconds={lateness!r}: must be a positive whole number or null")
         specs[name] = JobSpec(
+            job_id=job["job_id"],
             schedule=str(job["schedule"]),
             time_zone=str(job["time_zone"]),
             max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
@@ -248,7 +239,9 @@ class DedupConfig:
         """The settings, or Misconfigured naming the variable, its value and the rule."""
 
         def value(name: str, pattern: re.Pattern[str] | None = None, rule: str = "") -> str:
-            text = environ.get(name) or DEFAULTS[name]
+            text = environ.get(name) or baked_settings().get(name)
+            if text is None:
+                raise Misconfigured(f"{name} is not set, and {SETTINGS_FILE.name} has no value for it")
             if pattern and not pattern.fullmatch(text):
                 raise Misconfigured(f"{name}={text!r}: {rule}")
             return text
@@ -271,6 +264,11 @@ class DedupConfig:
             jobs=parse_jobs(value("DEDUP_JOBS")),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
         )
+
+    def job_id(self, job_name: str) -> str | None:
+        """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job DEDUP_JOBS lacks."""
+        job = self.jobs.get(job_name)
+        return job.job_id if job else None
 
     @property
     def database_name(self) -> str:
@@ -352,9 +350,11 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
 
 
 class Decision(enum.Enum):
+    """What a delivery may do with the record it found; the last two end as the outcome of their name."""
+
     TAKE_OVER = "take_over"
-    ALREADY_FINISHED = "already_finished"
-    BUSY = "busy"
+    DUPLICATE = Outcome.DUPLICATE.value
+    IN_PROGRESS = Outcome.IN_PROGRESS.value
 
 
 def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
@@ -362,9 +362,9 @@ def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
     if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
         return Decision.TAKE_OVER
     if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):
-        return Decision.ALREADY_FINISHED
+        return Decision.DUPLICATE
     if record["lease_expires"] > now:
-        return Decision.BUSY
+        return Decision.IN_PROGRESS
     return Decision.TAKE_OVER
 
 
@@ -378,10 +378,10 @@ class Claim:
     write_time: dt.datetime
     taken_over_from: str | None = None  # the expired attempt's id, on a takeover
 
-    @property
-    def context(self) -> RunContext:
+    def context(self, job_id: str | None) -> RunContext:
         return RunContext(
             run_id=self.key.run_id,
+            job_id=job_id,
             job_name=self.key.job_name,
             schedule_time=self.key.schedule_time,
             attempt_id=self.attempt_id,
@@ -401,6 +401,45 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(UTC)
 
 
+class RecordChanged(Exception):
+    """A guarded write's refusal: another writer changed or removed the record since the caller last saw it."""
+
+
+class GuardedRecords:
+    """The one way the protocol's records are written (the run ledger's, and the Cloud Run job target's items):
+    create (None if the record exists), and update or delete only while the record's update time is
+    still the one the caller last saw (RecordChanged otherwise). No transaction is needed."""
+
+    def __init__(self, client: firestore.Client, call) -> None:
+        self.client = client
+        self._call = call  # firestore_call on the client's database
+
+    def create(self, ref: firestore.DocumentReference, record: Mapping[str, object]) -> dt.datetime | None:
+        """The new record's update time, or None if the record exists already."""
+        try:
+            return self._call(ref.create, record, retry=None, answers=(api_exceptions.AlreadyExists,)).update_time
+        except api_exceptions.AlreadyExists:
+            return None
+
+    def update_if_unchanged(
+        self, ref: firestore.DocumentReference, fields: Mapping[str, object], since: dt.datetime
+    ) -> dt.datetime:
+        """The record's new update time; RecordChanged if it changed or vanished since `since`."""
+        option = self.client.write_option(last_update_time=since)
+        try:
+            return self._call(ref.update, fields, option=option, retry=None, answers=GUARD_FAILED).update_time
+        except GUARD_FAILED:
+            raise RecordChanged(ref.id) from None
+
+    def delete_if_unchanged(self, ref: firestore.DocumentReference, since: dt.datetime) -> None:
+        """RecordChanged if the record changed or vanished since `since`."""
+        option = self.client.write_option(last_update_time=since)
+        try:
+            self._call(ref.delete, option=option, retry=None, answers=GUARD_FAILED)
+        except GUARD_FAILED:
+            raise RecordChanged(ref.id) from None
+
+
 class RunLedger:
     """The run records in one Firestore collection, changed only through the protocol's transitions."""
 
@@ -412,26 +451,24 @@ class RunLedger:
             raise StoreUnavailable(f"no Firestore client: {type(error).__name__}: {_first_line(error)}") from error
         self.collection = self.client.collection(config.collection)
         self._call = functools.partial(firestore_call, database=config.database_name)
+        self.records = GuardedRecords(self.client, self._call)
 
     def claim(self, key: RunKey, now: dt.datetime) -> Claim:
-        """Own the run, or raise RunAlreadyFinished / RunInProgress / StoreUnavailable / Misconfigured."""
+        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
-        record = self._claim_record(key, attempt_id, attempt=1, now=now)
-        try:
-            result = self._call(ref.create, record, retry=None, answers=(api_exceptions.AlreadyExists,))
-            return Claim(key, attempt_id, 1, result.update_time)
-        except api_exceptions.AlreadyExists:
-            pass
+        write_time = self.records.create(ref, self._claim_record(key, attempt_id, attempt=1, now=now))
+        if write_time is not None:
+            return Claim(key, attempt_id, 1, write_time)
         snapshot = self._call(ref.get, retry=READ_RETRY)
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
-            raise RunInProgress("the run was released while this delivery claimed it; retry")
+            raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
         decision = decide(current, now)
-        if decision is Decision.ALREADY_FINISHED:
-            raise RunAlreadyFinished(f"run already {current['status']}; the work does not run again")
-        if decision is Decision.BUSY:
-            raise RunInProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
+        if decision is Decision.DUPLICATE:
+            raise Duplicate(f"run already {current['status']}; the work does not run again")
+        if decision is Decision.IN_PROGRESS:
+            raise InProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
         attempt = int(current.get("attempts", 1)) + 1
         takeover = self._claim_record(key, attempt_id, attempt=attempt, now=now) | {
             "finished_at": firestore.DELETE_FIELD,
@@ -439,35 +476,36 @@ class RunLedger:
             "result": firestore.DELETE_FIELD,
         }
         try:
-            guard = self._unchanged_since(snapshot.update_time)
-            result = self._call(ref.update, takeover, option=guard, retry=None, answers=GUARD_FAILED)
-        except GUARD_FAILED:
-            raise RunInProgress("another delivery took the run over first") from None
-        return Claim(key, attempt_id, attempt, result.update_time, taken_over_from=current["attempt_id"])
+            write_time = self.records.update_if_unchanged(ref, takeover, since=snapshot.update_time)
+        except RecordChanged:
+            raise InProgress("another delivery took the run over first") from None
+        return Claim(key, attempt_id, attempt, write_time, taken_over_from=current["attempt_id"])
 
-    def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> Outcome:
+    def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> None:
         """Success; `result` is what the work reported (a proxy: the execution it started)."""
         fields = {"status": Status.COMPLETED.value, "finished_at": now}
         if result is not None:
             fields["result"] = str(result)[:1500]
-        self._write_if_owned(claim, fields)
-        return Outcome.PROCESSED
+        self._finish(claim, fields)
 
-    def fail(self, claim: Claim, reason: str, now: dt.datetime) -> Outcome:
+    def fail(self, claim: Claim, reason: str, now: dt.datetime) -> None:
         """Terminal failure: record it, so replays stop; the work does not run again."""
-        self._write_if_owned(claim, {"status": Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
-        return Outcome.TERMINAL_FAILURE
+        self._finish(claim, {"status": Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
 
     def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
-        """Past its job's max_lateness_seconds: record the run `skipped` and raise RunTooLate; else nothing."""
+        """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing."""
         job = self.config.jobs.get(claim.key.job_name)
         if job is None or job.max_lateness is None or now - claim.key.schedule_time <= job.max_lateness:
             return
         late = int((now - claim.key.schedule_time).total_seconds())
         limit = int(job.max_lateness.total_seconds())
         reason = f"delivered {late} s after its schedule time, past max_lateness_seconds={limit}; the work does not run"
-        self._write_if_owned(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})
-        raise RunTooLate(reason)
+        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})
+        raise SkippedLate(reason)
+
+    def release(self, claim: Claim) -> None:
+        """Retryable failure: delete the claim so that the next retry runs at once."""
+        self._finish(claim, None)
 
     def read_runs(self, run_ids: Iterable[str]) -> dict[str, dict[str, object]]:
         """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids."""
@@ -488,21 +526,13 @@ class RunLedger:
     def mark_audit_start(self, job_name: str, since: dt.datetime) -> dt.datetime:
         """Record that the audit judges `job_name` from `since` on; the first marker wins (create only)."""
         ref = self.collection.document(AUDIT_START_PREFIX + job_name)
-        try:
-            marker = {"since": since, "job_name": job_name}
-            self._call(ref.create, marker, retry=None, answers=(api_exceptions.AlreadyExists,))
+        if self.records.create(ref, {"since": since, "job_name": job_name}) is not None:
             return since
-        except api_exceptions.AlreadyExists:
-            return self._call(ref.get, retry=READ_RETRY).to_dict()["since"]
+        return self._call(ref.get, retry=READ_RETRY).to_dict()["since"]
 
     def _get_all(self, refs, **kwargs) -> list:
         """get_all streams: read the stream here, so that its errors are the call's."""
         return list(self.client.get_all(refs, **kwargs))
-
-    def release(self, claim: Claim) -> Outcome:
-        """Retryable failure: delete the claim so that the next retry runs at once."""
-        self._write_if_owned(claim, None)
-        return Outcome.RETRYABLE_FAILURE
 
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
         return {
@@ -519,19 +549,16 @@ class RunLedger:
             "location": key.location,
         }
 
-    def _unchanged_since(self, write_time: dt.datetime) -> firestore.WriteOption:
-        return self.client.write_option(last_update_time=write_time)
-
-    def _write_if_owned(self, claim: Claim, fields: dict[str, object] | None) -> None:
+    def _finish(self, claim: Claim, fields: dict[str, object] | None) -> None:
+        """The claim's last write (fields, or None: delete), or Superseded if another attempt took the run over."""
         ref = self.collection.document(claim.key.run_id)
-        option = self._unchanged_since(claim.write_time)
         try:
             if fields is None:
-                self._call(ref.delete, option=option, retry=None, answers=GUARD_FAILED)
+                self.records.delete_if_unchanged(ref, since=claim.write_time)
             else:
-                self._call(ref.update, fields, option=option, retry=None, answers=GUARD_FAILED)
-        except GUARD_FAILED:
-            raise ClaimLost(
+                self.records.update_if_unchanged(ref, fields, since=claim.write_time)
+        except RecordChanged:
+            raise Superseded(
                 f"attempt {claim.attempt_id} lost its lease to a newer attempt; its result is not recorded"
             ) from None
 

@@ -1,23 +1,44 @@
 {%- if cookiecutter.target == "function" -%}
-"""The scheduled work: your room. Replace the body of `run`; it touches nothing but what the work needs.
+"""The scheduled work: your room. Replace the body of `nightly_work`; it touches nothing but what the work needs.
 
 Rules of the room:
-- `run` may be called again for the same scheduled run if an earlier attempt died after doing its
+- The work may be called again for the same scheduled run if an earlier attempt died after doing its
   effect but before recording it (see docs/how-it-works.md). Key every side effect by
   `context.run_id` (put-if-absent, or an idempotency token downstream) and a repeat is harmless.
 - Raise `TerminalJobError` when retrying cannot help; raise anything else to get a retry.
+- Each job id of your answers gets its work from `WORK`: `context.job_id` is the id as you wrote it
+  (`nightly`), the same under `make fire` and deployed. A job WORK lacks is refused `misconfigured`
+  and retried, so its runs still happen once a deploy gives it its work.
 """
 
 import logging
+from collections.abc import Callable
 
-from run_context import RunContext, TerminalJobError  # noqa: F401  (TerminalJobError: raise it from run)
+from run_context import RunContext, TerminalJobError, UnknownJob  # noqa: F401  (TerminalJobError: raise it from the work)
 
 logger = logging.getLogger(__name__)
 
 
-def run(context: RunContext) -> None:
+def nightly_work(context: RunContext) -> None:
     """Does the scheduled work once per scheduled run."""
-    logger.info("scheduled work for %s at %s", context.job_name, context.schedule_time.isoformat())
+    logger.info("scheduled work for %s at %s", context.job_id, context.schedule_time.isoformat())
+
+
+# Job id -> its work. A second job gets its own function the same way: "weekly": weekly_work.
+WORK: dict[str, Callable[[RunContext], object]] = {
+{%- for job_id in cookiecutter.jobs | sort %}
+    {{ job_id | tojson }}: nightly_work,
+{%- endfor %}
+}
+
+
+def run(context: RunContext) -> object:
+    """The work of the delivery's job."""
+    work = WORK.get(context.job_id)
+    if work is None:
+        known = ", ".join(sorted(WORK))
+        raise UnknownJob(f"job id {context.job_id!r} (Scheduler job {context.job_name!r}): not in job.WORK ({known})")
+    return work(context)
 {%- elif cookiecutter.target == "cloud_run_job" -%}
 """The scheduled work: start one execution of the Cloud Run job, with the run id as its idempotency token.
 

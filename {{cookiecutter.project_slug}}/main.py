@@ -21,9 +21,24 @@ from google.cloud.logging.handlers import StructuredLogHandler
 import audit
 import dedup
 from job import run
-from run_context import RunContext, TerminalJobError
+from run_context import RunContext, TerminalJobError, UnknownJob
 
 logger = logging.getLogger("scheduled_run")
+
+# What Cloud Scheduler is answered for each outcome, and the log line's severity. Scheduler stops on a
+# 2xx and retries anything else (operations.md, "What each HTTP status means to Cloud Scheduler").
+ANSWERS: Mapping[dedup.Outcome, tuple[int, str]] = MappingProxyType({
+    dedup.Outcome.PROCESSED: (200, "INFO"),
+    dedup.Outcome.DUPLICATE: (200, "INFO"),
+    dedup.Outcome.IN_PROGRESS: (409, "WARNING"),  # 409, never 503: keeps Scheduler's retries counting
+    dedup.Outcome.INVALID_DELIVERY: (400, "WARNING"),
+    dedup.Outcome.TERMINAL_FAILURE: (200, "ERROR"),  # 2xx so Scheduler stops retrying
+    dedup.Outcome.RETRYABLE_FAILURE: (500, "ERROR"),
+    dedup.Outcome.SUPERSEDED: (409, "WARNING"),
+    dedup.Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
+    dedup.Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
+    dedup.Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+})  # fmt: skip
 
 # The run's identity, stamped on every line logged while a delivery is handled (the job's too).
 RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
@@ -61,7 +76,7 @@ def handle_scheduled_job(request: flask.Request) -> tuple[str, int]:
         outcome, detail = handle_delivery(request.headers)
     finally:
         RUN_FIELDS.reset(token)
-    return f"{outcome.label}: {detail}\n", outcome.http_status
+    return f"{outcome}: {detail}\n", ANSWERS[outcome][0]
 
 
 def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
@@ -81,41 +96,53 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
             )
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
-        outcome, detail, error = work_then_finish(ledger, claim, work)
+        outcome, detail, error = work_then_finish(ledger, claim, work, config.job_id(key.job_name))
     except dedup.RunNotProcessed as stop:
         outcome, detail, error = stop.outcome, str(stop), None
     except RequestTimeoutException:  # the stop landed in a claim or finish call (see work_then_finish)
         outcome = dedup.Outcome.RETRYABLE_FAILURE
         detail = f"{stopped_at_the_timeout()} during a Firestore call; a claim it made waits for its lease"
         error = None
+    http_status, severity = ANSWERS[outcome]
     logger.log(
-        logging.getLevelNamesMapping()[outcome.severity],
+        logging.getLevelNamesMapping()[severity],
         detail,
         exc_info=error,
-        extra={"json_fields": {"outcome": outcome.label, "http_status": outcome.http_status}},
+        extra={"json_fields": {"outcome": outcome.value, "http_status": http_status}},
     )
     return outcome, detail
 
 
 def work_then_finish(
-    ledger: dedup.RunLedger, claim: dedup.Claim, work: Callable[[RunContext], object]
+    ledger: dedup.RunLedger, claim: dedup.Claim, work: Callable[[RunContext], object], job_id: str | None
 ) -> tuple[dedup.Outcome, str, BaseException | None]:
     """Runs the work, then records how it ended; the raised error, if any, goes into the log line."""
     started = time.monotonic()
     try:
         try:
-            result = work(claim.context)
+            result = work(claim.context(job_id))
         finally:
             # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
             RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
     except TerminalJobError as error:
-        return ledger.fail(claim, str(error), dedup.utcnow()), f"terminal failure, not retried: {error}", None
+        ledger.fail(claim, str(error), dedup.utcnow())
+        return dedup.Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {error}", None
+    except UnknownJob as error:  # a deploy gives the job its work: keep the run for the retry after it
+        ledger.release(claim)
+        return dedup.Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {error}", None
     except RequestTimeoutException as error:  # raised into the work by functions-framework: see below
-        return ledger.release(claim), f"{stopped_at_the_timeout()} in the work; run released for a retry", error
+        ledger.release(claim)
+        return (
+            dedup.Outcome.RETRYABLE_FAILURE,
+            f"{stopped_at_the_timeout()} in the work; run released for a retry",
+            error,
+        )
     except Exception as error:
+        ledger.release(claim)
         detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
-        return ledger.release(claim), detail, error
-    return ledger.complete(claim, dedup.utcnow(), result), "run processed", None
+        return dedup.Outcome.RETRYABLE_FAILURE, detail, error
+    ledger.complete(claim, dedup.utcnow(), result)
+    return dedup.Outcome.PROCESSED, "run processed", None
 
 
 def stopped_at_the_timeout() -> str:

@@ -11,7 +11,10 @@ class RunContext:
     """One claimed scheduled run, as the work sees it."""
 
     run_id: str  # 64-hex dedup key; pass it downstream as the idempotency token
-    job_name: str  # Cloud Scheduler JOB_ID
+    # The job id as written in the answers (`nightly`), the same locally and deployed; None for a
+    # Scheduler job DEDUP_JOBS does not list.
+    job_id: str | None
+    job_name: str  # the Scheduler job name the run is keyed by, as Scheduler sends it: "<slug>-<job id>"
     schedule_time: dt.datetime  # the scheduled instant, in UTC; the same on every retry
     attempt_id: str  # this delivery's claim; differs on every attempt
     attempt: int  # 1 for a first claim, +1 per takeover of an expired lease (a released run starts at 1 again)
@@ -24,4 +27,12 @@ class TerminalJobError(Exception):
 
     The run is recorded as `failed` with this message and answered 2xx, so Cloud Scheduler stops
     retrying; any other exception releases the run and answers 5xx, so Scheduler retries it.
+    """
+
+
+class UnknownJob(Exception):
+    """Raise from the work for a job it has no work for (job.py's WORK lacks its job id).
+
+    Nothing is recorded: the claim is released and the delivery answers `misconfigured` (5xx), so
+    Cloud Scheduler keeps retrying until a deploy gives the job its work; then the run happens.
     """

@@ -1,6 +1,6 @@
 """The job's durable state, and the only job code that touches Firestore.
 
-Same style as dedup.py (whose client and bounded-time call it reuses): every write is conditional,
+Same layer as dedup.py's run ledger (its client, bounded-time call and GuardedRecords): every write is conditional,
 so no transaction is needed. Five collections, named after the run records' collection C:
 
     C_job_runs/{run_id}                  the input snapshot's version the run started with; task reports
@@ -23,12 +23,11 @@ import enum
 import functools
 from collections.abc import Mapping
 
-from google.api_core import exceptions as api_exceptions
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 import dedup
-from dedup import GUARD_FAILED, READ_RETRY, firestore_call  # bounded time; errors become dedup's (see there)
+from dedup import READ_RETRY, Decision, GuardedRecords, RecordChanged, firestore_call  # see dedup.py
 
 
 class ItemStatus(enum.StrEnum):
@@ -67,25 +66,20 @@ class Worker:
         return f"{self.execution}/{self.task_index}"
 
 
-class Take(enum.Enum):
-    CLAIM = "claim"
-    SKIP = "skip"  # done or failed: nothing left to do
-    BUSY = "busy"
-
-
-def decide_item(record: Mapping[str, object] | None, worker: Worker, now: dt.datetime) -> Take:
-    """May this worker take the item? The one decision of the item state machine."""
+def decide(record: Mapping[str, object] | None, worker: Worker, now: dt.datetime) -> Decision:
+    """May this worker take the item? The item state machine's one decision, in dedup.Decision's names
+    (DUPLICATE: done or failed, nothing left to do; IN_PROGRESS: another worker's live lease)."""
     if record is None or record["status"] == ItemStatus.QUEUED:
-        return Take.CLAIM
+        return Decision.TAKE_OVER
     if record["status"] in (ItemStatus.DONE, ItemStatus.FAILED):
-        return Take.SKIP
+        return Decision.DUPLICATE
     if record["lease_expires"] <= now:
-        return Take.CLAIM
+        return Decision.TAKE_OVER
     # Cloud Run starts a task's next attempt only after the previous one ended, so a later attempt
     # of the same task may take over at once instead of waiting for a dead attempt's lease.
     if record["lease_owner"] == worker.task and record["lease_attempt"] < worker.attempt:
-        return Take.CLAIM
-    return Take.BUSY
+        return Decision.TAKE_OVER
+    return Decision.IN_PROGRESS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +102,7 @@ class JobStore:
     def __init__(self, config: dedup.DedupConfig, lease: dt.timedelta, client: firestore.Client | None = None):
         self.client = client or dedup.firestore_client(config.project, config.database)
         self._call = functools.partial(firestore_call, database=config.database_name)
+        self.records = GuardedRecords(self.client, self._call)
         self.lease = lease
         self.retention = config.retention
         prefix = f"{config.collection}_job"
@@ -160,10 +155,10 @@ class JobStore:
         ref = self.items.document(item_key(run_id, item_id))
         snapshot = self._call(ref.get, retry=READ_RETRY)
         record = snapshot.to_dict() if snapshot.exists else None
-        take = decide_item(record, worker, now)
-        if take is Take.SKIP:
+        decision = decide(record, worker, now)
+        if decision is Decision.DUPLICATE:
             return None
-        if take is Take.BUSY:
+        if decision is Decision.IN_PROGRESS:
             raise ItemBusy(f"{item_id}: {record['lease_owner']} holds the lease until {record['lease_expires']}")
         fields = {
             "run_id": run_id,
@@ -178,14 +173,15 @@ class JobStore:
         }
         try:
             if record is None:
-                result = self._call(ref.create, fields, retry=None, answers=(api_exceptions.AlreadyExists,))
+                write_time = self.records.create(ref, fields)
             else:
-                guard = self._unchanged_since(snapshot.update_time)
-                result = self._call(ref.update, fields, option=guard, retry=None, answers=GUARD_FAILED)
-        except (api_exceptions.AlreadyExists, *GUARD_FAILED):
-            raise ItemBusy(f"{item_id}: another worker claimed it first") from None
+                write_time = self.records.update_if_unchanged(ref, fields, since=snapshot.update_time)
+        except RecordChanged:
+            write_time = None
+        if write_time is None:
+            raise ItemBusy(f"{item_id}: another worker claimed it first")
         record = record or {}
-        return ItemLease(run_id, item_id, worker, result.update_time, record.get("last_stage"), record.get("artifact"))
+        return ItemLease(run_id, item_id, worker, write_time, record.get("last_stage"), record.get("artifact"))
 
     def checkpoint(self, lease: ItemLease, stage: str, artifact: str, now: dt.datetime) -> ItemLease:
         """The stage's artifact is saved: record it as the point to resume from, and renew the lease."""
@@ -219,9 +215,8 @@ class JobStore:
         """Back to queued, progress kept; False if a worker changed the item since it was read."""
         fields = {"status": ItemStatus.QUEUED.value, "reset_at": now, **self._no_lease()}
         try:
-            guard = self._unchanged_since(item.update_time)
-            self._call(item.reference.update, fields, option=guard, retry=None, answers=GUARD_FAILED)
-        except GUARD_FAILED:
+            self.records.update_if_unchanged(item.reference, fields, since=item.update_time)
+        except RecordChanged:
             return False
         return True
 
@@ -255,23 +250,14 @@ class JobStore:
     # Conditional writes --------------------------------------------------------------------------
 
     def _create(self, ref: firestore.DocumentReference, record: Mapping[str, object]) -> bool:
-        try:
-            self._call(ref.create, record, retry=None, answers=(api_exceptions.AlreadyExists,))
-        except api_exceptions.AlreadyExists:
-            return False
-        return True
+        return self.records.create(ref, record) is not None
 
     def _write_if_held(self, lease: ItemLease, fields: Mapping[str, object]) -> dt.datetime:
         ref = self.items.document(item_key(lease.run_id, lease.item_id))
         try:
-            guard = self._unchanged_since(lease.write_time)
-            result = self._call(ref.update, fields, option=guard, retry=None, answers=GUARD_FAILED)
-        except GUARD_FAILED:
+            return self.records.update_if_unchanged(ref, fields, since=lease.write_time)
+        except RecordChanged:
             raise LeaseLost(f"{lease.item_id}: {lease.worker.task} lost its lease to another worker") from None
-        return result.update_time
-
-    def _unchanged_since(self, write_time: dt.datetime) -> firestore.WriteOption:
-        return self.client.write_option(last_update_time=write_time)
 
     @staticmethod
     def _no_lease() -> dict[str, object]:

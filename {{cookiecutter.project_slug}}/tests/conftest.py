@@ -52,7 +52,7 @@ def collection(monkeypatch, emulator_host):
     name = f"runs-{uuid.uuid4().hex[:12]}"
     monkeypatch.setenv("DEDUP_COLLECTION", name)
     monkeypatch.setenv("DEDUP_PROJECT", PROJECT)
-    return firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"]).collection(name)
+    return firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"]).collection(name)
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def firestore_client_of(host):
     previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
     os.environ["FIRESTORE_EMULATOR_HOST"] = host
     try:
-        return firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"])
+        return firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
     finally:
         if previous is None:
             del os.environ["FIRESTORE_EMULATOR_HOST"]

@@ -27,7 +27,9 @@ def at(text):
 
 
 def fire_times(schedule, zone, since, until):
-    runs_ = audit.expected_runs("job", dedup.JobSpec(schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION)
+    runs_ = audit.expected_runs(
+        "job", dedup.JobSpec("job", schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION
+    )
     return [(audit.rfc3339(run.schedule_time), run.dst and run.dst.value) for run in runs_]
 
 
@@ -89,11 +91,19 @@ def test_the_window_is_half_open_and_in_utc():
 @pytest.mark.parametrize(
     ("jobs", "message"),
     [
-        ('{"j": {"schedule": "61 * * * *", "time_zone": "Etc/UTC"}}', "DEDUP_JOBS.j.schedule='61 * * * *'"),
-        ('{"j": {"schedule": "0 3 * * *", "time_zone": "Mars/Base"}}', "DEDUP_JOBS.j.time_zone='Mars/Base'"),
-        ('{"j": {"schedule": "0 3 * * *"}}', "must hold schedule and time_zone"),
         (
-            '{"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": "60"}}',
+            '{"j": {"job_id": "j", "schedule": "61 * * * *", "time_zone": "Etc/UTC"}}',
+            "DEDUP_JOBS.j.schedule='61 * * * *'",
+        ),
+        (
+            '{"j": {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Mars/Base"}}',
+            "DEDUP_JOBS.j.time_zone='Mars/Base'",
+        ),
+        ('{"j": {"job_id": "j", "schedule": "0 3 * * *"}}', "must hold job_id, schedule and time_zone"),
+        ('{"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}', "must hold job_id, schedule and time_zone"),
+        ('{"j": {"job_id": "a/b", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}', "DEDUP_JOBS.j.job_id='a/b'"),
+        (
+            '{"j": {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": "60"}}',
             "DEDUP_JOBS.j.max_lateness_seconds='60'",
         ),
         ("[1]", "must be a JSON object"),
@@ -131,8 +141,8 @@ def states(found):
 
 def test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst(monkeypatch, collection):
     jobs = {
-        "ny": {"schedule": "30 1 * * *", "time_zone": "America/New_York"},  # fall back on 1 Nov
-        "madrid": {"schedule": "30 2 * * *", "time_zone": "Europe/Madrid"},  # fall back on 25 Oct
+        "ny": {"job_id": "ny", "schedule": "30 1 * * *", "time_zone": "America/New_York"},  # fall back on 1 Nov
+        "madrid": {"job_id": "madrid", "schedule": "30 2 * * *", "time_zone": "Europe/Madrid"},  # fall back on 25 Oct
     }
     ledger = ledger_at(monkeypatch, jobs)
     run_to(ledger, "ny", "2026-10-31T05:30:00Z", "completed")
@@ -174,7 +184,7 @@ def test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst(monkeyp
 
 
 def test_a_skipped_spring_forward_time_is_found_at_any_candidate_and_never_missing(monkeypatch, collection):
-    ledger = ledger_at(monkeypatch, {"ny": {"schedule": "30 2 * * *", "time_zone": "America/New_York"}})
+    ledger = ledger_at(monkeypatch, {"ny": {"job_id": "ny", "schedule": "30 2 * * *", "time_zone": "America/New_York"}})
     window = (at("2026-03-08T00:00:00Z"), at("2026-03-09T00:00:00Z"))
     now = at("2026-03-10T00:00:00Z")
     assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [
@@ -189,7 +199,7 @@ def test_a_skipped_spring_forward_time_is_found_at_any_candidate_and_never_missi
 def test_a_run_within_lease_plus_retry_window_is_pending_not_missing(monkeypatch, collection):
     monkeypatch.setenv("DEDUP_LEASE_SECONDS", "100")
     monkeypatch.setenv("DEDUP_RETRY_WINDOW_SECONDS", "1000")
-    ledger = ledger_at(monkeypatch, {"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}})
+    ledger = ledger_at(monkeypatch, {"j": {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"}})
     fire = at("2026-01-01T03:00:00Z")
     window = (fire, fire + dt.timedelta(minutes=1))
     for after, state in [(1099, "pending"), (1100, "missing")]:  # lease + retry window = 1100 s
@@ -199,8 +209,11 @@ def test_a_run_within_lease_plus_retry_window_is_pending_not_missing(monkeypatch
 
 def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
     """RPC cost: one BatchGetDocuments per dedup.READ_BATCH expected runs, whatever the jobs."""
-    ledger = ledger_at(monkeypatch, {"a": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"},
-                                     "b": {"schedule": "0 * * * *", "time_zone": "Europe/Madrid"}})  # fmt: skip
+    jobs = {
+        "a": {"job_id": "a", "schedule": "*/5 * * * *", "time_zone": "Etc/UTC"},
+        "b": {"job_id": "b", "schedule": "0 * * * *", "time_zone": "Europe/Madrid"},
+    }
+    ledger = ledger_at(monkeypatch, jobs)
     calls = []
     monkeypatch.setattr(ledger.client, "get_all", lambda refs, **kw: calls.append(len(refs)) or iter(()))
     found = audit.audit_runs(ledger, ledger.config.jobs, at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"),
@@ -218,7 +231,9 @@ def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
 
 def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatch, http, collection, now, caplog):
     """A first deploy, or a job just added: the day before it existed is not reported missing."""
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"fresh": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}))
+    monkeypatch.setenv(
+        "DEDUP_JOBS", json.dumps({"fresh": {"job_id": "fresh", "schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}})
+    )
     config = dedup.DedupConfig.from_env()
     caplog.set_level(logging.INFO)
     audit_time = audit.rfc3339(now - dt.timedelta(hours=1))
@@ -228,7 +243,9 @@ def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatc
 
 
 def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, http, collection, now, caplog, work):
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": {"schedule": "0 * * * *", "time_zone": "Etc/UTC"}}))
+    monkeypatch.setenv(
+        "DEDUP_JOBS", json.dumps({"hourly": {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC"}})
+    )
     config = dedup.DedupConfig.from_env()
     ledger = dedup.RunLedger(config)
     ledger.mark_audit_start("hourly", now - dt.timedelta(days=2))  # audited for long: the whole lookback counts
@@ -264,7 +281,9 @@ def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, ht
 
 
 def test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs(monkeypatch, http, collection, now, work):
-    jobs = {"report": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 3600}}
+    jobs = {
+        "report": {"job_id": "report", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 3600}
+    }
     monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
     late = audit.rfc3339(now - dt.timedelta(seconds=3700))
     answer = http.post("/", headers=scheduler_headers("report", late))
@@ -294,7 +313,9 @@ def test_the_outcome_line_carries_the_works_duration(http, collection, now, capl
 
 
 def ten_minute_job(monkeypatch):
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"ten": {"schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}}))
+    monkeypatch.setenv(
+        "DEDUP_JOBS", json.dumps({"ten": {"job_id": "ten", "schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}})
+    )
 
 
 def window_3h_ago(now):

@@ -21,8 +21,9 @@ from conftest import PROJECT
 import dedup
 from cloud_run_job.__main__ import open_store
 from cloud_run_job.stages import STAGES
-from cloud_run_job.store import ItemBusy, ItemStatus, JobStore, LeaseLost, Take, Worker, decide_item
+from cloud_run_job.store import ItemBusy, ItemStatus, JobStore, LeaseLost, Worker, decide
 from cloud_run_job.task import SAMPLE_INPUT, SettingError, TaskSettings, load_snapshot, task_of
+from dedup import Decision
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = load_snapshot(SAMPLE_INPUT)
@@ -183,19 +184,19 @@ def held(status, owner, attempt, expires=LATER):
 @pytest.mark.parametrize(
     ("record", "take"),
     [
-        (None, Take.CLAIM),
-        ({"status": "queued"}, Take.CLAIM),
-        ({"status": "done"}, Take.SKIP),
-        ({"status": "failed"}, Take.SKIP),
-        (held("running", "ex-2/0", 0, expires=NOW), Take.CLAIM),  # the holder's lease ran out
-        (held("running", "ex-2/0", 0), Take.BUSY),
-        (held("checkpointed", "ex-1/0", 0), Take.CLAIM),  # an earlier attempt of this very task: it is dead
-        (held("checkpointed", "ex-1/0", 1), Take.BUSY),
-        (held("running", "ex-1/1", 0), Take.BUSY),  # another task of the same execution
+        (None, Decision.TAKE_OVER),
+        ({"status": "queued"}, Decision.TAKE_OVER),
+        ({"status": "done"}, Decision.DUPLICATE),
+        ({"status": "failed"}, Decision.DUPLICATE),
+        (held("running", "ex-2/0", 0, expires=NOW), Decision.TAKE_OVER),  # the holder's lease ran out
+        (held("running", "ex-2/0", 0), Decision.IN_PROGRESS),
+        (held("checkpointed", "ex-1/0", 0), Decision.TAKE_OVER),  # an earlier attempt of this very task: it is dead
+        (held("checkpointed", "ex-1/0", 1), Decision.IN_PROGRESS),
+        (held("running", "ex-1/1", 0), Decision.IN_PROGRESS),  # another task of the same execution
     ],
 )
-def test_decide_item(record, take):
-    assert decide_item(record, WORKER, NOW) is take
+def test_decide(record, take):
+    assert decide(record, WORKER, NOW) is take
 
 
 # Whole runs, crashes and retries -------------------------------------------------------------------

@@ -78,7 +78,7 @@ def show(case, retries):
 
 def outputs_of(fleet):
     """The job's effects: outputs/{run_id}, created put-if-absent by tests/harness/served_job.py."""
-    client = firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"])
+    client = firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
     return records(client.collection(fleet.outputs))
 
 

@@ -146,7 +146,7 @@ http_time = st.one_of(recent, latin1_value)
 
 @pytest.fixture
 def collections_before(collection):
-    client = firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"])
+    client = firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
     return client, {c.id for c in client.collections()}
 
 

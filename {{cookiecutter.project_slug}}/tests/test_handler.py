@@ -14,9 +14,9 @@ from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 import dedup
-from run_context import TerminalJobError
+from run_context import TerminalJobError, UnknownJob
 
-BAKED_LOCATION = dedup.DEFAULTS["DEDUP_LOCATION"]
+BAKED_LOCATION = dedup.baked_settings()["DEDUP_LOCATION"]
 
 
 def iso(moment: dt.datetime) -> str:
@@ -42,7 +42,7 @@ def test_fresh_run_is_processed_and_recorded(http, collection, work, now):
     assert record["attempt_id"] == context.attempt_id
     assert record["job_name"] == "nightly" and record["schedule_time"] == now
     assert record["lease_expires"] > record["claimed_at"]
-    assert record["expire_at"] >= now + dt.timedelta(seconds=int(dedup.DEFAULTS["DEDUP_RETENTION_SECONDS"]))
+    assert record["expire_at"] >= now + dt.timedelta(seconds=int(dedup.baked_settings()["DEDUP_RETENTION_SECONDS"]))
     assert record["finished_at"] >= record["claimed_at"]
 
 
@@ -372,9 +372,9 @@ def test_bad_headers_get_400_and_nothing_is_written(http, collection, work, head
 
 
 def test_schedule_times_outside_the_accepted_window_are_refused(http, collection, work, now):
-    retention = int(dedup.DEFAULTS["DEDUP_RETENTION_SECONDS"])
+    retention = int(dedup.baked_settings()["DEDUP_RETENTION_SECONDS"])
     too_old = now - dt.timedelta(seconds=retention + 60)
-    too_new = now + dt.timedelta(seconds=int(dedup.DEFAULTS["DEDUP_MAX_FUTURE_SECONDS"]) + 60)
+    too_new = now + dt.timedelta(seconds=int(dedup.baked_settings()["DEDUP_MAX_FUTURE_SECONDS"]) + 60)
     next_month = now + dt.timedelta(days=31)  # a forced run of a monthly job sends its next scheduled time
 
     assert "older than the retention window" in http.post("/", headers=scheduler_headers("n", iso(too_old))).text
@@ -505,3 +505,57 @@ def test_the_claims_read_is_retried_on_a_transient_error(http, work, now, monkey
     assert retry not in (None, gapic_v1.method.DEFAULT)
     assert retry._predicate(api_exceptions.ServiceUnavailable("connection reset"))
     assert retry.timeout <= 5.0  # within one delivery's bound: the read gives up, the delivery answers 500
+
+
+def test_every_outcome_has_one_answer_and_only_finished_runs_stop_scheduler(handler_module):
+    """dedup.Outcome knows no HTTP; main.ANSWERS gives each its status and severity. Scheduler stops on 2xx,
+    so a 2xx must mean the run needs no further delivery: done, recorded finished, or recorded skipped."""
+    assert set(handler_module.ANSWERS) == set(dedup.Outcome)
+    stops = {outcome.value for outcome, (status, _) in handler_module.ANSWERS.items() if 200 <= status < 300}
+    assert stops == {"processed", "duplicate", "terminal_failure", "skipped_late"}
+    assert handler_module.ANSWERS[dedup.Outcome.IN_PROGRESS][0] == 409  # never 503: retries stay counted
+
+
+def test_the_work_gets_the_job_id_as_the_answers_spell_it(http, work, now):
+    """Scheduler sends "<slug>-<job id>"; the work sees the job id itself, chosen through DEDUP_JOBS."""
+    config = dedup.DedupConfig.from_env()
+    slug = config.audit_job.removesuffix("_audit")
+    assert config.jobs, "the baked settings list the answers' jobs"
+    for name, job in config.jobs.items():
+        assert name == f"{slug}-{job.job_id}"
+        assert http.post("/", headers=scheduler_headers(name, iso(now))).status_code == 200
+        context = work.calls[-1]
+        assert (context.job_id, context.job_name) == (job.job_id, name)
+    http.post("/", headers=scheduler_headers("not-a-configured-job", iso(now)))
+    assert work.calls[-1].job_id is None
+
+
+def test_a_job_without_work_is_misconfigured_released_and_retried(
+    http, collection, now, handler_module, log_lines, monkeypatch
+):
+    """One line, 5xx so Scheduler retries, and no record: the run happens once a deploy gives the job its work."""
+
+    def no_work(context):
+        raise UnknownJob(f"job id {context.job_id!r}: not in job.WORK")
+
+    monkeypatch.setattr(handler_module, "run", no_work)
+    response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    assert response.status_code == 500
+    assert response.text.startswith("misconfigured: no work for this job, run released for a retry: job id None")
+    (line,) = [line for line in log_lines() if "outcome" in line]
+    assert (line["outcome"], line["severity"], line["http_status"]) == ("misconfigured", "ERROR", 500)
+    assert records(collection) == {}
+{%- if cookiecutter.target == "function" %}
+
+
+def test_every_answered_job_has_its_work_and_an_unknown_one_is_refused(http, collection, now, log_lines):
+    """job.WORK covers the baked jobs; a Scheduler job DEDUP_JOBS lacks reaches the real job.run and is refused."""
+    import job
+
+    assert set(job.WORK) == {spec.job_id for spec in dedup.DedupConfig.from_env().jobs.values()}
+    response = http.post("/", headers=scheduler_headers("stale-job", iso(now)))
+    assert response.status_code == 500
+    assert "job id None (Scheduler job 'stale-job'): not in job.WORK" in response.text
+    assert [line["outcome"] for line in log_lines() if "outcome" in line] == ["misconfigured"]
+    assert records(collection) == {}
+{%- endif %}

@@ -89,7 +89,7 @@ def firestore_on(host):
     previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
     os.environ["FIRESTORE_EMULATOR_HOST"] = host
     try:
-        return firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"])
+        return firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
     finally:
         os.environ["FIRESTORE_EMULATOR_HOST"] = previous
 

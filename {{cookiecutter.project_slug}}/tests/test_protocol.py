@@ -2,6 +2,7 @@
 
 import datetime as dt
 import hashlib
+import json
 import subprocess
 import sys
 import textwrap
@@ -19,9 +20,9 @@ EARLIER = NOW - dt.timedelta(minutes=5)
 @pytest.mark.parametrize(
     ("record", "decision"),
     [
-        ({"status": "completed", "lease_expires": LATER, "expire_at": LATER}, dedup.Decision.ALREADY_FINISHED),
-        ({"status": "failed", "lease_expires": EARLIER, "expire_at": LATER}, dedup.Decision.ALREADY_FINISHED),
-        ({"status": "in_progress", "lease_expires": LATER, "expire_at": LATER}, dedup.Decision.BUSY),
+        ({"status": "completed", "lease_expires": LATER, "expire_at": LATER}, dedup.Decision.DUPLICATE),
+        ({"status": "failed", "lease_expires": EARLIER, "expire_at": LATER}, dedup.Decision.DUPLICATE),
+        ({"status": "in_progress", "lease_expires": LATER, "expire_at": LATER}, dedup.Decision.IN_PROGRESS),
         ({"status": "in_progress", "lease_expires": EARLIER, "expire_at": LATER}, dedup.Decision.TAKE_OVER),
         ({"status": "in_progress", "lease_expires": NOW, "expire_at": LATER}, dedup.Decision.TAKE_OVER),
         ({"status": "completed", "lease_expires": EARLIER, "expire_at": EARLIER}, dedup.Decision.TAKE_OVER),
@@ -96,8 +97,8 @@ def test_settings_come_from_the_environment_with_baked_defaults():
     config = dedup.DedupConfig.from_env({"DEDUP_LEASE_SECONDS": "7", "DEDUP_COLLECTION": "elsewhere"})
     assert config.lease == dt.timedelta(seconds=7)
     assert config.collection == "elsewhere"
-    assert config.retention == dt.timedelta(seconds=int(dedup.DEFAULTS["DEDUP_RETENTION_SECONDS"]))
-    assert config.project == dedup.DEFAULTS["DEDUP_PROJECT"]
+    assert config.retention == dt.timedelta(seconds=int(dedup.baked_settings()["DEDUP_RETENTION_SECONDS"]))
+    assert config.project == dedup.baked_settings()["DEDUP_PROJECT"]
 
 
 @pytest.mark.parametrize("value", ["abc", "-5", "0", "1.5", " 360", "²"])
@@ -130,3 +131,31 @@ def test_importing_main_opens_no_network_connection():
     root = Path(__file__).resolve().parent.parent
     result = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_unset_settings_come_from_settings_json_and_the_environment_overrides_them(monkeypatch, tmp_path):
+    baked = json.loads(dedup.SETTINGS_FILE.read_text())
+    config = dedup.DedupConfig.from_env({})
+    assert config.collection == baked["DEDUP_COLLECTION"]
+    assert config.lease == dt.timedelta(seconds=baked["DEDUP_LEASE_SECONDS"])
+    assert set(config.jobs) == set(baked["DEDUP_JOBS"])
+    assert dedup.DedupConfig.from_env({"DEDUP_COLLECTION": "elsewhere"}).collection == "elsewhere"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{nope", r"settings\.json: cannot be read as JSON"),
+        ("[1]", r"settings\.json: must be a JSON object"),
+        ('{"DEDUP_PROJECT": "p-123456"}', r"DEDUP_LOCATION is not set, and settings\.json has no value for it"),
+    ],
+)
+def test_a_broken_settings_file_is_misconfigured_naming_it(monkeypatch, tmp_path, content, message):
+    (tmp_path / "settings.json").write_text(content)
+    monkeypatch.setattr(dedup, "SETTINGS_FILE", tmp_path / "settings.json")
+    dedup.baked_settings.cache_clear()
+    try:
+        with pytest.raises(dedup.Misconfigured, match=message):
+            dedup.DedupConfig.from_env({})
+    finally:
+        dedup.baked_settings.cache_clear()

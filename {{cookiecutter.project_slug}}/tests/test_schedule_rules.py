@@ -66,7 +66,9 @@ def cronsim_gap(schedule: str, time_zone: str, start: dt.datetime) -> int | None
         if moment >= nine_years or (moment >= a_year and smallest is not None):
             break
         if previous is not None:
-            step = int((moment - previous).total_seconds())
+            # In UTC: aware datetimes of one tzinfo subtract as wall times, so the two 01:00s of a
+            # fall-back night would be 0 s apart (Python datetime docs, "aware subtraction").
+            step = int((moment.astimezone(dt.UTC) - previous.astimezone(dt.UTC)).total_seconds())
             smallest = step if smallest is None else min(smallest, step)
         previous = moment
     return smallest

@@ -44,7 +44,7 @@ def outcome_lines(server, job):
 def outputs_of(fleet):
     """The served job's effects, outputs/{run_id} (tests/harness/served_job.py)."""
     return records(
-        firestore.Client(project=PROJECT, database=dedup.DEFAULTS["DEDUP_DATABASE"]).collection(fleet.outputs)
+        firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"]).collection(fleet.outputs)
     )
 
 

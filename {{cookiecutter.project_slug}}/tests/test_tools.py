@@ -76,6 +76,15 @@ def test_fire_sends_what_cloud_scheduler_sends():
     }
 
 
+def test_fire_sends_a_job_id_as_its_scheduler_job_name():
+    """`make fire JOB=nightly` is keyed and given to the work as the deployed job's deliveries are."""
+    config = dedup.DedupConfig.from_env()
+    for name, job in config.jobs.items():
+        assert fire.scheduler_job_name(job.job_id, config) == name
+        assert fire.scheduler_job_name(name, config) == name
+    assert fire.scheduler_job_name("some-other-job", config) == "some-other-job"
+
+
 def test_fire_refuses_a_bad_time_before_sending(capsys):
     assert fire.main(["--job", "nightly", "--time", "tomorrow", "--port", "9"]) == 2
     assert "TIME='tomorrow'" in capsys.readouterr().err

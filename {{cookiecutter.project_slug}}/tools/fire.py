@@ -1,5 +1,9 @@
 """Send one Cloud Scheduler-like delivery: `make fire JOB=nightly [TIME=...] [URL=...]`.
 
+JOB is a job id of DEDUP_JOBS (as the answers spell it) or a Scheduler job name; a job id is sent as
+its Scheduler job name ("<slug>-nightly"), as Scheduler sends it, so that the run is keyed, checked
+and given to the work (context.job_id) exactly as a deployed one.
+
 Without --url it posts to the local dev server (`make dev`) with no credentials. With --url (a
 deployed function) it adds `Authorization: Bearer <identity token>` from `gcloud auth
 print-identity-token`, as Scheduler's OIDC token does. TIME defaults to now, rounded down to the
@@ -36,6 +40,11 @@ def delivery_headers(job: str, time: str, project: str | None = None, location: 
     return headers
 
 
+def scheduler_job_name(job: str, config: dedup.DedupConfig) -> str:
+    """The Scheduler job name of job id `job`; anything else (a Scheduler job name) as it is."""
+    return next((name for name, spec in config.jobs.items() if spec.job_id == job), job)
+
+
 def identity_token(audience: str, impersonate: str | None) -> str:
     """An OIDC identity token from gcloud; with a service account to impersonate, for `audience`."""
     command = ["gcloud", "auth", "print-identity-token"]
@@ -60,7 +69,9 @@ def post(url: str, headers: dict[str, str], timeout: float) -> tuple[int, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True, help="Cloud Scheduler job id (X-CloudScheduler-JobName)")
+    parser.add_argument(
+        "--job", required=True, help="job id (nightly) or Scheduler job name (X-CloudScheduler-JobName)"
+    )
     parser.add_argument("--time", default="", help="schedule time, RFC 3339 (default: now rounded to the minute)")
     parser.add_argument("--url", default="", help="a deployed function's URL (default: the local dev server)")
     parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
@@ -76,11 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"TIME={time!r}: {error}", file=sys.stderr)
         return 2
-    headers = delivery_headers(args.job, time, args.project, args.location)
+    try:
+        job = scheduler_job_name(args.job, dedup.DedupConfig.from_env())
+    except dedup.Misconfigured as error:  # a DEDUP_* setting: it names itself
+        print(error, file=sys.stderr)
+        return 2
+    headers = delivery_headers(job, time, args.project, args.location)
     url = args.url or f"http://127.0.0.1:{args.port}/"
     if args.url:
         headers["Authorization"] = f"Bearer {identity_token(args.url, args.impersonate)}"
-    print(f"==> POST {url}  job={args.job} schedule_time={time}", flush=True)
+    print(f"==> POST {url}  job={job} schedule_time={time}", flush=True)
     try:
         status, body = post(url, headers, args.timeout)
     except (urllib.error.URLError, OSError) as error:

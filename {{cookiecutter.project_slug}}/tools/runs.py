@@ -26,8 +26,6 @@ from run_id import run_key  # noqa: E402
 import audit  # noqa: E402
 import dedup  # noqa: E402
 
-# The deployed Scheduler job of job id JOB is "<slug>-JOB" (terraform: scheduler.tf); --job takes either.
-JOB_NAME_PREFIX = "{{ cookiecutter.project_slug }}-"
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
 
@@ -87,9 +85,9 @@ def selected_jobs(config: dedup.DedupConfig, job: str | None) -> dict[str, dedup
     """All of DEDUP_JOBS, or the one --job names (by its Scheduler job name or its job id)."""
     if job is None:
         return dict(config.jobs)
-    for name in (job, JOB_NAME_PREFIX + job):
-        if name in config.jobs:
-            return {name: config.jobs[name]}
+    for name, spec in config.jobs.items():
+        if job in (name, spec.job_id):
+            return {name: spec}
     raise BadArgument(f"--job={job!r}: not a job of DEDUP_JOBS ({', '.join(sorted(config.jobs)) or 'none'})")
 
 

@@ -792,13 +792,13 @@ run "audit_job_metrics_alert_and_dashboard" {
   assert {
     condition = (
       jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
-        "${var.slug}-nightly" = { schedule = "0 3 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600 }
-        "${var.slug}-madrid"  = { schedule = "30 2 * * *", time_zone = "Europe/Madrid" }
+        "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600 }
+        "${var.slug}-madrid"  = { job_id = "madrid", schedule = "30 2 * * *", time_zone = "Europe/Madrid" }
       } &&
       google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_AUDIT_JOB"] == google_cloud_scheduler_job.audit[0].name &&
       tonumber(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_RETRY_WINDOW_SECONDS"]) + var.timing.lease_seconds <= var.timing.retention_seconds
     )
-    error_message = "The function gets the jobs by their Scheduler names (DEDUP_JOBS), the audit job's name and the retry window."
+    error_message = "The function gets the jobs by their Scheduler names with their job ids (DEDUP_JOBS), the audit job's name and the retry window."
   }
 
   assert {

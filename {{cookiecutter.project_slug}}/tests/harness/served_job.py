@@ -89,10 +89,9 @@ def put_if_absent_job(context: RunContext) -> None:
 _complete = dedup.RunLedger.complete
 
 
-def _complete_then_stop(self: dedup.RunLedger, *args, **kwargs) -> dedup.Outcome:
-    outcome = _complete(self, *args, **kwargs)  # the finish commit lands ...
+def _complete_then_stop(self: dedup.RunLedger, *args, **kwargs) -> None:
+    _complete(self, *args, **kwargs)  # the finish commit lands ...
     _stop_here("after_finish")  # ... and the process dies before Scheduler gets the answer
-    return outcome
 
 
 main.run = put_if_absent_job
