@@ -119,7 +119,21 @@ def test_database_accepts(database):
     assert rules.check_database(database) == database
 
 
-@pytest.mark.parametrize("database", ["abc", "a" + "b" * 63, "1abc", "abcd-", "Dedup", "dedup_runs", "(DEFAULT)", ""])
+# a1b2c3d4-...: UUID-like but of the id's own shape (a letter first), so only UUID_LIKE refuses it.
+@pytest.mark.parametrize(
+    "database",
+    [
+        "abc",
+        "a" + "b" * 63,
+        "1abc",
+        "abcd-",
+        "Dedup",
+        "dedup_runs",
+        "(DEFAULT)",
+        "",
+        "a1b2c3d4-0000-4000-8000-0123456789ab",
+    ],
+)
 def test_database_refuses(database):
     assert_refused(rules.check_database, [database], "firestore_database", database, "(default) or 4-63 chars")
 
