@@ -19,12 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, records, scheduler_headers
+from conftest import firestore_client_of, records, scheduler_headers
 from firestore_emulator import Emulator
-from google.cloud import firestore
 from live_server import RetryPolicy, wait_for_file
-
-import dedup
 
 pytestmark = pytest.mark.faults
 
@@ -46,7 +43,7 @@ def private_emulator(tmp_path_factory):
     """A second emulator, for these tests alone: stopping the shared one would break every other test."""
     emulator = Emulator(log_path=tmp_path_factory.mktemp("emulator") / "emulator.log").start()
     # A fresh emulator takes seconds over its first request (the JVM warms up): not the outage under test.
-    firestore_on(emulator.host).collection("warm-up").document("first").set({}, timeout=60)
+    firestore_client_of(emulator.host).collection("warm-up").document("first").set({}, timeout=60)
     yield emulator
     emulator.stop()
 
@@ -84,18 +81,8 @@ def frozen(emulator):
     return Frozen()
 
 
-def firestore_on(host):
-    """A client of the private emulator (a client reads FIRESTORE_EMULATOR_HOST when it is made)."""
-    previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    os.environ["FIRESTORE_EMULATOR_HOST"] = host
-    try:
-        return firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
-    finally:
-        os.environ["FIRESTORE_EMULATOR_HOST"] = previous
-
-
 def run_records(host, collection_name):
-    return records(firestore_on(host).collection(collection_name))
+    return records(firestore_client_of(host).collection(collection_name))
 
 
 def outcome_lines(server, job):
@@ -215,5 +202,5 @@ def test_kill_while_the_finish_is_in_flight_leaves_nothing_stuck_past_the_lease(
         if retries_began + dt.timedelta(seconds=seconds - answer.seconds) > claim["lease_expires"]:
             assert answer.status == 200
     assert len(fleet.executions()) == (1 if applied else 2)
-    (output,) = records(firestore_on(private_emulator.host).collection(fleet.outputs)).values()
+    (output,) = records(firestore_client_of(private_emulator.host).collection(fleet.outputs)).values()
     assert output["attempt"] == 1
