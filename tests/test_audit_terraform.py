@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import textwrap
 
 import pytest
 import rules
 from conftest import ROOT
+from test_terraform import PARITY_PREAMBLE
 
 from tests.terraform_offline import terraform
 
@@ -67,24 +67,7 @@ def test_hook_and_terraform_agree_on_the_audit_interval_and_max_lateness(tmp_pat
     shutil.copytree(MODULE_DIR, workdir)
     timing = {k: v for k, v in DEFAULT_TIMING.items() if k.endswith("_seconds") and not k.startswith(("min_", "max_"))}
     retry = {k: v for k, v in DEFAULT_TIMING.items() if k not in timing}
-    blocks = [
-        textwrap.dedent(
-            """\
-            mock_provider "google" {}
-            mock_provider "archive" {}
-            mock_provider "time" {}
-            mock_provider "http" {}
-
-            variables {
-              project_id = "parity-project"
-              region     = "europe-west1"
-              slug       = "parity"
-              source_dir = "."
-              jobs       = { job = { schedule = "0 3 * * *" } }
-            }
-            """
-        )
-    ]
+    blocks = [PARITY_PREAMBLE]
     expected = {}
     for number, (interval, overrides) in enumerate(AUDIT_CASES):
         values = {**DEFAULT_TIMING, **overrides}

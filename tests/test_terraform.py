@@ -225,6 +225,26 @@ def test_every_builtin_checkov_skip_is_justified():
                 )
 
 
+# The first block of every parity tftest (here and tests/test_audit_terraform.py): the module alone,
+# its providers mocked, minimal inputs the runs override.
+PARITY_PREAMBLE = textwrap.dedent(
+    """\
+    mock_provider "google" {}
+    mock_provider "archive" {}
+    mock_provider "time" {}
+    mock_provider "http" {}
+
+    variables {
+      project_id = "parity-project"
+      region     = "europe-west1"
+      slug       = "parity"
+      source_dir = "."
+      jobs       = { job = { schedule = "0 3 * * *" } }
+    }
+    """
+)
+
+
 def test_rules_and_validation_name_each_other():
     variables = (MODULE_DIR / "variables.tf").read_text()
     main = (MODULE_DIR / "main.tf").read_text()
@@ -741,24 +761,7 @@ def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
         expected[name] = (answers, refused)
         runs.append((name, {"timing": timing, "retry": {**RETRY_DEFAULTS, **retry}}, refused))
 
-    blocks = [
-        textwrap.dedent(
-            """\
-            mock_provider "google" {}
-            mock_provider "archive" {}
-            mock_provider "time" {}
-            mock_provider "http" {}
-
-            variables {
-              project_id = "parity-project"
-              region     = "europe-west1"
-              slug       = "parity"
-              source_dir = "."
-              jobs       = { job = { schedule = "0 3 * * *" } }
-            }
-            """
-        )
-    ]
+    blocks = [PARITY_PREAMBLE]
     for name, variables, refused in runs:
         lines = [f'run "{name}" {{', "  command = plan", "  variables {"]
         lines += [f"    {key} = {hcl(value)}" for key, value in variables.items()]
