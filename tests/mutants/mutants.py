@@ -1082,4 +1082,33 @@ MUTANTS = [
         "the workflow module needs the workflow's source",
         validations("workflow_without_source"),
     ),
+    # --- issue 16: the stop (branch i16stop) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 16: what is accepted; issue 18: force run and DST (branch i16accept) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 17: the configuration file and per-job timing (branch i17config) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 17: the bake the user owns (branch i17bake) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 18: proxy targets follow their executions (branch i18proxy) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 19: security, pipeline, drift (branch i19secure) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 19: monitoring at scale (branch i19monitor) ---
+    # (new mutants of this branch go here)
+
+    # --- issue 19: audit reads, smoke (branch i19audit) ---
+    # (new mutants of this branch go here)
+
+    # --- spare section (branch i17slim) ---
+    # (new mutants of this branch go here)
 ]
