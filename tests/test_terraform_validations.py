@@ -125,6 +125,12 @@ CASES = [
         {"jobs": {"n": {"schedule": "0 3 * * *", "max_lateness_seconds": 60.5}}},
     ),
     Refusal(
+        "dst_gap_unknown",
+        "jobs",
+        "each dst_gap must be end_of_gap or skip",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "dst_gap": "later"}}},
+    ),
+    Refusal(
         "time_zone_trailing_slash",
         "jobs",
         "each time_zone must be an IANA time zone",

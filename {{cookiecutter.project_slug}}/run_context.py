@@ -20,6 +20,7 @@ class RunContext:
     attempt: int  # 1 for a first claim, +1 per takeover of an expired lease (a released run starts at 1 again)
     project: str  # project and location the run is keyed under
     location: str
+    trigger: str = "scheduled"  # or "manual": a Force run before its schedule time, keyed apart from the scheduled run
 
 
 class TerminalJobError(Exception):

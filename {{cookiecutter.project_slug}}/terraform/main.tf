@@ -45,6 +45,10 @@ module "scheduled_dedup" {
       # A delivery later than this is recorded skipped and does not run the work.
       max_lateness_seconds = {{ job.max_lateness_seconds | int }}
 {%- endif %}
+{%- if job.dst_gap is defined %}
+      # A wall-clock time daylight saving skips: end_of_gap (run once at the gap's end) or skip.
+      dst_gap = {{ job.dst_gap | tojson }}
+{%- endif %}
     }
 {%- endfor %}
   }

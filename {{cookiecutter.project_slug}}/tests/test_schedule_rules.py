@@ -6,12 +6,15 @@ job's cron independently of it."""
 import datetime as dt
 import json
 import re
+import warnings
 import zoneinfo
 from pathlib import Path
 
 import cronsim
 import pytest
 import rules
+
+import schedules
 
 MAIN_TF = Path(__file__).resolve().parent.parent / "terraform" / "main.tf"
 TIMING_NAMES = (
@@ -26,7 +29,7 @@ TIMING_NAMES = (
     "max_retry_duration_seconds",
 )
 HCL_STRING = r'"(?:[^"\\]|\\.)*"'  # the baked main.tf writes its strings with tojson
-# job id = { schedule = "...", time_zone = "..." } (no f-string: this file goes through Jinja when baked)
+# job id = { schedule = "...", time_zone = "...", more } (no f-string: this file goes through Jinja when baked)
 JOB = re.compile(
     "("
     + HCL_STRING
@@ -34,15 +37,17 @@ JOB = re.compile(
     + HCL_STRING
     + r")\s*time_zone\s*=\s*("
     + HCL_STRING
-    + r")\s*[}]"
+    + r")([^{}]*)[}]"
 )
+DST_GAP = re.compile(r"^\s*dst_gap\s*=\s*(" + HCL_STRING + r")\s*$", re.M)
 
 
 def deployed_values(text: str) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
     """(jobs, timing) as terraform/main.tf passes them to the module."""
     jobs = {
         json.loads(job_id): {"schedule": json.loads(schedule), "time_zone": json.loads(zone)}
-        for job_id, schedule, zone in JOB.findall(text)
+        | dict(("dst_gap", json.loads(gap)) for gap in DST_GAP.findall(rest))
+        for job_id, schedule, zone, rest in JOB.findall(text)
     }
     timing = {name: int(value) for name, value in re.findall(r"^\s*(\w+)\s*=\s*(\d+)\s*$", text, re.M)}
     missing = [name for name in TIMING_NAMES if name not in timing]
@@ -113,3 +118,22 @@ def test_an_edit_to_a_busier_schedule_is_refused():
     ):
         rules.check_schedule_timing(jobs, rules.check_timing(timing), dt.date.today())
     assert cronsim_gap("* * * * *", "Etc/UTC", dt.datetime(2026, 1, 1, tzinfo=dt.UTC)) == 60 <= busy_bound(timing)
+
+
+@pytest.mark.parametrize("job_id", sorted(JOBS))
+def test_each_jobs_daylight_saving_dates_are_named_as_a_warning(job_id):
+    """Not a refusal: the dates the job's zone repeats or skips one of its fire times in the coming years, as the
+    bake printed them; the hook's stdlib expansion must agree with schedules.py, which the function runs by."""
+    job = JOBS[job_id]
+    start = dt.date.today()
+    hits = {(hit.day, hit.kind) for hit in rules.dst_hits(job["schedule"], job["time_zone"], start)}
+    since = dt.datetime.combine(start, dt.time(), dt.UTC)
+    until = dt.datetime.combine(dt.date(start.year + rules.DST_WARNING_YEARS, start.month, 1), dt.time(), dt.UTC)
+    rule = schedules.Schedule(job["schedule"], job["time_zone"], job.get("dst_gap", schedules.END_OF_GAP))
+    kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
+    fires = {(fire.wall.date(), kinds[fire.dst]) for fire in schedules.dst_fire_times(rule, since, until)}
+    # The windows' ends differ by a zone's offset: compare away from them.
+    inner = {hit for hit in hits | fires if start + dt.timedelta(days=1) < hit[0] < until.date() - dt.timedelta(days=1)}
+    assert {hit for hit in hits if hit in inner} == {fire for fire in fires if fire in inner}
+    for warning in rules.dst_warnings({job_id: job}, start):
+        warnings.warn(warning, UserWarning, stacklevel=1)

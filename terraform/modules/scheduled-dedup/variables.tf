@@ -48,8 +48,16 @@ variable "jobs" {
     paused      = optional(bool, false)
     # A delivery later than this after its schedule time is recorded skipped (2xx) and never runs the work.
     max_lateness_seconds = optional(number)
+    # A wall-clock time daylight saving skips: run once at the end of the gap, or skip it (schedules.py).
+    dst_gap = optional(string, "end_of_gap")
   }))
   nullable = false
+
+  validation {
+    # rules.check_dst_gap
+    condition     = alltrue([for job in values(var.jobs) : contains(["end_of_gap", "skip"], job.dst_gap)])
+    error_message = "jobs: each dst_gap must be end_of_gap or skip. Given: ${jsonencode({ for id, job in var.jobs : id => job.dst_gap })}."
+  }
 
   validation {
     # rules.check_max_lateness: a whole number of seconds, at least 60, or null (no limit).
