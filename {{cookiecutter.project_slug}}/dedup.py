@@ -239,11 +239,11 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
     return specs
 
 
-def parse_serve(text: str | None, project: str, location: str) -> tuple[tuple[str, str], ...]:
+def parse_serve(text: str | None) -> tuple[tuple[str, str], ...]:
     """DEDUP_SERVE, [{"project", "location"}, ...]: where the runs this function accepts may be keyed
-    (`serve` in the configuration); unset: only its own project and location. Or Misconfigured."""
+    (`serve` in the configuration); unset: () (DedupConfig.served: only its own). Or Misconfigured."""
     if text is None:
-        return ((project, location),)
+        return ()
     try:
         places = json.loads(text)
     except ValueError as error:
@@ -276,8 +276,12 @@ class DedupConfig:
     retry_window: dt.timedelta
     jobs: Mapping[str, JobSpec]
     audit_job: str
-    # Where a run may be keyed (project, location): `serve` in the configuration, by default only the function's own.
+    # Where a run may be keyed (project, location): `serve` in the configuration; empty: only the function's own.
     serve: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def served(self) -> tuple[tuple[str, str], ...]:
+        return self.serve or ((self.project, self.location),)
 
     @property
     def settle(self) -> dt.timedelta:
@@ -302,11 +306,9 @@ class DedupConfig:
                 raise Misconfigured(f"{name}={text!r}: must be a positive whole number of seconds")
             return dt.timedelta(seconds=int(text))
 
-        project = value("DEDUP_PROJECT", PROJECT, "must be a GCP project id")
-        location = value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1")
         return cls(
-            project=project,
-            location=location,
+            project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
+            location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
             database=value("DEDUP_DATABASE"),
             collection=value("DEDUP_COLLECTION"),
             lease=seconds("DEDUP_LEASE_SECONDS"),
@@ -315,7 +317,7 @@ class DedupConfig:
             retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
             jobs=parse_jobs(value("DEDUP_JOBS")),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
-            serve=parse_serve(environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE"), project, location),
+            serve=parse_serve(environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE")),
         )
 
     def job_id(self, job_name: str) -> str | None:
@@ -386,8 +388,8 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
     job_name = header(JOB_NAME_HEADER, JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')")
     project = header(PROJECT_HEADER, PROJECT, "must be a GCP project id", config.project)
     location = header(LOCATION_HEADER, LOCATION, "must be a GCP region such as europe-west1", config.location)
-    if (project, location) not in config.serve:
-        served = ", ".join(f"{p}/{loc}" for p, loc in config.serve)
+    if (project, location) not in config.served:
+        served = ", ".join(f"{p}/{loc}" for p, loc in config.served)
         raise InvalidDelivery(
             f"{PROJECT_HEADER}={_shown(project)}, {LOCATION_HEADER}={_shown(location)}: this function serves "
             f"only {served} (`serve` in the configuration); a run keyed elsewhere would never be audited"

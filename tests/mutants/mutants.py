@@ -1114,7 +1114,7 @@ MUTANTS = [
     Mutant(
         "accept-any-place",
         DEDUP,
-        "if (project, location) not in config.serve:",
+        "if (project, location) not in config.served:",
         "if False:",
         "a run keyed under a project or location the configuration does not serve is refused",
         ("tests/test_accept.py::test_a_run_keyed_under_a_place_the_function_does_not_serve_is_refused",),
