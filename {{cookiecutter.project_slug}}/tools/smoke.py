@@ -21,11 +21,8 @@ import os
 import sys
 import time
 import urllib.parse
-import zoneinfo
 from collections.abc import Callable
 from pathlib import Path
-
-from cronsim import CronSim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
 import dedup  # noqa: E402
