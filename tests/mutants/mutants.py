@@ -1105,6 +1105,76 @@ MUTANTS = [
 
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "dashboard-zero-positions",
+        "terraform/modules/scheduled-dedup/dashboard.tf",
+        "} : key => value if value != 0 },",
+        "} : key => value },",
+        "no zero-valued field in the dashboard JSON (the API omits it: a diff on every plan)",
+        ("tests/test_dashboard.py::test_no_field_holds_a_zero_the_api_would_omit",),
+    ),
+    Mutant(
+        "dashboard-without-job-filter",
+        "terraform/modules/scheduled-dedup/dashboard.tf",
+        '    dashboardFilters = [{ labelKey = "job", filterType = "METRIC_LABEL" }]\n',
+        "",
+        "the fixed dashboard narrows to one job by a pinned filter on the job label",
+        ("tests/test_dashboard.py::test_a_fixed_set_of_charts_with_a_job_filter",),
+    ),
+    Mutant(
+        "attempt-metric-without-the-audit",
+        "terraform/modules/scheduled-dedup/monitoring.tf",
+        '"^${var.slug}(-[a-z0-9][a-z0-9-]*|_audit)$"',
+        '"^${var.slug}-[a-z0-9][a-z0-9-]*$"',
+        "the audit's own Scheduler job is in the attempt-failure metric",
+        ("tests/test_monitoring.py::test_one_attempt_metric_covers_every_job_and_the_audit",),
+    ),
+    Mutant(
+        "attempt-alert-not-by-job",
+        "terraform/modules/scheduled-dedup/monitoring.tf",
+        'cross_series_reducer = "REDUCE_SUM"\n        group_by_fields      = ["metric.label.job"]\n      }\n\n'
+        "      trigger {\n        count = 1\n      }\n    }\n  }\n\n  alert_strategy {\n"
+        '    auto_close = "${var.alerting.auto_close_seconds}s"\n  }\n\n  documentation {\n'
+        '    mime_type = "text/markdown"\n    content   = "An attempt of a',
+        'cross_series_reducer = "REDUCE_SUM"\n      }\n\n'
+        "      trigger {\n        count = 1\n      }\n    }\n  }\n\n  alert_strategy {\n"
+        '    auto_close = "${var.alerting.auto_close_seconds}s"\n  }\n\n  documentation {\n'
+        '    mime_type = "text/markdown"\n    content   = "An attempt of a',
+        "one policy for every job's attempts, grouped by job so an incident names the job",
+        ("tests/test_monitoring.py::test_every_alert_policy_on_a_job_labelled_metric_groups_by_job",),
+    ),
+    Mutant(
+        "no-stuck-run-alert",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "for_each = var.alerting.enabled && var.audit != null ? local.audit_alerts : {}",
+        "for_each = var.alerting.enabled && var.audit != null ? { missing = local.audit_alerts.missing } : {}",
+        "a stuck run alerts like a missed one",
+        ("tests/test_monitoring.py::test_stuck_runs_alert_like_missed_ones",),
+    ),
+    Mutant(
+        "audit-silence-one-interval",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "audit_silence_seconds = var.audit == null ? null : 2 * var.audit.interval_minutes * 60",
+        "audit_silence_seconds = var.audit == null ? null : var.audit.interval_minutes * 60",
+        "the audit's silence alerts after two audit intervals (one late audit does not page)",
+        ("tests/test_monitoring.py::test_the_audit_stopping_alerts_after_two_audit_intervals",),
+    ),
+    Mutant(
+        "audit-silence-counts-another-field",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        '"jsonPayload.audit_since:*",',
+        '"jsonPayload.audit_started:*",',
+        "the dead man's switch counts a field every audit summary line holds",
+        ("tests/test_monitoring.py::test_the_switch_counts_a_field_every_audit_summary_logs",),
+    ),
+    Mutant(
+        "metrics-wait-300",
+        VARIABLES,
+        "metrics_seconds = optional(number, 600)",
+        "metrics_seconds = optional(number, 300)",
+        "alert policies wait 600 s after new log-based metrics (provider issue 11102: up to 10 minutes)",
+        ("tests/test_monitoring.py::test_every_policy_waits_600_seconds_after_the_metrics",),
+    ),
 
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
