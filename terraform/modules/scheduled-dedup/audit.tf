@@ -35,7 +35,7 @@ locals {
     }
     stuck = {
       title   = "scheduled run stuck"
-      content = "The ${var.slug} audit found a run still `in_progress` although its lease has expired: the instance that claimed it died (crash, out of memory, a deploy) and no retry took it over before Scheduler gave up. Its work may have run in part. Runbook: docs/operations.md, \"A run is stuck\". Logs: `jsonPayload.audit_state=\"stuck\"` (the line names the job, schedule time and run_id); decide from the work's own effects, then `python tools/runs.py force` it if it must run again."
+      content = "The ${var.slug} audit found a run still `in_progress` although its lease has expired: the instance that claimed it died (crash, out of memory, a deploy) and no retry took it over before Scheduler gave up. Its work may have run in part. Runbook: docs/operations.md, \"Find stuck runs\". Logs: `jsonPayload.audit_state=\"stuck\"` (the line names the job, schedule time and run_id); decide from the work's own effects whether it must run again, then `python tools/runs.py backfill` its window: the delivery takes the run over."
     }
   }
 
