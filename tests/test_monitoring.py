@@ -167,3 +167,17 @@ def test_every_policy_waits_600_seconds_after_the_metrics(planned):
         for name in re.findall(r'metric\.type="logging\.googleapis\.com/user/([^"]+)"', part["filter"])
     }
     assert read and read <= waited, read - waited
+
+
+def test_the_cost_tool_counts_the_conditions_the_module_makes(plans):
+    """docs/cost.md's alerting line: tools/cost.py's ALERT_CONDITIONS, whatever the number of jobs."""
+    (declared,) = re.findall(
+        r"^ALERT_CONDITIONS = (\d+)$", (ROOT / "{{cookiecutter.project_slug}}" / "tools" / "cost.py").read_text(), re.M
+    )
+    for run in ("jobs_30", "jobs_300"):
+        conditions = sum(
+            len(values["conditions"])
+            for address, values in plans[run].items()
+            if address.startswith("google_monitoring_alert_policy.")
+        )
+        assert conditions == int(declared), (run, conditions)
