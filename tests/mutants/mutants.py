@@ -1175,6 +1175,30 @@ MUTANTS = [
         "alert policies wait 600 s after new log-based metrics (provider issue 11102: up to 10 minutes)",
         ("tests/test_monitoring.py::test_every_policy_waits_600_seconds_after_the_metrics",),
     ),
+    Mutant(
+        "cost-audit-not-a-scheduler-job",
+        "baked/tools/cost.py",
+        "scheduler_jobs=len(fires) + 1,",
+        "scheduler_jobs=len(fires),",
+        "the audit is a billed Scheduler job past the three free ones",
+        ("tests/test_cost.py::test_the_audit_is_a_scheduler_job_past_the_three_free_ones",),
+    ),
+    Mutant(
+        "cost-free-reads-for-any-database",
+        "baked/tools/cost.py",
+        'free_reads = p["firestore_free_reads_per_day"] * DAYS if use.default_database else 0',
+        'free_reads = p["firestore_free_reads_per_day"] * DAYS',
+        "only the (default) database has Firestore's free reads",
+        ("tests/test_cost.py::test_only_the_default_database_has_free_reads_and_writes",),
+    ),
+    Mutant(
+        "cost-audit-reads-without-markers",
+        "baked/tools/cost.py",
+        "for count in fires.values()) + len(fires)",
+        "for count in fires.values())",
+        "each audit reads one marker per job besides the runs in its lookback",
+        ("tests/test_cost.py::test_the_audit_reads_each_jobs_lookback_and_its_marker",),
+    ),
 
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
