@@ -147,8 +147,8 @@ def test_the_switch_counts_a_field_every_audit_summary_logs(planned):
     assert f'resource.labels.service_name="{SLUG}"' in metric["filter"]
     (field,) = re.findall(r"jsonPayload\.(\w+):\*", metric["filter"])
     source = (ROOT / "{{cookiecutter.project_slug}}" / "audit.py").read_text()
-    summary = source[source.index('"audit of %d job(s)') :]
-    assert f'"{field}": ' in summary[: summary.index("return summary")]
+    (summary_fields,) = re.findall(r'"json_fields": \{"audit_summary": .*\}', source)
+    assert f'"{field}": ' in summary_fields, summary_fields
 
 
 def test_every_policy_waits_600_seconds_after_the_metrics(planned):

@@ -39,7 +39,7 @@ locals {
     }
   }
 
-  # The dead man's switch: the audit logs one summary line per run (audit.py: jsonPayload.audit_since, always set).
+  # The dead man's switch: the audit logs one summary line per run (audit.py: jsonPayload.audit_until, always set).
   # No summary for two audit intervals means the audit stopped (its Scheduler job paused or deleted,
   # or every delivery failing before the code): then nothing reports missed runs either. Two
   # intervals, not one, so a single late or retried audit does not page. MetricAbsence.duration:
@@ -134,7 +134,7 @@ resource "google_logging_metric" "audit_ran" {
   filter = join(" AND ", [
     "resource.type=\"cloud_run_revision\"",
     "resource.labels.service_name=\"${local.function_name}\"",
-    "jsonPayload.audit_since:*",
+    "jsonPayload.audit_until:*",
   ])
 
   metric_descriptor {
