@@ -1192,12 +1192,12 @@ MUTANTS = [
         ("tests/test_cost.py::test_only_the_default_database_has_free_reads_and_writes",),
     ),
     Mutant(
-        "cost-audit-reads-without-markers",
+        "cost-audit-reads-without-the-daily-sweep",
         "baked/tools/cost.py",
-        "for count in fires.values()) + len(fires)",
-        "for count in fires.values())",
-        "each audit reads one marker per job besides the runs in its lookback",
-        ("tests/test_cost.py::test_the_audit_reads_each_jobs_lookback_and_its_marker",),
+        "firestore_reads=audits + sum(fires.values()) + sweeps,",
+        "firestore_reads=audits + sum(fires.values()),",
+        "the audit's daily full sweep reads every fire time of the lookback again",
+        ("tests/test_cost.py::test_the_audit_reads_each_run_once_a_daily_sweep_and_its_bookmark",),
     ),
 
     # --- issue 19: audit reads, smoke (branch i19audit) ---

@@ -40,21 +40,24 @@ def test_the_audit_is_a_scheduler_job_past_the_three_free_ones():
     assert three["Cloud Scheduler"] == pytest.approx(cost.PRICES["scheduler_job"])
 
 
-def test_the_audit_reads_each_jobs_lookback_and_its_marker():
-    """docs/audit.md, "RPC cost": an hourly job, an hourly audit, a day's lookback: 24 runs + 1 marker."""
+def test_the_audit_reads_each_run_once_a_daily_sweep_and_its_bookmark():
+    """docs/audit.md, "RPC cost": an hourly job, an hourly audit, a day's lookback: per hour the bookmark
+    and the run that settled, and the daily sweep's 24 runs spread over the day."""
     use = cost.usage({"hourly": 720}, 60, DAY, "db")
-    assert use.firestore_reads == 720 * (24 + 1)
+    assert use.firestore_reads == 720 * (1 + 1 + 1)
     assert use.requests == 720 + 720  # the job's runs and the audit's own
-    assert use.firestore_writes == 2 * use.requests and use.firestore_deletes == use.requests
+    assert use.firestore_writes == 2 * use.requests + 720  # claims, finishes and the bookmark
+    assert use.firestore_deletes == use.requests
 
 
 def test_only_the_default_database_has_free_reads_and_writes():
-    fires = {f"job-{index}": 720 for index in range(100)}
+    fires = {f"job-{index}": 43_200 for index in range(100)}  # every minute: past the free reads
     named = cost.monthly_cost(cost.usage(fires, 60, DAY, "runs-db"))
     default = cost.monthly_cost(cost.usage(fires, 60, DAY, "(default)"))
     reads = cost.usage(fires, 60, DAY, "runs-db").firestore_reads
     assert named["Firestore reads"] == pytest.approx(reads * cost.PRICES["firestore_read"])
     free = cost.PRICES["firestore_free_reads_per_day"] * cost.DAYS
+    assert reads > free
     assert default["Firestore reads"] == pytest.approx((reads - free) * cost.PRICES["firestore_read"])
 
 

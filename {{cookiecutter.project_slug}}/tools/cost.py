@@ -126,14 +126,15 @@ def usage(fires: Mapping[str, int], audit_interval_minutes: int, lookback: dt.ti
         raise ValueError(f"audit_interval_minutes={audit_interval_minutes}: must be a positive number of minutes")
     audits = DAYS * 24 * 60 / audit_interval_minutes
     runs = sum(fires.values()) + audits
-    # Each audit reads every job's runs in its lookback and one marker per job (docs/audit.md, "RPC cost").
-    reads_per_audit = sum(count * lookback / dt.timedelta(days=DAYS) for count in fires.values()) + len(fires)
+    # docs/audit.md, "RPC cost": each audit reads and writes its bookmark and reads each run once, when
+    # it settles; once a day a full sweep reads every fire time of the lookback again.
+    sweeps = sum(fires.values()) * (lookback / dt.timedelta(days=1))
     return Usage(
         scheduler_jobs=len(fires) + 1,  # the audit is a Scheduler job too
         requests=runs,
-        firestore_reads=audits * reads_per_audit,
+        firestore_reads=audits + sum(fires.values()) + sweeps,
         # A fresh run: the claim (a create) and its finish (an update) (docs/how-it-works.md); its TTL delete.
-        firestore_writes=2 * runs,
+        firestore_writes=2 * runs + audits,
         firestore_deletes=runs,
         default_database=database == "(default)",
     )
