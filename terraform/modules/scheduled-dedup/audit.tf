@@ -236,3 +236,9 @@ resource "google_monitoring_alert_policy" "audit_silent" {
 
   depends_on = [time_sleep.metrics]
 }
+
+# The missed-run policy was google_monitoring_alert_policy.run_missed (one per module): keep it on upgrade.
+moved {
+  from = google_monitoring_alert_policy.run_missed[0]
+  to   = google_monitoring_alert_policy.audit_finding["missing"]
+}
