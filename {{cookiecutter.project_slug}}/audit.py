@@ -18,6 +18,13 @@ cron and cronsim's zone-aware mode run), and the time read with the offset befor
 `lookback` before its schedule time and logs one line per missing or stuck run plus a summary. A job
 is judged only from the first audit that saw it (a marker per job, dedup.AUDIT_START_PREFIX), so a
 first deploy or a new job does not report the day before it existed as missing.
+
+A job paused in the configuration (`paused: true`, paused in Scheduler by the same deploy) has its fire times
+reported `paused`, never `missing`. The audit cannot see when the deploy paused or resumed Scheduler, so the
+first audit that sees the change restarts the job's marker at its own schedule time: the paused period is
+never reported missed, at the price of not judging the fire times between the deploy and that audit.
+A job with `catch_up: true` gets each missing run delivered by the audit itself (task_queue.py) while the
+run is within its max_lateness_seconds; later, the function would record it skipped anyway.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping
 from cronsim import CronSim
 
 import dedup
+import task_queue
 from run_context import RunContext
 
 logger = logging.getLogger(__name__)
@@ -57,6 +65,7 @@ class State(enum.StrEnum):
     PENDING = "pending"  # no record yet, but Scheduler may still deliver it
     DST_AMBIGUOUS = "dst_ambiguous"
     DST_NONEXISTENT = "dst_nonexistent"
+    PAUSED = "paused"  # no record, and the job is paused: Scheduler does not deliver it, nobody needs to act
 
 
 # The states that need a person (or `tools/runs.py backfill`): logged by the audit, listed by `missed`.
@@ -159,8 +168,14 @@ def expected_runs(
     return sorted(runs, key=lambda run: run.schedule_time)
 
 
-def judge(run: ExpectedRun, records: Mapping[str, Mapping[str, object]], now: dt.datetime, settle: dt.timedelta):
-    """The expected run's state, from the first of its keys that has a record."""
+def judge(
+    run: ExpectedRun,
+    records: Mapping[str, Mapping[str, object]],
+    now: dt.datetime,
+    settle: dt.timedelta,
+    paused: bool = False,
+):
+    """The expected run's state, from the first of its keys that has a record; without one, paused for a paused job."""
     for key in run.keys:
         record = records.get(key.run_id)
         if record is None:
@@ -171,7 +186,9 @@ def judge(run: ExpectedRun, records: Mapping[str, Mapping[str, object]], now: dt
         else:
             state = State(status.value)
         return AuditedRun(run.job, key.schedule_time, key.run_id, state, run.wall_time, run.dst)
-    if run.dst is Dst.AMBIGUOUS:
+    if paused:
+        state = State.PAUSED
+    elif run.dst is Dst.AMBIGUOUS:
         state = State.DST_AMBIGUOUS
     elif run.dst is Dst.NONEXISTENT:
         state = State.DST_NONEXISTENT
@@ -207,7 +224,7 @@ def audit_runs(
         records |= ledger.read_runs(run_ids[start : start + dedup.READ_BATCH])
         if progress:
             progress(min(start + dedup.READ_BATCH, len(run_ids)), len(run_ids))
-    return [judge(run, records, now, config.settle) for run in expected]
+    return [judge(run, records, now, config.settle, jobs[run.job].paused) for run in expected]
 
 
 def lookback(config: dedup.DedupConfig) -> dt.timedelta:
@@ -222,10 +239,18 @@ def run(context: RunContext) -> str:
     since = until - lookback(config)
     # A job the audit has never seen may not have existed before now (a first deploy, a job added):
     # it is judged from this audit's schedule time on, not reported missing for the day before.
-    starts = ledger.read_audit_starts(config.jobs)
-    for name in config.jobs.keys() - starts.keys():
-        starts[name] = ledger.mark_audit_start(name, until)
-    runs = audit_runs(ledger, config.jobs, since, until, dedup.utcnow(), starts=starts)
+    # A pause or a resume (the marker's `paused` differs from the job's) restarts the job's judging likewise.
+    markers = ledger.read_audit_markers(config.jobs)
+    starts = {}
+    for name, job in config.jobs.items():
+        marker = markers.get(name)
+        if marker is None or marker.paused != job.paused:
+            starts[name] = ledger.mark_audit_start(name, until, job.paused, replacing=marker)
+        else:
+            starts[name] = marker.since
+    now = dedup.utcnow()
+    runs = audit_runs(ledger, config.jobs, since, until, now, starts=starts)
+    catch_up(config, runs, now)
     for found in needing_delivery(runs):
         # job / schedule_time / run_id are the audited run's (they override the audit run's own
         # fields on this line), so the run's logs and the per-job metric find it.
@@ -260,3 +285,35 @@ def run(context: RunContext) -> str:
 
 def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
     return (found for found in runs if found.state in NEEDS_DELIVERY)
+
+
+def catching_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> Iterator[AuditedRun]:
+    """The missing runs of catch_up jobs still within their max_lateness_seconds (no limit: any the audit sees)."""
+    for found in runs:
+        job = config.jobs[found.job]
+        within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness
+        if found.state is State.MISSING and job.catch_up and within:
+            yield found
+
+
+def catch_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
+    """Queue a delivery of each run `catching_up` names, one line each. A task per run id (Cloud Tasks refuses
+    a second of the same name), so the next audit, which still sees the run missing until it ran, queues nothing
+    new. A failure to queue is logged, not raised: the next audit tries again while the run is within its limit."""
+    for found in catching_up(config, runs, now):
+        key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
+        fields = {"job": found.job, "schedule_time": found.schedule_time.isoformat(), "run_id": found.run_id}
+        try:
+            queued = task_queue.enqueue(
+                config.tasks_queue, f"catch-up-{found.run_id}", task_queue.delivery_headers(key)
+            )
+        except Exception as error:  # any failure of the queue: this audit's other work goes on
+            logger.error(
+                "catch-up of %s at %s not queued: %s: %s", found.job, rfc3339(found.schedule_time),
+                type(error).__name__, error, extra={"json_fields": fields | {"catch_up": "failed"}},
+            )  # fmt: skip
+            continue
+        logger.info(
+            "catch-up of %s at %s %s", found.job, rfc3339(found.schedule_time),
+            "queued" if queued else "was queued before", extra={"json_fields": fields | {"catch_up": "queued"}},
+        )  # fmt: skip
