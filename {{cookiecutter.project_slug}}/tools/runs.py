@@ -250,8 +250,8 @@ def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     queue = queue_of(config, args.queue)
     answer = queued(queue, f"rerun-{rerun_id}", task_queue.delivery_headers(key, request))
     print(f"re-run {rerun_id} of {key.job_name} at {audit.rfc3339(key.schedule_time)} (run_id {key.run_id}): {answer}")
-    print(f"the same request again, safely: --rerun-id {rerun_id}; its outcome: runs.py show {key.job_name} {args.time}",
-          file=sys.stderr)  # fmt: skip
+    again = f"the same request again, safely: --rerun-id {rerun_id}"
+    print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
     return 0
 
 
