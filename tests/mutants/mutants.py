@@ -1219,6 +1219,30 @@ MUTANTS = [
 
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "smoke-ttl-creating-passes",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("TTL policy", state == "ACTIVE",',
+        'step("TTL policy", state != "NEEDS_REPAIR",',
+        "make smoke fails until the TTL policy is ACTIVE (a CREATING policy has not deleted old records yet)",
+        ("tests/test_smoke.py",),
+    ),
+    Mutant(
+        "smoke-disabled-policy-passes",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("alert policies", bool(policies) and not disabled, detail)',
+        'step("alert policies", bool(policies), detail)',
+        "make smoke fails when an alert policy of the project is disabled",
+        ("tests/test_smoke.py",),
+    ),
+    Mutant(
+        "smoke-record-not-checked",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("run record", status == dedup.Status.COMPLETED,',
+        'step("run record", True,',
+        "make smoke fails when the Force run left no completed record",
+        ("tests/test_smoke.py",),
+    ),
 
     # --- spare section (branch i17slim) ---
     # (new mutants of this branch go here)
