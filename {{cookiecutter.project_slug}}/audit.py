@@ -299,7 +299,9 @@ def catching_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datet
 def catch_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
     """Queue a delivery of each run `catching_up` names, one line each. A task per run id (Cloud Tasks refuses
     a second of the same name), so the next audit, which still sees the run missing until it ran, queues nothing
-    new. A failure to queue is logged, not raised: the next audit tries again while the run is within its limit."""
+    new. A failure to queue is logged, not raised, and ends the catch-up: the queue is unreachable or refuses
+    the function, the rest would fail alike (each after its timeout), and the next audit tries them all again
+    while they are within their limit."""
     for found in catching_up(config, runs, now):
         key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
         fields = {"job": found.job, "schedule_time": found.schedule_time.isoformat(), "run_id": found.run_id}
@@ -312,7 +314,7 @@ def catch_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime
                 "catch-up of %s at %s not queued: %s: %s", found.job, rfc3339(found.schedule_time),
                 type(error).__name__, error, extra={"json_fields": fields | {"catch_up": "failed"}},
             )  # fmt: skip
-            continue
+            return
         logger.info(
             "catch-up of %s at %s %s", found.job, rfc3339(found.schedule_time),
             "queued" if queued else "was queued before", extra={"json_fields": fields | {"catch_up": "queued"}},

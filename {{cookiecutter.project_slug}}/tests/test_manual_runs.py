@@ -13,6 +13,7 @@ import pytest
 import runs
 import time_machine
 from conftest import records, scheduler_headers
+from firestore_emulator import free_port
 from tasks_standin import TasksStandin
 
 import audit
@@ -260,3 +261,15 @@ def test_the_audit_catches_up_a_missing_run_within_max_lateness_only(monkeypatch
     caplog.clear()
     audit_at(http, config, now + dt.timedelta(minutes=5), caplog)
     assert not [r for r in caplog.records if "catch_up" in r.json_fields]
+
+
+def test_a_catch_up_the_queue_refuses_is_one_line_and_the_audit_still_completes(monkeypatch, http, collection, caplog):
+    caplog.set_level(logging.INFO)
+    now = dt.datetime.now(UTC).replace(microsecond=0)
+    config = hourly(monkeypatch, catch_up=True)
+    dedup.RunLedger(config).mark_audit_start("hourly", now - dt.timedelta(days=2))
+    monkeypatch.setenv(task_queue.EMULATOR_ENV, f"127.0.0.1:{free_port()}")  # nothing listens there
+    missing = audit_at(http, config, now, caplog)  # the audit's own run is processed all the same
+    assert len(missing) > 1
+    (failed,) = [r for r in caplog.records if r.json_fields.get("catch_up")]  # one line, then it stops
+    assert failed.levelname == "ERROR" and failed.json_fields["catch_up"] == "failed" and "not queued" in failed.message
