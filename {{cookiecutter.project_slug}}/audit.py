@@ -307,7 +307,7 @@ def catch_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime
         fields = {"job": found.job, "schedule_time": found.schedule_time.isoformat(), "run_id": found.run_id}
         try:
             queued = task_queue.enqueue(
-                config.tasks_queue, f"catch-up-{found.run_id}", task_queue.delivery_headers(key)
+                config.tasks_queue, task_queue.task_id(found.run_id, "catch-up"), task_queue.delivery_headers(key)
             )
         except Exception as error:  # any failure of the queue: this audit's other work goes on
             logger.error(

@@ -46,8 +46,17 @@ def client() -> tasks_v2.CloudTasksClient:
     return tasks_v2.CloudTasksClient()
 
 
+def task_id(unique: str, kind: str) -> str:
+    """A task's id: what makes it unique (a run id, a sha256; a re-run id, random) first, then its kind. Cloud Tasks
+    dedups by id at a cost: "Using hashed strings for the task ID or for the prefix of the task ID is recommended"
+    (gcloud tasks create-http-task, TASK_ID)."""
+    return f"{unique}-{kind}"
+
+
 def delivery_headers(key: dedup.RunKey, rerun: dedup.Rerun | None = None) -> dict[str, str]:
-    """What a Scheduler delivery of the run carries (plus the re-run's headers): the function keys it alike."""
+    """What a Scheduler delivery of the run carries (plus the re-run's headers): the function keys it alike.
+    Cloud Tasks passes them on: it ignores or replaces only Host, Content-Length, User-Agent, X-Google-* and
+    X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
     headers = {
         dedup.JOB_NAME_HEADER: key.job_name,
         dedup.SCHEDULE_TIME_HEADER: key.schedule_time.isoformat().replace("+00:00", "Z"),
@@ -63,12 +72,12 @@ def delivery_headers(key: dedup.RunKey, rerun: dedup.Rerun | None = None) -> dic
     return headers
 
 
-def enqueue(queue: str, task_id: str, headers: dict[str, str], tasks: tasks_v2.CloudTasksClient | None = None) -> bool:
-    """Queue one delivery; True if queued now, False if a task of this id was queued before (Cloud Tasks dedups)."""
-    if not TASK_ID.fullmatch(task_id):
-        raise ValueError(f"task id {task_id!r}: must be 1-500 letters, digits, '-', '_'")
+def enqueue(queue: str, name: str, headers: dict[str, str], tasks: tasks_v2.CloudTasksClient | None = None) -> bool:
+    """Queue one delivery as task `name` (a task_id); True if queued now, False if one of that id was queued before."""
+    if not TASK_ID.fullmatch(name):
+        raise ValueError(f"task id {name!r}: must be 1-500 letters, digits, '-', '_'")
     task = tasks_v2.Task(
-        name=f"{queue}/tasks/{task_id}",
+        name=f"{queue}/tasks/{name}",
         http_request=tasks_v2.HttpRequest(http_method=tasks_v2.HttpMethod.POST, url=QUEUE_ROUTED_URL, headers=headers),
     )
     try:

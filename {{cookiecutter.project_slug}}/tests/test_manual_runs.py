@@ -218,7 +218,7 @@ def test_backfill_through_the_queue_delivers_each_missing_run_once(monkeypatch, 
                for m in (0, 10, 20)]  # fmt: skip
     assert sorted(fleet.executions()) == sorted(run_ids)
     # One task per run: the second backfill found each run done, or its task queued already (same name).
-    assert sorted(a.task for a in queue_to.attempts) == sorted(f"backfill-{run_id}" for run_id in run_ids)
+    assert sorted(a.task for a in queue_to.attempts) == sorted(f"{run_id}-backfill" for run_id in run_ids)
     assert all(a.status == 200 for a in queue_to.attempts)
     capsys.readouterr()
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0

@@ -177,12 +177,12 @@ def queue_of(config: dedup.DedupConfig, queue: str) -> str:
     return queue
 
 
-def queued(queue: str, task_id: str, headers: dict[str, str]) -> str:
-    """Queue one delivery; what happened, for the table."""
+def queued(queue: str, name: str, headers: dict[str, str]) -> str:
+    """Queue one delivery as task `name`; what happened, for the table."""
     try:
-        return "queued" if task_queue.enqueue(queue, task_id, headers) else "queued before (same task id): not again"
+        return "queued" if task_queue.enqueue(queue, name, headers) else "queued before (same task id): not again"
     except api_exceptions.GoogleAPIError as error:
-        raise QueueUnavailable(f"Cloud Tasks did not queue {task_id}: {type(error).__name__}: {error}") from None
+        raise QueueUnavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
 
 
 def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
@@ -200,7 +200,7 @@ def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
             key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
-            answer = queued(queue, f"backfill-{found.run_id}", task_queue.delivery_headers(key))
+            answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), task_queue.delivery_headers(key))
         else:
             headers = delivery_headers(found.job, audit.rfc3339(found.schedule_time), config.project, config.location)
             if token:
@@ -248,7 +248,7 @@ def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     except ValueError as error:
         raise BadArgument(f"TIME={args.time!r}: {error}") from None
     queue = queue_of(config, args.queue)
-    answer = queued(queue, f"rerun-{rerun_id}", task_queue.delivery_headers(key, request))
+    answer = queued(queue, task_queue.task_id(rerun_id, "rerun"), task_queue.delivery_headers(key, request))
     print(f"re-run {rerun_id} of {key.job_name} at {audit.rfc3339(key.schedule_time)} (run_id {key.run_id}): {answer}")
     again = f"the same request again, safely: --rerun-id {rerun_id}"
     print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)

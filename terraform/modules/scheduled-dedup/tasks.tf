@@ -6,7 +6,7 @@
 # Scheduler, Cloud Tasks, Eventarc and Workflows of the same project (or VPC Service Controls perimeter) as
 # internal; a laptop is not. Of those, Cloud Tasks alone takes one HTTP request with headers we choose, on demand,
 # from anyone granted roles/cloudtasks.enqueuer on one queue: no VM in the VPC, no one-off Scheduler job, no
-# workflow to deploy. docs/schedules-and-manual-runs.md says so for users.
+# Workflows definition to deploy. docs/schedules-and-manual-runs.md says so for users.
 #
 # Queue-level routing (Cloud Tasks "Configure queue routing, limits, and retries"): the queue's http_target sets
 # the URL and the OIDC token of every task, overriding the task's own, so an enqueuer cannot aim a task elsewhere
