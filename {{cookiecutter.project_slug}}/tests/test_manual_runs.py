@@ -58,19 +58,22 @@ def test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_
     ledger = dedup.RunLedger(config)
     audit_at(http, config, day, caplog)  # the first audit that sees the pause starts judging from here
     later = day + dt.timedelta(hours=12)
+    # What the incremental audit at `later` judges: the fire times after the pause was seen, settled by then.
+    judged = [h for h in range(1, 12) if day + dt.timedelta(hours=h) < later - config.settle]
     assert audit_at(http, config, later, caplog) == []  # nothing logged as needing a person
     with time_machine.travel(later):
         found = audit.audit_runs(ledger, config.jobs, day, later, dedup.utcnow(), starts={"hourly": day})
     assert [f.state for f in found] == [audit.State.PAUSED] * 12
     summary = next(r.json_fields for r in caplog.records if "audit_summary" in r.json_fields)
-    assert summary["audit_summary"] == {"paused": 12}
-    assert ledger.read_audit_markers(["hourly"])["hourly"].paused is True
+    assert summary["audit_summary"] == {"paused": len(judged)} and judged
+    assert ledger.read_audit_cursor(["hourly"]).jobs["hourly"]["paused"] is True
 
     # Resumed by a deploy: the next audit restarts the job's judging, the paused hours are never missing.
     config = hourly(monkeypatch)
     resumed = later + dt.timedelta(hours=1)
     assert audit_at(http, config, resumed, caplog) == []
-    assert ledger.read_audit_markers(["hourly"])["hourly"].since == resumed
+    entry = ledger.read_audit_cursor(["hourly"]).jobs["hourly"]
+    assert "paused" not in entry and dt.timedelta(0) <= entry["since"] - resumed < dt.timedelta(minutes=1)
     # Hours after the resume that Scheduler did not deliver are missing again.
     next_day = resumed + dt.timedelta(hours=20)
     missing = audit_at(http, config, next_day, caplog)
@@ -240,16 +243,20 @@ def test_a_bad_queue_or_rerun_argument_is_one_line(monkeypatch, collection, caps
 
 def test_the_audit_catches_up_a_missing_run_within_max_lateness_only(monkeypatch, http, fleet, queue_to, caplog):
     caplog.set_level(logging.INFO)
-    now = dt.datetime.now(UTC).replace(microsecond=0)  # the server's clock too: its lateness check agrees
-    hour = now.replace(minute=0, second=0)
-    # The limit falls half an hour between two fire times, so the server's later clock judges each run alike.
-    limit = int((now - hour + dt.timedelta(hours=4, minutes=30)).total_seconds())
+    # The audit's clock at the next half hour: every boundary (the lookback, settle, the limit) falls half an hour
+    # from a fire time. The server's clock runs behind it, so what is within the limit for the audit is for the
+    # server too.
+    real = dt.datetime.now(UTC)
+    now = real.replace(minute=30, second=0, microsecond=0) + dt.timedelta(hours=1 if real.minute >= 30 else 0)
+    hour = now.replace(minute=0)
+    limit = 4 * 3600
     config = hourly(monkeypatch, catch_up=True, max_lateness_seconds=limit)
     ledger = dedup.RunLedger(config)
-    ledger.mark_audit_start("hourly", now - dt.timedelta(days=2))
+    long_ago = now - dt.timedelta(days=2)
+    ledger.write_audit_cursor(dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
     audit_at(http, config, now, caplog)
     queue_to.wait_idle()
-    fire_times = [hour - dt.timedelta(hours=h) for h in range(24)]
+    fire_times = [hour - dt.timedelta(hours=h) for h in range(25)]
     settled = [t for t in fire_times if now - audit.lookback(config) <= t <= now - config.settle]
     within = [t for t in settled if (now - t).total_seconds() <= limit]
     assert within and len(within) < len(settled)
@@ -267,7 +274,10 @@ def test_a_catch_up_the_queue_refuses_is_one_line_and_the_audit_still_completes(
     caplog.set_level(logging.INFO)
     now = dt.datetime.now(UTC).replace(microsecond=0)
     config = hourly(monkeypatch, catch_up=True)
-    dedup.RunLedger(config).mark_audit_start("hourly", now - dt.timedelta(days=2))
+    long_ago = now - dt.timedelta(days=2)
+    dedup.RunLedger(config).write_audit_cursor(
+        dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}})
+    )
     monkeypatch.setenv(task_queue.EMULATOR_ENV, f"127.0.0.1:{free_port()}")  # nothing listens there
     missing = audit_at(http, config, now, caplog)  # the audit's own run is processed all the same
     assert len(missing) > 1
