@@ -1080,4 +1080,5 @@ def test_a_job_flag_is_true_or_false(flag, value, expected):
 @pytest.mark.parametrize("value", ["yes", 1, "", None])
 @pytest.mark.parametrize("flag", rules.JOB_FLAGS)
 def test_a_job_flag_refuses_anything_else(flag, value):
-    assert_refused(rules.check_jobs, [{"nightly": {**JOB, flag: value}}], f"jobs.nightly.{flag}", value, "true or false")
+    job = {"nightly": {**JOB, flag: value}}
+    assert_refused(rules.check_jobs, [job], f"jobs.nightly.{flag}", value, "true or false")
