@@ -50,7 +50,8 @@ WALL_CLOCK_MARGIN = dt.timedelta(hours=3)
 class State(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered past max_lateness_seconds and recorded so
+    SKIPPED = "skipped"  # delivered past max_lateness_seconds (or, a proxy's, while the previous execution ran)
+    STARTED = "started"  # a proxy target's execution, not yet seen to end (executions.py follows it)
     IN_PROGRESS = "in_progress"
     STUCK = "stuck"  # in_progress, lease expired: the attempt died and no retry took it over (yet)
     MISSING = "missing"  # no record, and settle has passed: no delivery will come by itself

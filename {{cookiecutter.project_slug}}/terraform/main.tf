@@ -33,6 +33,8 @@ module "scheduled_dedup" {
   apis            = {{ proxy }}.apis
 {%- endif %}
   source_excludes = {{ proxy }}.source_excludes
+  # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
+  follows_executions = true
 {%- endif %}
 
   # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".

@@ -6,7 +6,8 @@
 #
 # Who holds what:
 #   <slug>-job  the job's identity: roles/datastore.user on the one Firestore database
-#   <slug>-run  (the core's runtime account) roles/run.jobsExecutorWithOverrides on this one job
+#   <slug>-run  (the core's runtime account) roles/run.jobsExecutorWithOverrides and roles/run.viewer
+#               on this one job
 
 locals {
   job_name = "${var.slug}-job"
@@ -100,5 +101,19 @@ resource "google_cloud_run_v2_job_iam_member" "runtime_executor" {
   location = var.region
   name     = google_cloud_run_v2_job.this.name
   role     = "roles/run.jobsExecutorWithOverrides"
+  member   = "serviceAccount:${var.runtime_service_account_email}"
+}
+
+# The function follows each execution it started (the baked executions.py: Executions.GetExecution,
+# which needs run.executions.get on the execution: cloud.google.com/run/docs/reference/rest/v2/
+# projects.locations.jobs.executions/get). No role above holds it; roles/run.viewer is the narrowest
+# predefined one that does, and granted on this one job it reads only the job, its executions and
+# tasks (cloud.google.com/iam/docs/roles-permissions/run: "Cloud Run Viewer ... Lowest-level resources
+# where you can grant this role: ... Cloud Run job").
+resource "google_cloud_run_v2_job_iam_member" "runtime_viewer" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_run_v2_job.this.name
+  role     = "roles/run.viewer"
   member   = "serviceAccount:${var.runtime_service_account_email}"
 }

@@ -93,10 +93,11 @@ resource "time_sleep" "metrics" {
       [for metric in google_logging_metric.outcome : metric.name],
       [for metric in google_logging_metric.scheduler_attempt_failed : metric.name],
       [for metric in google_logging_metric.audit : metric.name],
+      google_logging_metric.execution_failed[*].name,
     )))
   }
 
-  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, google_logging_metric.audit]
+  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, google_logging_metric.audit, google_logging_metric.execution_failed]
 }
 
 # Who hears of an incident: the e-mail channel of var.alert_email and var.notification_channels.

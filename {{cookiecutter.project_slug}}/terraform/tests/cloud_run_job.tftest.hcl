@@ -54,6 +54,15 @@ run "job" {
 
   assert {
     condition = (
+      google_cloud_run_v2_job_iam_member.runtime_viewer.name == google_cloud_run_v2_job.this.name &&
+      google_cloud_run_v2_job_iam_member.runtime_viewer.role == "roles/run.viewer" &&
+      google_cloud_run_v2_job_iam_member.runtime_viewer.member == "serviceAccount:${var.runtime_service_account_email}"
+    )
+    error_message = "The runtime account follows the executions it starts (run.executions.get): roles/run.viewer on that one job, not the project."
+  }
+
+  assert {
+    condition = (
       google_project_iam_member.datastore_user.member == google_service_account.job.member &&
       google_project_iam_member.datastore_user.role == "roles/datastore.user" &&
       google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\"" &&
