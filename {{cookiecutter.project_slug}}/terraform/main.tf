@@ -47,6 +47,10 @@ module "scheduled_dedup" {
       # A delivery later than this is recorded skipped and does not run the work.
       max_lateness_seconds = {{ job.max_lateness_seconds | int }}
 {%- endif %}
+{%- if job.overlap is defined %}
+      # While the job's previous execution still runs, a new run: "skip" (recorded skipped) or "start".
+      overlap = {{ job.overlap | tojson }}
+{%- endif %}
     }
 {%- endfor %}
   }
