@@ -51,7 +51,7 @@ class State(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"  # delivered past max_lateness_seconds (or, a proxy's, while the previous execution ran)
-    STARTED = "started"  # a proxy target's execution, not yet seen to end (executions.py follows it)
+    STARTED = "started"  # a proxy target's execution, not yet seen to end (followed until it does)
     IN_PROGRESS = "in_progress"
     STUCK = "stuck"  # in_progress, lease expired: the attempt died and no retry took it over (yet)
     MISSING = "missing"  # no record, and settle has passed: no delivery will come by itself

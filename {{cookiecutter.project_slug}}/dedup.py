@@ -8,7 +8,7 @@ moves through one state machine (see `decide`):
                           │ ├──fail (terminal)──▶ failed       replays: duplicate, the work does not run
                           │ ├──skip (too late)──▶ skipped      delivered past the job's max_lateness_seconds
                           │ ├──start (a proxy)──▶ started ──execution ended──▶ completed | failed
-                          │                          (executions.py follows it: the job's next delivery, the audit)
+                          │                  (a proxy bake follows it: the job's next delivery, the audit)
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
     A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
@@ -191,7 +191,7 @@ class JobSpec:
     schedule: str
     time_zone: str
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
-    overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES (executions.py)
+    overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
 
 
 def parse_jobs(text: str) -> dict[str, JobSpec]:
@@ -540,7 +540,7 @@ class RunLedger:
 
     def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
         """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
-        executions.py sees the execution end (end_execution)."""
+        the execution is seen to end (end_execution)."""
         self._finish(claim, {"status": Status.STARTED.value, "started_at": now, "execution": execution[:1500]})
 
     def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:

@@ -132,7 +132,7 @@ def work_then_finish(
         finally:
             # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
             RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
-    except dedup.SkippedOverlap:  # recorded `skipped` already (executions.py): the delivery's outcome
+    except dedup.SkippedOverlap:  # a proxy's overlap rule, recorded `skipped` already: the delivery's outcome
         raise
     except TerminalJobError as error:
         ledger.fail(claim, str(error), dedup.utcnow())
@@ -151,7 +151,7 @@ def work_then_finish(
         ledger.release(claim)
         detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
         return dedup.Outcome.RETRYABLE_FAILURE, detail, error
-    if isinstance(result, Started):  # a proxy target: followed until the execution ends (executions.py)
+    if isinstance(result, Started):  # a proxy target: followed until the execution ends
         ledger.start(claim, dedup.utcnow(), result.execution)
         return dedup.Outcome.PROCESSED, f"run processed: started execution {result.execution}", None
     ledger.complete(claim, dedup.utcnow(), result)

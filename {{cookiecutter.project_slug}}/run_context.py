@@ -42,8 +42,8 @@ class UnknownJob(Exception):
 class Started:
     """Return from the work when it started something that runs on without it (a proxy target's execution).
 
-    The run is recorded `started` with the execution's name, not `completed`: executions.py follows the
-    execution and records `completed` or `failed` once it ends.
+    The run is recorded `started` with the execution's name, not `completed`: later deliveries follow the
+    execution and record `completed` or `failed` once it ends.
     """
 
     execution: str  # the execution's full resource name

@@ -1,5 +1,5 @@
 # Proxy targets (var.follows_executions): the function starts a Cloud Run job or Workflows execution
-# per run and follows it (the baked executions.py): once an execution has ended, the run is recorded
+# per run and follows it (a proxy bake's executions module): once an execution has ended, the run is recorded
 # completed or failed and the function logs one line with jsonPayload.execution_outcome (succeeded,
 # failed or cancelled) and the followed run's jsonPayload.job. A failed or cancelled execution is
 # retried by nobody: one metric counts them by job, and one alert policy, grouped by job, fires on any.

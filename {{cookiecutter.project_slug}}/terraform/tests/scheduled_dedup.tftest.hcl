@@ -541,7 +541,7 @@ run "knows_no_proxy_target" {
   }
 }
 
-# A proxy target's function logs one line per ended execution (the baked executions.py, log_end):
+# A proxy target's function logs one line per ended execution (a proxy bake's executions module, log_end):
 # jsonPayload.execution_outcome = succeeded | failed | cancelled, jsonPayload.job = the followed run's job.
 run "counts_and_alerts_on_failed_executions" {
   command = plan
