@@ -2,7 +2,8 @@
 # per run and follows it (a proxy bake's executions module): once an execution has ended, the run is recorded
 # completed or failed and the function logs one line with jsonPayload.execution_outcome (succeeded,
 # failed or cancelled) and the followed run's jsonPayload.job. A failed or cancelled execution is
-# retried by nobody: one metric counts them by job, and one alert policy, grouped by job, fires on any.
+# retried by nobody: one metric counts them by job, and one alert policy, grouped by job, fires on any
+# (google_monitoring_alert_policy.outcome["execution_failed"], monitoring.tf).
 
 resource "google_logging_metric" "execution_failed" {
   count = var.follows_executions ? 1 : 0
@@ -43,46 +44,19 @@ resource "google_logging_metric" "execution_failed" {
   depends_on = [time_sleep.apis]
 }
 
-resource "google_monitoring_alert_policy" "execution_failed" {
-  count = var.follows_executions && var.alerting.enabled ? 1 : 0
-
-  project               = var.project_id
-  display_name          = "${var.slug}: execution failed"
-  combiner              = "OR"
-  severity              = "ERROR"
-  notification_channels = local.notification_channels
-  user_labels           = local.labels
-
-  conditions {
-    display_name = "any execution failed or cancelled"
-
-    condition_threshold {
-      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.execution_failed[0].name}\" AND resource.type=\"cloud_run_revision\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-        group_by_fields      = ["metric.label.job"]
-      }
-
-      trigger {
-        count = 1
-      }
+locals {
+  # The alert: one more entry of monitoring.tf's alert policies per outcome (google_monitoring_alert_policy.outcome).
+  execution_alerts = var.follows_executions && var.alerting.enabled ? {
+    execution_failed = {
+      title     = "execution failed"
+      severity  = "ERROR"
+      threshold = 0
+      window    = 300
+      content   = "An execution the ${var.slug} function started (a Cloud Run job or workflow execution) failed or was cancelled; nothing retries it. Its run is recorded `failed` in Firestore (${var.firestore.collection}) with the reason in `last_error`. In Logs Explorer: `jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")`; `jsonPayload.execution` names the execution, `jsonPayload.run_id` the run. Re-run it: docs/schedules-and-manual-runs.md."
     }
+  } : {}
+  execution_metric_filter = {
+    for metric in google_logging_metric.execution_failed :
+    "execution_failed" => "metric.type=\"logging.googleapis.com/user/${metric.name}\" AND resource.type=\"cloud_run_revision\""
   }
-
-  alert_strategy {
-    auto_close = "${var.alerting.auto_close_seconds}s"
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = "An execution the ${var.slug} function started (a Cloud Run job or workflow execution) failed or was cancelled; nothing retries it. Its run is recorded `failed` in Firestore (${var.firestore.collection}) with the reason in `last_error`. In Logs Explorer: `jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")`; `jsonPayload.execution` names the execution, `jsonPayload.run_id` the run. Re-run it: docs/schedules-and-manual-runs.md."
-  }
-
-  depends_on = [time_sleep.metrics]
 }

@@ -159,7 +159,7 @@ locals {
 }
 
 resource "google_monitoring_alert_policy" "outcome" {
-  for_each = local.alerts
+  for_each = merge(local.alerts, local.execution_alerts)
 
   project               = var.project_id
   display_name          = "${var.slug}: ${each.value.title}"
@@ -172,7 +172,7 @@ resource "google_monitoring_alert_policy" "outcome" {
     display_name = "more than ${each.value.threshold} ${each.key} in ${each.value.window}s"
 
     condition_threshold {
-      filter          = local.metric_filter[each.key]
+      filter          = merge(local.metric_filter, local.execution_metric_filter)[each.key]
       comparison      = "COMPARISON_GT"
       threshold_value = each.value.threshold
       duration        = "0s"

@@ -536,7 +536,7 @@ run "knows_no_proxy_target" {
   }
 
   assert {
-    condition     = length(google_logging_metric.execution_failed) == 0 && length(google_monitoring_alert_policy.execution_failed) == 0
+    condition     = length(google_logging_metric.execution_failed) == 0 && !contains(keys(google_monitoring_alert_policy.outcome), "execution_failed")
     error_message = "A function that starts no executions gets no metric or alert for failed ones."
   }
 }
@@ -566,12 +566,12 @@ run "counts_and_alerts_on_failed_executions" {
 
   assert {
     condition = (
-      google_monitoring_alert_policy.execution_failed[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-execution-failed\" AND resource.type=\"cloud_run_revision\"" &&
-      google_monitoring_alert_policy.execution_failed[0].conditions[0].condition_threshold[0].threshold_value == 0 &&
-      google_monitoring_alert_policy.execution_failed[0].conditions[0].condition_threshold[0].comparison == "COMPARISON_GT" &&
-      google_monitoring_alert_policy.execution_failed[0].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
-      google_monitoring_alert_policy.execution_failed[0].severity == "ERROR" &&
-      strcontains(google_monitoring_alert_policy.execution_failed[0].documentation[0].content, "schedules-and-manual-runs.md")
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-execution-failed\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].threshold_value == 0 &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].comparison == "COMPARISON_GT" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
+      google_monitoring_alert_policy.outcome["execution_failed"].severity == "ERROR" &&
+      strcontains(google_monitoring_alert_policy.outcome["execution_failed"].documentation[0].content, "schedules-and-manual-runs.md")
     )
     error_message = "One alert policy, grouped by job, fires on any failed or cancelled execution and says how to re-run it."
   }
