@@ -1222,8 +1222,8 @@ MUTANTS = [
     Mutant(
         "tf-cloud-run-job-no-execution-reader",
         "terraform/modules/scheduled-dedup-cloud-run-job/main.tf",
-        'role     = "roles/run.viewer"',
-        'role     = "roles/run.invoker"',
+        'viewer   = "roles/run.viewer"',
+        'viewer   = "roles/run.invoker"',
         "the runtime account may read the job's executions (run.executions.get) on that one job",
         ("tests/test_terraform.py", "-k", "test_terraform_test and cloud-run-job"),
     ),
