@@ -207,7 +207,7 @@ def audit_runs(
         records |= ledger.read_runs(run_ids[start : start + dedup.READ_BATCH])
         if progress:
             progress(min(start + dedup.READ_BATCH, len(run_ids)), len(run_ids))
-    return [judge(run, records, now, config.settle) for run in expected]
+    return [judge(run, records, now, config.settle_for(run.job)) for run in expected]
 
 
 def lookback(config: dedup.DedupConfig) -> dt.timedelta:
