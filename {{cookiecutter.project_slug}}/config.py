@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -155,6 +156,11 @@ def _scalar(value: object) -> str:
     return json.dumps(value)
 
 
+def _number(value: object) -> object:
+    """cookiecutter hands numbers over as text (rules.config_from_answers keeps them so): write them as numbers."""
+    return int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]+", value) else value
+
+
 def render(config: Mapping[str, object]) -> str:
     """The text of config.yaml for a checked config (rules.config_from_answers), with its comments."""
     lines = [HEADER]
@@ -168,7 +174,7 @@ def render(config: Mapping[str, object]) -> str:
     lines.append("")
     lines.append(TIMING_COMMENT.rstrip("\n"))
     lines.append("defaults:")
-    lines.extend(f"  {key}: {_scalar(value)}" for key, value in config["defaults"].items())
+    lines.extend(f"  {key}: {_scalar(_number(value))}" for key, value in config["defaults"].items())
     lines.append("")
     lines.append(JOBS_COMMENT.rstrip("\n"))
     lines.append("jobs:")
@@ -178,11 +184,6 @@ def render(config: Mapping[str, object]) -> str:
         ordered = first + [key for key in job if key not in first]
         lines.extend(f"    {key}: {_scalar(_number(job[key]))}" for key in ordered)
     return "\n".join(lines) + "\n"
-
-
-def _number(value: object) -> object:
-    """cookiecutter hands nested numbers over as text: write them as numbers."""
-    return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
 def main(argv: list[str]) -> int:

@@ -923,7 +923,9 @@ CONFIG_KEYS = (
 )
 
 
-def derive_timing(deadline: int, retry_count: int = 5, lease: int | None = None) -> dict[str, int]:
+def derive_timing(
+    deadline: int, retry_count: int = 5, lease: int | None = None, min_backoff: int | None = None
+) -> dict[str, int]:
     """The numbers a deadline implies when nothing else is said: the lease outlasts the deadline by a minute,
     and the retries' waits outlast the lease (check_timing), 30 s at the least, at most 3600 s each.
     The one copy of these formulas: the bake writes what they give into config.yaml, config.py applies the lease."""
@@ -932,7 +934,9 @@ def derive_timing(deadline: int, retry_count: int = 5, lease: int | None = None)
     # Waits of b, 2b, 4b, 8b, 16b... with 3 doublings: 1, 1+2, 1+2+4, 1+2+4+8, 1+2+4+8+8 (+ the cap) times b.
     growth = (1, 1, 3, 7, 15, 25)[retries]
     doubling = max(30, (lease + growth) // growth)
-    if retries == 0:
+    if min_backoff is not None:  # given: the longest wait follows it
+        pass
+    elif retries == 0:
         min_backoff = 30
     elif doubling <= 360:
         min_backoff = doubling
@@ -943,29 +947,32 @@ def derive_timing(deadline: int, retry_count: int = 5, lease: int | None = None)
     return {"lease_seconds": lease, "min_backoff_seconds": min_backoff, "max_backoff_seconds": max_backoff}
 
 
-def resolve_job_timing(job_id: str, job: Mapping[str, object], defaults: Mapping[str, object]) -> dict[str, object]:
+def resolve_job_timing(
+    job_id: str, job: Mapping[str, object], defaults: Mapping[str, object], prefix: str | None = None
+) -> dict[str, object]:
     """A job's numbers: its own, else the defaults block's; its lease, unless it sets one, its own deadline + 60
     when it sets its own deadline (else the defaults block's lease, else the deadline + 60).
     A Scheduler number in neither is refused with the value derive_timing gives (Terraform reads it as written)."""
+    prefix = f"jobs.{job_id}." if prefix is None else prefix
     merged = {**defaults, **{key: job[key] for key in TIMING_KEYS if key in job}}
     for key in SCHEDULER_KEYS:
         if key not in merged:
             deadline = parse_seconds(
-                f"jobs.{job_id}.attempt_deadline_seconds",
+                f"{prefix}attempt_deadline_seconds",
                 merged.get("attempt_deadline_seconds", 0),
                 *ATTEMPT_DEADLINE_RANGE,
             )
             hint = derive_timing(deadline, int(str(merged.get("retry_count", MAX_RETRY_COUNT))))
             suggestion = f"e.g. {hint[key]}" if key in hint else "e.g. the template's default"
             raise RuleError(
-                f"jobs.{job_id}.{key}",
+                f"{prefix}{key}",
                 None,
                 f"is set neither for the job nor under defaults: Terraform takes it as written, so write it "
                 f"({suggestion})",
             )
     if "lease_seconds" not in job and ("attempt_deadline_seconds" in job or "lease_seconds" not in merged):
         deadline = parse_seconds(
-            f"jobs.{job_id}.attempt_deadline_seconds", merged["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE
+            f"{prefix}attempt_deadline_seconds", merged["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE
         )
         merged["lease_seconds"] = deadline + LEASE_AFTER_DEADLINE_SECONDS
     return merged
@@ -1010,11 +1017,15 @@ def check_serve(value: object, project: str, region: str) -> list[dict[str, str]
     return [dict(entry) for entry in value]
 
 
-def check_config(raw: object, start: dt.date | None = None, schedules: bool = True) -> dict[str, object]:
+def check_config(
+    raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
+) -> dict[str, object]:
     """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`).
 
-    `schedules`: also the schedule rules (each job's smallest gap over the coming years, in its zone) against its
-    numbers, from `start`; the function's load skips them (the bake, the tests and `make deploy` run them).
+    The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key: the bake's
+    answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also the
+    schedule rules (each job's smallest gap over the coming years, in its zone) against its numbers, from `start`;
+    the function's load skips them (the bake, the tests and `make deploy` run them).
     Returns the checked file plus `warnings`; the first broken rule raises RuleError."""
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
@@ -1040,20 +1051,23 @@ def check_config(raw: object, start: dt.date | None = None, schedules: bool = Tr
         raise RuleError("defaults", defaults, f"must be a mapping of some of {', '.join(TIMING_KEYS)}")
     jobs = check_jobs(raw["jobs"])
     retention = raw.get("retention_seconds", 604800)
-    warnings: list[str] = []
+    start = start or dt.date.today()
+    # The audit job's numbers, and every job's where it says nothing.
+    audit_timing = check_timing(
+        {**resolve_job_timing("audit", {}, defaults, defaults_prefix), "retention_seconds": retention},
+        defaults_prefix,
+    )
+    warnings = check_schedule_timing({}, audit_timing, start, defaults_prefix)
     for job_id, job in jobs.items():
         prefix = f"jobs.{job_id}."
         values = {**resolve_job_timing(job_id, job, defaults), "retention_seconds": retention}
         timing = check_timing(values, prefix)
         job["timing"] = timing
         if schedules:
-            for warning in check_schedule_timing({job_id: job}, timing, start or dt.date.today(), prefix):
-                warnings.append(f"{prefix.rstrip('.')}: {warning}")
+            own = check_schedule_timing({job_id: job}, timing, start, prefix)
+            if {"retry_count", "max_retry_duration_seconds"} & set(job):  # else the defaults' warning says it
+                warnings.extend(f"{prefix.rstrip('.')}: {warning}" for warning in own)
     checked["retention_seconds"] = parse_seconds("retention_seconds", retention, 1)
-    # The audit job's numbers: the defaults block's (it is a Scheduler job like the others).
-    audit_timing = check_timing(
-        {**resolve_job_timing("audit", {}, defaults), "retention_seconds": retention}, "defaults."
-    )
     interval = raw.get("audit_interval_minutes", 60)
     for timing in [audit_timing, *(job["timing"] for job in jobs.values())]:
         checked["audit_interval_minutes"] = check_audit_interval({"audit_interval_minutes": interval}, timing)
@@ -1069,20 +1083,22 @@ DERIVED_ANSWERS = ("lease_seconds", "min_backoff_seconds", "max_backoff_seconds"
 
 def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
     """The first config.yaml, from the bake's answers: defaults from the timing answers, derive_timing's value
-    for a derived answer left empty. cookiecutter hands numbers over as text."""
+    for a derived answer left empty. The answers stay as given (cookiecutter hands numbers over as text: a
+    refusal shows them so); config.render writes them as numbers."""
     deadline = parse_seconds("attempt_deadline_seconds", context["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
     retry_count = parse_seconds("retry_count", context["retry_count"], 0, MAX_RETRY_COUNT)
-    lease = context.get("lease_seconds", "")
-    derived = derive_timing(deadline, retry_count, parse_seconds("lease_seconds", lease, 1) if lease != "" else None)
-    defaults: dict[str, object] = {"attempt_deadline_seconds": deadline, "retry_count": retry_count}
-    for key in ("lease_seconds", "min_backoff_seconds", "max_backoff_seconds", "max_doublings",
-                "max_retry_duration_seconds"):  # fmt: skip
+    given = {
+        key: parse_seconds(key, context.get(key, ""), 0) if context.get(key, "") != "" else None
+        for key in ("lease_seconds", "min_backoff_seconds")
+    }
+    derived = derive_timing(deadline, retry_count, given["lease_seconds"], given["min_backoff_seconds"])
+    defaults: dict[str, object] = {}
+    for key in SCHEDULER_KEYS[:1] + ("lease_seconds",) + SCHEDULER_KEYS[1:]:
         answer = context.get(key, "")
-        if answer == "" and key in DERIVED_ANSWERS:
-            if key != "lease_seconds":  # the lease is derived per job, from the job's own deadline
-                defaults[key] = derived[key]
-        else:
-            defaults[key] = parse_seconds(key, answer, 0)
+        if answer != "":
+            defaults[key] = answer
+        elif key in DERIVED_ANSWERS and key != "lease_seconds":  # the lease is derived per job, from its deadline
+            defaults[key] = derived[key]
     return {
         "slug": context["project_slug"],
         "project": context["gcp_project_id"],
@@ -1108,7 +1124,7 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
         "jobs": check_jobs(context["jobs"]),
     }
     config = config_from_answers(context)
-    resolved = check_config(config, dt.date.today())
+    resolved = check_config(config, dt.date.today(), defaults_prefix="")
     checked.update(resolved["defaults"])
     checked["warnings"] = resolved["warnings"]
     checked["audit_interval_minutes"] = resolved["audit_interval_minutes"]
