@@ -47,7 +47,12 @@ REFUSALS = {
         "1801",
         "must be 15-1800",
     ),
-    "lease": ({"lease_seconds": 329}, "lease_seconds", "329", "must be at least the stop (attempt_deadline_seconds) + 30"),
+    "lease": (
+        {"lease_seconds": 329},
+        "lease_seconds",
+        "329",
+        "must be at least the stop (attempt_deadline_seconds) + 30",
+    ),
     # A job's own number is named under the job (issue 17).
     "job-lease": (
         {"jobs": {"nightly": {"lease_seconds": 329}}},

@@ -1108,7 +1108,11 @@ CONFIG = {
 def test_derive_timing_gives_the_defaults_the_answers_had():
     """The formulas that were Jinja in cookiecutter.json, now once in Python: 300 s -> 360 / 30 / 300."""
     assert rules.derive_timing(300) == {"lease_seconds": 360, "min_backoff_seconds": 30, "max_backoff_seconds": 300}
-    assert rules.derive_timing(1800, 0) == {"lease_seconds": 1860, "min_backoff_seconds": 30, "max_backoff_seconds": 300}
+    assert rules.derive_timing(1800, 0) == {
+        "lease_seconds": 1860,
+        "min_backoff_seconds": 30,
+        "max_backoff_seconds": 300,
+    }
     # With 5 retries the waits outlast the lease for every deadline Scheduler takes.
     for deadline in range(*rules.ATTEMPT_DEADLINE_RANGE, 15):
         derived = rules.derive_timing(deadline)
@@ -1155,7 +1159,9 @@ def test_a_jobs_lease_follows_its_own_deadline_unless_it_or_defaults_say():
     own = rules.resolve_job_timing("j", {"lease_seconds": 1000}, CONFIG["defaults"])
     assert own["lease_seconds"] == 1000
     assert rules.resolve_job_timing("j", {}, {**CONFIG["defaults"], "lease_seconds": 500})["lease_seconds"] == 500
-    mine = rules.resolve_job_timing("j", {"attempt_deadline_seconds": 600}, {**CONFIG["defaults"], "lease_seconds": 500})
+    mine = rules.resolve_job_timing(
+        "j", {"attempt_deadline_seconds": 600}, {**CONFIG["defaults"], "lease_seconds": 500}
+    )
     assert mine["lease_seconds"] == 660
 
 

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 UTC = dt.UTC
 # How far back each audit run looks (never beyond the retention, past which records may be gone).
-# Also in tests/harness/rules.py (AUDIT_LOOKBACK_SECONDS) and the module's variables.tf (var.audit): the audit
+# Also in rules.py (AUDIT_LOOKBACK_SECONDS): the audit
 # interval plus settle must fit in it, so that every run is judged by at least one audit.
 AUDIT_LOOKBACK = dt.timedelta(days=1)
 # Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): iterate the cron this far

@@ -1,9 +1,11 @@
-"""The rules a bake must satisfy, as small functions the hooks call and the tests import.
+"""The rules of this project's configuration, once: the bake's hook ran them on the answers, config.py runs them on
+config.yaml (at every load; with the schedule rules under `python config.py`, which `make deploy` runs first),
+and the tests import them.
 
-Every rule that Terraform also enforces says so next to it: the same rule lives in
-`terraform/modules/scheduled-dedup/variables.tf` (a `validation` block) and both are tested.
-Each refusal is a `RuleError` whose message is one line: the variable, the value given, the rule.
-Standard library only: a hook runs in whatever Python runs cookiecutter.
+Terraform checks shapes only (ranges, ids, the cron's five fields): each such check says so next to it, and
+`terraform/modules/scheduled-dedup/variables.tf` holds the same shape. The rules between numbers are here alone.
+Each refusal is a `RuleError` whose message is one line: the key, the value given, the rule.
+Standard library only: the bake's hook runs it in whatever Python runs cookiecutter.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import unicodedata
 import zoneinfo
 from collections.abc import Iterator, Mapping
 
-# Also in Terraform (locals.lease_margin_seconds): how much longer than the function timeout a lease lasts.
+# How much longer than the stop (the job's attempt deadline) a lease lasts, at the least.
 LEASE_MARGIN_SECONDS = 30
 # Cloud Scheduler HTTP targets accept attempt deadlines of 15 s to 30 min.
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
@@ -258,8 +260,8 @@ def check_schedule(job_id: str, schedule: str) -> str:
     """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
 
     Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
-    this full grammar runs in the hook and, on the jobs in terraform/main.tf, in the baked
-    tests/test_schedule_rules.py. The template's tests/test_terraform.py says which cases each refuses."""
+    this full grammar runs in the hook and, on config.yaml, in config.py and tests/test_config.py. The
+    template's tests/test_terraform.py says which cases each refuses."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
@@ -378,7 +380,7 @@ def check_audit_interval(values: Mapping[str, object], timing: Mapping[str, int]
 
     A run is judged once lease + retry window (settle) has passed since its schedule time, so every
     run is seen by at least one audit only if interval + settle fits in the lookback.
-    Also in Terraform: a validation of var.audit in terraform/modules/scheduled-dedup/variables.tf.
+    Terraform checks only that the interval is one of AUDIT_INTERVALS_MINUTES.
     """
     field = "audit_interval_minutes"
     minutes = parse_seconds(field, values[field], 1)
@@ -406,7 +408,7 @@ def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: i
 
     Conservative: every wait counts as max_backoff. Cloud Scheduler keeps retrying until both
     retry_count and max_retry_duration are reached, so the longer of the two bounds wins.
-    Also in Terraform: locals.retry_window_seconds.
+    Here alone (config.py gives each job's to the function).
     """
     by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
     by_duration = max_retry_duration + max_backoff + attempt_deadline if max_retry_duration else 0
@@ -432,7 +434,7 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
 def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int, max_doublings: int) -> list[int]:
     """The waits before each of the `retry_count` retries (retry_wait_seconds for 0 ... retry_count - 1).
 
-    Also in Terraform, spelled out in a validation of var.timing in terraform/modules/scheduled-dedup/variables.tf.
+    Here alone: Terraform takes the retry numbers as written.
     """
     return [retry_wait_seconds(retry, min_backoff, max_backoff, max_doublings) for retry in range(retry_count)]
 
@@ -481,8 +483,6 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     # With retries, the last one must come after the lease ends: a run whose instance crashed right after
     # its claim is then taken over by a retry, instead of meeting 409 until Scheduler gives up (at-most-once).
     # retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs the run.
-    # Also in Terraform: a validation of var.timing in terraform/modules/scheduled-dedup/variables.tf
-    # (it reads var.retry; the reverse would be a cycle), with the same one-line message.
     waits = retry_intervals_seconds(retry_count, min_backoff, max_backoff, max_doublings)
     if waits and sum(waits) <= lease:
         raise refuse(
@@ -867,8 +867,8 @@ def check_schedule_timing(
     exceed the longest one fault keeps a run busy (which is at least the function timeout). Cloud Scheduler
     retries a run "retry_count times, or until the next scheduled execution time, whichever comes first", or
     else "the next scheduled execution time might be skipped if the retries continue through that time": a run
-    still busy at the next fire time is lost either way. Terraform cannot expand a cron: the baked
-    tests/test_schedule_rules.py checks this rule on the baked terraform/main.tf. Returns warnings."""
+    still busy at the next fire time is lost either way. Terraform cannot expand a cron: `python config.py` and
+    tests/test_config.py check this rule on config.yaml. Returns warnings."""
     retries = SchedulerRetries.of(timing)
     outcomes = busy_after_one_fault(timing)
     lost = [outcome for outcome in outcomes if outcome.seconds is None]

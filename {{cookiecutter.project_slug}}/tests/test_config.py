@@ -9,11 +9,12 @@ import sys
 import zoneinfo
 from pathlib import Path
 
-import config
 import cronsim
 import pytest
-import rules
 import yaml
+
+import config
+import rules
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = config.CONFIG_FILE.read_text(encoding="utf-8")

@@ -2,16 +2,17 @@
 
 import datetime as dt
 import hashlib
-import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 import config
 import dedup
+import rules
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(minutes=5)
@@ -189,3 +190,25 @@ def test_a_broken_config_file_is_misconfigured_naming_it(monkeypatch, tmp_path, 
             dedup.DedupConfig.from_env({})
     finally:
         dedup.baked_settings.cache_clear()
+
+
+def test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle(monkeypatch, tmp_path):
+    """Per-job timing (config.yaml): a job that sets its own deadline claims with its own lease, and the audit waits
+    its own lease and retry window; a job that sets none takes the defaults'."""
+    raw = yaml.safe_load(config.CONFIG_FILE.read_text(encoding="utf-8"))
+    long_job = {"schedule": "0 2 * * *", "attempt_deadline_seconds": 600}
+    raw["jobs"] = {"long": long_job, "short": {"schedule": "0 3 * * *"}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(config, "CONFIG_FILE", tmp_path / "config.yaml")
+    dedup.baked_settings.cache_clear()
+    try:
+        settings = dedup.DedupConfig.from_env({})
+    finally:
+        dedup.baked_settings.cache_clear()
+    long, short = (config.load(tmp_path / "config.yaml").scheduler_job_name(job) for job in ("long", "short"))
+    assert settings.lease_for(long) == dt.timedelta(seconds=660)
+    default_lease = dt.timedelta(seconds=raw["defaults"]["attempt_deadline_seconds"] + 60)
+    assert settings.lease_for(short) == settings.lease == default_lease
+    window = rules.retry_window_seconds(600, raw["defaults"]["retry_count"], raw["defaults"]["max_backoff_seconds"], 0)
+    assert settings.settle_for(long) == dt.timedelta(seconds=660 + window)
+    assert settings.jobs[long].attempt_deadline == dt.timedelta(seconds=600)

@@ -64,12 +64,17 @@ variable "jobs" {
   }
 
   validation {
-    # rules.ATTEMPT_DEADLINE_RANGE and rules.parse_seconds, on the numbers a job sets for itself.
+    # The same ranges as var.timing's and var.retry's (rules.ATTEMPT_DEADLINE_RANGE, MAX_RETRY_COUNT,
+    # MAX_BACKOFF_SECONDS, parse_seconds), on the numbers a job sets for itself.
     condition = alltrue([for job in values(var.jobs) : alltrue([
       job.attempt_deadline_seconds == null || try(job.attempt_deadline_seconds >= 15 && job.attempt_deadline_seconds <= 1800, false),
-      alltrue([for v in [job.retry_count, job.min_backoff_seconds, job.max_backoff_seconds, job.max_doublings, job.max_retry_duration_seconds] : v == null || try(v >= 0 && floor(v) == v, false)]),
+      alltrue([for v in [job.attempt_deadline_seconds, job.retry_count, job.min_backoff_seconds, job.max_backoff_seconds, job.max_doublings, job.max_retry_duration_seconds] : v == null || try(v >= 0 && floor(v) == v, false)]),
+      job.retry_count == null || try(job.retry_count <= 5, false),
+      job.max_doublings == null || try(job.max_doublings <= 16, false),
+      alltrue([for v in [job.min_backoff_seconds, job.max_backoff_seconds] : v == null || try(v <= 3600, false)]),
+      job.min_backoff_seconds == null || job.max_backoff_seconds == null || try(job.max_backoff_seconds >= job.min_backoff_seconds, false),
     ])])
-    error_message = "jobs: a job's attempt_deadline_seconds must be 15-1800, and its retry numbers whole and non-negative."
+    error_message = "jobs: a job's own attempt_deadline_seconds must be 15-1800, retry_count 0-5, min_backoff_seconds and max_backoff_seconds 0-3600 (max at least min), max_doublings 0-16, max_retry_duration_seconds whole and non-negative."
   }
 
   validation {
@@ -123,7 +128,7 @@ variable "timing" {
 }
 
 variable "retry" {
-  description = "Cloud Scheduler retry_config. max_retry_duration_seconds = 0 means only retry_count limits the retries. With retry_count > 0, the waits before the retries must add up to more than timing.lease_seconds."
+  description = "Cloud Scheduler retry_config. max_retry_duration_seconds = 0 means only retry_count limits the retries. With retry_count > 0, the waits before the retries must add up to more than the lease (the baked rules.py checks it)."
   type = object({
     retry_count                = optional(number, 5)
     min_backoff_seconds        = optional(number, 30)
