@@ -8,6 +8,7 @@ served locally) - each on a real bake, its Terraform offline, its runs on the Fi
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -49,7 +50,8 @@ def python(project: Path, code: str, env: dict[str, str] | None = None) -> str:
 
 def emulator_env(emulator_host: str, project: Path) -> dict[str, str]:
     # The DEDUP_PROJECT override keeps this bake's runs apart from other bakes' on the shared emulator.
-    return {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_PROJECT": f"cfg-{project.parent.name}"[:30]}
+    own = "cfg-" + hashlib.sha256(str(project).encode()).hexdigest()[:12]
+    return {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_PROJECT": own}
 
 
 def deliver(project: Path, env: dict[str, str], job_id: str, schedule_time: dt.datetime) -> str:

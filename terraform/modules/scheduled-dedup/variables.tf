@@ -91,8 +91,8 @@ variable "jobs" {
 
   validation {
     # rules.check_schedule at a glance: five fields, each of the characters its field may hold (local.cron_shape).
-    # The full grammar (each field's bounds and names, ranges not backwards, steps not 0) is the hook's, and
-    # the baked tests/test_schedule_rules.py checks it, with the schedule rules, on the jobs in terraform/main.tf.
+    # The full grammar (each field's bounds and names, ranges not backwards, steps not 0) is the baked rules.py's:
+    # `python config.py` and the baked tests/test_config.py check it, with the schedule rules, on config.yaml.
     condition     = alltrue([for job in values(var.jobs) : can(regex(local.cron_shape, job.schedule))])
     error_message = "jobs: each schedule must be 5-field unix-cron such as '0 3 * * *': minute, hour and day of month of digits and * , - /, month and day of week also of letters (jan-dec, sun-sat). Groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron. Given: ${jsonencode({ for id, job in var.jobs : id => job.schedule })}."
   }

@@ -516,7 +516,7 @@ run "knows_no_proxy_target" {
   }
 }
 
-# --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---
+# --- shapes: the module refuses values out of their ranges at plan (the rules between numbers are rules.py's) ---
 
 # Shapes only: the rules between the numbers are rules.py's (tests/test_config.py, `make deploy`).
 run "rejects_a_jobs_attempt_deadline_above_30_minutes" {
@@ -579,7 +579,7 @@ run "rejects_non_cron_schedule" {
 }
 
 # Quartz's "last day of the month" is no unix-cron: a letter where only numbers go. (An out-of-range value
-# such as "0 24 * * *" is the hook's and tests/test_schedule_rules.py's to refuse: Terraform checks the shape.)
+# such as "0 24 * * *" is rules.py's and tests/test_config.py's to refuse: Terraform checks the shape.)
 run "rejects_a_letter_in_a_numeric_cron_field" {
   command = plan
 
