@@ -67,12 +67,16 @@ def test_each_jobs_cronsim_gap_exceeds_what_one_fault_keeps_a_run_busy(job_id):
     assert rules.smallest_gap(job.schedule, job.time_zone, start.date()).seconds <= gap
 
 
+{%- if cookiecutter.target == "function" %}
+
+
 def test_the_jobs_of_config_yaml_are_the_jobs_of_job_work():
     """Adding or removing a job is config.yaml and job.py's WORK: a job without work would answer
     `misconfigured` on every delivery once deployed, a work without a job never runs."""
     import job
 
     assert set(CONFIG.jobs) == set(job.WORK), "config.yaml's jobs and job.py's WORK must name the same job ids"
+{%- endif %}
 
 
 def test_each_schedule_string_lives_in_config_yaml_alone():
