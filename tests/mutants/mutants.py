@@ -1105,6 +1105,14 @@ MUTANTS = [
         "the function's timeout is the largest job deadline",
         ("tests/test_config_file.py::test_export_and_sync_bake_each_with_its_own_deadline",),
     ),
+    Mutant(
+        "i17-audit-window-ignores-slow-jobs",
+        "baked/audit.py",
+        "until = now - max((config.settle_for(name) for name in job_names), default=config.settle)",
+        "until = now - config.settle",
+        "the audit judges no run before its own job has settled",
+        ("tests/test_audit.py::test_the_window_ends_where_the_slowest_job_has_settled",),
+    ),
     # --- issue 17: the bake the user owns (branch i17bake) ---
     # (new mutants of this branch go here)
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
