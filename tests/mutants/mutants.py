@@ -1066,11 +1066,11 @@ MUTANTS = [
         ("tests/test_rules.py::test_a_scheduler_number_in_neither_the_job_nor_defaults_is_refused_with_a_value",),
     ),
     Mutant(
-        "i17-passing-deadline-hint-off-by-one",
+        "i17-passing-deadline-hint-keeps-the-lease",
         RULES,
-        "return None not in busy and max(busy) < gap",
-        "return None not in busy and max(busy) <= gap",
-        "the deadline a refusal names passes the rule it broke",
+        '"lease_seconds": deadline + slack,',
+        '"lease_seconds": timing["lease_seconds"],',
+        "the deadline a refusal names is the largest that passes, its lease following it",
         ("tests/test_rules.py::test_one_deadline_for_every_job_refuses_the_sync_naming_a_deadline_that_passes",),
     ),
     Mutant(
