@@ -1189,7 +1189,6 @@ MUTANTS = [
         "make smoke fails when the Force run left no completed record",
         ("tests/test_smoke.py",),
     ),
-
     # --- spare section (branch i17slim) ---
     # (new mutants of this branch go here)
 ]
