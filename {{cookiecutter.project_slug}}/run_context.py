@@ -21,6 +21,9 @@ class RunContext:
     project: str  # project and location the run is keyed under
     location: str
     trigger: str = "scheduled"  # or "manual": a Force run before its schedule time, keyed apart from the scheduled run
+    # Set when a person asked this finished run to run once more (tools/runs.py rerun): key side
+    # effects by (run_id, rerun_id) to redo them, by run_id alone to keep them once.
+    rerun_id: str | None = None
 
 
 class TerminalJobError(Exception):
@@ -37,3 +40,14 @@ class UnknownJob(Exception):
     Nothing is recorded: the claim is released and the delivery answers `misconfigured` (5xx), so
     Cloud Scheduler keeps retrying until a deploy gives the job its work; then the run happens.
     """
+
+
+@dataclasses.dataclass(frozen=True)
+class Started:
+    """Return from the work when it started something that runs on without it (a proxy target's execution).
+
+    The run is recorded `started` with the execution's name, not `completed`: later deliveries follow the
+    execution and record `completed` or `failed` once it ends.
+    """
+
+    execution: str  # the execution's full resource name

@@ -1,6 +1,6 @@
 """When a job fires: the one module that expands a job's cron (cronsim) in its time zone, for the handler
 (dedup.read_run_key: the latest schedule time it accepts, the fire time a delivery stands for), the audit
-(audit.expected_runs) and the baked configuration check (tests/test_schedule_rules.py).
+(audit.expected_runs) and the baked configuration check (tests/test_config.py).
 
 The cron names wall-clock times of the job's zone (cronsim's naive mode walks them, Debian cron semantics:
 day of month and day of week both restricted means either). Daylight saving makes some of them happen twice
@@ -27,10 +27,12 @@ from collections.abc import Iterator
 
 from cronsim import CronSim
 
+import rules
+
 UTC = dt.UTC
-END_OF_GAP = "end_of_gap"
-SKIP = "skip"
-DST_GAP_RULES = (END_OF_GAP, SKIP)
+# A job's rule for a wall-clock time the clocks skip (config.yaml's dst_gap; rules.JOB_CHOICES lists it).
+DST_GAP_RULES = rules.JOB_CHOICES["dst_gap"]
+END_OF_GAP, SKIP = DST_GAP_RULES
 # How far apart the function's clock and Scheduler's may be: a delivery dated up to this far after now is
 # the scheduled run (a slow clock here), anything later is a manual run (a Force run: dedup.read_run_key),
 # and the latest schedule time accepted is the job's next fire time after now plus this.
