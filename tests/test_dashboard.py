@@ -30,13 +30,13 @@ PLAN_TEST = textwrap.dedent(
     mock_provider "google" {}
     mock_provider "archive" {}
     mock_provider "time" {}
-    mock_provider "http" {}
 
     variables {
       project_id = "dashboard-project"
       region     = "europe-west1"
       slug       = "dash"
       source_dir = "."
+      source_files = ["versions.tf"]
       jobs       = { %s }
       audit      = { interval_minutes = 30 }
     }

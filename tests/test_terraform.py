@@ -232,13 +232,13 @@ PARITY_PREAMBLE = textwrap.dedent(
     mock_provider "google" {}
     mock_provider "archive" {}
     mock_provider "time" {}
-    mock_provider "http" {}
 
     variables {
       project_id = "parity-project"
       region     = "europe-west1"
       slug       = "parity"
       source_dir = "."
+      source_files = ["versions.tf"]
       jobs       = { job = { schedule = "0 3 * * *" } }
     }
     """

@@ -45,6 +45,7 @@ BASELINES: dict[str, dict[str, object]] = {
         "region": "europe-west1",
         "slug": "valid",
         "source_dir": ".",
+        "source_files": ["versions.tf"],
         "jobs": {"nightly": {"schedule": "0 3 * * *"}},
     },
     CLOUD_RUN_JOB: {**SIBLING_BASELINE, "job": {"image": "europe-west1-docker.pkg.dev/valid-project/jobs/job:1"}},
@@ -53,7 +54,7 @@ BASELINES: dict[str, dict[str, object]] = {
         "workflow": {"source_contents": "main:\n  steps:\n    - done:\n        return: 1\n"},
     },
 }
-MOCKED_PROVIDERS = {CORE: ("google", "archive", "time", "http"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
+MOCKED_PROVIDERS = {CORE: ("google", "archive", "time"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
 
 
 @dataclasses.dataclass(frozen=True)

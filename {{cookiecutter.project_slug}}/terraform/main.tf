@@ -4,11 +4,11 @@
 {%- if cookiecutter.target == "cloud_run_job" %}
 # The function starts the Cloud Run job of module "cloud_run_job" (modules/scheduled-dedup-cloud-run-job):
 # that module takes the core's runtime account, database and API wait, and gives the core the job's
-# name, collections and source excludes.
+# name and collections.
 {%- elif cookiecutter.target == "workflow" %}
 # The function starts the workflow of module "workflow" (modules/scheduled-dedup-workflow): that module
 # takes the core's runtime account, database and API wait, and gives the core the workflow's name,
-# collections, API and source excludes.
+# collections and APIs.
 {%- endif %}
 
 module "scheduled_dedup" {
@@ -18,13 +18,25 @@ module "scheduled_dedup" {
   region     = var.region
   slug       = "{{ cookiecutter.project_slug }}"
 
-  # The function's source is this project's root (terraform/, tests/, caches are left out).
+  # The function's source, by allow-list: exactly these files of this project's root, and nothing
+  # else that lies there (in CI, google-github-actions/auth's gha-creds-*.json; caches, .terraform/).
+  # Add a file here when the handler imports a new module or reads a new file; the template's
+  # tests/test_function_source.py checks this list against main.py's imports.
   source_dir = "${path.root}/.."
+  source_files = [
+    "audit.py",
+    "dedup.py",
+    "job.py",
+    "main.py",
+    "requirements.txt",
+    "run_context.py",
+    "settings.json", # the baked configuration (dedup.SETTINGS_FILE)
+  ]
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
 {%- set proxy = "module." ~ cookiecutter.target %}
 
   # What the proxy target's module hands the core: the PROXY_* name of what the function starts,
-  # the collections its code writes (TTL), {% if cookiecutter.target == "workflow" %}the API it needs, {% endif %}its code's directory (not zipped).
+  # the collections its code writes (TTL){% if cookiecutter.target == "workflow" %}, the APIs it needs{% endif %}.
   function = {
     environment_variables = {{ proxy }}.environment_variables
   }
@@ -32,7 +44,6 @@ module "scheduled_dedup" {
 {%- if cookiecutter.target == "workflow" %}
   apis            = {{ proxy }}.apis
 {%- endif %}
-  source_excludes = {{ proxy }}.source_excludes
 {%- endif %}
 
   # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".

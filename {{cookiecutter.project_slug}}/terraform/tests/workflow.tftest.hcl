@@ -71,8 +71,8 @@ run "workflow" {
   }
 
   assert {
-    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && output.apis == ["workflows.googleapis.com"] && contains(output.source_excludes, "workflow/**")
-    error_message = "The core gets the guards' collection (TTL), the Workflows API and the workflow/ directory to leave out of the zip."
+    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && output.apis == ["workflows.googleapis.com"]
+    error_message = "The core gets the guards' collection (TTL), and the Workflows API."
   }
 }
 
