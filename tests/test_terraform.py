@@ -327,6 +327,10 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
         rule(policy, metrics, "a new metric is 404 for up to 10 minutes")
     # The function, after its build account's grants (the build runs as that account).
     rule("google_cloudfunctions2_function.this", {"google_project_iam_member.build"}, "IAM propagation")
+    # The Scheduler jobs, after the invoker's grant on the function has propagated: a first tick before
+    # it is a 403 (IAM "Access change propagation"; issue 19).
+    for job in ["google_cloud_scheduler_job.this", "google_cloud_scheduler_job.audit"]:
+        rule(job, {"google_cloud_run_v2_service_iam_member.invoker"}, "IAM propagation")
     # The database, the function and the Scheduler jobs, after the APIs.
     for dependent in [
         "google_firestore_database.this",
@@ -387,6 +391,16 @@ WAIT_BREAKS = {
         "audit.tf",
         [("  depends_on = [time_sleep.metrics]\n", "")],
         "google_monitoring_alert_policy.run_missed does not wait after google_logging_metric.audit",
+    ),
+    "scheduler-jobs-without-invoker-wait": (
+        "scheduler.tf",
+        [("    time_sleep.invoker,\n", "    google_cloud_run_v2_service_iam_member.invoker,\n")],
+        "google_cloud_scheduler_job.this does not wait after google_cloud_run_v2_service_iam_member.invoker",
+    ),
+    "audit-job-without-invoker-wait": (
+        "audit.tf",
+        [("    time_sleep.invoker,\n", "    google_cloud_run_v2_service_iam_member.invoker,\n")],
+        "google_cloud_scheduler_job.audit does not wait after google_cloud_run_v2_service_iam_member.invoker",
     ),
     "function-without-grants-wait": (
         "function.tf",

@@ -12,7 +12,11 @@ output "ttl_collections" {
 
 output "apis" {
   description = "For the core module's apis: the project services the workflow needs besides the core's."
-  value       = ["workflows.googleapis.com"]
+  # workflows: the workflow resource itself. workflowexecutions: the function (job.py,
+  # google.cloud.workflows.executions_v1) starts each run's execution through the Workflow Executions
+  # API, a service of its own that must be enabled too (its discovery document: "Workflow Executions
+  # API, workflowexecutions.googleapis.com v1: Execute workflows created with Workflows API").
+  value = ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
 }
 
 output "workflow_name" {

@@ -294,7 +294,7 @@ variable "alert_email" {
 }
 
 variable "waits" {
-  description = "Seconds to wait for eventual consistency on a first apply: apis (after enabling project services), iam (after the build and runtime grants, before the function), metrics (after creating log-based metrics, before the alert policies that read them: up to 10 minutes, terraform-provider-google issue 11102). Each wait runs again only when what it waits for changes."
+  description = "Seconds to wait for eventual consistency on a first apply: apis (after enabling project services), iam (after the build and runtime grants, before the function; after the invoker grant, before the Scheduler jobs), metrics (after creating log-based metrics, before the alert policies that read them: up to 10 minutes, terraform-provider-google issue 11102). Each wait runs again only when what it waits for changes."
   type = object({
     apis_seconds    = optional(number, 60)
     iam_seconds     = optional(number, 120)

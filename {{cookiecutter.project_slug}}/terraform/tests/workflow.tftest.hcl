@@ -71,8 +71,8 @@ run "workflow" {
   }
 
   assert {
-    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && output.apis == ["workflows.googleapis.com"]
-    error_message = "The core gets the guards' collection (TTL), and the Workflows API."
+    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && output.apis == ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
+    error_message = "The core gets the guards' collection (TTL), and the Workflows and Workflow Executions APIs."
   }
 }
 
