@@ -65,8 +65,7 @@ def needed_files(project: Path) -> set[str]:
             if isinstance(node, ast.Import):
                 todo += [alias.name.split(".")[0] for alias in node.names if alias.name.split(".")[0] in local]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module.split(".")[0] in local:
-                    todo.append(node.module.split(".")[0])
+                todo += [node.module.split(".")[0]] if node.module.split(".")[0] in local else []
         needed |= {a or b for a, b in READ_BESIDE.findall(source)}
     return needed | {"requirements.txt"}
 

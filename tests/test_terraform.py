@@ -271,7 +271,8 @@ def dependency_graph(workdir: Path, scratch: Path) -> dict[str, set[str]]:
 
     `graph` insists on an initialised backend, and a bake with a state bucket has a gcs one: the graph
     is drawn on a copy (in `scratch`) whose backend an override file makes local, initialised offline."""
-    if 'backend "gcs"' in (workdir / "backend.tf").read_text():
+    backend = workdir / "backend.tf"  # terraform/bootstrap has none: its state starts local
+    if backend.is_file() and 'backend "gcs"' in backend.read_text():
         copy = scratch / "graph" / workdir.name
         shutil.copytree(workdir, copy, symlinks=True)
         (copy / "backend_override.tf").write_text('terraform {\n  backend "local" {}\n}\n')

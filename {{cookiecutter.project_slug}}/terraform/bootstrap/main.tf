@@ -88,8 +88,10 @@ locals {
     "monitoring.notificationChannels.get",
     "resourcemanager.projects.get",
     "resourcemanager.projects.getIamPolicy",
+{%- if cookiecutter.target == "cloud_run_job" %}
     "run.jobs.get",
     "run.jobs.getIamPolicy",
+{%- endif %}
     "run.services.get",
     "run.services.getIamPolicy",
     "serviceusage.services.get",
@@ -228,7 +230,7 @@ resource "google_iam_workload_identity_pool" "github" {
 }
 
 resource "google_iam_workload_identity_pool_provider" "github" {
-  # checkov:skip=CKV_GCP_125: The condition pins assertion.repository rather than sub: this one provider serves pull request, push and environment jobs, whose sub differ; the deployer is bound to attribute.deploy, which reads sub and ref.
+  # checkov:skip=CKV_GCP_125: The condition pins the repository and owner ids rather than sub: this one provider serves pull request, push and environment jobs, whose sub differ; the deployer is bound to attribute.deploy, which reads sub and ref.
   project                            = var.project_id
   workload_identity_pool_id          = google_iam_workload_identity_pool.github.workload_identity_pool_id
   workload_identity_pool_provider_id = "github-actions"
