@@ -1084,16 +1084,22 @@ MUTANTS = [
     ),
     # --- issue 16: the stop (branch i16stop) ---
     # (new mutants of this branch go here)
+
     # --- issue 16: what is accepted; issue 18: force run and DST (branch i16accept) ---
     # (new mutants of this branch go here)
+
     # --- issue 17: the configuration file and per-job timing (branch i17config) ---
     # (new mutants of this branch go here)
+
     # --- issue 17: the bake the user owns (branch i17bake) ---
     # (new mutants of this branch go here)
+
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
     # (new mutants of this branch go here)
+
     # --- issue 18: proxy targets follow their executions (branch i18proxy) ---
     # (new mutants of this branch go here)
+
     # --- issue 19: security, pipeline, drift (branch i19secure) ---
     Mutant(
         "i19-source-list-misses-a-module",
@@ -1185,10 +1191,13 @@ MUTANTS = [
         "the approved job applies the plan that was shown, never a new one",
         ("tests/test_ci_workflow.py::test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied",),
     ),
+
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
+
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
+
     # --- spare section (branch i17slim) ---
     # (new mutants of this branch go here)
 ]
