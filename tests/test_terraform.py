@@ -77,10 +77,11 @@ def default_bake(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def broken_copy(default_bake, tmp_path) -> Path:
-    """A fresh copy of the default bake's terraform/ to break (modules, tests and .terraform too)."""
-    target = tmp_path / "project" / "terraform"
-    shutil.copytree(default_bake, target, symlinks=True)
-    return target
+    """A fresh copy of the default bake to break (modules, tests and .terraform too); returns its terraform/.
+    The whole bake: the function's zip reads its source files from the project root."""
+    project = tmp_path / "project"
+    shutil.copytree(default_bake.parent, project, symlinks=True)
+    return project / "terraform"
 
 
 def copy_of_bake(baked: Path, tmp_path: Path) -> Path:
