@@ -1095,7 +1095,118 @@ MUTANTS = [
     # (new mutants of this branch go here)
 
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
-    # (new mutants of this branch go here)
+    Mutant(
+        "paused-judged-missing",
+        "baked/audit.py",
+        "    if paused:\n        state = State.PAUSED\n    elif run.dst is Dst.AMBIGUOUS:",
+        "    if run.dst is Dst.AMBIGUOUS:",
+        "a paused job's fire times without a record are `paused`, never `missing`",
+        ("tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",),
+    ),
+    Mutant(
+        "resume-keeps-the-paused-marker",
+        "baked/audit.py",
+        'unchanged = entry is not None and bool(entry.get("paused", False)) == bool(pause[name])',
+        "unchanged = entry is not None",
+        "a resume restarts the job's judging, so the paused period is never reported missed",
+        ("tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",),
+    ),
+    Mutant(
+        "paused-flag-unchecked",
+        DEDUP,
+        'if type(job.get(flag, False)) is not bool:',
+        'if False:',
+        "paused and catch_up in DEDUP_JOBS are booleans, or Misconfigured names the field",
+        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
+    ),
+    Mutant(
+        "catch-up-without-queue",
+        DEDUP,
+        "if job.catch_up and config.tasks_queue is None:",
+        "if False:",
+        "a catch_up job needs DEDUP_TASKS_QUEUE",
+        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
+    ),
+    Mutant(
+        "rerun-never-reopens",
+        DEDUP,
+        "if decision is Decision.DUPLICATE and not fresh_rerun:",
+        "if decision is Decision.DUPLICATE:",
+        "a re-run with a new id reopens a finished run: the work runs once more",
+        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+    ),
+    Mutant(
+        "rerun-id-not-compared",
+        DEDUP,
+        'fresh_rerun = rerun is not None and current.get("rerun_id") != rerun.rerun_id',
+        "fresh_rerun = rerun is not None",
+        "a retry of the same re-run request is a duplicate: the work runs once per re-run id",
+        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+    ),
+    Mutant(
+        "rerun-not-recorded",
+        DEDUP,
+        '"reruns": [*current.get("reruns", []), rerun.entry(now, current)],',
+        '"reruns": [rerun.entry(now, current)],',
+        "the record keeps every re-run: who asked, when and why",
+        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+    ),
+    Mutant(
+        "rerun-breaks-a-live-lease",
+        DEDUP,
+        "if decision is Decision.IN_PROGRESS:",
+        "if decision is Decision.IN_PROGRESS and not fresh_rerun:",
+        "a re-run waits for a live attempt (409), it never runs beside it",
+        ("tests/test_manual_runs.py::test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness",),
+    ),
+    Mutant(
+        "rerun-skipped-late",
+        DEDUP,
+        "        if claim.rerun_id is not None:\n            return\n",
+        "",
+        "a re-run is late on purpose: max_lateness_seconds does not skip it",
+        ("tests/test_manual_runs.py::test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness",),
+    ),
+    Mutant(
+        "rerun-reason-unchecked",
+        DEDUP,
+        '(RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),',
+        '(RERUN_REASON_HEADER, re.compile(".*", re.S), "must say why (1-500 printable characters)"),',
+        "a re-run says why in printable text, or the delivery is refused in one line",
+        ("tests/test_manual_runs.py::test_a_bad_rerun_request_is_refused_in_one_line_and_changes_nothing",),
+    ),
+    Mutant(
+        "backfill-task-per-attempt",
+        "baked/tools/runs.py",
+        'task_queue.task_id(found.run_id, "backfill")',
+        'task_queue.task_id(f"{found.run_id}-{uuid.uuid4().hex}", "backfill")',
+        "a backfill's task is named by its run id, so asking twice queues it once",
+        ("tests/test_manual_runs.py::test_backfill_through_the_queue_delivers_each_missing_run_once",),
+    ),
+    Mutant(
+        "catch-up-ignores-lateness",
+        "baked/audit.py",
+        "within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness",
+        "within = True",
+        "the audit catches up a missing run only while it is within max_lateness_seconds",
+        ("tests/test_manual_runs.py::test_the_audit_catches_up_a_missing_run_within_max_lateness_only",),
+    ),
+    Mutant(
+        "rules-flag-any-text",
+        RULES,
+        'raise RuleError(field, value, "must be true or false")',
+        "return bool(value)",
+        "paused and catch_up are true or false at bake time",
+        ("tests/test_rules.py", "-k", "job_flag"),
+    ),
+    Mutant(
+        "enqueuer-any-string",
+        VARIABLES,
+        "condition     = alltrue([for member in var.task_queue.enqueuers : can(regex(",
+        "condition     = true || alltrue([for member in var.task_queue.enqueuers : can(regex(",
+        "only IAM principals may be granted the enqueuer role",
+        validations("enqueuer_without_type", "enqueuer_with_a_space"),
+    ),
 
     # --- issue 18: proxy targets follow their executions (branch i18proxy) ---
     # (new mutants of this branch go here)
@@ -1194,6 +1305,100 @@ MUTANTS = [
 
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "dashboard-zero-positions",
+        "terraform/modules/scheduled-dedup/dashboard.tf",
+        "} : key => value if value != 0 },",
+        "} : key => value },",
+        "no zero-valued field in the dashboard JSON (the API omits it: a diff on every plan)",
+        ("tests/test_dashboard.py::test_no_field_holds_a_zero_the_api_would_omit",),
+    ),
+    Mutant(
+        "dashboard-without-job-filter",
+        "terraform/modules/scheduled-dedup/dashboard.tf",
+        '    dashboardFilters = [{ labelKey = "job", filterType = "METRIC_LABEL" }]\n',
+        "",
+        "the fixed dashboard narrows to one job by a pinned filter on the job label",
+        ("tests/test_dashboard.py::test_a_fixed_set_of_charts_with_a_job_filter",),
+    ),
+    Mutant(
+        "attempt-metric-without-the-audit",
+        "terraform/modules/scheduled-dedup/monitoring.tf",
+        '"^${var.slug}(-[a-z0-9][a-z0-9-]*|_audit)$"',
+        '"^${var.slug}-[a-z0-9][a-z0-9-]*$"',
+        "the audit's own Scheduler job is in the attempt-failure metric",
+        ("tests/test_monitoring.py::test_one_attempt_metric_covers_every_job_and_the_audit",),
+    ),
+    Mutant(
+        "attempt-alert-not-by-job",
+        "terraform/modules/scheduled-dedup/monitoring.tf",
+        'cross_series_reducer = "REDUCE_SUM"\n        group_by_fields      = ["metric.label.job"]\n      }\n\n'
+        "      trigger {\n        count = 1\n      }\n    }\n  }\n\n  alert_strategy {\n"
+        '    auto_close = "${var.alerting.auto_close_seconds}s"\n  }\n\n  documentation {\n'
+        '    mime_type = "text/markdown"\n    content   = "An attempt of a',
+        'cross_series_reducer = "REDUCE_SUM"\n      }\n\n'
+        "      trigger {\n        count = 1\n      }\n    }\n  }\n\n  alert_strategy {\n"
+        '    auto_close = "${var.alerting.auto_close_seconds}s"\n  }\n\n  documentation {\n'
+        '    mime_type = "text/markdown"\n    content   = "An attempt of a',
+        "one policy for every job's attempts, grouped by job so an incident names the job",
+        ("tests/test_monitoring.py::test_every_alert_policy_on_a_job_labelled_metric_groups_by_job",),
+    ),
+    Mutant(
+        "no-stuck-run-alert",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "for_each = var.alerting.enabled && var.audit != null ? local.audit_alerts : {}",
+        "for_each = var.alerting.enabled && var.audit != null ? { missing = local.audit_alerts.missing } : {}",
+        "a stuck run alerts like a missed one",
+        ("tests/test_monitoring.py::test_stuck_runs_alert_like_missed_ones",),
+    ),
+    Mutant(
+        "audit-silence-one-interval",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "audit_silence_seconds = var.audit == null ? null : 2 * var.audit.interval_minutes * 60",
+        "audit_silence_seconds = var.audit == null ? null : var.audit.interval_minutes * 60",
+        "the audit's silence alerts after two audit intervals (one late audit does not page)",
+        ("tests/test_monitoring.py::test_the_audit_stopping_alerts_after_two_audit_intervals",),
+    ),
+    Mutant(
+        "audit-silence-counts-another-field",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        '"jsonPayload.audit_until:*",',
+        '"jsonPayload.audit_started:*",',
+        "the dead man's switch counts a field every audit summary line holds",
+        ("tests/test_monitoring.py::test_the_switch_counts_a_field_every_audit_summary_logs",),
+    ),
+    Mutant(
+        "metrics-wait-300",
+        VARIABLES,
+        "metrics_seconds = optional(number, 600)",
+        "metrics_seconds = optional(number, 300)",
+        "alert policies wait 600 s after new log-based metrics (provider issue 11102: up to 10 minutes)",
+        ("tests/test_monitoring.py::test_every_policy_waits_600_seconds_after_the_metrics",),
+    ),
+    Mutant(
+        "cost-audit-not-a-scheduler-job",
+        "baked/tools/cost.py",
+        "scheduler_jobs=len(fires) + 1,",
+        "scheduler_jobs=len(fires),",
+        "the audit is a billed Scheduler job past the three free ones",
+        ("tests/test_cost.py::test_the_audit_is_a_scheduler_job_past_the_three_free_ones",),
+    ),
+    Mutant(
+        "cost-free-reads-for-any-database",
+        "baked/tools/cost.py",
+        'free_reads = p["firestore_free_reads_per_day"] * DAYS if use.default_database else 0',
+        'free_reads = p["firestore_free_reads_per_day"] * DAYS',
+        "only the (default) database has Firestore's free reads",
+        ("tests/test_cost.py::test_only_the_default_database_has_free_reads_and_writes",),
+    ),
+    Mutant(
+        "cost-audit-reads-without-the-daily-sweep",
+        "baked/tools/cost.py",
+        "firestore_reads=audits + sum(fires.values()) + sweeps,",
+        "firestore_reads=audits + sum(fires.values()),",
+        "the audit's daily full sweep reads every fire time of the lookback again",
+        ("tests/test_cost.py::test_the_audit_reads_each_run_once_a_daily_sweep_and_its_bookmark",),
+    ),
 
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)

@@ -347,15 +347,16 @@ run "baked_values" {
   }
 
   assert {
-    condition = toset(keys(google_logging_metric.scheduler_attempt_failed)) == toset(keys(var.jobs)) && alltrue([
-      for id, metric in google_logging_metric.scheduler_attempt_failed :
-      strcontains(metric.filter, "resource.type=\"cloud_scheduler_job\"") &&
-      strcontains(metric.filter, "resource.labels.job_id=\"${var.slug}-${id}\"") &&
-      strcontains(metric.filter, "AttemptFinished") &&
-      strcontains(metric.filter, "httpRequest.status=(401 OR 403 OR 404 OR 429 OR 502 OR 503 OR 504)") &&
-      google_monitoring_alert_policy.scheduler_attempt_failed[id].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${metric.name}\" AND resource.type=\"cloud_scheduler_job\""
-    ])
-    error_message = "Every Scheduler job needs a metric of its own failed attempts (from Scheduler's AttemptFinished log entries) and an alert on it."
+    condition = (
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "resource.type=\"cloud_scheduler_job\"") &&
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "resource.labels.job_id=~\"^${var.slug}(-[a-z0-9][a-z0-9-]*|_audit)$\"") &&
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "AttemptFinished") &&
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "httpRequest.status=(401 OR 403 OR 404 OR 429 OR 502 OR 503 OR 504)") &&
+      google_logging_metric.scheduler_attempt_failed.label_extractors["job"] == "EXTRACT(resource.labels.job_id)" &&
+      google_monitoring_alert_policy.scheduler_attempt_failed[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.scheduler_attempt_failed.name}\" AND resource.type=\"cloud_scheduler_job\"" &&
+      google_monitoring_alert_policy.scheduler_attempt_failed[0].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"])
+    )
+    error_message = "One metric of every Scheduler job's failed attempts (from Scheduler's AttemptFinished log entries), the audit's included, labelled by job, and one alert on it grouped by job."
   }
 }
 
@@ -376,7 +377,7 @@ run "alert_email_creates_a_channel" {
       google_monitoring_notification_channel.email[0].type == "email" &&
       google_monitoring_notification_channel.email[0].labels["email_address"] == "oncall@example.com" &&
       alltrue([
-        for policy in concat(values(google_monitoring_alert_policy.outcome), values(google_monitoring_alert_policy.scheduler_attempt_failed)) :
+        for policy in concat(values(google_monitoring_alert_policy.outcome), google_monitoring_alert_policy.scheduler_attempt_failed) :
         contains(policy.notification_channels, google_monitoring_notification_channel.email[0].id)
       ])
     )
@@ -767,13 +768,23 @@ run "audit_job_metrics_alert_and_dashboard" {
   }
 
   assert {
-    condition = (
-      google_monitoring_alert_policy.run_missed[0].display_name == "${var.slug}: scheduled run missed" &&
-      google_monitoring_alert_policy.run_missed[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit["missing"].name}\" AND resource.type=\"cloud_run_revision\"" &&
-      google_monitoring_alert_policy.run_missed[0].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
-      strcontains(google_monitoring_alert_policy.run_missed[0].documentation[0].content, "tools/runs.py backfill")
+    condition = alltrue([
+      for state in ["missing", "stuck"] :
+      google_monitoring_alert_policy.audit_finding[state].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit[state].name}\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.audit_finding[state].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"])
+      ]) && (
+      google_monitoring_alert_policy.audit_finding["missing"].display_name == "${var.slug}: scheduled run missed" &&
+      strcontains(google_monitoring_alert_policy.audit_finding["missing"].documentation[0].content, "tools/runs.py backfill")
     )
-    error_message = "Any missing run alerts, per job, with the runbook's backfill in its documentation."
+    error_message = "Any missing or stuck run alerts, per job, with the runbook's backfill in the missing run's documentation."
+  }
+
+  assert {
+    condition = (
+      google_monitoring_alert_policy.audit_silent[0].conditions[0].condition_absent[0].duration == "${2 * {{ cookiecutter.audit_interval_minutes }} * 60}s" &&
+      google_monitoring_alert_policy.audit_silent[0].conditions[0].condition_absent[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit_ran[0].name}\" AND resource.type=\"cloud_run_revision\""
+    )
+    error_message = "No audit summary for two audit intervals alerts: the audit itself stopped."
   }
 
   assert {
@@ -787,13 +798,92 @@ run "audit_job_metrics_alert_and_dashboard" {
 
   assert {
     condition = (
-      length(jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles) == 4 * length(var.jobs) &&
+      length(jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles) == 6 &&
       alltrue([
         for tile in jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles :
-        tile.xPos + tile.width <= 48 && anytrue([for id in keys(var.jobs) : startswith(tile.widget.title, "${id}: ")])
-      ])
+        try(tile.xPos, 0) + tile.width <= 48
+      ]) &&
+      jsondecode(google_monitoring_dashboard.this.dashboard_json).dashboardFilters == [{ labelKey = "job", filterType = "METRIC_LABEL" }]
     )
-    error_message = "The dashboard has one row of four charts per job, inside its 48 columns."
+    error_message = "The dashboard has six charts whatever the jobs, inside its 48 columns, and a filter on the job label."
+  }
+}
+
+# Issue 18: a paused job is paused in Scheduler and the function knows it; the deliveries queue routes every task
+# to the function as the invoker (queue-level routing); the enqueuers, and the runtime only with catch_up, may queue.
+run "deliveries_queue_and_paused_jobs" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      report  = { schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    task_queue = {
+      enqueuers = ["user:ana@example.com", "group:oncall@example.com"]
+    }
+  }
+
+  override_resource {
+    target = google_cloudfunctions2_function.this
+    values = {
+      service_config = {
+        uri = "https://{{ cookiecutter.project_slug }}-mock-ew.a.run.app"
+      }
+    }
+  }
+
+  assert {
+    condition     = google_cloud_scheduler_job.this["nightly"].paused && !google_cloud_scheduler_job.this["report"].paused
+    error_message = "A job paused in the configuration is paused in Scheduler, and only that one."
+  }
+
+  assert {
+    condition = jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
+      "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      "${var.slug}-report"  = { job_id = "report", schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    error_message = "The function gets paused and catch_up per job (DEDUP_JOBS), as dedup.parse_jobs reads them."
+  }
+
+  assert {
+    condition = (
+      google_cloud_tasks_queue.deliveries.name == "${var.slug}-deliveries" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_TASKS_QUEUE"] == "projects/${var.project_id}/locations/${var.region}/queues/${var.slug}-deliveries" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].host == "{{ cookiecutter.project_slug }}-mock-ew.a.run.app" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].scheme == "HTTPS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].uri_override_enforce_mode == "ALWAYS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
+      google_cloud_tasks_queue.deliveries.retry_config[0].max_attempts == var.retry.retry_count + 1
+    )
+    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler, and the function knows its name."
+  }
+
+  assert {
+    condition = (
+      toset([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.member]) == toset(["user:ana@example.com", "group:oncall@example.com"]) &&
+      alltrue([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.role == "roles/cloudtasks.enqueuer"]) &&
+      one(google_cloud_tasks_queue_iam_member.runtime_catch_up[*].member) == google_service_account.runtime.member
+    )
+    error_message = "The enqueuers, and the runtime (a job has catch_up), hold roles/cloudtasks.enqueuer on the queue."
+  }
+}
+
+run "no_catch_up_grant_without_catch_up" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  assert {
+    condition     = length(google_cloud_tasks_queue_iam_member.runtime_catch_up) == 0 && length(google_cloud_tasks_queue_iam_member.enqueuers) == 0
+    error_message = "Without catch_up the runtime may not queue, and nobody is an enqueuer unless named."
   }
 }
 
@@ -805,8 +895,8 @@ run "no_audit_without_var_audit" {
   }
 
   assert {
-    condition     = length(google_cloud_scheduler_job.audit) == 0 && length(google_monitoring_alert_policy.run_missed) == 0
-    error_message = "A module used without var.audit deploys no audit job and no missed-run alert."
+    condition     = length(google_cloud_scheduler_job.audit) == 0 && length(google_monitoring_alert_policy.audit_finding) == 0 && length(google_monitoring_alert_policy.audit_silent) == 0 && length(google_logging_metric.audit_ran) == 0
+    error_message = "A module used without var.audit deploys no audit job and no audit alerts."
   }
 }
 
