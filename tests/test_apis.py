@@ -25,6 +25,7 @@ CLIENT_API = {
     "google.cloud.firestore": "firestore.googleapis.com",
     "google.cloud.firestore_v1": "firestore.googleapis.com",
     "google.cloud.run_v2": "run.googleapis.com",
+    "google.cloud.tasks_v2": "cloudtasks.googleapis.com",
     "google.cloud.workflows.executions_v1": "workflowexecutions.googleapis.com",
     "google.cloud.workflows_v1": "workflows.googleapis.com",
 }

@@ -288,6 +288,10 @@ ROLE_FOR_RESOURCE = {
     "google_storage_bucket": "roles/storage.admin",
     "google_storage_bucket_object": "roles/storage.admin",
     "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
+    # The deliveries queue and its enqueuer grants (IAM "Cloud Tasks roles and permissions": queueAdmin
+    # holds cloudtasks.queues.*, setIamPolicy included).
+    "google_cloud_tasks_queue": "roles/cloudtasks.queueAdmin",
+    "google_cloud_tasks_queue_iam_member": "roles/cloudtasks.queueAdmin",
     "google_firestore_database": "roles/datastore.owner",
     "google_firestore_field": "roles/datastore.owner",
     "google_logging_metric": "roles/logging.configWriter",
@@ -410,6 +414,8 @@ READ_FOR_RESOURCE = {
     "google_storage_bucket": {"storage.buckets.get"},
     "google_storage_bucket_object": {"storage.objects.get"},
     "google_cloud_scheduler_job": {"cloudscheduler.jobs.get"},
+    "google_cloud_tasks_queue": {"cloudtasks.queues.get"},
+    "google_cloud_tasks_queue_iam_member": {"cloudtasks.queues.getIamPolicy"},
     "google_firestore_database": {"datastore.databases.getMetadata"},
     "google_firestore_field": {"datastore.indexes.get", "datastore.indexes.list"},
     "google_logging_metric": {"logging.logMetrics.get"},

@@ -31,6 +31,7 @@ module "scheduled_dedup" {
     "requirements.txt",
     "run_context.py",
     "settings.json", # the baked configuration (dedup.SETTINGS_FILE)
+    "task_queue.py",
   ]
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
 {%- set proxy = "module." ~ cookiecutter.target %}

@@ -18,6 +18,7 @@ locals {
   deployer_roles = [
     "roles/cloudfunctions.admin",
     "roles/cloudscheduler.admin",
+    "roles/cloudtasks.queueAdmin",
     "roles/datastore.owner",
     "roles/iam.serviceAccountAdmin",
     "roles/iam.serviceAccountUser",
@@ -78,6 +79,8 @@ locals {
   planner_permissions = [
     "cloudfunctions.functions.get",
     "cloudscheduler.jobs.get",
+    "cloudtasks.queues.get",
+    "cloudtasks.queues.getIamPolicy",
     "datastore.databases.getMetadata",
     "datastore.indexes.get",
     "datastore.indexes.list",
