@@ -26,6 +26,7 @@ module "scheduled_dedup" {
   source_files = [
     "audit.py",
     "dedup.py",
+    "executions.py",
     "job.py",
     "main.py",
     "requirements.txt",
@@ -45,6 +46,8 @@ module "scheduled_dedup" {
 {%- if cookiecutter.target == "workflow" %}
   apis            = {{ proxy }}.apis
 {%- endif %}
+  # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
+  follows_executions = true
 {%- endif %}
 
   # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".
@@ -64,6 +67,10 @@ module "scheduled_dedup" {
 {%- if job.catch_up is defined %}
       # The audit delivers a missing run itself (Cloud Tasks) while within max_lateness_seconds.
       catch_up = {{ job.catch_up | string | lower }}
+{%- endif %}
+{%- if job.overlap is defined %}
+      # While the job's previous execution still runs, a new run: "skip" (recorded skipped) or "start".
+      overlap = {{ job.overlap | tojson }}
 {%- endif %}
     }
 {%- endfor %}

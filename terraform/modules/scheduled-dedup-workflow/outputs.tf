@@ -11,12 +11,8 @@ output "ttl_collections" {
 }
 
 output "apis" {
-  description = "For the core module's apis: the project services the workflow needs besides the core's."
-  # workflows: the workflow resource itself. workflowexecutions: the function (job.py,
-  # google.cloud.workflows.executions_v1) starts each run's execution through the Workflow Executions
-  # API, a service of its own that must be enabled too (its discovery document: "Workflow Executions
-  # API, workflowexecutions.googleapis.com v1: Execute workflows created with Workflows API").
-  value = ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
+  description = "For the core module's apis: the project services the workflow needs besides the core's. The function calls both: workflows (the workflow itself) and workflowexecutions (CreateExecution, GetExecution: the Workflow Executions API is a service of its own, executions_v1's default endpoint)."
+  value       = ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
 }
 
 output "workflow_name" {

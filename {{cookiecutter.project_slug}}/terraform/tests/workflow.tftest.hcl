@@ -71,7 +71,8 @@ run "workflow" {
   }
 
   assert {
-    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && output.apis == ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
+    # The function calls the Workflow Executions API (CreateExecution, GetExecution), a service of its own.
+    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && toset(output.apis) == toset(["workflows.googleapis.com", "workflowexecutions.googleapis.com"])
     error_message = "The core gets the guards' collection (TTL), and the Workflows and Workflow Executions APIs."
   }
 }
