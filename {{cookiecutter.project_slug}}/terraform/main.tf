@@ -26,7 +26,9 @@ module "scheduled_dedup" {
   source_files = [
     "audit.py",
     "dedup.py",
-    "executions.py",
+{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
+    "executions.py", # follows the executions the function starts
+{%- endif %}
     "job.py",
     "main.py",
     "requirements.txt",
