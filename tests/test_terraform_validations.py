@@ -156,6 +156,12 @@ CASES = [
         {"jobs": {"n": {"schedule": "0 3 * * *", "attempt_deadline_seconds": 1801}}},
     ),
     Refusal(
+        "overlap_unknown",
+        "jobs",
+        "each overlap must be",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "overlap": "queue"}}},
+    ),
+    Refusal(
         "dst_gap_unknown",
         "jobs",
         "each dst_gap must be end_of_gap or skip",

@@ -808,7 +808,9 @@ class RunLedger:
         started), so it is finished or retried, never recorded as never run. A re-run is late on purpose: a person
         asked for it, so the limit does not apply to it."""
         job = self.config.jobs.get(claim.key.job_name)
-        if claim.taken_over_from is not None or claim.rerun_id is not None or job is None or job.max_lateness is None:
+        if claim.rerun_id is not None:
+            return
+        if claim.taken_over_from is not None or job is None or job.max_lateness is None:
             return
         if now - claim.key.schedule_time <= job.max_lateness:
             return

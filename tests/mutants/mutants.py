@@ -1240,8 +1240,8 @@ MUTANTS = [
     Mutant(
         "paused-judged-missing",
         "baked/audit.py",
-        "    if paused:\n        state = State.PAUSED\n    elif run.dst is Dst.AMBIGUOUS:",
-        "    if run.dst is Dst.AMBIGUOUS:",
+        "    if record is None and paused:\n        state = State.PAUSED\n    elif record is None:",
+        "    if record is None:",
         "a paused job's fire times without a record are `paused`, never `missing`",
         ("tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",),
     ),
