@@ -1136,6 +1136,14 @@ MUTANTS = [
         ("tests/test_rules.py", "-k", "dst_hits or warns_of_every_daylight"),
     ),
     Mutant(
+        "accept-serve-not-from-config",
+        DEDUP,
+        "if loaded.serve != ((loaded.project, loaded.region),) else {}),",
+        "if False else {}),",
+        "config.yaml's serve reaches the function (it gets no DEDUP_* variable)",
+        ("tests/test_accept.py::test_serve_in_config_yaml_is_what_the_function_serves",),
+    ),
+    Mutant(
         "tf-dst-gap-any",
         VARIABLES,
         'condition     = alltrue([for job in values(var.jobs) : contains(["end_of_gap", "skip"], job.dst_gap)])',

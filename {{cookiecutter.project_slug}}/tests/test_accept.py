@@ -12,9 +12,11 @@ import logging
 import zoneinfo
 
 import pytest
+import yaml
 from conftest import records, scheduler_headers
 
 import audit
+import config
 import dedup
 
 try:
@@ -93,6 +95,22 @@ def test_a_run_keyed_under_a_place_the_function_does_not_serve_is_refused(monkey
     assert accepted.status_code == 200 and work.calls[0].project == "other-proj-1"
 
 
+def test_serve_in_config_yaml_is_what_the_function_serves(monkeypatch):
+    """The deployed function gets no DEDUP_* variable: config.yaml's `serve` reaches it through baked_settings;
+    left out, only the function's own place (even an overridden DEDUP_PROJECT's)."""
+    monkeypatch.delenv("DEDUP_SERVE", raising=False)
+    own = dedup.DedupConfig.from_env()
+    assert own.served == ((own.project, own.location),)
+    raw = yaml.safe_load(config.CONFIG_FILE.read_text(encoding="utf-8"))
+    raw["serve"] = [
+        {"project": own.project, "location": own.location},
+        {"project": "other-proj-1", "location": "us-east1"},
+    ]
+    monkeypatch.setattr(config, "load", lambda *args, **kwargs: config.parse(yaml.safe_dump(raw)))
+    monkeypatch.setattr(dedup, "baked_settings", dedup.baked_settings.__wrapped__)  # uncached: reads the edit
+    assert dedup.DedupConfig.from_env().served == ((own.project, own.location), ("other-proj-1", "us-east1"))
+
+
 @pytest.mark.parametrize(
     ("serve", "message"),
     [
@@ -114,9 +132,12 @@ def test_an_audit_dated_ahead_leaves_the_marker_at_the_functions_clock(monkeypat
     # A Force run of the audit job at 10:05 sends its next fire time, a day ahead here.
     assert deliver(http, config.audit_job, on("10:00:00", NEXT_DAY), on("10:05:00")).status_code == 200
     assert audit.starts(dedup.RunLedger(config), ["hourly"]) == {"hourly": at(on("10:05:00"))}
-    # So the 11:00 run, never delivered, is reported by the next audit instead of hidden until tomorrow.
+    # So the 11:00 run, never delivered, is reported by the next audit after it settled (before 12:00's did)
+    # instead of hidden until tomorrow.
     caplog.set_level(logging.INFO)
-    assert deliver(http, config.audit_job, on("13:00:00"), on("13:00:02")).status_code == 200
+    settled = (at(on("11:00:00")) + config.settle_for("hourly") + dt.timedelta(minutes=1)).replace(second=0)
+    now = (settled + dt.timedelta(seconds=2)).isoformat().replace("+00:00", "Z")
+    assert deliver(http, config.audit_job, settled.isoformat().replace("+00:00", "Z"), now).status_code == 200
     missing = [r.json_fields for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state") == "missing"]
     assert [found["schedule_time"] for found in missing] == [f"{DAY}T11:00:00+00:00"]
 
