@@ -11,7 +11,7 @@ import zoneinfo
 import cronsim
 import pytest
 import rules
-from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tests/harness/)
+from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
 
 
 def refusal(check, *args) -> rules.RuleError:

@@ -5,7 +5,8 @@
     python tests/mutants/run.py --check      # only check that every original snippet is found exactly once
 
 Not part of `make test` (pyproject.toml keeps pytest out of tests/mutants). Everything happens on copies
-in a temporary directory: the template (without .git, build output and venvs) and one default bake of it.
+in a temporary directory: the template (without .git, build output and venvs) and one default bake of it,
+with the template's proofs laid in (tests/proofs/prove.py), so "tests/test_faults.py" names the laid-in proof.
 Each mutant edits one file of a copy, runs its tests with -x, then restores the file. One Firestore
 emulator serves every baked run. First, the unmutated code must pass the union of the tests, or a
 "killed" would mean nothing. A mutant whose original is missing or not unique is an error, never skipped.
@@ -30,7 +31,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}" / "tools"))
+sys.path.insert(0, str(ROOT / "tests" / "proofs"))
 
+import prove  # noqa: E402  (tests/proofs/prove.py)
 from firestore_emulator import Emulator  # noqa: E402
 from mutants import MUTANTS, Mutant  # noqa: E402
 
@@ -56,7 +59,9 @@ class Workspace:
         output = root / "bake"
         command = [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output), str(self.template)]
         subprocess.run(command, check=True, env=ENV, capture_output=True, timeout=300)
-        (self.bake,) = output.iterdir()
+        (baked,) = output.iterdir()
+        # The template's proofs laid in (tests/proofs/): a mutant's baked tests may be the bake's own or a proof.
+        self.bake = prove.lay(baked, root / "proved" / baked.name)
 
     def path_of(self, mutant: Mutant) -> Path:
         if mutant.file.startswith(BAKED):
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'error' if problem else 'ok':6} {mutant_id}{': ' + problem if problem else ''}")
             return 1 if any(problems.values()) else 0
         emulator = Emulator(log_path=Path(scratch) / "emulator.log").start()
-        baked_env = {**ENV, "FIRESTORE_EMULATOR_HOST": emulator.host}
+        baked_env = prove.proof_env(workspace.bake, {**ENV, "FIRESTORE_EMULATOR_HOST": emulator.host})
         try:
             return run_all(workspace, chosen, problems, baked_env)
         finally:
