@@ -389,7 +389,7 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
     RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
     linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
     10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The proofs' tests/proofs/harness/live_server.py (RetryPolicy.delays)
+    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays)
     models the same shape for the fault tests; the template's tests/test_rules.py checks that the two agree.
     """
     if retry <= max_doublings:
