@@ -1,6 +1,6 @@
 # The answers given when this project was baked are the defaults; override them per environment
 # with -var or a *.tfvars file. The timing and retry values live in main.tf: the module checks
-# them with the same rules the template checked at bake time.
+# them with the same rules the bake checked.
 
 variable "project_id" {
   description = "Google Cloud project to deploy into."

@@ -1,5 +1,5 @@
 """The protocol's contract, through the HTTP entry point on Google's Firestore emulator: one delivery per
-answer a Scheduler job can get (README: "What each answer means"). The template proves the rest."""
+answer a Scheduler job can get (README: "What each answer means"); the protocol's proofs cover the rest."""
 
 import datetime as dt
 import threading
