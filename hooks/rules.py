@@ -304,7 +304,8 @@ def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
             raise RuleError(
                 f"jobs.{job_id}",
                 job,
-                'must be {"schedule": ..., "time_zone": ...} and nothing else but an optional "max_lateness_seconds"',
+                'must be {"schedule": ..., "time_zone": ...} and nothing else but optional "max_lateness_seconds", '
+                '"paused", "catch_up"',
             )
         checked[job_id] = {
             "schedule": check_schedule(job_id, job["schedule"]),
@@ -312,10 +313,25 @@ def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
         }
         if "max_lateness_seconds" in job:
             checked[job_id]["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
+        for flag in JOB_FLAGS:
+            if flag in job:
+                checked[job_id][flag] = check_flag(f"jobs.{job_id}.{flag}", job[flag])
     return checked
 
 
-JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds"}
+# Per-job switches (issue 18): paused (Scheduler pauses the job, the audit reports its fire times `paused`),
+# catch_up (the audit delivers a missing run through the Cloud Tasks queue while within max_lateness_seconds).
+JOB_FLAGS = ("paused", "catch_up")
+JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", *JOB_FLAGS}
+
+
+def check_flag(field: str, value: object) -> bool:
+    """true or false; cookiecutter may hand a nested value over as text."""
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise RuleError(field, value, "must be true or false")
 
 
 def check_max_lateness(job_id: str, value: object) -> int:

@@ -1034,7 +1034,7 @@ def test_max_lateness_refuses(value):
 def test_jobs_refuse_any_other_key_naming_the_optional_one():
     job = {**JOB, "max_lateness": 60}
     assert_refused(
-        rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'nothing else but an optional "max_lateness_seconds"'
+        rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'nothing else but optional "max_lateness_seconds"'
     )
 
 
@@ -1066,3 +1066,19 @@ def test_audit_interval_plus_settle_must_fit_in_the_lookback():
                    attempt_deadline_seconds="1800", min_backoff_seconds="3600", max_backoff_seconds="3600",
                    retention_seconds="604800")  # fmt: skip
     assert_refused(rules.validate, [slow], "audit_interval_minutes", "720", "= 86400 s)")
+
+
+# ---------------------------------------------------------------- paused and catch_up (issue 18)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(True, True), (False, False), ("true", True), ("False", False)])
+@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+def test_a_job_flag_is_true_or_false(flag, value, expected):
+    assert rules.check_jobs({"nightly": {**JOB, flag: value}}) == {"nightly": {**JOB, flag: expected}}
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "", None])
+@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+def test_a_job_flag_refuses_anything_else(flag, value):
+    job = {"nightly": {**JOB, flag: value}}
+    assert_refused(rules.check_jobs, [job], f"jobs.nightly.{flag}", value, "true or false")

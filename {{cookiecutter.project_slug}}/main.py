@@ -85,9 +85,12 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
         config = dedup.DedupConfig.from_env()
         key = dedup.read_run_key(headers, config, now)
         RUN_FIELDS.set({"run_id": key.run_id, "job": key.job_name, "schedule_time": key.schedule_time.isoformat()})
+        rerun = dedup.read_rerun(headers)
         ledger = dedup.RunLedger(config)
-        claim = ledger.claim(key, now)
+        claim = ledger.claim(key, now, rerun)
         RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt})
+        if claim.rerun_id:
+            RUN_FIELDS.set(RUN_FIELDS.get() | {"rerun_id": claim.rerun_id})
         if claim.taken_over_from:
             logger.warning(
                 "took the run over from attempt %s, whose lease expired",

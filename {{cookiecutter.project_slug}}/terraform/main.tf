@@ -45,6 +45,14 @@ module "scheduled_dedup" {
       # A delivery later than this is recorded skipped and does not run the work.
       max_lateness_seconds = {{ job.max_lateness_seconds | int }}
 {%- endif %}
+{%- if job.paused is defined %}
+      # Paused in Scheduler; the audit reports its fire times paused, never missing.
+      paused = {{ job.paused | string | lower }}
+{%- endif %}
+{%- if job.catch_up is defined %}
+      # The audit delivers a missing run itself (Cloud Tasks) while within max_lateness_seconds.
+      catch_up = {{ job.catch_up | string | lower }}
+{%- endif %}
     }
 {%- endfor %}
   }
@@ -78,6 +86,11 @@ module "scheduled_dedup" {
   enable_apis           = var.enable_apis
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
+
+  # Who may re-run and backfill runs from a laptop (tools/runs.py rerun / backfill --queue; docs/iam.md).
+  task_queue = {
+    enqueuers = var.task_queue_enqueuers
+  }
 }
 {%- if cookiecutter.target == "cloud_run_job" %}
 

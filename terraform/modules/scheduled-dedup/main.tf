@@ -3,8 +3,8 @@
 # accounts, a Firestore TTL on run records and log-based metrics per outcome.
 #
 # Files: apis.tf (project services), firestore.tf (database, TTL), iam.tf (every service account
-# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), audit.tf (the audit
-# job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
+# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), tasks.tf (the
+# deliveries queue: re-runs, backfill, catch-up), audit.tf (the audit job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
 #
 # It knows no proxy target: a sibling module, vendored only into a bake of its target, makes what
 # the function starts, and the baked root passes the sibling's environment variables, collections,

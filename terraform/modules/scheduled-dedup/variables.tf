@@ -45,7 +45,10 @@ variable "jobs" {
     schedule    = string
     time_zone   = optional(string, "Etc/UTC")
     description = optional(string)
-    paused      = optional(bool, false)
+    # Paused in Scheduler; the audit reports its fire times `paused`, never `missing` (audit.py).
+    paused = optional(bool, false)
+    # The audit delivers a missing run itself through the deliveries queue (tasks.tf) while within max_lateness_seconds.
+    catch_up = optional(bool, false)
     # A delivery later than this after its schedule time is recorded skipped (2xx) and never runs the work.
     max_lateness_seconds = optional(number)
   }))
@@ -82,6 +85,21 @@ variable "jobs" {
     # shape here and Cloud Scheduler refuses an unknown zone at apply.
     condition     = alltrue([for job in values(var.jobs) : can(regex("^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$", job.time_zone))])
     error_message = "jobs: each time_zone must be an IANA time zone such as Etc/UTC or Europe/Madrid."
+  }
+}
+
+variable "task_queue" {
+  description = "The deliveries queue (tasks.tf) that carries re-runs, backfills and catch-ups to the function. enqueuers: principals (user:, group:, serviceAccount:, principal:, principalSet:) granted roles/cloudtasks.enqueuer on that one queue: they may re-run and backfill runs from a laptop with tools/runs.py (docs/iam.md)."
+  type = object({
+    enqueuers = optional(list(string), [])
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # IAM principal identifiers ("Principal identifiers" in IAM's docs): a type prefix, a colon, an identity.
+    condition     = alltrue([for member in var.task_queue.enqueuers : can(regex("^(user|group|serviceAccount|domain|principal|principalSet):[^:\\s]+$", member))])
+    error_message = "task_queue.enqueuers: each must be an IAM principal such as user:ana@example.com, group:oncall@example.com or serviceAccount:ops@p.iam.gserviceaccount.com. Given: ${jsonencode(var.task_queue.enqueuers)}."
   }
 }
 

@@ -854,6 +854,84 @@ run "audit_job_metrics_alert_and_dashboard" {
   }
 }
 
+# Issue 18: a paused job is paused in Scheduler and the function knows it; the deliveries queue routes every task
+# to the function as the invoker (queue-level routing); the enqueuers, and the runtime only with catch_up, may queue.
+run "deliveries_queue_and_paused_jobs" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      report  = { schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    task_queue = {
+      enqueuers = ["user:ana@example.com", "group:oncall@example.com"]
+    }
+  }
+
+  override_resource {
+    target = google_cloudfunctions2_function.this
+    values = {
+      service_config = {
+        uri = "https://{{ cookiecutter.project_slug }}-mock-ew.a.run.app"
+      }
+    }
+  }
+
+  assert {
+    condition     = google_cloud_scheduler_job.this["nightly"].paused && !google_cloud_scheduler_job.this["report"].paused
+    error_message = "A job paused in the configuration is paused in Scheduler, and only that one."
+  }
+
+  assert {
+    condition = jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
+      "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      "${var.slug}-report"  = { job_id = "report", schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    error_message = "The function gets paused and catch_up per job (DEDUP_JOBS), as dedup.parse_jobs reads them."
+  }
+
+  assert {
+    condition = (
+      google_cloud_tasks_queue.deliveries.name == "${var.slug}-deliveries" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_TASKS_QUEUE"] == "projects/${var.project_id}/locations/${var.region}/queues/${var.slug}-deliveries" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].host == "{{ cookiecutter.project_slug }}-mock-ew.a.run.app" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].scheme == "HTTPS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].uri_override_enforce_mode == "ALWAYS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
+      google_cloud_tasks_queue.deliveries.retry_config[0].max_attempts == var.retry.retry_count + 1
+    )
+    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler, and the function knows its name."
+  }
+
+  assert {
+    condition = (
+      toset([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.member]) == toset(["user:ana@example.com", "group:oncall@example.com"]) &&
+      alltrue([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.role == "roles/cloudtasks.enqueuer"]) &&
+      one(google_cloud_tasks_queue_iam_member.runtime_catch_up[*].member) == google_service_account.runtime.member
+    )
+    error_message = "The enqueuers, and the runtime (a job has catch_up), hold roles/cloudtasks.enqueuer on the queue."
+  }
+}
+
+run "no_catch_up_grant_without_catch_up" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  assert {
+    condition     = length(google_cloud_tasks_queue_iam_member.runtime_catch_up) == 0 && length(google_cloud_tasks_queue_iam_member.enqueuers) == 0
+    error_message = "Without catch_up the runtime may not queue, and nobody is an enqueuer unless named."
+  }
+}
+
 run "no_audit_without_var_audit" {
   command = plan
 
