@@ -5,12 +5,15 @@ Each refusal must be a RuleError whose message is one line: `field=<value repr>:
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import re
 import zoneinfo
 
 import cronsim
 import pytest
 import rules
+from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
 
 
@@ -1036,6 +1039,28 @@ def test_jobs_refuse_any_other_key_naming_the_optional_one():
     assert_refused(
         rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'nothing else but optional "max_lateness_seconds"'
     )
+
+
+# ---------------------------------------------------------------- overlap (proxy targets, issue 18)
+
+
+@pytest.mark.parametrize("value", ["skip", "start"])
+def test_overlap_accepts_skip_and_start(value):
+    assert rules.check_jobs({"nightly": {**JOB, "overlap": value}}) == {"nightly": {**JOB, "overlap": value}}
+
+
+@pytest.mark.parametrize("value", ["queue", "", "Skip", None, ["skip"], True])
+def test_overlap_refuses_anything_else(value):
+    job = {"nightly": {**JOB, "overlap": value}}
+    rule = "must be skip (a new run is recorded skipped"
+    assert_refused(rules.check_jobs, [job], "jobs.nightly.overlap", value, rule)
+
+
+def test_overlap_rules_are_the_handlers():
+    """The bake hook and the baked dedup.py accept the same overlap rules."""
+    dedup_text = (TEMPLATE_PROJECT / "dedup.py").read_text()
+    baked = re.search(r"^OVERLAP_RULES = (\(.*\))$", dedup_text, re.MULTILINE).group(1)
+    assert ast.literal_eval(baked) == rules.OVERLAP_RULES
 
 
 @pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)

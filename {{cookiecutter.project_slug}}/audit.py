@@ -65,7 +65,8 @@ FULL_SWEEP_EVERY = dt.timedelta(days=1)
 class State(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered past max_lateness_seconds and recorded so
+    SKIPPED = "skipped"  # delivered past max_lateness_seconds (or, a proxy's, while the previous execution ran)
+    STARTED = "started"  # a proxy target's execution, not yet seen to end (followed until it does)
     IN_PROGRESS = "in_progress"
     STUCK = "stuck"  # in_progress, lease expired: the attempt died and no retry took it over (yet)
     MISSING = "missing"  # no record, and settle has passed: no delivery will come by itself

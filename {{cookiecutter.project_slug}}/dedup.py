@@ -7,6 +7,8 @@ moves through one state machine (see `decide`):
     absent ──create──▶ in_progress ──complete──▶ completed    replays: duplicate, the work does not run
                           │ ├──fail (terminal)──▶ failed       replays: duplicate, the work does not run
                           │ ├──skip (too late)──▶ skipped      delivered past the job's max_lateness_seconds
+                          │ ├──start (a proxy)──▶ started ──execution ended──▶ completed | failed
+                          │                  (a proxy bake follows it: the job's next delivery, the audit)
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
     A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
@@ -38,6 +40,7 @@ from cronsim import CronSim, CronSimError
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from run_context import RunContext
 
@@ -126,7 +129,8 @@ class Status(enum.StrEnum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered later than the job's max_lateness_seconds; the work never ran
+    SKIPPED = "skipped"  # delivered past max_lateness_seconds, or while the job's execution ran (overlap: skip)
+    STARTED = "started"  # a proxy target started the run's execution; how it ends is not known yet
 
 
 class Outcome(enum.StrEnum):
@@ -143,6 +147,7 @@ class Outcome(enum.StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"
     MISCONFIGURED = "misconfigured"  # a DEDUP_* setting, its database or the work for a job: a deploy fixes it
     SKIPPED_LATE = "skipped_late"  # past max_lateness_seconds: recorded `skipped`, the work does not run
+    SKIPPED_OVERLAP = "skipped_overlap"  # the job's previous execution still runs (overlap: skip): recorded `skipped`
 
 
 class RunNotProcessed(Exception):
@@ -183,6 +188,16 @@ class SkippedLate(RunNotProcessed):
     outcome = Outcome.SKIPPED_LATE
 
 
+class SkippedOverlap(RunNotProcessed):
+    """A proxy target's job whose previous execution still runs, with overlap "skip": recorded `skipped`."""
+
+    outcome = Outcome.SKIPPED_OVERLAP
+
+
+# What a proxy target's new run does while the job's previous execution still runs (JobSpec.overlap).
+OVERLAP_RULES = ("skip", "start")
+
+
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
     """One Scheduler job as DEDUP_JOBS describes it: its id in the answers, its cron, the zone it is read in,
@@ -194,11 +209,12 @@ class JobSpec:
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
     paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
     catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
+    overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
 
 
 def parse_jobs(text: str) -> dict[str, JobSpec]:
     """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
-    "paused"?, "catch_up"?}}, or Misconfigured."""
+    "paused"?, "catch_up"?, "overlap"?}}, or Misconfigured."""
     try:
         jobs = json.loads(text)
     except ValueError as error:
@@ -228,6 +244,9 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
         for flag in ("paused", "catch_up"):
             if type(job.get(flag, False)) is not bool:
                 raise Misconfigured(f"{field}.{flag}={job[flag]!r}: must be true or false")
+        overlap = job.get("overlap", "skip")
+        if overlap not in OVERLAP_RULES:
+            raise Misconfigured(f"{field}.overlap={overlap!r}: must be one of {', '.join(OVERLAP_RULES)}")
         specs[name] = JobSpec(
             job_id=job["job_id"],
             schedule=str(job["schedule"]),
@@ -235,6 +254,7 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
             max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
             paused=job.get("paused", False),
             catch_up=job.get("catch_up", False),
+            overlap=overlap,
         )
     return specs
 
@@ -440,7 +460,7 @@ def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
     """The state machine's one decision: what a delivery may do with the run's existing record."""
     if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
         return Decision.TAKE_OVER
-    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):
+    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
         return Decision.DUPLICATE
     if record["lease_expires"] > now:
         return Decision.IN_PROGRESS
@@ -470,6 +490,17 @@ class Claim:
             location=self.key.location,
             rerun_id=self.rerun_id,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class StartedRun:
+    """A run recorded `started`: a proxy target started its execution, whose end is not known yet."""
+
+    run_id: str
+    job_name: str
+    schedule_time: dt.datetime
+    execution: str  # the execution's full resource name
+    write_time: dt.datetime  # the record's update time when read: ending it is guarded by it
 
 
 @functools.cache
@@ -607,8 +638,51 @@ class RunLedger:
         late = int((now - claim.key.schedule_time).total_seconds())
         limit = int(job.max_lateness.total_seconds())
         reason = f"delivered {late} s after its schedule time, past max_lateness_seconds={limit}; the work does not run"
-        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})
-        raise SkippedLate(reason)
+        self._skip(claim, now, SkippedLate(reason))
+
+    def skip_overlapping(self, claim: Claim, now: dt.datetime, reason: str) -> None:
+        """The job's previous execution still runs, and its overlap rule is "skip": record `skipped`, raise
+        SkippedOverlap."""
+        self._skip(claim, now, SkippedOverlap(reason))
+
+    def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
+        """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
+        the execution is seen to end (end_execution)."""
+        self._finish(claim, {"status": Status.STARTED.value, "started_at": now, "execution": execution[:1500]})
+
+    def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
+        """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
+
+        Equality filters only: Firestore serves them by merging its automatic single-field indexes, no
+        composite index to create (firebase.google.com/docs/firestore/query-data/index-overview, "Index
+        merging"). Few runs are ever `started` at once, so the expiry is compared here.
+        """
+        query = self.collection.where(filter=FieldFilter("status", "==", Status.STARTED.value))
+        if job_name is not None:
+            query = query.where(filter=FieldFilter("job_name", "==", job_name))
+        snapshots = self._call(self._stream, query, retry=READ_RETRY)
+        return [
+            StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
+            for s in snapshots
+            if (record := s.to_dict())["expire_at"] > now
+        ]
+
+    def end_execution(self, run: StartedRun, status: Status, now: dt.datetime, reason: str | None = None) -> bool:
+        """Record how a started run's execution ended (`completed`, or `failed` with the reason); False if
+        another follower (a delivery, the audit) recorded it first."""
+        fields: dict[str, object] = {"status": status.value, "finished_at": now}
+        if reason is not None:
+            fields["last_error"] = reason[:1500]
+        try:
+            self.records.update_if_unchanged(self.collection.document(run.run_id), fields, since=run.write_time)
+        except RecordChanged:
+            return False
+        return True
+
+    def _skip(self, claim: Claim, now: dt.datetime, stop: RunNotProcessed) -> None:
+        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run."""
+        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
+        raise stop
 
     def release(self, claim: Claim) -> None:
         """Retryable failure: delete the claim so that the next retry runs at once."""
@@ -648,6 +722,11 @@ class RunLedger:
     def _get_all(self, refs, **kwargs) -> list:
         """get_all streams: read the stream here, so that its errors are the call's."""
         return list(self.client.get_all(refs, **kwargs))
+
+    @staticmethod
+    def _stream(query, **kwargs) -> list:
+        """A query streams: read the stream here, so that its errors are the call's."""
+        return list(query.stream(**kwargs))
 
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
         return {

@@ -39,3 +39,14 @@ class UnknownJob(Exception):
     Nothing is recorded: the claim is released and the delivery answers `misconfigured` (5xx), so
     Cloud Scheduler keeps retrying until a deploy gives the job its work; then the run happens.
     """
+
+
+@dataclasses.dataclass(frozen=True)
+class Started:
+    """Return from the work when it started something that runs on without it (a proxy target's execution).
+
+    The run is recorded `started` with the execution's name, not `completed`: later deliveries follow the
+    execution and record `completed` or `failed` once it ends.
+    """
+
+    execution: str  # the execution's full resource name

@@ -45,6 +45,7 @@ JOB_VARIABLES = "terraform/modules/scheduled-dedup-cloud-run-job/variables.tf"
 WORKFLOW_VARIABLES = "terraform/modules/scheduled-dedup-workflow/variables.tf"
 STORE_ERRORS = "tests/test_store_errors.py::test_every_status_at_every_call_gives_one_outcome_line"
 LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs"
+PROXY_TESTS = "tests/test_proxy.py"
 
 MUTANTS = [
     # --- dedup.py: the three double-run holes of issue 10 --------------------------------------------------
@@ -148,8 +149,8 @@ MUTANTS = [
     Mutant(
         "failed-run-replayed",
         DEDUP,
-        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):',
-        'if record["status"] in (Status.COMPLETED, Status.SKIPPED):',
+        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):',
+        'if record["status"] in (Status.COMPLETED, Status.SKIPPED, Status.STARTED):',
         "a terminally failed run is never run again",
         (f"{PROTOCOL}::test_decide",),
     ),
@@ -450,7 +451,7 @@ MUTANTS = [
     Mutant(
         "skip-not-recorded",
         DEDUP,
-        '        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})\n',
+        '        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})\n',
         "",
         "a late run is recorded skipped, so its replays are duplicates",
         (LATENESS,),
@@ -458,8 +459,8 @@ MUTANTS = [
     Mutant(
         "skipped-replayed",
         DEDUP,
-        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):',
-        'if record["status"] in (Status.COMPLETED, Status.FAILED):',
+        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):',
+        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.STARTED):',
         "a skipped run is finished: its replays never run the work",
         (LATENESS,),
     ),
@@ -1209,7 +1210,134 @@ MUTANTS = [
     ),
 
     # --- issue 18: proxy targets follow their executions (branch i18proxy) ---
-    # (new mutants of this branch go here)
+    Mutant(
+        "proxy-completes-at-start",
+        "baked-cloud-run-job/main.py",
+        "ledger.start(claim, dedup.utcnow(), result.execution)",
+        "ledger.complete(claim, dedup.utcnow(), result.execution)",
+        "a proxy's run stays started until its execution is seen to end",
+        (PROXY_TESTS, "-k", "starts_one_execution or failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-started-replay-not-duplicate",
+        "baked-cloud-run-job/dedup.py",
+        "(Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED)",
+        "(Status.COMPLETED, Status.FAILED, Status.SKIPPED)",
+        "a replay of a started run is a duplicate: it starts nothing, whatever the lease",
+        (PROXY_TESTS, "-k", "replayed_delivery"),
+    ),
+    Mutant(
+        "proxy-failed-execution-recorded-completed",
+        "baked-cloud-run-job/executions.py",
+        "recorded = ledger.end_execution(started, dedup.Status.FAILED, now, reason)",
+        "recorded = ledger.end_execution(started, dedup.Status.COMPLETED, now, reason)",
+        "a failed or cancelled execution records its run failed",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-failed-execution-not-logged",
+        "baked-cloud-run-job/executions.py",
+        "        if recorded:  # else",
+        "        if recorded and ended.how is ExecutionEnd.SUCCEEDED:  # else",
+        "a failed execution logs the line the execution-failed metric counts",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-failed-execution-line-not-error",
+        "baked-cloud-run-job/executions.py",
+        "logging.ERROR if failed else logging.INFO",
+        "logging.INFO",
+        "a failed execution's line is an ERROR",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-audit-does-not-follow",
+        "baked-cloud-run-job/executions.py",
+        "            follow(ledger, now, poll)\n",
+        "",
+        "the audit follows every job's executions, so a failure is reported within one audit interval",
+        (PROXY_TESTS, "-k", "audit_follows"),
+    ),
+    Mutant(
+        "proxy-overlap-skip-ignored",
+        "baked-cloud-run-job/executions.py",
+        'if running and (job.overlap if job else "skip") == "skip":',
+        "if False:",
+        "overlap skip: a new run is recorded skipped while the job's previous execution runs",
+        (PROXY_TESTS, "-k", "overlap_skip"),
+    ),
+    Mutant(
+        "proxy-overlap-start-ignored",
+        "baked-cloud-run-job/executions.py",
+        'if running and (job.overlap if job else "skip") == "skip":',
+        "if running:",
+        "overlap start: a new run starts while the job's previous execution runs",
+        (PROXY_TESTS, "-k", "overlap_start"),
+    ),
+    Mutant(
+        "proxy-overlap-rule-unchecked",
+        "baked-cloud-run-job/dedup.py",
+        "if overlap not in OVERLAP_RULES:",
+        "if False:",
+        "an overlap rule other than skip or start is refused naming the job and the value",
+        (PROXY_TESTS, "-k", "bad_overlap_rule"),
+    ),
+    Mutant(
+        "proxy-cloud-run-running-counted-ended",
+        "baked-cloud-run-job/job.py",
+        "    if not execution.completion_time:\n        return None\n",
+        "",
+        "a Cloud Run execution without a completion time still runs",
+        (PROXY_TESTS, "-k", "overlap_skip"),
+    ),
+    Mutant(
+        "proxy-cloud-run-cancelled-counted-failed",
+        "baked-cloud-run-job/job.py",
+        "    if execution.cancelled_count:",
+        "    if False:",
+        "a cancelled Cloud Run execution is reported cancelled",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-workflow-failed-counted-running",
+        "baked-workflow/job.py",
+        "    if execution.state == state.FAILED:",
+        "    if False:",
+        "a FAILED workflow execution is reported failed",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "rules-overlap-any",
+        RULES,
+        "    if value not in OVERLAP_RULES:",
+        "    if False:",
+        "the bake refuses an overlap rule other than skip or start",
+        ("tests/test_rules.py", "-k", "overlap"),
+    ),
+    Mutant(
+        "tf-execution-metric-counts-every-end",
+        "terraform/modules/scheduled-dedup/executions.tf",
+        '"jsonPayload.execution_outcome=(\\"failed\\" OR \\"cancelled\\")",',
+        '"jsonPayload.execution_outcome:*",',
+        "the execution-failed metric counts failed and cancelled executions, not succeeded ones",
+        ("tests/test_terraform.py", "-k", "test_terraform_test and defaults"),
+    ),
+    Mutant(
+        "tf-workflow-no-executions-api",
+        "terraform/modules/scheduled-dedup-workflow/outputs.tf",
+        '["workflows.googleapis.com", "workflowexecutions.googleapis.com"]',
+        '["workflows.googleapis.com"]',
+        "the workflow target enables the Workflow Executions API the function calls",
+        ("tests/test_terraform.py", "-k", "test_terraform_test and workflow"),
+    ),
+    Mutant(
+        "tf-cloud-run-job-no-execution-reader",
+        "terraform/modules/scheduled-dedup-cloud-run-job/main.tf",
+        'viewer   = "roles/run.viewer"',
+        'viewer   = "roles/run.invoker"',
+        "the runtime account may read the job's executions (run.executions.get) on that one job",
+        ("tests/test_terraform.py", "-k", "test_terraform_test and cloud-run-job"),
+    ),
 
     # --- issue 19: security, pipeline, drift (branch i19secure) ---
     # (new mutants of this branch go here)

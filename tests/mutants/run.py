@@ -5,8 +5,9 @@
     python tests/mutants/run.py --check      # only check that every original snippet is found exactly once
 
 Not part of `make test` (pyproject.toml keeps pytest out of tests/mutants). Everything happens on copies
-in a temporary directory: the template (without .git, build output and venvs) and one default bake of it,
-with the template's proofs laid in (tests/proofs/prove.py), so "tests/test_faults.py" names the laid-in proof.
+in a temporary directory: the template (without .git, build output and venvs) and one default bake of it
+(plus a bake of each proxy target, made only when a mutant of its code is run: BAKES), each with the
+template's proofs laid in (tests/proofs/prove.py), so "tests/test_faults.py" names the laid-in proof.
 Each mutant edits one file of a copy, runs its tests with -x, then restores the file. One Firestore
 emulator serves every baked run. First, the unmutated code must pass the union of the tests, or a
 "killed" would mean nothing. A mutant whose original is missing or not unique is an error, never skipped.
@@ -39,6 +40,12 @@ from mutants import MUTANTS, Mutant  # noqa: E402
 
 TARGET_SCORE = 0.95
 BAKED = "baked/"
+# A mutant's file "<prefix><path>" lives in the bake made with these answers (the rest default).
+BAKES: dict[str, dict[str, str]] = {
+    BAKED: {},
+    "baked-cloud-run-job/": {"target": "cloud_run_job"},
+    "baked-workflow/": {"target": "workflow"},
+}
 MUTANT_TIMEOUT_SECONDS = 900
 # Copies and mutated sources are rewritten within one second at the same size: a stale .pyc would be
 # loaded for the restored file, so none is written.
@@ -46,30 +53,44 @@ ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 UNCOPIED = shutil.ignore_patterns(".git", "build", ".venv*", "node_modules", ".pytest_cache", "__pycache__")
 
 
+def bake_of(mutant: Mutant) -> str:
+    """The BAKES prefix of the mutant's file, or "" for a file of the template."""
+    return next((prefix for prefix in BAKES if mutant.file.startswith(prefix)), "")
+
+
 class Workspace:
-    """The template's copy and a default bake of it, in one temporary directory."""
+    """The template's copy and its bakes (BAKES, each made on first use), in one temporary directory."""
 
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.template = root / "template"
         shutil.copytree(ROOT, self.template, ignore=UNCOPIED)
         # The offline Terraform toolchain's own venvs take minutes to build: share the checkout's.
         for venv in (".venv-standin", ".venv-checkov"):
             if (ROOT / venv).is_dir():
                 (self.template / venv).symlink_to(ROOT / venv)
-        output = root / "bake"
-        command = [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output), str(self.template)]
-        subprocess.run(command, check=True, env=ENV, capture_output=True, timeout=300)
-        (baked,) = output.iterdir()
-        # The template's proofs laid in (tests/proofs/): a mutant's baked tests may be the bake's own or a proof.
-        self.bake = prove.lay(baked, root / "proved" / baked.name)
+        self.bakes: dict[str, Path] = {}
+        self.bake = self.bake_dir(BAKED)
+
+    def bake_dir(self, prefix: str) -> Path:
+        if prefix not in self.bakes:
+            output = self.root / ("bake" + prefix.removeprefix("baked").rstrip("/"))
+            answers = [f"{key}={value}" for key, value in BAKES[prefix].items()]
+            command = [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output), str(self.template)]
+            subprocess.run([*command, *answers], check=True, env=ENV, capture_output=True, timeout=300)
+            (baked,) = output.iterdir()
+            # The template's proofs laid in (tests/proofs/): a mutant's baked tests may be the bake's own or a proof.
+            proved = self.root / ("proved" + prefix.removeprefix("baked").rstrip("/")) / baked.name
+            self.bakes[prefix] = prove.lay(baked, proved)
+        return self.bakes[prefix]
 
     def path_of(self, mutant: Mutant) -> Path:
-        if mutant.file.startswith(BAKED):
-            return self.bake / mutant.file.removeprefix(BAKED)
-        return self.template / mutant.file
+        prefix = bake_of(mutant)
+        return self.bake_dir(prefix) / mutant.file.removeprefix(prefix) if prefix else self.template / mutant.file
 
     def cwd_of(self, mutant: Mutant) -> Path:
-        return self.bake if mutant.file.startswith(BAKED) else self.template
+        prefix = bake_of(mutant)
+        return self.bake_dir(prefix) if prefix else self.template
 
 
 def pytest(cwd: Path, args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str]:
@@ -123,14 +144,14 @@ def snippet_problem(workspace: Workspace, mutant: Mutant) -> str | None:
     return None
 
 
-Union = dict[tuple[bool, str], set[str | None]]
+Union = dict[tuple[str, str], set[str | None]]
 
 
 def test_union(mutants: list[Mutant]) -> Union:
-    """Per (baked or not, test) the -k selections the mutants use with it; None: the whole test."""
+    """Per (bake prefix or "", test) the -k selections the mutants use with it; None: the whole test."""
     union: Union = {}
     for mutant in mutants:
-        baked = mutant.file.startswith(BAKED)
+        baked = bake_of(mutant)
         args = list(mutant.tests)
         selection = None
         if "-k" in args:
@@ -142,7 +163,7 @@ def test_union(mutants: list[Mutant]) -> Union:
     return union
 
 
-def baseline_args(union: Union, baked: bool) -> list[tuple[str, ...]]:
+def baseline_args(union: Union, baked: str) -> list[tuple[str, ...]]:
     """One pytest argument list per -k group (a whole file, or node ids), for the unmutated run."""
     whole, keyed = [], {}
     for (is_baked, test), selections in sorted(union.items()):
@@ -180,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'error' if problem else 'ok':6} {mutant_id}{': ' + problem if problem else ''}")
             return 1 if any(problems.values()) else 0
         emulator = Emulator(log_path=Path(scratch) / "emulator.log").start()
-        baked_env = prove.proof_env(workspace.bake, {**ENV, "FIRESTORE_EMULATOR_HOST": emulator.host})
+        baked_env = {**ENV, "FIRESTORE_EMULATOR_HOST": emulator.host}
         try:
             return run_all(workspace, chosen, problems, baked_env)
         finally:
@@ -191,8 +212,9 @@ def run_all(
     workspace: Workspace, chosen: list[Mutant], problems: dict[str, str | None], baked_env: dict[str, str]
 ) -> int:
     union = test_union([mutant for mutant in chosen if not problems[mutant.id]])
-    for baked in (True, False):
-        cwd, env = (workspace.bake, baked_env) if baked else (workspace.template, ENV)
+    for baked in sorted({prefix for prefix, _ in union}):
+        cwd = workspace.bake_dir(baked) if baked else workspace.template
+        env = prove.proof_env(cwd, baked_env) if baked else ENV  # the proofs' plugin and harness
         for run_args in baseline_args(union, baked):
             print(f"==> unmutated: pytest {' '.join(run_args)}", flush=True)
             returncode, output = pytest(cwd, run_args, env)
@@ -207,9 +229,10 @@ def run_all(
         if detail:
             status = "error"
         else:
-            baked = mutant.file.startswith(BAKED)
+            baked = bake_of(mutant)
             with mutated(workspace.path_of(mutant), mutant):
-                returncode, output = pytest(workspace.cwd_of(mutant), mutant.tests, baked_env if baked else ENV)
+                cwd = workspace.cwd_of(mutant)
+                returncode, output = pytest(cwd, mutant.tests, prove.proof_env(cwd, baked_env) if baked else ENV)
             status = verdict(returncode)
             detail = f"pytest exit status {returncode}\n{output}" if status == "error" else ""
         seconds = time.monotonic() - started

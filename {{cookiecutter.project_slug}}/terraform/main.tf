@@ -33,6 +33,8 @@ module "scheduled_dedup" {
   apis            = {{ proxy }}.apis
 {%- endif %}
   source_excludes = {{ proxy }}.source_excludes
+  # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
+  follows_executions = true
 {%- endif %}
 
   # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".
@@ -52,6 +54,10 @@ module "scheduled_dedup" {
 {%- if job.catch_up is defined %}
       # The audit delivers a missing run itself (Cloud Tasks) while within max_lateness_seconds.
       catch_up = {{ job.catch_up | string | lower }}
+{%- endif %}
+{%- if job.overlap is defined %}
+      # While the job's previous execution still runs, a new run: "skip" (recorded skipped) or "start".
+      overlap = {{ job.overlap | tojson }}
 {%- endif %}
     }
 {%- endfor %}

@@ -21,6 +21,7 @@ locals {
       job.max_lateness_seconds == null ? {} : { max_lateness_seconds = job.max_lateness_seconds },
       job.paused ? { paused = true } : {},
       job.catch_up ? { catch_up = true } : {},
+      job.overlap == null ? {} : { overlap = job.overlap },
     )
   })
 

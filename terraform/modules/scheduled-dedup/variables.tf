@@ -51,8 +51,16 @@ variable "jobs" {
     catch_up = optional(bool, false)
     # A delivery later than this after its schedule time is recorded skipped (2xx) and never runs the work.
     max_lateness_seconds = optional(number)
+    # Proxy targets: what a new run does while the job's previous execution still runs; null: "skip".
+    overlap = optional(string)
   }))
   nullable = false
+
+  validation {
+    # dedup.OVERLAP_RULES (the baked dedup.py refuses any other value as misconfigured).
+    condition     = alltrue([for job in values(var.jobs) : job.overlap == null || contains(["skip", "start"], coalesce(job.overlap, "skip"))])
+    error_message = "jobs: each overlap must be \"skip\" (a new run is recorded skipped while the job's previous execution still runs) or \"start\" (it starts anyway). Given: ${jsonencode({ for id, job in var.jobs : id => job.overlap })}."
+  }
 
   validation {
     # rules.check_max_lateness: a whole number of seconds, at least 60, or null (no limit).
@@ -378,4 +386,11 @@ variable "audit" {
     ) <= min(86400, var.timing.retention_seconds), false)
     error_message = "audit.interval_minutes: the interval + lease + retry window must fit in the audit's lookback (min(1 day, retention_seconds)), or a run could go missing between two audits."
   }
+}
+
+variable "follows_executions" {
+  description = "The function is a proxy target's (a Cloud Run job, a workflow): it starts an execution per run and follows it (a proxy bake's executions module), logging one line per ended execution. true: a log-based metric counts the failed and cancelled executions by job, and an alert fires on any (executions.tf). The baked root sets it for the proxy targets."
+  type        = bool
+  default     = false
+  nullable    = false
 }

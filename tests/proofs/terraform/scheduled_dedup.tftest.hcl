@@ -321,7 +321,7 @@ run "baked_values" {
   # --- observability ---
 
   assert {
-    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late"]) && alltrue([
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late", "skipped_overlap"]) && alltrue([
       for outcome, metric in google_logging_metric.outcome :
       strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
     ])
@@ -535,6 +535,86 @@ run "knows_no_proxy_target" {
     condition     = length([for name in keys(output.function_environment_variables) : name if startswith(name, "PROXY_")]) == 0
     error_message = "Without a proxy target's settings the function gets no PROXY_* name."
   }
+
+  assert {
+    condition     = length(google_logging_metric.execution_failed) == 0 && !contains(keys(google_monitoring_alert_policy.outcome), "execution_failed")
+    error_message = "A function that starts no executions gets no metric or alert for failed ones."
+  }
+}
+
+# A proxy target's function logs one line per ended execution (a proxy bake's executions module, log_end):
+# jsonPayload.execution_outcome = succeeded | failed | cancelled, jsonPayload.job = the followed run's job.
+run "counts_and_alerts_on_failed_executions" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    follows_executions = true
+  }
+
+  assert {
+    condition = (
+      google_logging_metric.execution_failed[0].name == "${var.slug}-execution-failed" &&
+      google_logging_metric.execution_failed[0].filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${var.slug}\" AND jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")" &&
+      google_logging_metric.execution_failed[0].label_extractors["job"] == "EXTRACT(jsonPayload.job)" &&
+      contains([for label in google_logging_metric.execution_failed[0].metric_descriptor[0].labels : label.key], "job")
+    )
+    error_message = "One metric counts the function's failed and cancelled execution lines (not succeeded ones), with a job label."
+  }
+
+  assert {
+    condition = (
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-execution-failed\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].threshold_value == 0 &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].comparison == "COMPARISON_GT" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
+      google_monitoring_alert_policy.outcome["execution_failed"].severity == "ERROR" &&
+      strcontains(google_monitoring_alert_policy.outcome["execution_failed"].documentation[0].content, "schedules-and-manual-runs.md")
+    )
+    error_message = "One alert policy, grouped by job, fires on any failed or cancelled execution and says how to re-run it."
+  }
+}
+
+run "passes_each_jobs_overlap_rule_to_the_function" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      often = { schedule = "*/5 * * * *", overlap = "start" }
+      daily = { schedule = "0 3 * * *" }
+    }
+  }
+
+  assert {
+    condition = (
+      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-often"].overlap == "start" &&
+      !contains(keys(jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-daily"]), "overlap")
+    )
+    error_message = "DEDUP_JOBS carries a job's overlap rule when it has one (dedup.py's default, skip, otherwise)."
+  }
+}
+
+run "rejects_an_unknown_overlap_rule" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      often = { schedule = "*/5 * * * *", overlap = "queue" }
+    }
+  }
+
+  expect_failures = [var.jobs]
 }
 
 # --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---
