@@ -1,6 +1,6 @@
 """The rules Terraform cannot check, on the values terraform/main.tf deploys: a Terraform validation cannot
-expand a cron, so an edit of a schedule or a timing in main.tf is checked here (docs: choosing-the-numbers.md
-in the template). tests/harness/rules.py is the template's hooks/rules.py, vendored by the bake; cronsim expands each
+expand a cron, so an edit of a schedule or a timing in main.tf is checked here. tests/harness/rules.py holds
+the bake-time rules, vendored by the bake; cronsim expands each
 job's cron independently of it."""
 
 import datetime as dt
