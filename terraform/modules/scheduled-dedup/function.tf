@@ -101,7 +101,7 @@ resource "google_cloudfunctions2_function" "this" {
   }
 
   service_config {
-    timeout_seconds                  = var.timing.function_timeout_seconds
+    timeout_seconds                  = local.function_timeout_seconds
     available_memory                 = var.function.available_memory
     max_instance_count               = var.function.max_instance_count
     min_instance_count               = var.function.min_instance_count
@@ -138,24 +138,13 @@ resource "google_cloudfunctions2_function" "this" {
         # written and the answer sent while the request still holds its CPU (Cloud Run "Set request
         # timeout", cloud.google.com/run/docs/configuring/request-timeout: the code keeps running after
         # the 504; track the time left, clean up and return early). timing keeps the timeout >= 15 s.
-        CLOUD_RUN_TIMEOUT_SECONDS = tostring(var.timing.function_timeout_seconds - 10)
+        CLOUD_RUN_TIMEOUT_SECONDS = tostring(local.function_timeout_seconds - 10)
         THREADED_TIMEOUT_ENABLED  = "true"
         # A thread per request the instance takes at once (functions-framework's default is 4 per CPU
         # it sees), and never just one. WORKERS is left at its default, 1: it plays no part in the stop.
-        THREADS                 = tostring(max(2, var.function.max_instance_request_concurrency))
-        DEDUP_PROJECT           = var.project_id
-        DEDUP_LOCATION          = var.region
-        DEDUP_DATABASE          = var.firestore.database
-        DEDUP_COLLECTION        = var.firestore.collection
-        DEDUP_LEASE_SECONDS     = tostring(var.timing.lease_seconds)
-        DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
-        # The audit and max_lateness_seconds (audit.tf): the jobs by the name Scheduler sends, as dedup.py reads them.
-        DEDUP_JOBS                 = local.dedup_jobs
-        DEDUP_RETRY_WINDOW_SECONDS = tostring(local.retry_window_seconds)
-        DEDUP_AUDIT_JOB            = local.audit_job_name
-        # The deliveries queue (tasks.tf), by its name: the audit's catch-up queues there. Not the resource's
-        # id: the queue routes to this function's URI, so it is made after the function.
-        DEDUP_TASKS_QUEUE = local.task_queue_id
+        THREADS = tostring(max(2, var.function.max_instance_request_concurrency))
+        # No DEDUP_* setting: the function reads the jobs, their timing and its database from config.yaml,
+        # which its zipped source carries (source_dir), the same file this Terraform's root read.
       },
     )
   }
