@@ -558,29 +558,6 @@ run "counts_and_alerts_on_failed_executions" {
   }
 }
 
-run "passes_each_jobs_overlap_rule_to_the_function" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    jobs = {
-      often = { schedule = "*/5 * * * *", overlap = "start" }
-      daily = { schedule = "0 3 * * *" }
-    }
-  }
-
-  assert {
-    condition = (
-      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-often"].overlap == "start" &&
-      !contains(keys(jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-daily"]), "overlap")
-    )
-    error_message = "DEDUP_JOBS carries a job's overlap rule when it has one (dedup.py's default, skip, otherwise)."
-  }
-}
-
 run "rejects_an_unknown_overlap_rule" {
   command = plan
 
@@ -888,17 +865,8 @@ run "deliveries_queue_and_paused_jobs" {
   }
 
   assert {
-    condition = jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
-      "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
-      "${var.slug}-report"  = { job_id = "report", schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
-    }
-    error_message = "The function gets paused and catch_up per job (DEDUP_JOBS), as dedup.parse_jobs reads them."
-  }
-
-  assert {
     condition = (
       google_cloud_tasks_queue.deliveries.name == "${var.slug}-deliveries" &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_TASKS_QUEUE"] == "projects/${var.project_id}/locations/${var.region}/queues/${var.slug}-deliveries" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].host == "{{ cookiecutter.project_slug }}-mock-ew.a.run.app" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].scheme == "HTTPS" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].uri_override_enforce_mode == "ALWAYS" &&
@@ -906,7 +874,7 @@ run "deliveries_queue_and_paused_jobs" {
       google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
       google_cloud_tasks_queue.deliveries.retry_config[0].max_attempts == var.retry.retry_count + 1
     )
-    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler, and the function knows its name."
+    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler (the function knows its name from config.py's Config.task_queue)."
   }
 
   assert {
@@ -924,6 +892,10 @@ run "no_catch_up_grant_without_catch_up" {
 
   module {
     source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = { nightly = { schedule = "0 3 * * *" } }
   }
 
   assert {
