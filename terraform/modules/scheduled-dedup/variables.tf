@@ -28,7 +28,7 @@ variable "region" {
 }
 
 variable "slug" {
-  description = "Short name every resource name derives from, so two projects baked from the template apply side by side in one GCP project. Service-account ids are '<slug>-run', '<slug>-invoker', '<slug>-build' (a proxy target's module adds '<slug>-job' or '<slug>-wf')."
+  description = "Short name every resource name derives from, so two projects apply side by side in one GCP project. Service-account ids are '<slug>-run', '<slug>-invoker', '<slug>-build' (a proxy target's module adds '<slug>-job' or '<slug>-wf')."
   type        = string
 
   validation {
