@@ -364,7 +364,7 @@ variable "audit" {
 }
 
 variable "follows_executions" {
-  description = "The function is a proxy target's (a Cloud Run job, a workflow): it starts an execution per run and follows it (a proxy bake's executions module), logging one line per ended execution. true: a log-based metric counts the failed and cancelled executions by job, and an alert fires on any (executions.tf). The baked root sets it for the proxy targets."
+  description = "The function is a proxy target's (a Cloud Run job or a Workflows execution): it starts an execution per run and follows it (a proxy bake's executions module), logging one line per ended execution. true: a log-based metric counts the failed and cancelled executions by job, and an alert fires on any (executions.tf). The baked root sets it for the proxy targets."
   type        = bool
   default     = false
   nullable    = false
