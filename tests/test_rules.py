@@ -14,7 +14,7 @@ import pytest
 import rules
 import schedules  # the bake's (plain Python in the template): the function's expansion
 from conftest import TEMPLATE_PROJECT
-from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tests/harness/)
+from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
 
 
 def refusal(check, *args) -> rules.RuleError:
