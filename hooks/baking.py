@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+
+import rules
 
 # The reusable Terraform modules live once, at the template root; each bake gets its own copy of
 # the ones its target uses, so a baked project is self-contained and `terraform init` needs no
@@ -89,18 +92,58 @@ def remove_pipeline_paths(project_dir: Path, state_bucket: str) -> list[Path]:
     return removed
 
 
+# Settings that are not questions: cookiecutter renders a "__" variable without asking it, and extra context
+# (a --config-file, cruft's --extra-context) may still set it under that name. The bake knows them without the prefix.
+UNASKED = "__"
+
+
 def public_answers(answers: Mapping[str, object]) -> dict[str, object]:
-    """The user's answers: everything but cookiecutter's private (underscore) keys."""
-    return {key: value for key, value in answers.items() if not key.startswith("_")}
+    """The user's answers under the names the bake uses: the unasked settings without their prefix,
+    cookiecutter's private (underscore) keys left out."""
+    public = {}
+    for key, value in answers.items():
+        if key.startswith(UNASKED):
+            public[key.removeprefix(UNASKED)] = value
+        elif not key.startswith("_"):
+            public[key] = value
+    return public
+
+
+def checked_answers(answers: Mapping[str, object]) -> dict[str, object]:
+    """The public answers with `jobs` as the rules read it (an object, whether it was given as one or as text)."""
+    public = public_answers(answers)
+    return {**public, "jobs": rules.check_jobs(public["jobs"])}
+
+
+def render_checked(project_dir: Path, answers: Mapping[str, object]) -> list[Path]:
+    """Render the files cookiecutter copied unrendered (its `_copy_without_render`, the files that read an answer
+    the rules normalise: `jobs`, the unasked settings), with cookiecutter's own Jinja environment and the checked
+    answers. cookiecutter cannot: a hook never changes the context it renders with."""
+    from cookiecutter.environment import StrictEnvironment
+
+    patterns = answers.get("_copy_without_render") or []
+    context = {"cookiecutter": checked_answers(answers)}
+    environment = StrictEnvironment(context=context, keep_trailing_newline=True)
+    rendered = []
+    for path in sorted(project_dir.rglob("*")):
+        relative = path.relative_to(project_dir).as_posix()
+        if path.is_file() and any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
+            with path.open(encoding="utf-8", newline="") as source:
+                template = source.read()
+            with path.open("w", encoding="utf-8", newline="") as target:
+                target.write(environment.from_string(template).render(**context))
+            rendered.append(path)
+    return rendered
 
 
 def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
     path = project_dir / ".cookiecutter.json"
-    path.write_text(json.dumps(public_answers(answers), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(checked_answers(answers), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
+    render_checked(project_dir, answers)  # first: before anything vendored lands beside the baked files
     vendor_terraform_modules(project_dir, repo_dir, str(answers["target"]))
     vendor_rules(project_dir, repo_dir)
     remove_unused_paths(project_dir, str(answers["target"]))

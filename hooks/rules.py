@@ -12,6 +12,7 @@ import bisect
 import dataclasses
 import datetime as dt
 import functools
+import json
 import re
 import unicodedata
 import zoneinfo
@@ -289,7 +290,22 @@ def iana_time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones() - {"localtime"})
 
 
+def parse_jobs(jobs: object) -> object:
+    """The jobs answer as given: a JSON object, or its text. cookiecutter hands the text over unparsed
+    (the default, `jobs='{...}'` on its command line, a typed answer); a `--config-file`'s default_context,
+    `extra_context` and `cruft create --extra-context` give the parsed object. The default is text, not an
+    object, because cookiecutter merges an object answer into an object default key by key
+    (cookiecutter/generate.py, apply_overwrites_to_context), which would keep the default job beside the given ones."""
+    if not isinstance(jobs, str):
+        return jobs
+    try:
+        return json.loads(jobs)
+    except ValueError as error:
+        raise RuleError("jobs", jobs, f"is not JSON ({error})") from None
+
+
 def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
+    jobs = parse_jobs(jobs)
     if not isinstance(jobs, Mapping) or not jobs:
         raise RuleError("jobs", jobs, 'must be a non-empty JSON object {"job-id": {"schedule": ..., "time_zone": ...}}')
     checked = {}
