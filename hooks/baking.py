@@ -109,6 +109,12 @@ def public_answers(answers: Mapping[str, object]) -> dict[str, object]:
     return public
 
 
+def as_extra_context(answers: Mapping[str, object], variables: Mapping[str, object]) -> dict[str, object]:
+    """`answers` under the names cookiecutter.json (`variables`) gives them: an unasked setting under its "__" name.
+    cookiecutter silently drops extra context for a name it does not have (apply_overwrites_to_context)."""
+    return {key if key in variables else UNASKED + key: value for key, value in answers.items()}
+
+
 def checked_answers(answers: Mapping[str, object]) -> dict[str, object]:
     """The public answers with `jobs` as the rules read it (an object, whether it was given as one or as text)."""
     public = public_answers(answers)

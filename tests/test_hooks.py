@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -15,27 +16,27 @@ from conftest import DEFAULTS, ROOT, bake
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
-# (answers, field, value as the hook sees it, a fragment of the rule). cookiecutter merges a `jobs` override
-# into the default {"nightly": {...}} and hands numbers to the hook as text.
+# (answers, field, value as the hook sees it, a fragment of the rule). A `jobs` object replaces the default
+# whole; cookiecutter hands numbers to the hook as text.
 REFUSALS = {
     "slug": ({"project_slug": "Bad_Slug"}, "project_slug", "Bad_Slug", "3-20 chars of lowercase letters"),
     "name-slugifies-to-nothing": ({"project_name": "!!"}, "project_slug", "-", "3-20 chars of lowercase letters"),
     "project-id": ({"gcp_project_id": "my-project-"}, "gcp_project_id", "my-project-", "does not end with a hyphen"),
     "region": ({"region": "europe-west"}, "region", "europe-west", "must be a GCP region"),
     "cron-groc": (
-        {"jobs": {"nightly": {"schedule": "every 5 minutes"}}},
+        {"jobs": {"nightly": {"schedule": "every 5 minutes", "time_zone": "Etc/UTC"}}},
         "jobs.nightly.schedule",
         "every 5 minutes",
         "only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron",
     ),
     "cron-range": (
-        {"jobs": {"nightly": {"schedule": "0 24 * * *"}}},
+        {"jobs": {"nightly": {"schedule": "0 24 * * *", "time_zone": "Etc/UTC"}}},
         "jobs.nightly.schedule",
         "0 24 * * *",
         "hour value '24' is outside 0-23",
     ),
     "time-zone": (
-        {"jobs": {"nightly": {"time_zone": "Europe/Atlantis"}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Europe/Atlantis"}}},
         "jobs.nightly.time_zone",
         "Europe/Atlantis",
         "must be an IANA time zone",
@@ -68,7 +69,7 @@ REFUSALS = {
     "retry-count": ({"retry_count": 6}, "retry_count", "6", "must be 0-5"),
     # The issue's counterexample: every 5 minutes, every other answer at its default.
     "schedule-busier-than-one-fault-allows": (
-        {"jobs": {"nightly": {"schedule": "*/5 * * * *"}}},
+        {"jobs": {"nightly": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}},
         "jobs.nightly.schedule",
         "*/5 * * * *",
         "fires only 300 s apart in Etc/UTC",
@@ -88,7 +89,7 @@ REFUSALS = {
     ),
     "non-numeric": ({"lease_seconds": "6 min"}, "lease_seconds", "6 min", "must be a whole number"),
     "jobs-extra-key": (
-        {"jobs": {"nightly": {"retry_count": 2}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "retry_count": 2}}},
         "jobs.nightly",
         {"retry_count": "2", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"},  # tojson sorts the keys
         '{"schedule": ..., "time_zone": ...} and nothing else',
@@ -99,9 +100,10 @@ REFUSALS = {
         "Nightly_Report",
         "each job id must be 1-40 chars",
     ),
-    "jobs-not-an-object": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "non-empty JSON object"),
+    "jobs-not-json": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "is not JSON"),
+    "jobs-not-an-object": ({"jobs": "[]"}, "jobs", [], "non-empty JSON object"),
     "max-lateness": (
-        {"jobs": {"nightly": {"max_lateness_seconds": 30}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 30}}},
         "jobs.nightly.max_lateness_seconds",
         "30",
         "at least 60 (omit it for no limit)",
@@ -118,8 +120,9 @@ def test_bad_answer_is_refused_with_one_line_and_nothing_left_behind(tmp_path, c
     output.mkdir()
     with pytest.raises(FailedHookException):
         bake(output, **answers)
-    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith("ERROR: ")]
-    assert errors, "the pre_gen hook printed no ERROR line"
+    err = capfd.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("ERROR: ")]
+    assert errors == err.strip().splitlines(), "the refusal is one line"
     assert errors[0].startswith(f"ERROR: {field}={value!r}: "), errors[0]
     assert rule in errors[0]
     assert list(output.iterdir()) == []
@@ -144,7 +147,7 @@ def test_the_defaults_bake_without_warnings(tmp_path, capfd):
 CLI_REFUSALS = {
     "project-id": (["gcp_project_id=Bad"], "ERROR: gcp_project_id='Bad': a GCP project id is 6-30 chars of lowercase"),
     "retries-end-before-the-lease": (
-        ["retry_count=3", "min_backoff_seconds=10"],
+        ["__retry_count=3", "__min_backoff_seconds=10"],  # unasked settings: given under their "__" names
         "ERROR: retry_count='3': the retries (10+20+40 = 70 s) end before the lease (360 s) expires, so a run whose "
         "instance crashed is never retried; raise retry_count or min_backoff_seconds, or shorten lease_seconds",
     ),
@@ -231,15 +234,24 @@ QUESTION_NUMBER = {key: number for number, key in enumerate(
 )}  # fmt: skip
 
 
-def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path, own_replay_dir):
-    """The issue's case through cookiecutter's own prompts: the timeout and the lease follow the deadline."""
-    result = at_the_terminal(
-        "-o", str(tmp_path / "out"), str(ROOT), typed={QUESTION_NUMBER["attempt_deadline_seconds"]: "600"}, cwd=tmp_path
-    )
+def test_at_the_terminal_at_most_twelve_questions_are_asked(tmp_path, own_replay_dir):
+    """Enter at every question bakes the defaults; cookiecutter numbers each question it asks ([n/N])."""
+    result = at_the_terminal("-o", str(tmp_path / "out"), str(ROOT), typed={}, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    asked = re.findall(r"\[(\d+)/(\d+)\]", result.stdout)
+    assert asked and len(asked) == int(asked[-1][1]) <= 12, asked
     answers = json.loads((tmp_path / "out" / "nightly-report" / ".cookiecutter.json").read_text())
-    timing = ("attempt_deadline_seconds", "function_timeout_seconds", "lease_seconds")
-    assert [answers[name] for name in timing] == ["600", "600", "660"]
+    assert answers["jobs"] == {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}
+    assert answers["lease_seconds"] == "360"  # an unasked setting, rendered all the same
+
+
+REPLAY_HINT = re.compile(r"; your answers are saved in (?P<file>\S+): correct it there, then bake again with: (?P<cmd>.+)$")
+
+
+def refusal_line(stderr: str) -> str:
+    errors = [line for line in stderr.splitlines() if line.startswith("ERROR: ") and "Stopping generation" not in line]
+    assert len(errors) == 1, stderr
+    return errors[0]
 
 
 def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_path, own_replay_dir):
@@ -248,17 +260,14 @@ def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_
         "-o", str(output), str(ROOT), typed={QUESTION_NUMBER["gcp_project_id"]: "Bad"}, cwd=tmp_path
     )
     assert refused.returncode != 0
-    lines = refused.stderr.splitlines()
-    errors = [number for number, line in enumerate(lines) if line.startswith("ERROR: ")]
-    assert errors and lines[errors[0]].startswith("ERROR: gcp_project_id='Bad': "), refused.stderr
-    # cookiecutter saved the answers before the pre_gen hook ran, in <replay_dir>/<template dir name>.json.
-    replay_file = own_replay_dir / f"{ROOT.name}.json"
+    line = refusal_line(refused.stderr)
+    assert line.startswith("ERROR: gcp_project_id='Bad': "), refused.stderr
+    hint = REPLAY_HINT.search(line)
+    assert hint, line
+    replay_file = Path(hint["file"])
     saved = json.loads(replay_file.read_text())
     assert saved["cookiecutter"]["gcp_project_id"] == "Bad"
-    hint = lines[errors[0] + 1]
-    prefix = f"Your answers are saved in {replay_file}: correct the one above there, then bake again with: "
-    assert hint.startswith(prefix), refused.stderr
-    command = shlex.split(hint.removeprefix(prefix))
+    command = shlex.split(hint["cmd"])
     assert command == ["cookiecutter", "--replay-file", str(replay_file), "-o", str(output), str(ROOT)]
     assert not output.exists() or list(output.iterdir()) == []
 
@@ -271,26 +280,71 @@ def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_
     answers = json.loads((output / "nightly-report" / ".cookiecutter.json").read_text())
     assert answers["gcp_project_id"] == "fixed-project-id"
     assert answers["lease_seconds"] == "360"
+    replay_file.unlink()
 
 
-def test_a_refusal_names_only_a_replay_file_that_holds_its_answers(tmp_path, own_replay_dir, capfd):
-    """`--no-input` through the API saves the answers too. Replaying another file saves them under that
-    file's name, so the one named after the template holds older answers: it is not named."""
+def test_each_refusal_names_a_replay_file_no_other_bake_overwrites(tmp_path, own_replay_dir, capfd):
+    """cookiecutter's own replay file (<replay_dir>/<template>.json) is rewritten by the next bake: two refused
+    bakes name two files, each still holding its own answers after the other."""
     output = tmp_path / "out"
     output.mkdir()
-    with pytest.raises(FailedHookException):
-        bake(output, gcp_project_id="Bad")
-    replay_file = own_replay_dir / f"{ROOT.name}.json"
-    assert f"Your answers are saved in {replay_file}: " in capfd.readouterr().err
-    other = tmp_path / "other.json"
-    saved = json.loads(replay_file.read_text())
-    saved["cookiecutter"]["gcp_project_id"] = "Worse"
-    other.write_text(json.dumps(saved))
-    with pytest.raises(FailedHookException):
-        cookiecutter(str(ROOT), replay=str(other), output_dir=str(output), accept_hooks=True)
-    err = capfd.readouterr().err
-    assert "ERROR: gcp_project_id='Worse': " in err
-    assert "Your answers are saved" not in err
+    files = []
+    for project_id in ("Bad", "Worse"):
+        with pytest.raises(FailedHookException):
+            bake(output, gcp_project_id=project_id)
+        files.append(Path(REPLAY_HINT.search(refusal_line(capfd.readouterr().err))["file"]))
+    assert files[0] != files[1]
+    assert [json.loads(path.read_text())["cookiecutter"]["gcp_project_id"] for path in files] == ["Bad", "Worse"]
+    bake(output / "later", project_name="Later Bake")  # a later bake leaves them alone
+    assert [json.loads(path.read_text())["cookiecutter"]["gcp_project_id"] for path in files] == ["Bad", "Worse"]
+    for path in files:
+        path.unlink()
+
+
+# --- `jobs` given whole: exactly those jobs, however they are given (issue 17) ------------------------
+
+GIVEN_JOBS = {
+    "export": {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin"},
+    "sync": {"schedule": "0 */6 * * *", "time_zone": "Etc/UTC"},
+}
+
+
+def baked_job_ids(project: Path) -> dict[str, list[str]]:
+    """The job ids each place of a bake holds: the answers record, the function's settings, Terraform's job table."""
+    settings = json.loads((project / "settings.json").read_text())
+    main_tf = (project / "terraform" / "main.tf").read_text()
+    return {
+        "answers": sorted(json.loads((project / ".cookiecutter.json").read_text())["jobs"]),
+        "settings": sorted(job["job_id"] for job in settings["DEDUP_JOBS"].values()),
+        "terraform": sorted(job for job in ("nightly", *GIVEN_JOBS) if f'"{job}" = {{' in main_tf),
+    }
+
+
+def test_jobs_given_through_extra_context_are_exactly_those_jobs(tmp_path):
+    project = bake(tmp_path, jobs=GIVEN_JOBS)
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "settings", "terraform"), sorted(GIVEN_JOBS))
+
+
+def test_jobs_given_in_a_config_file_are_exactly_those_jobs(tmp_path):
+    config = tmp_path / "bake.yaml"
+    config.write_text(json.dumps({"default_context": {"jobs": GIVEN_JOBS}}))  # YAML is a superset of JSON
+    result = subprocess.run(
+        [str(COOKIECUTTER), "--no-input", "--config-file", str(config), "-o", str(tmp_path / "out"), str(ROOT)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "out" / "nightly-report"
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "settings", "terraform"), sorted(GIVEN_JOBS))
+
+
+def test_jobs_given_as_json_text_on_the_command_line_are_exactly_those_jobs(tmp_path):
+    result = subprocess.run(
+        [str(COOKIECUTTER), "--no-input", "-o", str(tmp_path / "out"), str(ROOT), f"jobs={json.dumps(GIVEN_JOBS)}"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "out" / "nightly-report"
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "settings", "terraform"), sorted(GIVEN_JOBS))
 
 
 ODD_NAME = 'Bob\'s "Quarterly" \\ Report: Café 日本語 🚀'
