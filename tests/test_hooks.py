@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
@@ -323,6 +324,27 @@ def baked_job_ids(project: Path) -> dict[str, list[str]]:
 def test_jobs_given_through_extra_context_are_exactly_those_jobs(tmp_path):
     project = bake(tmp_path, jobs=GIVEN_JOBS)
     assert baked_job_ids(project) == dict.fromkeys(("answers", "settings", "terraform"), sorted(GIVEN_JOBS))
+
+
+def work_functions(job_py: Path) -> dict[str, str]:
+    """job.py's WORK as {job id: the name of its function}, each function defined in job.py itself."""
+    module = ast.parse(job_py.read_text())
+    defined = {node.name for node in module.body if isinstance(node, ast.FunctionDef)}
+    (table,) = [node.value for node in module.body if isinstance(node, ast.AnnAssign) and node.target.id == "WORK"]
+    work = {key.value: value.id for key, value in zip(table.keys, table.values, strict=True)}
+    assert set(work.values()) <= defined
+    return work
+
+
+def test_job_py_starts_with_one_work_function_per_job(tmp_path):
+    """Not one stub named after the default job shared by every job: each job's work is its own function."""
+    jobs = {**GIVEN_JOBS, "3-hourly": {"schedule": "0 */3 * * *", "time_zone": "Etc/UTC"}}
+    project = bake(tmp_path, jobs=jobs)
+    assert work_functions(project / "job.py") == {
+        "3-hourly": "job_3_hourly_work",
+        "export": "export_work",
+        "sync": "sync_work",
+    }
 
 
 def test_jobs_given_in_a_config_file_are_exactly_those_jobs(tmp_path):
