@@ -18,11 +18,12 @@ from collections.abc import Callable
 from run_context import RunContext, TerminalJobError, UnknownJob  # noqa: F401  (TerminalJobError: raise it from the work)
 
 logger = logging.getLogger(__name__)
+{#- A job's work function: its id as a Python name (a job id may start with a digit). #}
+{%- macro work_function(job_id) %}{{ "job_" if job_id[0] in "0123456789" }}{{ job_id | replace("-", "_") }}_work{% endmacro %}
 {%- for job_id in cookiecutter.jobs | sort %}
-{%- set function = ("job_" if job_id[0] in "0123456789" else "") ~ (job_id | replace("-", "_")) ~ "_work" %}
 
 
-def {{ function }}(context: RunContext) -> None:
+def {{ work_function(job_id) }}(context: RunContext) -> None:
     """The work of job {{ job_id }}, once per scheduled run."""
     logger.info("scheduled work for %s at %s", context.job_id, context.schedule_time.isoformat())
 {%- endfor %}
@@ -31,7 +32,7 @@ def {{ function }}(context: RunContext) -> None:
 # Job id -> its work.
 WORK: dict[str, Callable[[RunContext], object]] = {
 {%- for job_id in cookiecutter.jobs | sort %}
-    {{ job_id | tojson }}: {{ ("job_" if job_id[0] in "0123456789" else "") ~ (job_id | replace("-", "_")) ~ "_work" }},
+    {{ job_id | tojson }}: {{ work_function(job_id) }},
 {%- endfor %}
 }
 
