@@ -1137,8 +1137,8 @@ MUTANTS = [
     Mutant(
         "i17bake-timing-asked-again",
         "cookiecutter.json",
-        '"__retry_count": 5,',
-        '"retry_count": 5,',
+        '"__max_doublings": 3,',
+        '"max_doublings": 3,',
         "at most 12 questions: the timing numbers are not asked",
         ("tests/test_cookiecutter_json.py", "-k", "twelve"),
     ),
