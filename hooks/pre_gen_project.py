@@ -38,7 +38,7 @@ def save_answers() -> Path:
 
 
 def bake_again_hint(path: Path) -> str:
-    """Where the answers are and, when cookiecutter says where it bakes from and to, the command that bakes from them."""
+    """Where the answers are and, when cookiecutter says where it bakes from and to, the command to bake again."""
     if not (ANSWERS.get("_template") and ANSWERS.get("_output_dir")):
         return f"your answers are saved in {path}"
     # The template as the user gave it, in the shell they gave it in; the output directory as cookiecutter resolved it.

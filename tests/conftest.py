@@ -109,7 +109,11 @@ def bake(output_dir: Path, **answers: object) -> Path:
     """Bake the template with defaults overridden by `answers`; returns the project directory."""
     return Path(
         cookiecutter(
-            str(ROOT), no_input=True, extra_context=extra_context(answers), output_dir=str(output_dir), accept_hooks=True
+            str(ROOT),
+            no_input=True,
+            extra_context=extra_context(answers),
+            output_dir=str(output_dir),
+            accept_hooks=True,
         )
     )
 

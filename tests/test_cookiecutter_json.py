@@ -17,7 +17,7 @@ from cookiecutter.prompt import prompt_for_config
 
 # The questions cookiecutter asks; the settings it renders without asking ("__" names) follow them.
 VARIABLES = [key for key in DEFAULTS if not key.startswith("_")]
-UNASKED = [key.removeprefix(baking.UNASKED) for key in DEFAULTS if key.startswith(baking.UNASKED) and key != "__prompts__"]
+UNASKED = [key.removeprefix("__") for key in DEFAULTS if key.startswith(baking.UNASKED) and key != "__prompts__"]
 PROMPTS = DEFAULTS["__prompts__"]
 # Issue 17: a bake asks at most this many questions; the expert numbers live in the project's configuration.
 MAX_QUESTIONS = 12

@@ -15,7 +15,6 @@ import baking
 import pytest
 from conftest import DEFAULTS, ROOT, bake
 from cookiecutter.exceptions import FailedHookException
-from cookiecutter.main import cookiecutter
 
 # (answers, field, value as the hook sees it, a fragment of the rule). A `jobs` object replaces the default
 # whole; cookiecutter hands numbers to the hook as text.
@@ -246,7 +245,9 @@ def test_at_the_terminal_at_most_twelve_questions_are_asked(tmp_path, own_replay
     assert answers["lease_seconds"] == "360"  # an unasked setting, rendered all the same
 
 
-REPLAY_HINT = re.compile(r"; your answers are saved in (?P<file>\S+): correct it there, then bake again with: (?P<cmd>.+)$")
+REPLAY_HINT = re.compile(
+    r"; your answers are saved in (?P<file>\S+): correct it there, then bake again with: (?P<cmd>.+)"
+)
 
 
 def refusal_line(stderr: str) -> str:

@@ -1162,7 +1162,7 @@ MUTANTS = [
         "i17bake-one-stub-for-every-job",
         "{{cookiecutter.project_slug}}/job.py",
         '{{ job_id | replace("-", "_") }}_work{% endmacro %}',
-        'nightly_work{% endmacro %}',
+        "nightly_work{% endmacro %}",
         "job.py starts with one work function per job",
         ("tests/test_hooks.py", "-k", "one_work_function_per_job"),
     ),
