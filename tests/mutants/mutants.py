@@ -1229,6 +1229,70 @@ MUTANTS = [
 
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "audit-always-full-sweep",
+        "baked/audit.py",
+        "full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY",
+        "full = True",
+        "an audit reads only the runs settled since the last one; the whole lookback once a day",
+        ("tests/test_audit.py::test_an_incremental_audit_reads_only_the_runs_settled_since_the_last_one",),
+    ),
+    Mutant(
+        "audit-never-full-sweep",
+        "baked/audit.py",
+        "full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY",
+        "full = cursor.last_full_sweep is None",
+        "a daily full sweep reports a still-missing run again",
+        ("tests/test_audit.py::test_a_full_sweep_runs_once_a_day_and_reports_a_still_missing_run_again",),
+    ),
+    Mutant(
+        "audit-bookmark-ignored",
+        "baked/audit.py",
+        'entry["since"] if full else max(entry["since"], entry["judged_until"])',
+        'entry["since"]',
+        "an incremental audit starts where the last one stopped: each run is judged once",
+        ("tests/test_audit.py::test_an_incremental_audit_reads_only_the_runs_settled_since_the_last_one",),
+    ),
+    Mutant(
+        "audit-bookmark-from-schedule-time",
+        "baked/audit.py",
+        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)",
+        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, context.schedule_time, config)",
+        "the audit's bookmark follows the function's clock, never a delivery's schedule time",
+        ("tests/test_audit.py::test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before",),
+    ),
+    Mutant(
+        "audit-cursor-unguarded",
+        "baked/dedup.py",
+        "self.records.update_if_unchanged(ref, fields, since=cursor.update_time)",
+        "self._call(ref.set, fields, retry=None)",
+        "two audits from one bookmark cannot both move it",
+        ("tests/test_audit.py::test_two_audits_from_one_bookmark_cannot_both_move_it",),
+    ),
+    Mutant(
+        "smoke-ttl-creating-passes",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("TTL policy", state == "ACTIVE",',
+        'step("TTL policy", state != "NEEDS_REPAIR",',
+        "make smoke fails until the TTL policy is ACTIVE (a CREATING policy has not deleted old records yet)",
+        ("tests/test_smoke.py",),
+    ),
+    Mutant(
+        "smoke-disabled-policy-passes",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("alert policies", bool(policies) and not disabled, detail)',
+        'step("alert policies", bool(policies), detail)',
+        "make smoke fails when an alert policy of the project is disabled",
+        ("tests/test_smoke.py",),
+    ),
+    Mutant(
+        "smoke-record-not-checked",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("run record", status == dedup.Status.COMPLETED,',
+        'step("run record", True,',
+        "make smoke fails when the Force run left no completed record",
+        ("tests/test_smoke.py",),
+    ),
 
     # --- spare section (branch i17slim) ---
     # (new mutants of this branch go here)
