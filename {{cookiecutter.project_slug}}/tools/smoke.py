@@ -28,8 +28,9 @@ from pathlib import Path
 from cronsim import CronSim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
-import dedup  # noqa: E402
 from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job resolver)
+
+import dedup  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
 API_ROOTS = {
