@@ -155,6 +155,15 @@ def test_make_dev_runs_no_reloader(project, dev_server):
     assert "watchdog" not in log.read_text()
 
 
+def printed(log, pattern, seconds=30):
+    """The first group of `pattern` once make dev has printed it (it prints after the function first answers)."""
+    deadline = time.monotonic() + seconds
+    while not (found := re.search(pattern, log.read_text())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert found, f"make dev never printed {pattern}: {log.read_text()}"
+    return found[1]
+
+
 def test_make_dev_keeps_the_emulators_data_across_a_restart(tmp_path_factory):
     """A run recorded before Ctrl-C is still there after the next `make dev` (its own emulator, exported to
     .emulator-data/ at the stop, imported at the start)."""
@@ -171,7 +180,7 @@ def test_make_dev_keeps_the_emulators_data_across_a_restart(tmp_path_factory):
             assert "saved the emulator's data" in ctrl_c(process, first_log)
         second_log = project / "second.log"
         with make_dev(project, second_log) as (port, process):
-            host = re.search(r"FIRESTORE_EMULATOR_HOST=(\S+)", second_log.read_text())[1]
+            host = printed(second_log, r"FIRESTORE_EMULATOR_HOST=(\S+)")
             shown = subprocess.run(
                 [sys.executable, "tools/runs.py", "show", "nightly", time_sent],
                 cwd=project, env={**environ, "FIRESTORE_EMULATOR_HOST": host}, capture_output=True, text=True,
