@@ -243,6 +243,10 @@ def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatc
     assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
     cursor = dedup.RunLedger(config).read_audit_cursor(["fresh", "other"])
     assert cursor.jobs == {"fresh": {"since": now, "judged_until": now}} and cursor.last_full_sweep == now
+    # Even an audit that found nothing logs its summary with audit_until: the dead man's switch
+    # (terraform audit.tf, google_logging_metric.audit_ran) counts that field.
+    summaries = [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_until")]
+    assert len(summaries) == 1, [r.getMessage() for r in caplog.records]
 
 
 def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, http, collection, now, caplog, work):
