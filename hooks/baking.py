@@ -33,11 +33,18 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
     "function": (),
     "cloud_run_job": (
         "cloud_run_job",
+        "executions.py",
         "tests/test_cloud_run_job.py",
         "tests/test_proxy.py",
         "terraform/tests/cloud_run_job.tftest.hcl",
     ),
-    "workflow": ("workflow", "tests/test_workflow.py", "tests/test_proxy.py", "terraform/tests/workflow.tftest.hcl"),
+    "workflow": (
+        "workflow",
+        "executions.py",
+        "tests/test_workflow.py",
+        "tests/test_proxy.py",
+        "terraform/tests/workflow.tftest.hcl",
+    ),
 }
 
 # Paths only a bake with a state_bucket answer keeps: the bootstrap makes the bucket and the deploy

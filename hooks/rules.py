@@ -320,7 +320,8 @@ def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
             raise RuleError(
                 f"jobs.{job_id}",
                 job,
-                'must be {"schedule": ..., "time_zone": ...} and nothing else but an optional "max_lateness_seconds"',
+                'must be {"schedule": ..., "time_zone": ...} and nothing else but optional "max_lateness_seconds", '
+                '"paused", "catch_up", "overlap"',
             )
         checked[job_id] = {
             "schedule": check_schedule(job_id, job["schedule"]),
@@ -328,10 +329,39 @@ def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
         }
         if "max_lateness_seconds" in job:
             checked[job_id]["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
+        for flag in JOB_FLAGS:
+            if flag in job:
+                checked[job_id][flag] = check_flag(f"jobs.{job_id}.{flag}", job[flag])
+        if "overlap" in job:
+            checked[job_id]["overlap"] = check_overlap(job_id, job["overlap"])
     return checked
 
 
-JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds"}
+# Per-job switches (issue 18): paused (Scheduler pauses the job, the audit reports its fire times `paused`),
+# catch_up (the audit delivers a missing run through the Cloud Tasks queue while within max_lateness_seconds).
+JOB_FLAGS = ("paused", "catch_up")
+JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", "overlap", *JOB_FLAGS}
+
+
+def check_flag(field: str, value: object) -> bool:
+    """true or false; cookiecutter may hand a nested value over as text."""
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise RuleError(field, value, "must be true or false")
+
+
+# What a proxy target's new run does while the job's previous execution still runs: the baked dedup.OVERLAP_RULES.
+# Also in Terraform: a validation of var.jobs in terraform/modules/scheduled-dedup/variables.tf.
+OVERLAP_RULES = ("skip", "start")
+
+
+def check_overlap(job_id: str, value: object) -> str:
+    if value not in OVERLAP_RULES:
+        rule = "must be skip (a new run is recorded skipped while the previous execution runs) or start"
+        raise RuleError(f"jobs.{job_id}.overlap", value, rule)
+    return str(value)
 
 
 def check_max_lateness(job_id: str, value: object) -> int:

@@ -59,9 +59,16 @@ MATRIX: dict[str, dict[str, object]] = {
         "jobs": {
             # A step schedule in a DST zone, sparse enough for a run of the longest timeout (3600 s): every
             # 3 hours is at least 2 hours apart, even across the spring-forward night (hooks/rules.py).
-            "every-3-hours": {"schedule": "0 */3 * * *", "time_zone": "Europe/Madrid"},
-            # A report that must not start more than an hour late (max_lateness_seconds, issue 12).
-            "weekdays": {"schedule": "30 8 * * MON-FRI", "time_zone": "America/New_York", "max_lateness_seconds": 3600},
+            # Paused (issue 18): Scheduler pauses it, the audit reports its fire times paused.
+            "every-3-hours": {"schedule": "0 */3 * * *", "time_zone": "Europe/Madrid", "paused": True},
+            # A report that must not start more than an hour late (max_lateness_seconds, issue 12), caught up by
+            # the audit through the deliveries queue while within that hour (catch_up, issue 18).
+            "weekdays": {
+                "schedule": "30 8 * * MON-FRI",
+                "time_zone": "America/New_York",
+                "max_lateness_seconds": 3600,
+                "catch_up": True,
+            },
         },
         "retry_count": 0,
         "attempt_deadline_seconds": 1800,

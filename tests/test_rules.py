@@ -5,12 +5,15 @@ Each refusal must be a RuleError whose message is one line: `field=<value repr>:
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import re
 import zoneinfo
 
 import cronsim
 import pytest
 import rules
+from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tests/harness/)
 
 
@@ -1034,8 +1037,30 @@ def test_max_lateness_refuses(value):
 def test_jobs_refuse_any_other_key_naming_the_optional_one():
     job = {**JOB, "max_lateness": 60}
     assert_refused(
-        rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'nothing else but an optional "max_lateness_seconds"'
+        rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'nothing else but optional "max_lateness_seconds"'
     )
+
+
+# ---------------------------------------------------------------- overlap (proxy targets, issue 18)
+
+
+@pytest.mark.parametrize("value", ["skip", "start"])
+def test_overlap_accepts_skip_and_start(value):
+    assert rules.check_jobs({"nightly": {**JOB, "overlap": value}}) == {"nightly": {**JOB, "overlap": value}}
+
+
+@pytest.mark.parametrize("value", ["queue", "", "Skip", None, ["skip"], True])
+def test_overlap_refuses_anything_else(value):
+    job = {"nightly": {**JOB, "overlap": value}}
+    rule = "must be skip (a new run is recorded skipped"
+    assert_refused(rules.check_jobs, [job], "jobs.nightly.overlap", value, rule)
+
+
+def test_overlap_rules_are_the_handlers():
+    """The bake hook and the baked dedup.py accept the same overlap rules."""
+    dedup_text = (TEMPLATE_PROJECT / "dedup.py").read_text()
+    baked = re.search(r"^OVERLAP_RULES = (\(.*\))$", dedup_text, re.MULTILINE).group(1)
+    assert ast.literal_eval(baked) == rules.OVERLAP_RULES
 
 
 @pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)
@@ -1066,3 +1091,19 @@ def test_audit_interval_plus_settle_must_fit_in_the_lookback():
                    attempt_deadline_seconds="1800", min_backoff_seconds="3600", max_backoff_seconds="3600",
                    retention_seconds="604800")  # fmt: skip
     assert_refused(rules.validate, [slow], "audit_interval_minutes", "720", "= 86400 s)")
+
+
+# ---------------------------------------------------------------- paused and catch_up (issue 18)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(True, True), (False, False), ("true", True), ("False", False)])
+@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+def test_a_job_flag_is_true_or_false(flag, value, expected):
+    assert rules.check_jobs({"nightly": {**JOB, flag: value}}) == {"nightly": {**JOB, flag: expected}}
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "", None])
+@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+def test_a_job_flag_refuses_anything_else(flag, value):
+    job = {"nightly": {**JOB, flag: value}}
+    assert_refused(rules.check_jobs, [job], f"jobs.nightly.{flag}", value, "true or false")

@@ -124,6 +124,19 @@ CASES = [
         "each max_lateness_seconds must be a whole number of seconds, at least 60",
         {"jobs": {"n": {"schedule": "0 3 * * *", "max_lateness_seconds": 60.5}}},
     ),
+    # Issue 18: who may queue re-runs and backfills must be an IAM principal, with its type prefix.
+    Refusal(
+        "enqueuer_without_type",
+        "task_queue",
+        "task_queue.enqueuers: each must be an IAM principal",
+        {"task_queue": {"enqueuers": ["ana@example.com"]}},
+    ),
+    Refusal(
+        "enqueuer_with_a_space",
+        "task_queue",
+        "task_queue.enqueuers: each must be an IAM principal",
+        {"task_queue": {"enqueuers": ["user:ana @example.com"]}},
+    ),
     Refusal(
         "time_zone_trailing_slash",
         "jobs",

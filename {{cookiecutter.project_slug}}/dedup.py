@@ -7,6 +7,8 @@ moves through one state machine (see `decide`):
     absent ──create──▶ in_progress ──complete──▶ completed    replays: duplicate, the work does not run
                           │ ├──fail (terminal)──▶ failed       replays: duplicate, the work does not run
                           │ ├──skip (too late)──▶ skipped      delivered past the job's max_lateness_seconds
+                          │ ├──start (a proxy)──▶ started ──execution ended──▶ completed | failed
+                          │                  (a proxy bake follows it: the job's next delivery, the audit)
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
     A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
@@ -38,6 +40,7 @@ from cronsim import CronSim, CronSimError
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from run_context import RunContext
 
@@ -49,6 +52,11 @@ SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 # one endpoint can serve jobs of several projects or regions that reuse a JOB_ID.
 PROJECT_HEADER = "X-Scheduler-Project"
 LOCATION_HEADER = "X-Scheduler-Location"
+# A re-run: a person asked (tools/runs.py rerun, through the Cloud Tasks queue) that a finished run
+# runs once more. The id is the request's: its retries carry the same id, so the work runs once per id.
+RERUN_ID_HEADER = "X-Rerun-Id"
+RERUN_BY_HEADER = "X-Rerun-By"
+RERUN_REASON_HEADER = "X-Rerun-Reason"
 
 # The answers, baked at generation time into settings.json (the same keys as the environment
 # variables): what a local run reads. Every one is overridden by the environment variable of its
@@ -102,6 +110,12 @@ GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
 DATABASE_UNUSABLE = (api_exceptions.NotFound, api_exceptions.FailedPrecondition)
 
 WHOLE_NUMBER = re.compile(r"[0-9]+")
+RERUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+# Who asked and why: printable text of bounded length (a header value; it is stored in the record).
+RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")
+TASKS_QUEUE = re.compile(
+    r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z]+-[a-z]+[0-9]{1,2}/queues/[A-Za-z0-9-]{1,100}"
+)
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
 PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
@@ -115,7 +129,8 @@ class Status(enum.StrEnum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered later than the job's max_lateness_seconds; the work never ran
+    SKIPPED = "skipped"  # delivered past max_lateness_seconds, or while the job's execution ran (overlap: skip)
+    STARTED = "started"  # a proxy target started the run's execution; how it ends is not known yet
 
 
 class Outcome(enum.StrEnum):
@@ -132,6 +147,7 @@ class Outcome(enum.StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"
     MISCONFIGURED = "misconfigured"  # a DEDUP_* setting, its database or the work for a job: a deploy fixes it
     SKIPPED_LATE = "skipped_late"  # past max_lateness_seconds: recorded `skipped`, the work does not run
+    SKIPPED_OVERLAP = "skipped_overlap"  # the job's previous execution still runs (overlap: skip): recorded `skipped`
 
 
 class RunNotProcessed(Exception):
@@ -172,6 +188,16 @@ class SkippedLate(RunNotProcessed):
     outcome = Outcome.SKIPPED_LATE
 
 
+class SkippedOverlap(RunNotProcessed):
+    """A proxy target's job whose previous execution still runs, with overlap "skip": recorded `skipped`."""
+
+    outcome = Outcome.SKIPPED_OVERLAP
+
+
+# What a proxy target's new run does while the job's previous execution still runs (JobSpec.overlap).
+OVERLAP_RULES = ("skip", "start")
+
+
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
     """One Scheduler job as DEDUP_JOBS describes it: its id in the answers, its cron, the zone it is read in,
@@ -181,11 +207,14 @@ class JobSpec:
     schedule: str
     time_zone: str
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
+    paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
+    catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
+    overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
 
 
 def parse_jobs(text: str) -> dict[str, JobSpec]:
-    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?}},
-    or Misconfigured."""
+    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
+    "paused"?, "catch_up"?, "overlap"?}}, or Misconfigured."""
     try:
         jobs = json.loads(text)
     except ValueError as error:
@@ -212,11 +241,20 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
         lateness = job.get("max_lateness_seconds")
         if lateness is not None and (type(lateness) is not int or lateness <= 0):
             raise Misconfigured(f"{field}.max_lateness_seconds={lateness!r}: must be a positive whole number or null")
+        for flag in ("paused", "catch_up"):
+            if type(job.get(flag, False)) is not bool:
+                raise Misconfigured(f"{field}.{flag}={job[flag]!r}: must be true or false")
+        overlap = job.get("overlap", "skip")
+        if overlap not in OVERLAP_RULES:
+            raise Misconfigured(f"{field}.overlap={overlap!r}: must be one of {', '.join(OVERLAP_RULES)}")
         specs[name] = JobSpec(
             job_id=job["job_id"],
             schedule=str(job["schedule"]),
             time_zone=str(job["time_zone"]),
             max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
+            paused=job.get("paused", False),
+            catch_up=job.get("catch_up", False),
+            overlap=overlap,
         )
     return specs
 
@@ -233,6 +271,9 @@ class DedupConfig:
     retry_window: dt.timedelta
     jobs: Mapping[str, JobSpec]
     audit_job: str
+    # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (projects/P/locations/L/queues/Q);
+    # None: not deployed with one (the job catch_up needs it).
+    tasks_queue: str | None = None
 
     @property
     def settle(self) -> dt.timedelta:
@@ -251,13 +292,21 @@ class DedupConfig:
                 raise Misconfigured(f"{name}={text!r}: {rule}")
             return text
 
+        def optional_queue() -> str | None:
+            text = environ.get("DEDUP_TASKS_QUEUE", baked_settings().get("DEDUP_TASKS_QUEUE")) or None
+            if text is not None and not TASKS_QUEUE.fullmatch(text):
+                raise Misconfigured(
+                    f"DEDUP_TASKS_QUEUE={text!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE"
+                )
+            return text
+
         def seconds(name: str) -> dt.timedelta:
             text = value(name, WHOLE_NUMBER, "must be a positive whole number of seconds")
             if int(text) == 0:
                 raise Misconfigured(f"{name}={text!r}: must be a positive whole number of seconds")
             return dt.timedelta(seconds=int(text))
 
-        return cls(
+        config = cls(
             project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
             location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
             database=value("DEDUP_DATABASE"),
@@ -268,7 +317,15 @@ class DedupConfig:
             retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
             jobs=parse_jobs(value("DEDUP_JOBS")),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
+            tasks_queue=optional_queue(),
         )
+        for name, job in config.jobs.items():
+            if job.catch_up and config.tasks_queue is None:
+                raise Misconfigured(
+                    f"DEDUP_JOBS.{name}.catch_up=true: the audit delivers through a Cloud Tasks queue, "
+                    "and DEDUP_TASKS_QUEUE is not set"
+                )
+        return config
 
     def job_id(self, job_name: str) -> str | None:
         """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job DEDUP_JOBS lacks."""
@@ -354,6 +411,43 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
     return RunKey(project=project, location=location, job_name=job_name, schedule_time=schedule_time)
 
 
+@dataclasses.dataclass(frozen=True)
+class Rerun:
+    """A person's request that a finished run runs once more: its id, who asked, why."""
+
+    rerun_id: str
+    by: str
+    reason: str
+
+    def entry(self, now: dt.datetime, previous: Mapping[str, object] | None) -> dict[str, object]:
+        """What the run's record keeps of it (field `reruns`, one entry per re-run that ran)."""
+        entry: dict[str, object] = {"rerun_id": self.rerun_id, "by": self.by, "reason": self.reason, "at": now}
+        if previous is not None:
+            entry["previous_status"] = previous["status"]
+        return entry
+
+
+def read_rerun(headers: Mapping[str, str]) -> Rerun | None:
+    """The re-run a delivery asks for (X-Rerun-Id, -By, -Reason), None for a plain delivery, or InvalidDelivery."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    rerun_id = lowered.get(RERUN_ID_HEADER.lower())
+    if rerun_id is None:
+        return None
+    fields = {}
+    for name, pattern, rule in (
+        (RERUN_ID_HEADER, RERUN_ID, "must be 1-100 letters, digits, '-', '_'"),
+        (RERUN_BY_HEADER, RERUN_TEXT, "must say who asked (1-500 printable characters)"),
+        (RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),
+    ):
+        value = lowered.get(name.lower())
+        if value is None:
+            raise InvalidDelivery(f"missing {name} header: a re-run ({RERUN_ID_HEADER}) says who asked and why")
+        if not pattern.fullmatch(value):
+            raise InvalidDelivery(f"{name}={_shown(value)}: {rule}")
+        fields[name] = value
+    return Rerun(fields[RERUN_ID_HEADER], fields[RERUN_BY_HEADER], fields[RERUN_REASON_HEADER])
+
+
 class Decision(enum.Enum):
     """What a delivery may do with the record it found; the last two end as the outcome of their name."""
 
@@ -366,7 +460,7 @@ def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
     """The state machine's one decision: what a delivery may do with the run's existing record."""
     if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
         return Decision.TAKE_OVER
-    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):
+    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
         return Decision.DUPLICATE
     if record["lease_expires"] > now:
         return Decision.IN_PROGRESS
@@ -382,6 +476,7 @@ class Claim:
     attempt: int
     write_time: dt.datetime
     taken_over_from: str | None = None  # the expired attempt's id, on a takeover
+    rerun_id: str | None = None  # the re-run this claim runs, if it is one
 
     def context(self, job_id: str | None) -> RunContext:
         return RunContext(
@@ -393,7 +488,19 @@ class Claim:
             attempt=self.attempt,
             project=self.key.project,
             location=self.key.location,
+            rerun_id=self.rerun_id,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class StartedRun:
+    """A run recorded `started`: a proxy target started its execution, whose end is not known yet."""
+
+    run_id: str
+    job_name: str
+    schedule_time: dt.datetime
+    execution: str  # the execution's full resource name
+    write_time: dt.datetime  # the record's update time when read: ending it is guarded by it
 
 
 @functools.cache
@@ -467,19 +574,27 @@ class RunLedger:
         self._call = functools.partial(firestore_call, database=config.database_name)
         self.records = GuardedRecords(self.client, self._call)
 
-    def claim(self, key: RunKey, now: dt.datetime) -> Claim:
-        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured."""
+    def claim(self, key: RunKey, now: dt.datetime, rerun: Rerun | None = None) -> Claim:
+        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured.
+
+        A re-run whose id the record does not hold yet reopens a finished run (a guarded write, so
+        two deliveries of it cannot both reopen it); once the record holds its id, its retries are
+        answered like any replay: the work runs once per re-run id."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
-        write_time = self.records.create(ref, self._claim_record(key, attempt_id, attempt=1, now=now))
+        record = self._claim_record(key, attempt_id, attempt=1, now=now)
+        if rerun is not None:
+            record |= {"rerun_id": rerun.rerun_id, "reruns": [rerun.entry(now, None)]}
+        write_time = self.records.create(ref, record)
         if write_time is not None:
-            return Claim(key, attempt_id, 1, write_time)
+            return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
         snapshot = self._call(ref.get, retry=READ_RETRY)
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
         decision = decide(current, now)
-        if decision is Decision.DUPLICATE:
+        fresh_rerun = rerun is not None and current.get("rerun_id") != rerun.rerun_id
+        if decision is Decision.DUPLICATE and not fresh_rerun:
             raise Duplicate(f"run already {current['status']}; the work does not run again")
         if decision is Decision.IN_PROGRESS:
             raise InProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
@@ -489,11 +604,17 @@ class RunLedger:
             "last_error": firestore.DELETE_FIELD,
             "result": firestore.DELETE_FIELD,
         }
+        if fresh_rerun:
+            takeover |= {
+                "rerun_id": rerun.rerun_id,
+                "reruns": [*current.get("reruns", []), rerun.entry(now, current)],
+            }
         try:
             write_time = self.records.update_if_unchanged(ref, takeover, since=snapshot.update_time)
         except RecordChanged:
             raise InProgress("another delivery took the run over first") from None
-        return Claim(key, attempt_id, attempt, write_time, taken_over_from=current["attempt_id"])
+        rerun_id = rerun.rerun_id if fresh_rerun else current.get("rerun_id")
+        return Claim(key, attempt_id, attempt, write_time, taken_over_from=current["attempt_id"], rerun_id=rerun_id)
 
     def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> None:
         """Success; `result` is what the work reported (a proxy: the execution it started)."""
@@ -507,15 +628,61 @@ class RunLedger:
         self._finish(claim, {"status": Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
 
     def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
-        """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing."""
+        """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing.
+        A re-run is late on purpose: a person asked for it, so the limit does not apply to it."""
         job = self.config.jobs.get(claim.key.job_name)
+        if claim.rerun_id is not None:
+            return
         if job is None or job.max_lateness is None or now - claim.key.schedule_time <= job.max_lateness:
             return
         late = int((now - claim.key.schedule_time).total_seconds())
         limit = int(job.max_lateness.total_seconds())
         reason = f"delivered {late} s after its schedule time, past max_lateness_seconds={limit}; the work does not run"
-        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})
-        raise SkippedLate(reason)
+        self._skip(claim, now, SkippedLate(reason))
+
+    def skip_overlapping(self, claim: Claim, now: dt.datetime, reason: str) -> None:
+        """The job's previous execution still runs, and its overlap rule is "skip": record `skipped`, raise
+        SkippedOverlap."""
+        self._skip(claim, now, SkippedOverlap(reason))
+
+    def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
+        """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
+        the execution is seen to end (end_execution)."""
+        self._finish(claim, {"status": Status.STARTED.value, "started_at": now, "execution": execution[:1500]})
+
+    def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
+        """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
+
+        Equality filters only: Firestore serves them by merging its automatic single-field indexes, no
+        composite index to create (firebase.google.com/docs/firestore/query-data/index-overview, "Index
+        merging"). Few runs are ever `started` at once, so the expiry is compared here.
+        """
+        query = self.collection.where(filter=FieldFilter("status", "==", Status.STARTED.value))
+        if job_name is not None:
+            query = query.where(filter=FieldFilter("job_name", "==", job_name))
+        snapshots = self._call(self._stream, query, retry=READ_RETRY)
+        return [
+            StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
+            for s in snapshots
+            if (record := s.to_dict())["expire_at"] > now
+        ]
+
+    def end_execution(self, run: StartedRun, status: Status, now: dt.datetime, reason: str | None = None) -> bool:
+        """Record how a started run's execution ended (`completed`, or `failed` with the reason); False if
+        another follower (a delivery, the audit) recorded it first."""
+        fields: dict[str, object] = {"status": status.value, "finished_at": now}
+        if reason is not None:
+            fields["last_error"] = reason[:1500]
+        try:
+            self.records.update_if_unchanged(self.collection.document(run.run_id), fields, since=run.write_time)
+        except RecordChanged:
+            return False
+        return True
+
+    def _skip(self, claim: Claim, now: dt.datetime, stop: RunNotProcessed) -> None:
+        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run."""
+        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
+        raise stop
 
     def release(self, claim: Claim) -> None:
         """Retryable failure: delete the claim so that the next retry runs at once."""
@@ -555,6 +722,11 @@ class RunLedger:
     def _get_all(self, refs, **kwargs) -> list:
         """get_all streams: read the stream here, so that its errors are the call's."""
         return list(self.client.get_all(refs, **kwargs))
+
+    @staticmethod
+    def _stream(query, **kwargs) -> list:
+        """A query streams: read the stream here, so that its errors are the call's."""
+        return list(query.stream(**kwargs))
 
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
         return {

@@ -20,8 +20,11 @@ from google.cloud.logging.handlers import StructuredLogHandler
 
 import audit
 import dedup
-from job import run
-from run_context import RunContext, TerminalJobError, UnknownJob
+{%- if cookiecutter.target != "function" %}
+import executions
+{%- endif %}
+from job import {% if cookiecutter.target != "function" %}execution_end, {% endif %}run
+from run_context import RunContext, Started, TerminalJobError, UnknownJob
 
 logger = logging.getLogger("scheduled_run")
 
@@ -38,6 +41,7 @@ ANSWERS: Mapping[dedup.Outcome, tuple[int, str]] = MappingProxyType({
     dedup.Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
     dedup.Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
     dedup.Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+    dedup.Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
 })  # fmt: skip
 
 # The run's identity, stamped on every line logged while a delivery is handled (the job's too).
@@ -85,9 +89,12 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
         config = dedup.DedupConfig.from_env()
         key = dedup.read_run_key(headers, config, now)
         RUN_FIELDS.set({"run_id": key.run_id, "job": key.job_name, "schedule_time": key.schedule_time.isoformat()})
+        rerun = dedup.read_rerun(headers)
         ledger = dedup.RunLedger(config)
-        claim = ledger.claim(key, now)
+        claim = ledger.claim(key, now, rerun)
         RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt})
+        if claim.rerun_id:
+            RUN_FIELDS.set(RUN_FIELDS.get() | {"rerun_id": claim.rerun_id})
         if claim.taken_over_from:
             logger.warning(
                 "took the run over from attempt %s, whose lease expired",
@@ -96,6 +103,10 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
             )
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
+{%- if cookiecutter.target != "function" %}
+        # First the executions started earlier: recorded once ended; the job's overlap rule if one still runs.
+        work = executions.following(ledger, claim, config, work, execution_end)
+{%- endif %}
         outcome, detail, error = work_then_finish(ledger, claim, work, config.job_id(key.job_name))
     except dedup.RunNotProcessed as stop:
         outcome, detail, error = stop.outcome, str(stop), None
@@ -124,6 +135,8 @@ def work_then_finish(
         finally:
             # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
             RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
+    except dedup.SkippedOverlap:  # a proxy's overlap rule, recorded `skipped` already: the delivery's outcome
+        raise
     except TerminalJobError as error:
         ledger.fail(claim, str(error), dedup.utcnow())
         return dedup.Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {error}", None
@@ -141,6 +154,9 @@ def work_then_finish(
         ledger.release(claim)
         detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
         return dedup.Outcome.RETRYABLE_FAILURE, detail, error
+    if isinstance(result, Started):  # a proxy target: followed until the execution ends
+        ledger.start(claim, dedup.utcnow(), result.execution)
+        return dedup.Outcome.PROCESSED, f"run processed: started execution {result.execution}", None
     ledger.complete(claim, dedup.utcnow(), result)
     return dedup.Outcome.PROCESSED, "run processed", None
 

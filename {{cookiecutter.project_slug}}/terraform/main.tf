@@ -33,6 +33,8 @@ module "scheduled_dedup" {
   apis            = {{ proxy }}.apis
 {%- endif %}
   source_excludes = {{ proxy }}.source_excludes
+  # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
+  follows_executions = true
 {%- endif %}
 
   # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".
@@ -44,6 +46,18 @@ module "scheduled_dedup" {
 {%- if job.max_lateness_seconds is defined %}
       # A delivery later than this is recorded skipped and does not run the work.
       max_lateness_seconds = {{ job.max_lateness_seconds | int }}
+{%- endif %}
+{%- if job.paused is defined %}
+      # Paused in Scheduler; the audit reports its fire times paused, never missing.
+      paused = {{ job.paused | string | lower }}
+{%- endif %}
+{%- if job.catch_up is defined %}
+      # The audit delivers a missing run itself (Cloud Tasks) while within max_lateness_seconds.
+      catch_up = {{ job.catch_up | string | lower }}
+{%- endif %}
+{%- if job.overlap is defined %}
+      # While the job's previous execution still runs, a new run: "skip" (recorded skipped) or "start".
+      overlap = {{ job.overlap | tojson }}
 {%- endif %}
     }
 {%- endfor %}
@@ -78,6 +92,11 @@ module "scheduled_dedup" {
   enable_apis           = var.enable_apis
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
+
+  # Who may re-run and backfill runs from a laptop (tools/runs.py rerun / backfill --queue; docs/iam.md).
+  task_queue = {
+    enqueuers = var.task_queue_enqueuers
+  }
 }
 {%- if cookiecutter.target == "cloud_run_job" %}
 

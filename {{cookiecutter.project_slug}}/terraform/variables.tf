@@ -42,6 +42,13 @@ variable "notification_channels" {
   type        = list(string)
   default     = []
 }
+
+variable "task_queue_enqueuers" {
+  description = "Principals (user:..., group:..., serviceAccount:...) granted roles/cloudtasks.enqueuer on the deliveries queue: they may re-run and backfill runs with tools/runs.py from a laptop (docs/schedules-and-manual-runs.md)."
+  type        = list(string)
+  default     = []
+  nullable    = false
+}
 {%- if cookiecutter.target == "cloud_run_job" %}
 
 # No default: a placeholder image would apply cleanly, ignore DEDUP_RUN_ID and let runs be recorded completed.

@@ -19,6 +19,9 @@ locals {
     for id, job in var.jobs : "${var.slug}-${id}" => merge(
       { job_id = id, schedule = job.schedule, time_zone = job.time_zone },
       job.max_lateness_seconds == null ? {} : { max_lateness_seconds = job.max_lateness_seconds },
+      job.paused ? { paused = true } : {},
+      job.catch_up ? { catch_up = true } : {},
+      job.overlap == null ? {} : { overlap = job.overlap },
     )
   })
 

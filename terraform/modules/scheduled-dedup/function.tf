@@ -153,6 +153,9 @@ resource "google_cloudfunctions2_function" "this" {
         DEDUP_JOBS                 = local.dedup_jobs
         DEDUP_RETRY_WINDOW_SECONDS = tostring(local.retry_window_seconds)
         DEDUP_AUDIT_JOB            = local.audit_job_name
+        # The deliveries queue (tasks.tf), by its name: the audit's catch-up queues there. Not the resource's
+        # id: the queue routes to this function's URI, so it is made after the function.
+        DEDUP_TASKS_QUEUE = local.task_queue_id
       },
     )
   }

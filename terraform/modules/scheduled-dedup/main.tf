@@ -3,8 +3,8 @@
 # accounts, a Firestore TTL on run records and log-based metrics per outcome.
 #
 # Files: apis.tf (project services), firestore.tf (database, TTL), iam.tf (every service account
-# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), audit.tf (the audit
-# job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
+# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), tasks.tf (the
+# deliveries queue: re-runs, backfill, catch-up), audit.tf (the audit job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
 #
 # It knows no proxy target: a sibling module, vendored only into a bake of its target, makes what
 # the function starts, and the baked root passes the sibling's environment variables, collections,
@@ -42,5 +42,5 @@ locals {
   labels = merge(var.labels, { "scheduled-dedup" = var.slug })
 
   # Outcomes the handler logs as jsonPayload.outcome (one structured JSON line per delivery).
-  outcomes = ["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late"]
+  outcomes = ["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late", "skipped_overlap"]
 }

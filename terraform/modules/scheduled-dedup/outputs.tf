@@ -94,3 +94,8 @@ output "apis_ready" {
   description = "Known once the project's APIs (the module's and var.apis) have propagated: a sibling module's resources depend on it."
   value       = time_sleep.apis.id
 }
+
+output "task_queue" {
+  description = "The deliveries queue (projects/P/locations/L/queues/Q): tools/runs.py rerun and backfill --queue queue there."
+  value       = google_cloud_tasks_queue.deliveries.id
+}

@@ -45,11 +45,22 @@ variable "jobs" {
     schedule    = string
     time_zone   = optional(string, "Etc/UTC")
     description = optional(string)
-    paused      = optional(bool, false)
+    # Paused in Scheduler; the audit reports its fire times `paused`, never `missing` (audit.py).
+    paused = optional(bool, false)
+    # The audit delivers a missing run itself through the deliveries queue (tasks.tf) while within max_lateness_seconds.
+    catch_up = optional(bool, false)
     # A delivery later than this after its schedule time is recorded skipped (2xx) and never runs the work.
     max_lateness_seconds = optional(number)
+    # Proxy targets: what a new run does while the job's previous execution still runs; null: "skip".
+    overlap = optional(string)
   }))
   nullable = false
+
+  validation {
+    # dedup.OVERLAP_RULES (the baked dedup.py refuses any other value as misconfigured).
+    condition     = alltrue([for job in values(var.jobs) : job.overlap == null || contains(["skip", "start"], coalesce(job.overlap, "skip"))])
+    error_message = "jobs: each overlap must be \"skip\" (a new run is recorded skipped while the job's previous execution still runs) or \"start\" (it starts anyway). Given: ${jsonencode({ for id, job in var.jobs : id => job.overlap })}."
+  }
 
   validation {
     # rules.check_max_lateness: a whole number of seconds, at least 60, or null (no limit).
@@ -82,6 +93,21 @@ variable "jobs" {
     # shape here and Cloud Scheduler refuses an unknown zone at apply.
     condition     = alltrue([for job in values(var.jobs) : can(regex("^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$", job.time_zone))])
     error_message = "jobs: each time_zone must be an IANA time zone such as Etc/UTC or Europe/Madrid."
+  }
+}
+
+variable "task_queue" {
+  description = "The deliveries queue (tasks.tf) that carries re-runs, backfills and catch-ups to the function. enqueuers: principals (user:, group:, serviceAccount:, principal:, principalSet:) granted roles/cloudtasks.enqueuer on that one queue: they may re-run and backfill runs from a laptop with tools/runs.py (docs/iam.md)."
+  type = object({
+    enqueuers = optional(list(string), [])
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # IAM principal identifiers ("Principal identifiers" in IAM's docs): a type prefix, a colon, an identity.
+    condition     = alltrue([for member in var.task_queue.enqueuers : can(regex("^(user|group|serviceAccount|domain|principal|principalSet):[^:\\s]+$", member))])
+    error_message = "task_queue.enqueuers: each must be an IAM principal such as user:ana@example.com, group:oncall@example.com or serviceAccount:ops@p.iam.gserviceaccount.com. Given: ${jsonencode(var.task_queue.enqueuers)}."
   }
 }
 
@@ -360,4 +386,11 @@ variable "audit" {
     ) <= min(86400, var.timing.retention_seconds), false)
     error_message = "audit.interval_minutes: the interval + lease + retry window must fit in the audit's lookback (min(1 day, retention_seconds)), or a run could go missing between two audits."
   }
+}
+
+variable "follows_executions" {
+  description = "The function is a proxy target's (a Cloud Run job, a workflow): it starts an execution per run and follows it (a proxy bake's executions module), logging one line per ended execution. true: a log-based metric counts the failed and cancelled executions by job, and an alert fires on any (executions.tf). The baked root sets it for the proxy targets."
+  type        = bool
+  default     = false
+  nullable    = false
 }

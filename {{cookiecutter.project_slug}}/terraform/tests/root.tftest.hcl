@@ -54,7 +54,7 @@ run "main" {
   }
 
   assert {
-    condition     = length(output.log_metric_names) == 9
+    condition     = length(output.log_metric_names) == 10
     error_message = "One log-based metric per outcome."
   }
 

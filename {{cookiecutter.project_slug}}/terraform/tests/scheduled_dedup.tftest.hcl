@@ -321,7 +321,7 @@ run "baked_values" {
   # --- observability ---
 
   assert {
-    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late"]) && alltrue([
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late", "skipped_overlap"]) && alltrue([
       for outcome, metric in google_logging_metric.outcome :
       strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
     ])
@@ -535,6 +535,86 @@ run "knows_no_proxy_target" {
     condition     = length([for name in keys(output.function_environment_variables) : name if startswith(name, "PROXY_")]) == 0
     error_message = "Without a proxy target's settings the function gets no PROXY_* name."
   }
+
+  assert {
+    condition     = length(google_logging_metric.execution_failed) == 0 && !contains(keys(google_monitoring_alert_policy.outcome), "execution_failed")
+    error_message = "A function that starts no executions gets no metric or alert for failed ones."
+  }
+}
+
+# A proxy target's function logs one line per ended execution (a proxy bake's executions module, log_end):
+# jsonPayload.execution_outcome = succeeded | failed | cancelled, jsonPayload.job = the followed run's job.
+run "counts_and_alerts_on_failed_executions" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    follows_executions = true
+  }
+
+  assert {
+    condition = (
+      google_logging_metric.execution_failed[0].name == "${var.slug}-execution-failed" &&
+      google_logging_metric.execution_failed[0].filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${var.slug}\" AND jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")" &&
+      google_logging_metric.execution_failed[0].label_extractors["job"] == "EXTRACT(jsonPayload.job)" &&
+      contains([for label in google_logging_metric.execution_failed[0].metric_descriptor[0].labels : label.key], "job")
+    )
+    error_message = "One metric counts the function's failed and cancelled execution lines (not succeeded ones), with a job label."
+  }
+
+  assert {
+    condition = (
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-execution-failed\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].threshold_value == 0 &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].comparison == "COMPARISON_GT" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
+      google_monitoring_alert_policy.outcome["execution_failed"].severity == "ERROR" &&
+      strcontains(google_monitoring_alert_policy.outcome["execution_failed"].documentation[0].content, "schedules-and-manual-runs.md")
+    )
+    error_message = "One alert policy, grouped by job, fires on any failed or cancelled execution and says how to re-run it."
+  }
+}
+
+run "passes_each_jobs_overlap_rule_to_the_function" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      often = { schedule = "*/5 * * * *", overlap = "start" }
+      daily = { schedule = "0 3 * * *" }
+    }
+  }
+
+  assert {
+    condition = (
+      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-often"].overlap == "start" &&
+      !contains(keys(jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-daily"]), "overlap")
+    )
+    error_message = "DEDUP_JOBS carries a job's overlap rule when it has one (dedup.py's default, skip, otherwise)."
+  }
+}
+
+run "rejects_an_unknown_overlap_rule" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      often = { schedule = "*/5 * * * *", overlap = "queue" }
+    }
+  }
+
+  expect_failures = [var.jobs]
 }
 
 # --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---
@@ -851,6 +931,84 @@ run "audit_job_metrics_alert_and_dashboard" {
       jsondecode(google_monitoring_dashboard.this.dashboard_json).dashboardFilters == [{ labelKey = "job", filterType = "METRIC_LABEL" }]
     )
     error_message = "The dashboard has six charts whatever the jobs, inside its 48 columns, and a filter on the job label."
+  }
+}
+
+# Issue 18: a paused job is paused in Scheduler and the function knows it; the deliveries queue routes every task
+# to the function as the invoker (queue-level routing); the enqueuers, and the runtime only with catch_up, may queue.
+run "deliveries_queue_and_paused_jobs" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      report  = { schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    task_queue = {
+      enqueuers = ["user:ana@example.com", "group:oncall@example.com"]
+    }
+  }
+
+  override_resource {
+    target = google_cloudfunctions2_function.this
+    values = {
+      service_config = {
+        uri = "https://{{ cookiecutter.project_slug }}-mock-ew.a.run.app"
+      }
+    }
+  }
+
+  assert {
+    condition     = google_cloud_scheduler_job.this["nightly"].paused && !google_cloud_scheduler_job.this["report"].paused
+    error_message = "A job paused in the configuration is paused in Scheduler, and only that one."
+  }
+
+  assert {
+    condition = jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
+      "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      "${var.slug}-report"  = { job_id = "report", schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    error_message = "The function gets paused and catch_up per job (DEDUP_JOBS), as dedup.parse_jobs reads them."
+  }
+
+  assert {
+    condition = (
+      google_cloud_tasks_queue.deliveries.name == "${var.slug}-deliveries" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_TASKS_QUEUE"] == "projects/${var.project_id}/locations/${var.region}/queues/${var.slug}-deliveries" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].host == "{{ cookiecutter.project_slug }}-mock-ew.a.run.app" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].scheme == "HTTPS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].uri_override_enforce_mode == "ALWAYS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
+      google_cloud_tasks_queue.deliveries.retry_config[0].max_attempts == var.retry.retry_count + 1
+    )
+    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler, and the function knows its name."
+  }
+
+  assert {
+    condition = (
+      toset([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.member]) == toset(["user:ana@example.com", "group:oncall@example.com"]) &&
+      alltrue([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.role == "roles/cloudtasks.enqueuer"]) &&
+      one(google_cloud_tasks_queue_iam_member.runtime_catch_up[*].member) == google_service_account.runtime.member
+    )
+    error_message = "The enqueuers, and the runtime (a job has catch_up), hold roles/cloudtasks.enqueuer on the queue."
+  }
+}
+
+run "no_catch_up_grant_without_catch_up" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  assert {
+    condition     = length(google_cloud_tasks_queue_iam_member.runtime_catch_up) == 0 && length(google_cloud_tasks_queue_iam_member.enqueuers) == 0
+    error_message = "Without catch_up the runtime may not queue, and nobody is an enqueuer unless named."
   }
 }
 
