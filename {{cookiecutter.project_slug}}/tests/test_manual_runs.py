@@ -185,7 +185,7 @@ def queue_to(fleet, monkeypatch):
 def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, fleet, queue_to, now, capsys):
     time = audit.rfc3339(now - dt.timedelta(hours=1))
     server = fleet.servers[0]
-    job = runs.scheduler_job_name("nightly", dedup.DedupConfig.from_env())  # as Scheduler sends it
+    job = runs.resolve_job(dedup.DedupConfig.from_env(), "nightly")  # as Scheduler sends it
     assert server.deliver(scheduler_headers(job, time)).text.startswith("processed:")
     args = ["rerun", "nightly", time, "--reason", "bad input fixed", "--by", "ana@example.com", "--rerun-id", "fix-1"]
     assert runs.main(args) == 0
