@@ -34,7 +34,7 @@ JOB = re.compile(
     + HCL_STRING
     + r")\s*time_zone\s*=\s*("
     + HCL_STRING
-    + r")\s*[}]"
+    + r")[^}]*[}]"  # then the job's other keys (paused, catch_up, max_lateness_seconds, ...), none holding a brace
 )
 
 
