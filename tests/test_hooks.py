@@ -126,6 +126,7 @@ def test_bad_answer_is_refused_with_one_line_and_nothing_left_behind(tmp_path, c
     assert errors[0].startswith(f"ERROR: {field}={value!r}: "), errors[0]
     assert rule in errors[0]
     assert list(output.iterdir()) == []
+    Path(REPLAY_HINT.search(errors[0])["file"]).unlink()  # the refusal's own replay file: named, and there
 
 
 def test_no_retries_at_all_bakes_with_one_warning_line(tmp_path, capfd):
