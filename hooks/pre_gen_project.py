@@ -47,9 +47,13 @@ def bake_again_hint(path: Path) -> str:
 
 
 REPO_DIR = template_dir()
+# The rules live once, in the baked project's rules.py: the template's copy of it (braces split so that
+# cookiecutter does not render the directory's name); baking.py (the answers' names) in the template's hooks.
+PROJECT_TEMPLATE = REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")
+sys.path.insert(0, str(PROJECT_TEMPLATE))
 sys.path.insert(0, str(REPO_DIR / "hooks"))
 import baking  # noqa: E402
-import rules  # noqa: E402  (found through the template's own hooks directory)
+import rules  # noqa: E402  (found through the template's own project directory)
 
 try:
     checked = rules.validate(baking.public_answers(ANSWERS))

@@ -40,7 +40,7 @@ from google.cloud import firestore
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
-sys.path.insert(0, str(ROOT / "hooks"))
+sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}"))
 
 import rules  # noqa: E402
 

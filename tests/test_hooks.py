@@ -13,7 +13,8 @@ from pathlib import Path
 
 import baking
 import pytest
-from conftest import DEFAULTS, ROOT, bake
+import yaml
+from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake
 from cookiecutter.exceptions import FailedHookException
 
 # (answers, field, value as the hook sees it, a fragment of the rule). A `jobs` object replaces the default
@@ -42,18 +43,24 @@ REFUSALS = {
         "must be an IANA time zone",
     ),
     "deadline": (
-        {"attempt_deadline_seconds": 1801, "function_timeout_seconds": 3600, "lease_seconds": 3630},
+        {"attempt_deadline_seconds": 1801, "lease_seconds": 3630},
         "attempt_deadline_seconds",
         "1801",
         "must be 15-1800",
     ),
-    "timeout-below-deadline": (
-        {"function_timeout_seconds": 299},
-        "function_timeout_seconds",
-        "299",
-        "must be at least attempt_deadline_seconds (300)",
+    "lease": (
+        {"lease_seconds": 329},
+        "lease_seconds",
+        "329",
+        "must be at least the stop (attempt_deadline_seconds) + 30",
     ),
-    "lease": ({"lease_seconds": 329}, "lease_seconds", "329", "must be at least function_timeout_seconds + 30 (330)"),
+    # A job's own number is named under the job (issue 17).
+    "job-lease": (
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "lease_seconds": 329}}},
+        "jobs.nightly.lease_seconds",
+        "329",
+        "must be at least the stop (attempt_deadline_seconds) + 30 (330)",
+    ),
     "retention": (
         {"retention_seconds": 3659},
         "retention_seconds",
@@ -89,10 +96,10 @@ REFUSALS = {
     ),
     "non-numeric": ({"lease_seconds": "6 min"}, "lease_seconds", "6 min", "must be a whole number"),
     "jobs-extra-key": (
-        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "retry_count": 2}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "retries": 2}}},
         "jobs.nightly",
-        {"retry_count": "2", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"},  # tojson sorts the keys
-        '{"schedule": ..., "time_zone": ...} and nothing else',
+        {"retries": "2", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"},  # tojson sorts the keys
+        "must hold a schedule, and nothing else but attempt_deadline_seconds",
     ),
     "jobs-bad-id": (
         {"jobs": {"Nightly_Report": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}},
@@ -101,7 +108,7 @@ REFUSALS = {
         "each job id must be 1-40 chars",
     ),
     "jobs-not-json": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "is not JSON"),
-    "jobs-not-an-object": ({"jobs": "[]"}, "jobs", [], "non-empty JSON object"),
+    "jobs-not-an-object": ({"jobs": "[]"}, "jobs", [], "non-empty mapping"),
     "max-lateness": (
         {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 30}}},
         "jobs.nightly.max_lateness_seconds",
@@ -197,7 +204,7 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
     assert result.returncode == 0, result.stderr
     (project,) = output.iterdir()
     assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
-    assert (project / "tests" / "harness" / "rules.py").is_file()
+    assert (project / "config.yaml").is_file() and (project / "rules.py").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
 
 
@@ -229,7 +236,7 @@ def at_the_terminal(*arguments: str, typed: dict[int, str], cwd: Path) -> subpro
     )
 
 
-# The order cookiecutter asks in: every plain question as cookiecutter.json lists it, then `jobs` (a dict).
+# The order cookiecutter asks in: every plain question as cookiecutter.json lists it (`jobs` is text: among them).
 QUESTION_NUMBER = {key: number for number, key in enumerate(
     [key for key, value in DEFAULTS.items() if not key.startswith("_") and not isinstance(value, dict)], start=1
 )}  # fmt: skip
@@ -241,9 +248,28 @@ def test_at_the_terminal_at_most_twelve_questions_are_asked(tmp_path, own_replay
     assert result.returncode == 0, result.stderr
     asked = re.findall(r"\[(\d+)/(\d+)\]", result.stdout)
     assert asked and len(asked) == int(asked[-1][1]) <= 12, asked
-    answers = json.loads((tmp_path / "out" / "nightly-report" / ".cookiecutter.json").read_text())
-    assert answers["jobs"] == {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}
-    assert answers["lease_seconds"] == "360"  # an unasked setting, rendered all the same
+    project = tmp_path / "out" / "nightly-report"
+    assert json.loads((project / ".cookiecutter.json").read_text())["jobs"] == ["nightly"]
+    written = yaml.safe_load((project / "config.yaml").read_text())
+    assert written["jobs"] == {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}
+    assert written["defaults"]["attempt_deadline_seconds"] == 300  # an unasked setting, written all the same
+
+
+def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path, own_replay_dir):
+    """The issue's case, the deadline given as extra context under its unasked name, Enter at every question:
+    the lease follows the deadline (config.py derives it)."""
+    result = at_the_terminal(
+        "-o", str(tmp_path / "out"), str(ROOT), "__attempt_deadline_seconds=600", typed={}, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "out" / "nightly-report"
+    written = yaml.safe_load((project / "config.yaml").read_text())
+    assert written["defaults"]["attempt_deadline_seconds"] == 600 and "lease_seconds" not in written["defaults"]
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import config; print(config.load().jobs['nightly'].timing['lease_seconds'])"],
+        cwd=project, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert loaded.stdout.strip() == "660"
 
 
 REPLAY_HINT = re.compile(
@@ -282,7 +308,7 @@ def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_
     assert again.returncode == 0, again.stderr
     answers = json.loads((output / "nightly-report" / ".cookiecutter.json").read_text())
     assert answers["gcp_project_id"] == "fixed-project-id"
-    assert answers["lease_seconds"] == "360"
+    assert answers["attempt_deadline_seconds"] == "300"
     replay_file.unlink()
 
 
@@ -313,19 +339,18 @@ GIVEN_JOBS = {
 
 
 def baked_job_ids(project: Path) -> dict[str, list[str]]:
-    """The job ids each place of a bake holds: the answers record, the function's settings, Terraform's job table."""
-    settings = json.loads((project / "settings.json").read_text())
-    main_tf = (project / "terraform" / "main.tf").read_text()
+    """The job ids each place of a bake holds: the answers record, config.yaml (the function's and Terraform's
+    one source), job.py's WORK."""
     return {
         "answers": sorted(json.loads((project / ".cookiecutter.json").read_text())["jobs"]),
-        "settings": sorted(job["job_id"] for job in settings["DEDUP_JOBS"].values()),
-        "terraform": sorted(job for job in ("nightly", *GIVEN_JOBS) if f'"{job}" = {{' in main_tf),
+        "config": sorted(yaml.safe_load((project / "config.yaml").read_text())["jobs"]),
+        "work": sorted(work_functions(project / "job.py")),
     }
 
 
 def test_jobs_given_through_extra_context_are_exactly_those_jobs(tmp_path):
     project = bake(tmp_path, jobs=GIVEN_JOBS)
-    assert baked_job_ids(project) == dict.fromkeys(("answers", "settings", "terraform"), sorted(GIVEN_JOBS))
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "config", "work"), sorted(GIVEN_JOBS))
 
 
 def work_functions(job_py: Path) -> dict[str, str]:
@@ -358,7 +383,7 @@ def test_jobs_given_in_a_config_file_are_exactly_those_jobs(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     project = tmp_path / "out" / "nightly-report"
-    assert baked_job_ids(project) == dict.fromkeys(("answers", "settings", "terraform"), sorted(GIVEN_JOBS))
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "config", "work"), sorted(GIVEN_JOBS))
 
 
 def test_jobs_given_as_json_text_on_the_command_line_are_exactly_those_jobs(tmp_path):
@@ -368,7 +393,7 @@ def test_jobs_given_as_json_text_on_the_command_line_are_exactly_those_jobs(tmp_
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     project = tmp_path / "out" / "nightly-report"
-    assert baked_job_ids(project) == dict.fromkeys(("answers", "settings", "terraform"), sorted(GIVEN_JOBS))
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "config", "work"), sorted(GIVEN_JOBS))
 
 
 ODD_NAME = 'Bob\'s "Quarterly" \\ Report: Café 日本語 🚀'
@@ -452,7 +477,8 @@ def test_write_answers_writes_sorted_public_json(tmp_path):
     assert path == tmp_path / ".cookiecutter.json"
     text = path.read_text(encoding="utf-8")
     assert text.endswith("}\n")
-    assert json.loads(text) == baking.public_answers(ANSWERS)
+    # The jobs by id only: their schedules live in config.yaml alone.
+    assert json.loads(text) == {**baking.public_answers(ANSWERS), "jobs": ["nightly"]}
     assert list(json.loads(text)) == sorted(baking.public_answers(ANSWERS))
 
 
@@ -462,8 +488,6 @@ def fake_repo(root: Path) -> Path:
         (module / "nested").mkdir(parents=True)
         (module / "main.tf").write_text(f'resource "x" "{name}" {{}}\n')
         (module / "nested" / "vars.tf").write_text('variable "z" {}\n')
-    (root / baking.RULES_SOURCE).parent.mkdir()
-    (root / baking.RULES_SOURCE).write_text("# the rules\n")
     return root
 
 
@@ -501,11 +525,12 @@ def test_finish_bake_vendors_prunes_and_records(tmp_path):
     repo = fake_repo(tmp_path / "repo")
     project = tmp_path / "project"
     make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS])
-    baking.finish_bake(project, repo, ANSWERS)
+    baking.finish_bake(project, repo, {**DEFAULT_ANSWERS, **ANSWERS})
     assert not (project / "terraform" / "bootstrap").exists()  # no state bucket answered
     modules = project / baking.MODULES_TARGET
     assert sorted(path.name for path in modules.iterdir()) == sorted(baking.MODULES_BY_TARGET["workflow"])
-    assert (project / baking.RULES_TARGET).read_text() == "# the rules\n"
+    written = yaml.safe_load((project / baking.CONFIG_FILE).read_text())
+    assert (written["slug"], list(written["jobs"])) == ("cafe-q", ["nightly"])
     kept = baking.TARGET_ONLY_PATHS["workflow"]
     assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)
     assert json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))["target"] == "workflow"

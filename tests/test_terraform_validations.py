@@ -45,6 +45,7 @@ BASELINES: dict[str, dict[str, object]] = {
         "region": "europe-west1",
         "slug": "valid",
         "source_dir": ".",
+        "source_files": ["versions.tf"],
         "jobs": {"nightly": {"schedule": "0 3 * * *"}},
     },
     CLOUD_RUN_JOB: {**SIBLING_BASELINE, "job": {"image": "europe-west1-docker.pkg.dev/valid-project/jobs/job:1"}},
@@ -53,7 +54,7 @@ BASELINES: dict[str, dict[str, object]] = {
         "workflow": {"source_contents": "main:\n  steps:\n    - done:\n        return: 1\n"},
     },
 }
-MOCKED_PROVIDERS = {CORE: ("google", "archive", "time", "http"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
+MOCKED_PROVIDERS = {CORE: ("google", "archive", "time"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +74,16 @@ CASES = [
     Refusal("project_id_5_chars", "project_id", "a GCP project id is 6-30 chars", {"project_id": "abcde"}),
     Refusal("region_not_a_region", "region", "must be a GCP region such as", {"region": "moon"}),
     Refusal("slug_2_chars", "slug", "slug: must be 3-20 chars", {"slug": "ab"}),
+    # The function's zip by allow-list (issue 19): files inside source_dir only, at least one.
+    Refusal("source_files_empty", "source_files", "must list at least one file", {"source_files": []}),
+    Refusal(
+        "source_files_leaves_the_project",
+        "source_files",
+        "must list at least one file",
+        {"source_files": ["versions.tf", "../.env"]},
+    ),
+    Refusal("source_files_absolute", "source_files", "must list at least one file", {"source_files": ["/etc/passwd"]}),
+    Refusal("source_files_a_directory", "source_files", "must list at least one file", {"source_files": ["tests/"]}),
     Refusal("slug_21_chars", "slug", "slug: must be 3-20 chars", {"slug": "a" * 21}),
     Refusal("jobs_empty", "jobs", "jobs: must name at least one job", {"jobs": {}}),
     Refusal(
@@ -137,18 +148,25 @@ CASES = [
         "task_queue.enqueuers: each must be an IAM principal",
         {"task_queue": {"enqueuers": ["user:ana @example.com"]}},
     ),
+    # A job's own numbers (config.yaml): the same ranges as var.timing's and var.retry's (issue 17).
+    Refusal(
+        "job_deadline_1801",
+        "jobs",
+        "a job's own attempt_deadline_seconds must be 15-1800",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "attempt_deadline_seconds": 1801}}},
+    ),
     Refusal(
         "time_zone_trailing_slash",
         "jobs",
         "each time_zone must be an IANA time zone",
         {"jobs": {"n": {"schedule": "0 3 * * *", "time_zone": "Europe/Madrid/"}}},
     ),
-    # Whole numbers: the issue's untested validation. 360.5 breaks no other rule of var.timing.
+    # Whole numbers: the issue's untested validation. 300.5 breaks no other rule of var.timing.
     Refusal(
-        "lease_fraction",
+        "deadline_fraction",
         "timing",
         "timing: every value is a whole number of seconds",
-        {"timing": {"lease_seconds": 360.5}},
+        {"timing": {"attempt_deadline_seconds": 300.5}},
     ),
     Refusal(
         "retention_fraction",
@@ -161,47 +179,7 @@ CASES = [
         "deadline_1801",
         "timing",
         "must be 15-1800.",
-        {"timing": {"attempt_deadline_seconds": 1801, "function_timeout_seconds": 1801, "lease_seconds": 1831}},
-    ),
-    Refusal(
-        "timeout_below_deadline",
-        "timing",
-        "must be at least attempt_deadline_seconds",
-        {"timing": {"function_timeout_seconds": 299, "lease_seconds": 360}},
-    ),
-    Refusal(
-        "timeout_3601",
-        "timing",
-        "must be at least attempt_deadline_seconds",
-        {"timing": {"function_timeout_seconds": 3601, "lease_seconds": 3631}, "retry": {"retry_count": 0}},
-    ),
-    Refusal(
-        "lease_below_timeout_plus_margin",
-        "timing",
-        "or a retry takes over a run that is still going",
-        {"timing": {"lease_seconds": 329}},
-    ),
-    # lease 360 + window (5+1)*300 + 5*300 = 3660: one second short.
-    Refusal("retention_3659", "timing", "or a late retry finds no record", {"timing": {"retention_seconds": 3659}}),
-    # max_retry_duration 5000 widens the window to 5000 + 300 + 300: 360 + 5600 = 5960 needed.
-    Refusal(
-        "retention_short_of_the_retry_duration",
-        "timing",
-        "or a late retry finds no record",
-        {"timing": {"retention_seconds": 5959}, "retry": {"max_retry_duration_seconds": 5000}},
-    ),
-    # The waits add up to exactly the lease (360 s): the retry meets the lease's last second.
-    Refusal(
-        "retries_end_at_the_lease",
-        "timing",
-        "so a run whose instance crashed is never retried",
-        {"retry": {"retry_count": 1, "min_backoff_seconds": 360, "max_backoff_seconds": 360}},
-    ),
-    Refusal(
-        "retries_10_20_40",
-        "timing",
-        "so a run whose instance crashed is never retried",
-        {"retry": {"retry_count": 3, "min_backoff_seconds": 10}},
+        {"timing": {"attempt_deadline_seconds": 1801}},
     ),
     Refusal(
         "retry_fraction",
@@ -350,20 +328,6 @@ CASES = [
     Refusal("audit_interval_7", "audit", "audit.interval_minutes: must be one of", {"audit": {"interval_minutes": 7}}),
     Refusal(
         "audit_interval_1440", "audit", "audit.interval_minutes: must be one of", {"audit": {"interval_minutes": 1440}}
-    ),
-    # 5 min + lease 360 + retry window 3300 = 3960 s: a retention of 3959 (enough for the timing rule) is short.
-    Refusal(
-        "audit_past_the_retention",
-        "audit",
-        "must fit in the audit's lookback",
-        {"audit": {"interval_minutes": 5}, "timing": {"retention_seconds": 3959}},
-    ),
-    # 60 min + lease 360 + retry window (81841 + 300 + 300) = 86401 s: one second past a day.
-    Refusal(
-        "audit_past_one_day",
-        "audit",
-        "must fit in the audit's lookback",
-        {"audit": {"interval_minutes": 60}, "retry": {"max_retry_duration_seconds": 81841}},
     ),
     # --- the sibling modules, each planned as a module of its own ----------------------------------------
     Refusal("job_without_image", "job", "job.image: required", {"job": {}}, CLOUD_RUN_JOB),

@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 
 UTC = dt.UTC
 # How far back each audit run looks (never beyond the retention, past which records may be gone).
-# Also in tests/harness/rules.py (AUDIT_LOOKBACK_SECONDS) and the module's variables.tf (var.audit): the audit
+# Also in rules.py (AUDIT_LOOKBACK_SECONDS): the audit
 # interval plus settle must fit in it, so that every run is judged by at least one audit.
 AUDIT_LOOKBACK = dt.timedelta(days=1)
 # Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): iterate the cron this far
@@ -232,7 +232,7 @@ def audit_runs(
         records |= ledger.read_runs(run_ids[start : start + dedup.READ_BATCH])
         if progress:
             progress(min(start + dedup.READ_BATCH, len(run_ids)), len(run_ids))
-    return [judge(run, records, now, config.settle, jobs[run.job].paused) for run in expected]
+    return [judge(run, records, now, config.settle_for(run.job), jobs[run.job].paused) for run in expected]
 
 
 def lookback(config: dedup.DedupConfig) -> dt.timedelta:
@@ -252,8 +252,9 @@ class Sweep:
 
 def plan(cursor: dedup.AuditCursor, job_names, now: dt.datetime, config: dedup.DedupConfig) -> Sweep:
     """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
-    (a full sweep: from the start of the lookback) to the instant before which every run has settled."""
-    until = now - config.settle
+    (a full sweep: from the start of the lookback) to the instant before which every run has settled: each job
+    settles after its own lease and retry window (config.yaml), so the slowest job's decides."""
+    until = now - max((config.settle_for(name) for name in job_names), default=config.settle)
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
     # `paused` is kept in a job's entry while it is paused: a new job, and one paused or resumed since the

@@ -28,7 +28,6 @@ import functools
 import hashlib
 import json
 import os
-import pathlib
 import re
 import uuid
 import zoneinfo
@@ -42,6 +41,8 @@ from google.api_core import retry as api_retry
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+import config
+import rules
 from run_context import RunContext
 
 UTC = dt.UTC
@@ -58,29 +59,55 @@ RERUN_ID_HEADER = "X-Rerun-Id"
 RERUN_BY_HEADER = "X-Rerun-By"
 RERUN_REASON_HEADER = "X-Rerun-Reason"
 
-# The answers, baked at generation time into settings.json (the same keys as the environment
-# variables): what a local run reads. Every one is overridden by the environment variable of its
-# name, which Terraform sets on the deployed function, so this file is the same in every bake.
-# DEDUP_RETRY_WINDOW_SECONDS is the longest time from a run's first delivery to the end of its last
-# retry (tests/harness/rules.py retry_window_seconds, the module's local.retry_window_seconds; the
-# template's tests/test_bake.py checks they agree).
-SETTINGS_FILE = pathlib.Path(__file__).with_name("settings.json")
 # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole
-# schedule period ahead; anything further out is refused as nonsense. Not an answer: no bake differs.
+# schedule period ahead; anything further out is refused as nonsense. Not a setting: no project differs.
 MAX_FUTURE_SECONDS = "2764800"
 
 
 @functools.cache
 def baked_settings() -> Mapping[str, str]:
-    """settings.json as environment variable values (a JSON object or number as its JSON text), or Misconfigured."""
+    """config.yaml (read once per process by config.load) as DEDUP_* values, or Misconfigured. Each is overridden
+    by the environment variable of its name, for a test or a local run: the deployed function gets none."""
     try:
-        settings = json.loads(SETTINGS_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise Misconfigured(f"{SETTINGS_FILE.name}: cannot be read as JSON ({error})") from None
-    if not isinstance(settings, dict):
-        raise Misconfigured(f"{SETTINGS_FILE.name}: must be a JSON object of DEDUP_* name -> value")
-    baked = {name: value if isinstance(value, str) else json.dumps(value) for name, value in settings.items()}
-    return MappingProxyType({"DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS, **baked})
+        loaded = config.load()
+    except config.ConfigError as error:
+        raise Misconfigured(str(error)) from None
+    jobs = {
+        loaded.scheduler_job_name(job_id): {
+            "job_id": job_id,
+            "schedule": job.schedule,
+            "time_zone": job.time_zone,
+            "attempt_deadline_seconds": job.timing["attempt_deadline_seconds"],
+            "lease_seconds": job.timing["lease_seconds"],
+            "retry_window_seconds": job.retry_window_seconds,
+            **({"max_lateness_seconds": job.max_lateness_seconds} if job.max_lateness_seconds is not None else {}),
+            # issue 18's per-job choices, as written; a switch that is off is left out.
+            **{key: value for key, value in job.options.items() if value is not False},
+        }
+        for job_id, job in loaded.jobs.items()
+    }
+    defaults = loaded.defaults
+    return MappingProxyType({
+        "DEDUP_PROJECT": loaded.project,
+        "DEDUP_LOCATION": loaded.region,
+        "DEDUP_DATABASE": loaded.database,
+        "DEDUP_COLLECTION": loaded.collection,
+        # The audit job's (and a job's that sets none): the defaults block's.
+        "DEDUP_LEASE_SECONDS": str(defaults["lease_seconds"]),
+        "DEDUP_RETRY_WINDOW_SECONDS": str(
+            rules.retry_window_seconds(
+                defaults["attempt_deadline_seconds"],
+                defaults["retry_count"],
+                defaults["max_backoff_seconds"],
+                defaults["max_retry_duration_seconds"],
+            )
+        ),
+        "DEDUP_RETENTION_SECONDS": str(loaded.retention_seconds),
+        "DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS,
+        "DEDUP_JOBS": json.dumps(jobs),
+        "DEDUP_AUDIT_JOB": loaded.audit_job_name,
+        "DEDUP_TASKS_QUEUE": loaded.task_queue,
+    })  # fmt: skip
 
 
 # Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
@@ -195,7 +222,7 @@ class SkippedOverlap(RunNotProcessed):
 
 
 # What a proxy target's new run does while the job's previous execution still runs (JobSpec.overlap).
-OVERLAP_RULES = ("skip", "start")
+OVERLAP_RULES = rules.JOB_CHOICES["overlap"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,18 +230,24 @@ class JobSpec:
     """One Scheduler job as DEDUP_JOBS describes it: its id in the answers, its cron, the zone it is read in,
     its lateness limit."""
 
-    job_id: str  # as written in the answers (`nightly`); Scheduler sends "<slug>-<job id>"
+    job_id: str  # as written in config.yaml (`nightly`); Scheduler sends "<slug>-<job id>"
     schedule: str
     time_zone: str
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
     paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
     catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
     overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
+    # The job's own numbers (config.yaml); None: the project's (DedupConfig.lease, .retry_window).
+    attempt_deadline: dt.timedelta | None = None
+    lease: dt.timedelta | None = None
+    retry_window: dt.timedelta | None = None
 
 
-def parse_jobs(text: str) -> dict[str, JobSpec]:
+@functools.lru_cache(maxsize=8)
+def parse_jobs(text: str) -> Mapping[str, JobSpec]:
     """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
-    "paused"?, "catch_up"?, "overlap"?}}, or Misconfigured."""
+    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?, "overlap"?}}, or Misconfigured.
+    Cached: a delivery does not parse the table again, nor build a cron parser per job."""
     try:
         jobs = json.loads(text)
     except ValueError as error:
@@ -238,9 +271,12 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
             zoneinfo.ZoneInfo(str(job["time_zone"]))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             raise Misconfigured(f"{field}.time_zone={job['time_zone']!r}: is not an IANA time zone") from None
-        lateness = job.get("max_lateness_seconds")
-        if lateness is not None and (type(lateness) is not int or lateness <= 0):
-            raise Misconfigured(f"{field}.max_lateness_seconds={lateness!r}: must be a positive whole number or null")
+        numbers = {}
+        for key in ("max_lateness_seconds", "attempt_deadline_seconds", "lease_seconds", "retry_window_seconds"):
+            number = job.get(key)
+            if number is not None and (type(number) is not int or number <= 0):
+                raise Misconfigured(f"{field}.{key}={number!r}: must be a positive whole number or null")
+            numbers[key] = dt.timedelta(seconds=number) if number is not None else None
         for flag in ("paused", "catch_up"):
             if type(job.get(flag, False)) is not bool:
                 raise Misconfigured(f"{field}.{flag}={job[flag]!r}: must be true or false")
@@ -251,12 +287,28 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
             job_id=job["job_id"],
             schedule=str(job["schedule"]),
             time_zone=str(job["time_zone"]),
-            max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
+            max_lateness=numbers["max_lateness_seconds"],
+            attempt_deadline=numbers["attempt_deadline_seconds"],
+            lease=numbers["lease_seconds"],
+            retry_window=numbers["retry_window_seconds"],
             paused=job.get("paused", False),
             catch_up=job.get("catch_up", False),
             overlap=overlap,
         )
-    return specs
+    return MappingProxyType(specs)
+
+
+def overridden(jobs: Mapping[str, JobSpec], environ: Mapping[str, str]) -> Mapping[str, JobSpec]:
+    """A DEDUP_LEASE_SECONDS or DEDUP_RETRY_WINDOW_SECONDS of the environment (a test's, a local run's) holds for
+    every job, over each job's own from config.yaml."""
+    cleared = {}
+    if environ.get("DEDUP_LEASE_SECONDS"):
+        cleared["lease"] = None
+    if environ.get("DEDUP_RETRY_WINDOW_SECONDS"):
+        cleared["retry_window"] = None
+    if not cleared:
+        return jobs
+    return MappingProxyType({name: dataclasses.replace(job, **cleared) for name, job in jobs.items()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,8 +329,20 @@ class DedupConfig:
 
     @property
     def settle(self) -> dt.timedelta:
-        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease."""
+        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease.
+        The project's (the audit job's); a job's own is settle_for."""
         return self.lease + self.retry_window
+
+    def lease_for(self, job_name: str) -> dt.timedelta:
+        """The lease of a run of `job_name`: the job's own (config.yaml), else the project's."""
+        job = self.jobs.get(job_name)
+        return job.lease if job is not None and job.lease is not None else self.lease
+
+    def settle_for(self, job_name: str) -> dt.timedelta:
+        """settle, for a run of `job_name`: with the job's own lease and retry window."""
+        job = self.jobs.get(job_name)
+        window = job.retry_window if job is not None and job.retry_window is not None else self.retry_window
+        return self.lease_for(job_name) + window
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> DedupConfig:
@@ -287,7 +351,7 @@ class DedupConfig:
         def value(name: str, pattern: re.Pattern[str] | None = None, rule: str = "") -> str:
             text = environ.get(name) or baked_settings().get(name)
             if text is None:
-                raise Misconfigured(f"{name} is not set, and {SETTINGS_FILE.name} has no value for it")
+                raise Misconfigured(f"{name} is not set, and config.yaml has no value for it")
             if pattern and not pattern.fullmatch(text):
                 raise Misconfigured(f"{name}={text!r}: {rule}")
             return text
@@ -315,7 +379,7 @@ class DedupConfig:
             retention=seconds("DEDUP_RETENTION_SECONDS"),
             max_future=seconds("DEDUP_MAX_FUTURE_SECONDS"),
             retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
-            jobs=parse_jobs(value("DEDUP_JOBS")),
+            jobs=overridden(parse_jobs(value("DEDUP_JOBS")), environ),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
             tasks_queue=optional_queue(),
         )
@@ -732,7 +796,7 @@ class RunLedger:
         return {
             "status": Status.IN_PROGRESS.value,
             "attempt_id": attempt_id,
-            "lease_expires": now + self.config.lease,
+            "lease_expires": now + self.config.lease_for(key.job_name),
             # From the later of now and the schedule time: a forced run keys a future time.
             "expire_at": max(now, key.schedule_time) + self.config.retention,
             "attempts": attempt,

@@ -38,7 +38,7 @@ def validations(*cases: str) -> tuple[str, ...]:
 
 DEDUP = "baked/dedup.py"
 MAIN = "baked/main.py"
-RULES = "hooks/rules.py"
+RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
 VARIABLES = "terraform/modules/scheduled-dedup/variables.tf"
 CORE_MAIN = "terraform/modules/scheduled-dedup/main.tf"
 JOB_VARIABLES = "terraform/modules/scheduled-dedup-cloud-run-job/variables.tf"
@@ -173,7 +173,7 @@ MUTANTS = [
     Mutant(
         "lease-of-zero",
         DEDUP,
-        '"lease_expires": now + self.config.lease,',
+        '"lease_expires": now + self.config.lease_for(key.job_name),',
         '"lease_expires": now,',
         "a claim holds the run for the lease",
         handler("test_delivery_during_a_live_lease_gets_409"),
@@ -475,8 +475,8 @@ MUTANTS = [
     Mutant(
         "lateness-string-accepted",
         DEDUP,
-        "if lateness is not None and (type(lateness) is not int or lateness <= 0):",
-        "if lateness is not None and lateness <= 0:",
+        "if number is not None and (type(number) is not int or number <= 0):",
+        "if number is not None and number <= 0:",
         "DEDUP_JOBS' max_lateness_seconds is a whole number (Misconfigured naming it)",
         ("tests/test_audit.py::test_bad_dedup_jobs_is_misconfigured_naming_the_field",),
     ),
@@ -782,54 +782,6 @@ MUTANTS = [
         validations("deadline_14"),
     ),
     Mutant(
-        "tf-timeout-7200",
-        VARIABLES,
-        "var.timing.function_timeout_seconds <= 3600",
-        "var.timing.function_timeout_seconds <= 7200",
-        "the function timeout is at most 3600 s",
-        validations("timeout_3601"),
-    ),
-    Mutant(
-        "tf-timeout-below-deadline",
-        VARIABLES,
-        "condition     = var.timing.function_timeout_seconds >= var.timing.attempt_deadline_seconds &&",
-        "condition     = var.timing.function_timeout_seconds >= var.timing.attempt_deadline_seconds - 1 &&",
-        "the function timeout is at least the attempt deadline",
-        validations("timeout_below_deadline"),
-    ),
-    Mutant(
-        "tf-lease-without-margin",
-        VARIABLES,
-        "condition     = var.timing.lease_seconds >= var.timing.function_timeout_seconds + local.lease_margin_seconds",
-        "condition     = var.timing.lease_seconds >= var.timing.function_timeout_seconds",
-        "the lease outlasts the function timeout by the margin",
-        validations("lease_below_timeout_plus_margin"),
-    ),
-    Mutant(
-        "tf-retention-edge",
-        VARIABLES,
-        "condition = var.timing.retention_seconds >= var.timing.lease_seconds + max(",
-        "condition = var.timing.retention_seconds + 1 >= var.timing.lease_seconds + max(",
-        "the retention covers the lease and the retry window, to the second",
-        validations("retention_3659"),
-    ),
-    Mutant(
-        "tf-retention-ignores-duration",
-        VARIABLES,
-        'var.timing.attempt_deadline_seconds : 0,\n    )\n    error_message = "timing.retention_seconds',
-        '0 : 0,\n    )\n    error_message = "timing.retention_seconds',
-        "the retry window covers max_retry_duration",
-        validations("retention_short_of_the_retry_duration"),
-    ),
-    Mutant(
-        "tf-retries-meet-the-lease",
-        VARIABLES,
-        ")])) > var.timing.lease_seconds",
-        ")])) >= var.timing.lease_seconds",
-        "the retries reach strictly past the lease",
-        validations("retries_end_at_the_lease"),
-    ),
-    Mutant(
         "tf-retry-negative",
         VARIABLES,
         "values(var.retry) : floor(v) == v && v >= 0",
@@ -1044,22 +996,6 @@ MUTANTS = [
         validations("audit_interval_7"),
     ),
     Mutant(
-        "tf-audit-lookback-ignores-retention",
-        VARIABLES,
-        ") <= min(86400, var.timing.retention_seconds), false)",
-        ") <= 86400, false)",
-        "the audit's lookback never reaches past the retention",
-        validations("audit_past_the_retention"),
-    ),
-    Mutant(
-        "tf-audit-lookback-past-a-day",
-        VARIABLES,
-        ") <= min(86400, var.timing.retention_seconds), false)",
-        ") <= var.timing.retention_seconds, false)",
-        "the audit looks back at most one day",
-        validations("audit_past_one_day"),
-    ),
-    Mutant(
         "tf-job-retries-11",
         JOB_VARIABLES,
         "var.job.max_retries <= 10",
@@ -1085,13 +1021,99 @@ MUTANTS = [
     ),
     # --- issue 16: the stop (branch i16stop) ---
     # (new mutants of this branch go here)
-
     # --- issue 16: what is accepted; issue 18: force run and DST (branch i16accept) ---
     # (new mutants of this branch go here)
-
     # --- issue 17: the configuration file and per-job timing (branch i17config) ---
-    # (new mutants of this branch go here)
-
+    # (the module's rule mutants tf-timeout-*, tf-lease-without-margin, tf-retention-*, tf-retries-meet-the-lease
+    # and tf-audit-lookback-* went with their validations: those rules live in rules.py alone, mutated above)
+    Mutant(
+        "i17-one-lease-for-every-job",
+        DEDUP,
+        "return job.lease if job is not None and job.lease is not None else self.lease",
+        "return self.lease",
+        "a job that sets its own deadline claims with its own lease (its deadline + 60)",
+        (f"{PROTOCOL}::test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle",),
+    ),
+    Mutant(
+        "i17-job-table-parsed-per-delivery",
+        DEDUP,
+        "@functools.lru_cache(maxsize=8)\ndef parse_jobs(",
+        "def parse_jobs(",
+        "a delivery neither re-reads the job table nor builds a cron parser per job (issue 19 item 11)",
+        (f"{PROTOCOL}::test_the_configuration_is_read_once_per_process_not_per_delivery",),
+    ),
+    Mutant(
+        "i17-config-read-per-call",
+        "baked/config.py",
+        "@functools.cache\ndef _load(",
+        "def _load(",
+        "config.yaml is read and checked once per process",
+        (f"{PROTOCOL}::test_the_configuration_is_read_once_per_process_not_per_delivery",),
+    ),
+    Mutant(
+        "i17-lease-from-defaults-over-own-deadline",
+        RULES,
+        'if "lease_seconds" not in job and ("attempt_deadline_seconds" in job or "lease_seconds" not in merged):',
+        'if "lease_seconds" not in merged:',
+        "a job's lease follows its own deadline, over the defaults block's lease",
+        ("tests/test_rules.py::test_a_jobs_lease_follows_its_own_deadline_unless_it_or_defaults_say",),
+    ),
+    Mutant(
+        "i17-scheduler-number-derived-silently",
+        RULES,
+        "    for key in SCHEDULER_KEYS:\n        if key not in merged:",
+        "    for key in ():\n        if key not in merged:",
+        "a Scheduler number in neither the job nor the defaults is refused (Terraform takes them as written)",
+        ("tests/test_rules.py::test_a_scheduler_number_in_neither_the_job_nor_defaults_is_refused_with_a_value",),
+    ),
+    Mutant(
+        "i17-passing-deadline-hint-keeps-the-lease",
+        RULES,
+        '"lease_seconds": deadline + slack,',
+        '"lease_seconds": timing["lease_seconds"],',
+        "the deadline a refusal names is the largest that passes, its lease following it",
+        ("tests/test_rules.py::test_one_deadline_for_every_job_refuses_the_sync_naming_a_deadline_that_passes",),
+    ),
+    Mutant(
+        "i17-jobs-checked-with-the-defaults-only",
+        RULES,
+        '        values = {**resolve_job_timing(job_id, job, defaults), "retention_seconds": retention}',
+        '        values = {**resolve_job_timing(job_id, {}, defaults), "retention_seconds": retention}',
+        "each job is checked with its own numbers, not the defaults'",
+        ("tests/test_rules.py::test_each_job_is_checked_with_its_own_deadline_and_lease",),
+    ),
+    Mutant(
+        "i17-tf-job-deadline-unbounded",
+        VARIABLES,
+        "try(job.attempt_deadline_seconds >= 15 && job.attempt_deadline_seconds <= 1800, false)",
+        "try(job.attempt_deadline_seconds >= 15 && job.attempt_deadline_seconds <= 3600, false)",
+        "a job's own attempt deadline is 15-1800 s, Scheduler's range",
+        validations("job_deadline_1801"),
+    ),
+    Mutant(
+        "i17-tf-one-deadline-for-every-job",
+        "terraform/modules/scheduled-dedup/scheduler.tf",
+        'attempt_deadline = "${each.value.attempt_deadline_seconds}s"',
+        'attempt_deadline = "${var.timing.attempt_deadline_seconds}s"',
+        "each Scheduler job gets its own attempt deadline from config.yaml",
+        ("tests/test_config_file.py::test_export_and_sync_bake_each_with_its_own_deadline",),
+    ),
+    Mutant(
+        "i17-tf-timeout-of-the-defaults",
+        CORE_MAIN,
+        "[for job in values(local.jobs) : job.attempt_deadline_seconds]...)",
+        "[var.timing.attempt_deadline_seconds]...)",
+        "the function's timeout is the largest job deadline",
+        ("tests/test_config_file.py::test_export_and_sync_bake_each_with_its_own_deadline",),
+    ),
+    Mutant(
+        "i17-audit-window-ignores-slow-jobs",
+        "baked/audit.py",
+        "until = now - max((config.settle_for(name) for name in job_names), default=config.settle)",
+        "until = now - config.settle",
+        "the audit judges no run before its own job has settled",
+        ("tests/test_audit.py::test_the_window_ends_where_the_slowest_job_has_settled",),
+    ),
     # --- issue 17: the bake the user owns (branch i17bake) ---
     # (new mutants of this branch go here)
     Mutant(
@@ -1430,8 +1452,8 @@ MUTANTS = [
     Mutant(
         "rules-overlap-any",
         RULES,
-        "    if value not in OVERLAP_RULES:",
-        "    if False:",
+        '"overlap": ("skip", "start"),',
+        '"overlap": ("skip", "start", "queue", "", "Skip", None, True),',
         "the bake refuses an overlap rule other than skip or start",
         ("tests/test_rules.py", "-k", "overlap"),
     ),
@@ -1462,6 +1484,96 @@ MUTANTS = [
 
     # --- issue 19: security, pipeline, drift (branch i19secure) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "i19-source-list-misses-a-module",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        '    "run_context.py",\n',
+        "",
+        "the function's zip lists every module main.py imports",
+        ("tests/test_function_source.py::test_the_bakes_list_is_exactly_what_the_handler_needs",),
+    ),
+    Mutant(
+        "i19-zip-from-the-directory",
+        "terraform/modules/scheduled-dedup/function.tf",
+        '  output_file_mode = "0644"\n',
+        '  output_file_mode = "0644"\n  excludes         = [".git"]\n',
+        "the function's zip is an allow-list, never a directory with excludes",
+        ("tests/test_function_source.py::test_the_module_zips_the_list_as_content_and_never_a_directory",),
+    ),
+    Mutant(
+        "i19-source-files-may-leave-the-project",
+        VARIABLES,
+        '!contains(split("/", f), "..")',
+        "true",
+        "source_files stay inside source_dir",
+        validations("source_files_leaves_the_project"),
+    ),
+    Mutant(
+        "i19-lifecycle-deletes-the-live-source",
+        "terraform/modules/scheduled-dedup/function.tf",
+        '      days_since_noncurrent_time = 7\n      with_state                 = "ARCHIVED"\n',
+        "      age = 30\n",
+        "no lifecycle rule deletes the deployed source object",
+        ("tests/test_state_and_drift.py::test_no_lifecycle_rule_deletes_a_live_object",),
+    ),
+    Mutant(
+        "i19-scheduler-without-invoker-wait",
+        "terraform/modules/scheduled-dedup/scheduler.tf",
+        "    time_sleep.invoker,\n",
+        "    google_cloud_run_v2_service_iam_member.invoker,\n",
+        "the Scheduler jobs wait after the invoker grant has propagated",
+        ("tests/test_terraform.py::test_graph_orders_every_wait", "-k", "defaults"),
+    ),
+    Mutant(
+        "i19-workflow-without-executions-api",
+        "terraform/modules/scheduled-dedup-workflow/outputs.tf",
+        '["workflows.googleapis.com", "workflowexecutions.googleapis.com"]',
+        '["workflows.googleapis.com"]',
+        "the workflow target enables the Workflow Executions API its function calls",
+        ("tests/test_apis.py::test_every_api_the_code_calls_is_enabled",),
+    ),
+    Mutant(
+        "i19-deployer-may-grant-owner",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/artifactregistry.writer",\n    "roles/datastore.user",\n',
+        '    "roles/artifactregistry.writer",\n    "roles/owner",\n    "roles/datastore.user",\n',
+        "the deployer may grant only the roles the modules grant",
+        ("tests/test_bootstrap.py::test_the_deployer_may_grant_only_the_roles_the_modules_grant",),
+    ),
+    Mutant(
+        "i19-planner-is-viewer",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "  role    = google_project_iam_custom_role.planner.name\n",
+        '  role    = "roles/viewer"\n',
+        "the planner reads metadata, never Firestore documents",
+        ("tests/test_bootstrap.py::test_the_planner_reads_metadata_of_what_the_modules_make_and_no_data",),
+    ),
+    Mutant(
+        "i19-state-grants-whole-bucket",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '  state_prefix = "{{ cookiecutter.project_slug }}/"\n',
+        '  state_prefix = ""\n',
+        "state grants reach this bake's prefix only",
+        ("tests/test_bootstrap.py::test_state_grants_reach_only_this_bakes_prefix",),
+    ),
+    Mutant(
+        "i19-pool-trusts-the-name",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "  attribute_condition = \"assertion.repository_id == '${var.github_repository_id}' && "
+        "assertion.repository_owner_id == '${var.github_repository_owner_id}'\"\n",
+        "  attribute_condition = \"assertion.repository == '{{ cookiecutter.repository }}'\"\n",
+        "the pool trusts the repository by its numeric id and its owner's",
+        ("tests/test_bootstrap.py::test_only_this_repository_plans_and_only_production_on_main_deploys",),
+    ),
+    Mutant(
+        "i19-apply-plans-again",
+        "{{cookiecutter.project_slug}}/.github/workflows/ci.yml",
+        "      - name: terraform apply\n        run: terraform apply -input=false -lock-timeout=10m tfplan\n",
+        "      - name: terraform plan\n        run: terraform plan -input=false -out=tfplan\n\n"
+        "      - name: terraform apply\n        run: terraform apply -input=false -lock-timeout=10m tfplan\n",
+        "the approved job applies the plan that was shown, never a new one",
+        ("tests/test_ci_workflow.py::test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied",),
+    ),
 
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
@@ -1559,7 +1671,6 @@ MUTANTS = [
         "the audit's daily full sweep reads every fire time of the lookback again",
         ("tests/test_cost.py::test_the_audit_reads_each_run_once_a_daily_sweep_and_its_bookmark",),
     ),
-
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
     Mutant(
@@ -1626,7 +1737,6 @@ MUTANTS = [
         "make smoke fails when the Force run left no completed record",
         ("tests/test_smoke.py",),
     ),
-
     # --- spare section (branch i17slim) ---
     # (new mutants of this branch go here)
 ]

@@ -1,30 +1,53 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: Cloud Scheduler -> deduplicating function -> Firestore.
-# Values below were rendered from the answers given when the project was baked; the module checks
-# them again (modules/scheduled-dedup/variables.tf), so an edit that breaks a rule fails at plan.
 {%- if cookiecutter.target == "cloud_run_job" %}
 # The function starts the Cloud Run job of module "cloud_run_job" (modules/scheduled-dedup-cloud-run-job):
 # that module takes the core's runtime account, database and API wait, and gives the core the job's
-# name, collections and source excludes.
+# name and collections.
 {%- elif cookiecutter.target == "workflow" %}
 # The function starts the workflow of module "workflow" (modules/scheduled-dedup-workflow): that module
 # takes the core's runtime account, database and API wait, and gives the core the workflow's name,
-# collections, API and source excludes.
+# collections and APIs.
 {%- endif %}
+
+# The project's schedule configuration: ../config.yaml is the one file of the jobs and their timing (config.py
+# reads it for the function, the tools and the tests; `make deploy` checks it with rules.py before Terraform runs).
+# Terraform takes its numbers as written: no formula here (the module checks only their shapes).
+locals {
+  config = yamldecode(file("${path.root}/../config.yaml"))
+}
 
 module "scheduled_dedup" {
   source = "./modules/scheduled-dedup"
 
-  project_id = var.project_id
-  region     = var.region
-  slug       = "{{ cookiecutter.project_slug }}"
+  project_id = local.config.project
+  region     = local.config.region
+  slug       = local.config.slug
 
-  # The function's source is this project's root (terraform/, tests/, caches are left out).
+  # The function's source, by allow-list: exactly these files of this project's root, and nothing
+  # else that lies there (in CI, google-github-actions/auth's gha-creds-*.json; caches, .terraform/).
+  # Add a file here when the handler imports a new module or reads a new file; the template's
+  # tests/test_function_source.py checks this list against main.py's imports.
   source_dir = "${path.root}/.."
+  source_files = [
+    "audit.py",
+    "config.py",
+    "config.yaml", # the jobs and their timing, the same file this root reads
+    "dedup.py",
+{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
+    "executions.py", # follows the executions the function starts
+{%- endif %}
+    "job.py",
+    "main.py",
+    "requirements.txt",
+    "rules.py", # config.py checks config.yaml with it
+    "run_context.py",
+    "task_queue.py",
+  ]
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
 {%- set proxy = "module." ~ cookiecutter.target %}
 
   # What the proxy target's module hands the core: the PROXY_* name of what the function starts,
-  # the collections its code writes (TTL), {% if cookiecutter.target == "workflow" %}the API it needs, {% endif %}its code's directory (not zipped).
+  # the collections its code writes (TTL){% if cookiecutter.target == "workflow" %}, the APIs it needs{% endif %}.
   function = {
     environment_variables = {{ proxy }}.environment_variables
   }
@@ -32,61 +55,33 @@ module "scheduled_dedup" {
 {%- if cookiecutter.target == "workflow" %}
   apis            = {{ proxy }}.apis
 {%- endif %}
-  source_excludes = {{ proxy }}.source_excludes
   # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
   follows_executions = true
 {%- endif %}
 
-  # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".
-  jobs = {
-{%- for job_id, job in cookiecutter.jobs | dictsort %}
-    {{ job_id | tojson }} = {
-      schedule  = {{ job.schedule | tojson }}
-      time_zone = {{ job.time_zone | tojson }}
-{%- if job.max_lateness_seconds is defined %}
-      # A delivery later than this is recorded skipped and does not run the work.
-      max_lateness_seconds = {{ job.max_lateness_seconds | int }}
-{%- endif %}
-{%- if job.paused is defined %}
-      # Paused in Scheduler; the audit reports its fire times paused, never missing.
-      paused = {{ job.paused | string | lower }}
-{%- endif %}
-{%- if job.catch_up is defined %}
-      # The audit delivers a missing run itself (Cloud Tasks) while within max_lateness_seconds.
-      catch_up = {{ job.catch_up | string | lower }}
-{%- endif %}
-{%- if job.overlap is defined %}
-      # While the job's previous execution still runs, a new run: "skip" (recorded skipped) or "start".
-      overlap = {{ job.overlap | tojson }}
-{%- endif %}
-    }
-{%- endfor %}
-  }
+  # job id => { schedule, time_zone, and what the job sets of its own }; each is the Scheduler job "<slug>-<job id>".
+  # A timing key the job leaves out is the defaults block's (the module looks it up in timing and retry).
+  jobs = local.config.jobs
 
   timing = {
-    attempt_deadline_seconds = {{ cookiecutter.attempt_deadline_seconds }}
-    function_timeout_seconds = {{ cookiecutter.function_timeout_seconds }}
-    lease_seconds            = {{ cookiecutter.lease_seconds }}
-    retention_seconds        = {{ cookiecutter.retention_seconds }}
+    attempt_deadline_seconds = local.config.defaults.attempt_deadline_seconds
+    retention_seconds        = local.config.retention_seconds
   }
 
   retry = {
-    retry_count                = {{ cookiecutter.retry_count }}
-    min_backoff_seconds        = {{ cookiecutter.min_backoff_seconds }}
-    max_backoff_seconds        = {{ cookiecutter.max_backoff_seconds }}
-    max_doublings              = {{ cookiecutter.max_doublings }}
-    max_retry_duration_seconds = {{ cookiecutter.max_retry_duration_seconds }}
+    for key in ["retry_count", "min_backoff_seconds", "max_backoff_seconds", "max_doublings", "max_retry_duration_seconds"] :
+    key => local.config.defaults[key]
   }
 
   firestore = {
-    database        = "{{ cookiecutter.firestore_database }}"
-    collection      = "{{ cookiecutter.firestore_collection }}"
+    database        = local.config.database
+    collection      = local.config.collection
     create_database = var.create_firestore_database
   }
 
   # The audit job: every job's expected runs against the records (audit.py, docs/operations.md).
   audit = {
-    interval_minutes = {{ cookiecutter.audit_interval_minutes }}
+    interval_minutes = local.config.audit_interval_minutes
   }
 
   enable_apis           = var.enable_apis
@@ -103,9 +98,9 @@ module "scheduled_dedup" {
 module "cloud_run_job" {
   source = "./modules/scheduled-dedup-cloud-run-job"
 
-  project_id                    = var.project_id
-  region                        = var.region
-  slug                          = "{{ cookiecutter.project_slug }}"
+  project_id                    = local.config.project
+  region                        = local.config.region
+  slug                          = local.config.slug
   labels                        = module.scheduled_dedup.labels
   runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
   apis_ready                    = module.scheduled_dedup.apis_ready
@@ -146,9 +141,9 @@ moved {
 module "workflow" {
   source = "./modules/scheduled-dedup-workflow"
 
-  project_id                    = var.project_id
-  region                        = var.region
-  slug                          = "{{ cookiecutter.project_slug }}"
+  project_id                    = local.config.project
+  region                        = local.config.region
+  slug                          = local.config.slug
   labels                        = module.scheduled_dedup.labels
   runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
   apis_ready                    = module.scheduled_dedup.apis_ready

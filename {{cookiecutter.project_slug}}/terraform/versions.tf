@@ -17,14 +17,10 @@ terraform {
       source  = "hashicorp/time"
       version = ">= 0.13, < 1.0"
     }
-    http = {
-      source  = "hashicorp/http"
-      version = ">= 3.4, < 4.0"
-    }
   }
 }
 
 provider "google" {
-  project = var.project_id
-  region  = var.region
+  project = local.config.project
+  region  = local.config.region
 }

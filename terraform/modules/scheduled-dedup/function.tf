@@ -1,37 +1,30 @@
 # The handler: a gen2 Cloud Run function built from the baked project's own source.
 
-locals {
-  # Never part of the function's source: Terraform, tests, dev tools, docs, virtualenvs, caches,
-  # build output, VCS (a proxy target's code comes in var.source_excludes from its module). The
-  # same list as the baked .gcloudignore, for `gcloud` deploys.
-  source_excludes = concat(
-    [
-      "terraform", "terraform/**",
-      "tests", "tests/**",
-      "tools", "tools/**", "benchmarks", "benchmarks/**", "docs", "docs/**",
-      "*.md", "Makefile", "requirements-dev.txt", ".gcloudignore", ".cookiecutter.json", ".cruft.json",
-      # Dev-tool settings only (ruff, pytest): the build does not need it. Google's Python buildpack
-      # installs requirements.txt, which "takes precedence" when both files are present (Cloud Run
-      # "Specify dependencies in Python"); leaving it out keeps the build from reading it at all.
-      "pyproject.toml",
-      ".venv", ".venv/**", "venv", "venv/**",
-      "build", "build/**", "dist", "dist/**",
-      ".git", ".git/**", ".github", ".github/**",
-      "__pycache__", "**/__pycache__", "**/__pycache__/**", "**/*.pyc",
-      ".pytest_cache", ".pytest_cache/**", ".ruff_cache", ".ruff_cache/**", ".mypy_cache", ".mypy_cache/**",
-      ".terraform", ".terraform/**", "**/.terraform/**",
-      ".env", "*.zip",
-    ],
-    var.source_excludes,
-  )
-}
-
+# The function's source, by allow-list: exactly var.source_files, each read from var.source_dir.
+# Never the directory: in CI the checkout is source_dir, and google-github-actions/auth writes the
+# job's credentials there as gha-creds-<random>.json (its src/main.ts, createCredentialsFile; its
+# README: add it to .gitignore and .dockerignore), which a deny-list of excludes would zip and deploy.
+#
+# Reproducible: `source` blocks go through the archive provider's ArchiveMultiple
+# (hashicorp/terraform-provider-archive, internal/provider/zip_archiver.go), which sorts the names and
+# writes each entry with zip.Writer.Create: no file mode, no modification time, so the zip (and its
+# md5, in the object's name) depends on the names and contents alone, whatever the checkout's modes,
+# times or umask. source_dir/source_file instead copy each file's mode from the disk
+# (zip.FileInfoHeader), so a laptop's 0664 and CI's 0644 made two zips of the same code.
+# output_file_mode pins the mode too, should the archive ever be built from files again.
 data "archive_file" "source" {
-  type       = "zip"
-  source_dir = var.source_dir
-  excludes   = local.source_excludes
-  # Under .terraform/: ignored by every Terraform .gitignore and never inside the zipped tree.
+  type             = "zip"
+  output_file_mode = "0644"
+  # Under .terraform/: ignored by every Terraform .gitignore and never one of the zipped files.
   output_path = "${path.root}/.terraform/scheduled-dedup/${var.slug}-function-source.zip"
+
+  dynamic "source" {
+    for_each = toset(var.source_files)
+    content {
+      filename = source.value
+      content  = file("${var.source_dir}/${source.value}")
+    }
+  }
 }
 
 resource "google_storage_bucket" "source" {
@@ -48,20 +41,15 @@ resource "google_storage_bucket" "source" {
     enabled = true
   }
 
-  # Each deploy writes a new object (its name carries the zip's md5); old ones are only needed
-  # for a rollback by hand, so keep them a while.
-  lifecycle_rule {
-    condition {
-      age = 30
-    }
-    action {
-      type = "Delete"
-    }
-  }
-
+  # Each deploy writes a new object (its name carries the zip's md5) and Terraform deletes the one
+  # before, which versioning keeps as a noncurrent version for a rollback by hand; this rule removes
+  # those a week later. No rule on age: Object Lifecycle Management's `age` matches live objects too
+  # (cloud.google.com/storage/docs/lifecycle, "Age"), so an `age = 30` Delete removed the deployed
+  # source a month after each deploy, and the next plan wanted it back (a redeploy).
   lifecycle_rule {
     condition {
       days_since_noncurrent_time = 7
+      with_state                 = "ARCHIVED"
     }
     action {
       type = "Delete"
@@ -101,7 +89,7 @@ resource "google_cloudfunctions2_function" "this" {
   }
 
   service_config {
-    timeout_seconds                  = var.timing.function_timeout_seconds
+    timeout_seconds                  = local.function_timeout_seconds
     available_memory                 = var.function.available_memory
     max_instance_count               = var.function.max_instance_count
     min_instance_count               = var.function.min_instance_count
@@ -138,24 +126,13 @@ resource "google_cloudfunctions2_function" "this" {
         # written and the answer sent while the request still holds its CPU (Cloud Run "Set request
         # timeout", cloud.google.com/run/docs/configuring/request-timeout: the code keeps running after
         # the 504; track the time left, clean up and return early). timing keeps the timeout >= 15 s.
-        CLOUD_RUN_TIMEOUT_SECONDS = tostring(var.timing.function_timeout_seconds - 10)
+        CLOUD_RUN_TIMEOUT_SECONDS = tostring(local.function_timeout_seconds - 10)
         THREADED_TIMEOUT_ENABLED  = "true"
         # A thread per request the instance takes at once (functions-framework's default is 4 per CPU
         # it sees), and never just one. WORKERS is left at its default, 1: it plays no part in the stop.
-        THREADS                 = tostring(max(2, var.function.max_instance_request_concurrency))
-        DEDUP_PROJECT           = var.project_id
-        DEDUP_LOCATION          = var.region
-        DEDUP_DATABASE          = var.firestore.database
-        DEDUP_COLLECTION        = var.firestore.collection
-        DEDUP_LEASE_SECONDS     = tostring(var.timing.lease_seconds)
-        DEDUP_RETENTION_SECONDS = tostring(var.timing.retention_seconds)
-        # The audit and max_lateness_seconds (audit.tf): the jobs by the name Scheduler sends, as dedup.py reads them.
-        DEDUP_JOBS                 = local.dedup_jobs
-        DEDUP_RETRY_WINDOW_SECONDS = tostring(local.retry_window_seconds)
-        DEDUP_AUDIT_JOB            = local.audit_job_name
-        # The deliveries queue (tasks.tf), by its name: the audit's catch-up queues there. Not the resource's
-        # id: the queue routes to this function's URI, so it is made after the function.
-        DEDUP_TASKS_QUEUE = local.task_queue_id
+        THREADS = tostring(max(2, var.function.max_instance_request_concurrency))
+        # No DEDUP_* setting: the function reads the jobs, their timing and its database from config.yaml,
+        # which its zipped source carries (source_dir), the same file this Terraform's root read.
       },
     )
   }

@@ -19,49 +19,30 @@ mock_provider "archive" {
 
 mock_provider "time" {}
 
-# What GET projects/P/databases/D answers for an existing Native-mode database (create_database = false).
-mock_provider "http" {
-  mock_data "http" {
-    defaults = {
-      status_code   = 200
-      response_body = "{\"type\": \"FIRESTORE_NATIVE\"}"
-    }
-  }
-}
-
+# This project's ../config.yaml, passed as main.tf passes it (no job or timing is written here).
 variables {
-  project_id = "{{ cookiecutter.gcp_project_id }}"
-  region     = "{{ cookiecutter.region }}"
-  slug       = "{{ cookiecutter.project_slug }}"
+  project_id = yamldecode(file("../config.yaml")).project
+  region     = yamldecode(file("../config.yaml")).region
+  slug       = yamldecode(file("../config.yaml")).slug
   source_dir = ".."
+  # Two of the handler's files: what the module does with the list (the bake's own list is main.tf's).
+  source_files = ["main.py", "requirements.txt"]
 
-  jobs = {
-{%- for job_id, job in cookiecutter.jobs | dictsort %}
-    {{ job_id | tojson }} = {
-      schedule  = {{ job.schedule | tojson }}
-      time_zone = {{ job.time_zone | tojson }}
-    }
-{%- endfor %}
-  }
+  jobs = yamldecode(file("../config.yaml")).jobs
 
   timing = {
-    attempt_deadline_seconds = {{ cookiecutter.attempt_deadline_seconds }}
-    function_timeout_seconds = {{ cookiecutter.function_timeout_seconds }}
-    lease_seconds            = {{ cookiecutter.lease_seconds }}
-    retention_seconds        = {{ cookiecutter.retention_seconds }}
+    attempt_deadline_seconds = yamldecode(file("../config.yaml")).defaults.attempt_deadline_seconds
+    retention_seconds        = yamldecode(file("../config.yaml")).retention_seconds
   }
 
   retry = {
-    retry_count                = {{ cookiecutter.retry_count }}
-    min_backoff_seconds        = {{ cookiecutter.min_backoff_seconds }}
-    max_backoff_seconds        = {{ cookiecutter.max_backoff_seconds }}
-    max_doublings              = {{ cookiecutter.max_doublings }}
-    max_retry_duration_seconds = {{ cookiecutter.max_retry_duration_seconds }}
+    for key in ["retry_count", "min_backoff_seconds", "max_backoff_seconds", "max_doublings", "max_retry_duration_seconds"] :
+    key => yamldecode(file("../config.yaml")).defaults[key]
   }
 
   firestore = {
-    database        = "{{ cookiecutter.firestore_database }}"
-    collection      = "{{ cookiecutter.firestore_collection }}"
+    database        = yamldecode(file("../config.yaml")).database
+    collection      = yamldecode(file("../config.yaml")).collection
     create_database = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
   }
 }
@@ -124,19 +105,17 @@ run "baked_values" {
 
   assert {
     condition = alltrue([
-      for job in google_cloud_scheduler_job.this : job.attempt_deadline == "${var.timing.attempt_deadline_seconds}s"
+      for id, job in google_cloud_scheduler_job.this :
+      job.attempt_deadline == "${coalesce(var.jobs[id].attempt_deadline_seconds, var.timing.attempt_deadline_seconds)}s"
     ])
-    error_message = "Every Scheduler job's attempt_deadline must be the configured attempt deadline."
+    error_message = "Every Scheduler job's attempt_deadline must be its own, else timing's."
   }
 
   assert {
-    condition     = var.timing.attempt_deadline_seconds <= google_cloudfunctions2_function.this.service_config[0].timeout_seconds
-    error_message = "The attempt deadline must not exceed the function timeout, or Scheduler retries runs that are still going."
-  }
-
-  assert {
-    condition     = google_cloudfunctions2_function.this.service_config[0].timeout_seconds == var.timing.function_timeout_seconds
-    error_message = "The function's timeout must be timing.function_timeout_seconds."
+    condition = google_cloudfunctions2_function.this.service_config[0].timeout_seconds == max(
+      var.timing.attempt_deadline_seconds, [for job in google_cloud_scheduler_job.this : tonumber(trimsuffix(job.attempt_deadline, "s"))]...
+    )
+    error_message = "The function's timeout must be the largest attempt deadline, or Scheduler retries runs that are still going."
   }
 
   assert {
@@ -173,14 +152,14 @@ run "baked_values" {
 
   assert {
     condition = alltrue([
-      for job in google_cloud_scheduler_job.this :
-      job.retry_config[0].retry_count == var.retry.retry_count &&
-      job.retry_config[0].max_retry_duration == "${var.retry.max_retry_duration_seconds}s" &&
-      job.retry_config[0].min_backoff_duration == "${var.retry.min_backoff_seconds}s" &&
-      job.retry_config[0].max_backoff_duration == "${var.retry.max_backoff_seconds}s" &&
-      job.retry_config[0].max_doublings == var.retry.max_doublings
+      for id, job in google_cloud_scheduler_job.this :
+      job.retry_config[0].retry_count == coalesce(var.jobs[id].retry_count, var.retry.retry_count) &&
+      job.retry_config[0].max_retry_duration == "${coalesce(var.jobs[id].max_retry_duration_seconds, var.retry.max_retry_duration_seconds)}s" &&
+      job.retry_config[0].min_backoff_duration == "${coalesce(var.jobs[id].min_backoff_seconds, var.retry.min_backoff_seconds)}s" &&
+      job.retry_config[0].max_backoff_duration == "${coalesce(var.jobs[id].max_backoff_seconds, var.retry.max_backoff_seconds)}s" &&
+      job.retry_config[0].max_doublings == coalesce(var.jobs[id].max_doublings, var.retry.max_doublings)
     ])
-    error_message = "Every Scheduler job's retry_config must carry var.retry."
+    error_message = "Every Scheduler job's retry_config must carry the job's own numbers, else var.retry."
   }
 
   # --- Firestore: TTL on expire_at, no single-field indexes ---
@@ -225,15 +204,8 @@ run "baked_values" {
   }
 
   assert {
-    condition = (
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_PROJECT"] == var.project_id &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_LOCATION"] == var.region &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_DATABASE"] == var.firestore.database &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_COLLECTION"] == var.firestore.collection &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_LEASE_SECONDS"] == tostring(var.timing.lease_seconds) &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_RETENTION_SECONDS"] == tostring(var.timing.retention_seconds)
-    )
-    error_message = "The function must get the DEDUP_* settings the handler reads."
+    condition     = length([for name in keys(google_cloudfunctions2_function.this.service_config[0].environment_variables) : name if startswith(name, "DEDUP_")]) == 0
+    error_message = "The function reads its settings from config.yaml in its source: no DEDUP_* variable, no second copy."
   }
 
   assert {
@@ -283,9 +255,17 @@ run "baked_values" {
     error_message = "No IAM grant may go to allUsers or allAuthenticatedUsers."
   }
 
+  # The zip is an allow-list of files read as content (function.tf): no directory, so nothing else
+  # in the checkout (google-github-actions/auth's gha-creds-*.json) can end up in it.
   assert {
-    condition     = alltrue([for path in ["pyproject.toml", "tests/**", "**/__pycache__/**", ".venv/**", "terraform/**"] : contains(data.archive_file.source.excludes, path)])
-    error_message = "The function's zip must leave out pyproject.toml (requirements.txt is what the build installs), tests, caches, virtualenvs and Terraform."
+    condition = (
+      data.archive_file.source.source_dir == null && data.archive_file.source.source_file == null &&
+      toset([for s in data.archive_file.source.source : s.filename]) == toset(var.source_files) &&
+      length(data.archive_file.source.source) == length(var.source_files) &&
+      alltrue([for s in data.archive_file.source.source : s.content == file("${var.source_dir}/${s.filename}")]) &&
+      data.archive_file.source.output_file_mode == "0644"
+    )
+    error_message = "The function's zip must hold exactly source_files, read from source_dir, and never a directory."
   }
 
   # --- the build account: the roles Cloud Run functions' "Custom service account for Cloud Build" lists ---
@@ -452,11 +432,11 @@ run "request_timeout_stops_the_work" {
 
   assert {
     condition = (
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"] == "{{ cookiecutter.function_timeout_seconds | int - 10 }}" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"] == tostring(google_cloudfunctions2_function.this.service_config[0].timeout_seconds - 10) &&
       google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "true" &&
       google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADS"] == "2"
     )
-    error_message = "The function must stop the work 10 s before its timeout of {{ cookiecutter.function_timeout_seconds }} s: CLOUD_RUN_TIMEOUT_SECONDS=${google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"]}, THREADED_TIMEOUT_ENABLED=\"true\" and THREADS above 1 (2 for one request at a time)."
+    error_message = "The function must stop the work 10 s before its timeout: CLOUD_RUN_TIMEOUT_SECONDS=${google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"]}, THREADED_TIMEOUT_ENABLED=\"true\" and THREADS above 1 (2 for one request at a time)."
   }
 }
 
@@ -485,7 +465,7 @@ run "request_timeout_threads_follow_the_concurrency" {
 }
 
 # What a proxy target's module hands the core through the root: the name of what the function
-# starts, its collections, its APIs and its code's directory (here, those of a made-up target).
+# starts, its collections and its APIs (here, those of a made-up target).
 run "takes_a_proxy_targets_settings" {
   command = plan
 
@@ -497,7 +477,6 @@ run "takes_a_proxy_targets_settings" {
     function        = { environment_variables = { THING_NAME = "projects/p/locations/l/things/t" } }
     ttl_collections = ["{{ cookiecutter.firestore_collection }}_thing_a", "{{ cookiecutter.firestore_collection }}_thing_b"]
     apis            = ["pubsub.googleapis.com"]
-    source_excludes = ["thing", "thing/**"]
   }
 
   assert {
@@ -519,8 +498,8 @@ run "takes_a_proxy_targets_settings" {
   }
 
   assert {
-    condition     = contains(data.archive_file.source.excludes, "thing/**") && contains(data.archive_file.source.excludes, "terraform/**")
-    error_message = "source_excludes leave more out of the function's zip beside the module's own list."
+    condition     = toset([for s in data.archive_file.source.source : s.filename]) == toset(["main.py", "requirements.txt"])
+    error_message = "A proxy target adds nothing to the function's zip: its code ships as its own resource."
   }
 }
 
@@ -578,29 +557,6 @@ run "counts_and_alerts_on_failed_executions" {
   }
 }
 
-run "passes_each_jobs_overlap_rule_to_the_function" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    jobs = {
-      often = { schedule = "*/5 * * * *", overlap = "start" }
-      daily = { schedule = "0 3 * * *" }
-    }
-  }
-
-  assert {
-    condition = (
-      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-often"].overlap == "start" &&
-      !contains(keys(jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-daily"]), "overlap")
-    )
-    error_message = "DEDUP_JOBS carries a job's overlap rule when it has one (dedup.py's default, skip, otherwise)."
-  }
-}
-
 run "rejects_an_unknown_overlap_rule" {
   command = plan
 
@@ -617,9 +573,10 @@ run "rejects_an_unknown_overlap_rule" {
   expect_failures = [var.jobs]
 }
 
-# --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---
+# --- shapes: the module refuses values out of their ranges at plan (the rules between numbers are rules.py's) ---
 
-run "rejects_attempt_deadline_above_function_timeout" {
+# Shapes only: the rules between the numbers are rules.py's (tests/test_config.py, `make deploy`).
+run "rejects_a_jobs_attempt_deadline_above_30_minutes" {
   command = plan
 
   module {
@@ -627,21 +584,39 @@ run "rejects_attempt_deadline_above_function_timeout" {
   }
 
   variables {
-    timing = {
-      attempt_deadline_seconds = 600
-      function_timeout_seconds = 300
-      lease_seconds            = 660
-      retention_seconds        = 604800
-    }
-    # Waits past the 660 s lease (60 + 120 + 240 + 480 + 600 = 1500 s), whatever the baked ones are.
-    retry = {
-      retry_count         = 5
-      min_backoff_seconds = 60
-      max_backoff_seconds = 600
+    jobs = {
+      nightly = { schedule = "0 3 * * *", time_zone = "Etc/UTC", attempt_deadline_seconds = 1801 }
     }
   }
 
-  expect_failures = [var.timing]
+  expect_failures = [var.jobs]
+}
+
+run "a_jobs_own_deadline_and_retries_reach_its_scheduler_job_and_the_timeout" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      long  = { schedule = "0 2 * * *", time_zone = "Europe/Berlin", attempt_deadline_seconds = 600, retry_count = 3 }
+      short = { schedule = "*/15 * * * *" }
+    }
+    timing = { attempt_deadline_seconds = 300 }
+  }
+
+  assert {
+    condition = (
+      google_cloud_scheduler_job.this["long"].attempt_deadline == "600s" &&
+      google_cloud_scheduler_job.this["long"].retry_config[0].retry_count == 3 &&
+      google_cloud_scheduler_job.this["short"].attempt_deadline == "300s" &&
+      google_cloud_scheduler_job.this["short"].retry_config[0].retry_count == var.retry.retry_count &&
+      google_cloudfunctions2_function.this.service_config[0].timeout_seconds == 600
+    )
+    error_message = "Each Scheduler job gets its own deadline and retries (else timing's and retry's); the function's timeout is the largest deadline."
+  }
 }
 
 run "rejects_non_cron_schedule" {
@@ -661,7 +636,7 @@ run "rejects_non_cron_schedule" {
 }
 
 # Quartz's "last day of the month" is no unix-cron: a letter where only numbers go. (An out-of-range value
-# such as "0 24 * * *" is the hook's and tests/test_schedule_rules.py's to refuse: Terraform checks the shape.)
+# such as "0 24 * * *" is rules.py's and tests/test_config.py's to refuse: Terraform checks the shape.)
 run "rejects_a_letter_in_a_numeric_cron_field" {
   command = plan
 
@@ -676,78 +651,6 @@ run "rejects_a_letter_in_a_numeric_cron_field" {
   }
 
   expect_failures = [var.jobs]
-}
-
-run "rejects_lease_shorter_than_timeout_plus_margin" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 329
-      retention_seconds        = 604800
-    }
-  }
-
-  expect_failures = [var.timing]
-}
-
-run "rejects_retention_shorter_than_lease_plus_retry_window" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 360
-      retention_seconds        = 3659 # lease 360 + window (5+1)*300 + 5*300 = 3300 -> 3660 needed
-    }
-    retry = {
-      retry_count                = 5
-      min_backoff_seconds        = 30
-      max_backoff_seconds        = 300
-      max_doublings              = 3
-      max_retry_duration_seconds = 0
-    }
-  }
-
-  expect_failures = [var.timing]
-}
-
-run "rejects_retries_ending_before_the_lease" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 360
-      retention_seconds        = 604800
-    }
-    # Retries at +10, +30, +70 s all meet the live lease (until +360 s): a crashed run would never run.
-    retry = {
-      retry_count                = 3
-      min_backoff_seconds        = 10
-      max_backoff_seconds        = 300
-      max_doublings              = 3
-      max_retry_duration_seconds = 0
-    }
-  }
-
-  expect_failures = [var.timing] # the rule reads timing and retry; it sits with timing's
 }
 
 run "rejects_retry_count_above_five" {
@@ -766,9 +669,9 @@ run "rejects_retry_count_above_five" {
   expect_failures = [var.retry]
 }
 
-# --- create_database = false: the existing database is read at plan ---
+# --- create_database = false: an existing database, and no token in the state ---
 
-run "uses_an_existing_native_database" {
+run "uses_an_existing_database" {
   command = plan
 
   module {
@@ -780,53 +683,9 @@ run "uses_an_existing_native_database" {
   }
 
   assert {
-    condition     = length(google_firestore_database.this) == 0 && length(data.http.existing_database) == 1 && data.http.existing_database[0].url == "https://firestore.googleapis.com/v1/projects/${var.project_id}/databases/existing-db"
-    error_message = "With create_database = false the module creates no database and reads the named one at plan."
+    condition     = length(google_firestore_database.this) == 0 && google_firestore_field.expire_at.database == "existing-db" && google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/existing-db\""
+    error_message = "With create_database = false the module creates no database and uses the named one."
   }
-}
-
-run "refuses_a_missing_database_at_plan" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    firestore = { database = "no-such-db", create_database = false }
-  }
-
-  override_data {
-    target = data.http.existing_database[0]
-    values = {
-      status_code   = 404
-      response_body = "{\"error\": {\"code\": 404, \"status\": \"NOT_FOUND\"}}"
-    }
-  }
-
-  expect_failures = [data.http.existing_database[0]]
-}
-
-run "refuses_a_datastore_mode_database_at_plan" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    firestore = { database = "datastore-db", create_database = false }
-  }
-
-  override_data {
-    target = data.http.existing_database[0]
-    values = {
-      status_code   = 200
-      response_body = "{\"type\": \"DATASTORE_MODE\"}"
-    }
-  }
-
-  expect_failures = [data.http.existing_database[0]]
 }
 
 # --- The audit, max_lateness_seconds and the dashboard (issue 12) --------------------------------
@@ -871,15 +730,8 @@ run "audit_job_metrics_alert_and_dashboard" {
   }
 
   assert {
-    condition = (
-      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
-        "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600 }
-        "${var.slug}-madrid"  = { job_id = "madrid", schedule = "30 2 * * *", time_zone = "Europe/Madrid" }
-      } &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_AUDIT_JOB"] == google_cloud_scheduler_job.audit[0].name &&
-      tonumber(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_RETRY_WINDOW_SECONDS"]) + var.timing.lease_seconds <= var.timing.retention_seconds
-    )
-    error_message = "The function gets the jobs by their Scheduler names with their job ids (DEDUP_JOBS), the audit job's name and the retry window."
+    condition     = google_cloud_scheduler_job.audit[0].name == "${var.slug}_audit"
+    error_message = "The audit's Scheduler job is <slug>_audit, the name config.py's Config.audit_job_name gives the function."
   }
 
   assert {
@@ -968,17 +820,8 @@ run "deliveries_queue_and_paused_jobs" {
   }
 
   assert {
-    condition = jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
-      "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
-      "${var.slug}-report"  = { job_id = "report", schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
-    }
-    error_message = "The function gets paused and catch_up per job (DEDUP_JOBS), as dedup.parse_jobs reads them."
-  }
-
-  assert {
     condition = (
       google_cloud_tasks_queue.deliveries.name == "${var.slug}-deliveries" &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_TASKS_QUEUE"] == "projects/${var.project_id}/locations/${var.region}/queues/${var.slug}-deliveries" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].host == "{{ cookiecutter.project_slug }}-mock-ew.a.run.app" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].scheme == "HTTPS" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].uri_override_enforce_mode == "ALWAYS" &&
@@ -986,7 +829,7 @@ run "deliveries_queue_and_paused_jobs" {
       google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
       google_cloud_tasks_queue.deliveries.retry_config[0].max_attempts == var.retry.retry_count + 1
     )
-    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler, and the function knows its name."
+    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler (the function knows its name from config.py's Config.task_queue)."
   }
 
   assert {
@@ -1004,6 +847,10 @@ run "no_catch_up_grant_without_catch_up" {
 
   module {
     source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = { nightly = { schedule = "0 3 * * *" } }
   }
 
   assert {
@@ -1034,34 +881,6 @@ run "rejects_audit_interval_not_dividing_an_hour_or_a_day" {
 
   variables {
     audit = { interval_minutes = 7 }
-  }
-
-  expect_failures = [var.audit]
-}
-
-run "rejects_audit_whose_interval_and_settle_exceed_the_lookback" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    audit = { interval_minutes = 5 }
-    # settle = lease 360 + retry window 3300 = 3660 s: with the minimal retention no audit can judge a run.
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 360
-      retention_seconds        = 3660
-    }
-    retry = {
-      retry_count                = 5
-      min_backoff_seconds        = 30
-      max_backoff_seconds        = 300
-      max_doublings              = 3
-      max_retry_duration_seconds = 0
-    }
   }
 
   expect_failures = [var.audit]
