@@ -1237,6 +1237,14 @@ MUTANTS = [
         "the emulator's data survives a restart of make dev",
         ("tests/test_baked_makefile.py", "-k", "across_a_restart"),
     ),
+    Mutant(
+        "i17bake-cost-audit-interval-baked",
+        "baked/tools/cost.py",
+        "            interval = project_config.load().audit_interval_minutes\n",
+        "            interval = 60\n",
+        "tools/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
+        ("tests/test_cost.py", "-k", "audit_interval_is_config_yamls"),
+    ),
 
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
     Mutant(
