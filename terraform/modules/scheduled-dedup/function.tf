@@ -119,7 +119,7 @@ resource "google_cloudfunctions2_function" "this" {
         # thread (functions_framework/request_timeout.py), main.py releases the claim and answers 500, and the next delivery
         # runs the work. Without one of them the work runs on after Cloud Run's 504, beside the retry
         # that takes the run over once the lease is past; with one thread, gunicorn's sync worker is
-        # killed instead, and nothing is logged or released. tests/test_timeout.py runs all four cases.
+        # killed instead, and nothing is logged or released. The timeout proofs run all four cases.
         # Whether the platform sets CLOUD_RUN_TIMEOUT_SECONDS is not documented (the question is open on
         # GoogleCloudPlatform/functions-framework-go PR 244), so it is set here: 10 s (two Firestore
         # deadlines, dedup.RPC_TIMEOUT_SECONDS = 5) before Cloud Run's own timeout, so that the release is
