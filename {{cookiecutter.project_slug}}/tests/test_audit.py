@@ -479,12 +479,15 @@ def test_the_plan_keeps_first_seen_and_never_moves_the_bookmark_back(monkeypatch
 def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collection):
     """Per-job timing (config.yaml): a job with its own longer lease and retry window settles later; no run of it is
     judged (and so bookmarked) before it settles."""
+    project = ledger_at(monkeypatch, hourly_jobs(1)).config  # the bake's own numbers: h1 outlasts them by 600 s
+    lease, window = int(project.lease.total_seconds()) + 300, int(project.retry_window.total_seconds()) + 300
     jobs = hourly_jobs(2)
-    jobs["h1"] |= {"lease_seconds": 660, "retry_window_seconds": 5100}
+    jobs["h1"] |= {"lease_seconds": lease, "retry_window_seconds": window}
     config = ledger_at(monkeypatch, jobs).config
     now = at("2026-03-01T12:00:00Z")
-    assert config.settle_for("h1") == dt.timedelta(seconds=5760) > config.settle_for("h0") == config.settle
-    assert audit.plan(dedup.AuditCursor({}), ["h0", "h1"], now, config).until == now - dt.timedelta(seconds=5760)
+    slowest = dt.timedelta(seconds=lease + window)
+    assert config.settle_for("h1") == slowest > config.settle_for("h0") == config.settle
+    assert audit.plan(dedup.AuditCursor({}), ["h0", "h1"], now, config).until == now - slowest
 
 
 def test_two_audits_from_one_bookmark_cannot_both_move_it(monkeypatch, collection):
