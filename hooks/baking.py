@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+
+import rules
 
 # The reusable Terraform modules live once, at the template root; each bake gets its own copy of
 # the ones its target uses, so a baked project is self-contained and `terraform init` needs no
@@ -60,10 +63,9 @@ def vendor_terraform_modules(project_dir: Path, repo_dir: Path, target: str) -> 
 def write_config(project_dir: Path, answers: Mapping[str, object]) -> Path:
     """config.yaml from the answers: rules.config_from_answers decides the numbers, config.render the text."""
     import config
-    import rules
 
     path = project_dir / CONFIG_FILE
-    path.write_text(config.render(rules.config_from_answers(answers)), encoding="utf-8")
+    path.write_text(config.render(rules.config_from_answers(public_answers(answers))), encoding="utf-8")
     return path
 
 
@@ -97,20 +99,67 @@ def remove_pipeline_paths(project_dir: Path, state_bucket: str) -> list[Path]:
     return removed
 
 
+# Settings that are not questions: cookiecutter renders a "__" variable without asking it, and extra context
+# (a --config-file, cruft's --extra-context) may still set it under that name. The bake knows them without the prefix.
+UNASKED = "__"
+
+
 def public_answers(answers: Mapping[str, object]) -> dict[str, object]:
-    """The user's answers: everything but cookiecutter's private (underscore) keys."""
-    return {key: value for key, value in answers.items() if not key.startswith("_")}
+    """The user's answers under the names the bake uses: the unasked settings without their prefix,
+    cookiecutter's private (underscore) keys left out."""
+    public = {}
+    for key, value in answers.items():
+        if key.startswith(UNASKED):
+            public[key.removeprefix(UNASKED)] = value
+        elif not key.startswith("_"):
+            public[key] = value
+    return public
+
+
+def as_extra_context(answers: Mapping[str, object], variables: Mapping[str, object]) -> dict[str, object]:
+    """`answers` under the names cookiecutter.json (`variables`) gives them: an unasked setting under its "__" name.
+    cookiecutter silently drops extra context for a name it does not have (apply_overwrites_to_context)."""
+    return {key if key in variables else UNASKED + key: value for key, value in answers.items()}
+
+
+def checked_answers(answers: Mapping[str, object]) -> dict[str, object]:
+    """The public answers with `jobs` as the rules read it (an object, whether it was given as one or as text)."""
+    public = public_answers(answers)
+    return {**public, "jobs": rules.check_jobs(rules.parse_jobs(public["jobs"]))}
+
+
+def render_checked(project_dir: Path, answers: Mapping[str, object]) -> list[Path]:
+    """Render the files cookiecutter copied unrendered (its `_copy_without_render`, the files that read an answer
+    the rules normalise: `jobs`, the unasked settings), with cookiecutter's own Jinja environment and the checked
+    answers. cookiecutter cannot: a hook never changes the context it renders with."""
+    from cookiecutter.environment import StrictEnvironment
+
+    patterns = answers.get("_copy_without_render") or []
+    context = {"cookiecutter": checked_answers(answers)}
+    environment = StrictEnvironment(context=context, keep_trailing_newline=True)
+    rendered = []
+    for path in sorted(project_dir.rglob("*")):
+        relative = path.relative_to(project_dir).as_posix()
+        if path.is_file() and any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
+            with path.open(encoding="utf-8", newline="") as source:
+                template = source.read()
+            with path.open("w", encoding="utf-8", newline="") as target:
+                target.write(environment.from_string(template).render(**context))
+            rendered.append(path)
+    return rendered
 
 
 def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
     """The answers, the jobs by id only: their schedules and timing live in config.yaml alone."""
     path = project_dir / ".cookiecutter.json"
-    recorded = {**public_answers(answers), "jobs": sorted(answers["jobs"])}
+    public = public_answers(answers)
+    recorded = {**public, "jobs": sorted(rules.parse_jobs(public["jobs"]))}
     path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
+    render_checked(project_dir, answers)  # first: before anything vendored lands beside the baked files
     vendor_terraform_modules(project_dir, repo_dir, str(answers["target"]))
     write_config(project_dir, answers)
     remove_unused_paths(project_dir, str(answers["target"]))

@@ -4,6 +4,7 @@ import json
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 # tojson escapes quotes, so any answer (an apostrophe in a project name) survives as data, never as code.
@@ -25,42 +26,40 @@ def template_dir() -> Path:
         return Path(os.environ.get("PWD", "."), ANSWERS.get("_repo_dir") or ".").resolve()
 
 
-def replay_file() -> Path | None:
-    """The file in which cookiecutter saved these answers, if it did: cookiecutter.main writes
-    <replay_dir>/<template directory name>.json before it generates anything, so before this hook runs;
-    replay_dir is ~/.cookiecutter_replay/ unless the user's config (COOKIECUTTER_CONFIG, ~/.cookiecutterrc)
-    moves it. cruft saves none. Named only when it holds exactly these answers."""
-    try:
-        from cookiecutter.config import get_user_config
-        from cookiecutter.replay import get_file_name
-
-        path = Path(get_file_name(get_user_config()["replay_dir"], REPO_DIR.name))
-        saved = json.loads(path.read_text(encoding="utf-8"))["cookiecutter"]
-    except (ImportError, OSError, ValueError, KeyError, TypeError):
-        return None
-    return path if saved == ANSWERS else None
+def save_answers() -> Path:
+    """A replay file of these answers that no other bake overwrites: cookiecutter's own
+    (<replay_dir>/<template directory name>.json) is rewritten by the next bake of the same template, and cruft
+    saves none. Same format as cookiecutter's (cookiecutter/replay.py: {"cookiecutter": answers})."""
+    slug = str(ANSWERS.get("project_slug") or "bake")
+    handle, name = tempfile.mkstemp(prefix=f"{slug}-answers-", suffix=".json")
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        json.dump({"cookiecutter": ANSWERS}, file, indent=2, ensure_ascii=False)
+    return Path(name)
 
 
 def bake_again_hint(path: Path) -> str:
+    """Where the answers are and, when cookiecutter says where it bakes from and to, the command to bake again."""
+    if not (ANSWERS.get("_template") and ANSWERS.get("_output_dir")):
+        return f"your answers are saved in {path}"
     # The template as the user gave it, in the shell they gave it in; the output directory as cookiecutter resolved it.
     command = ["cookiecutter", "--replay-file", str(path), "-o", ANSWERS["_output_dir"], ANSWERS["_template"]]
-    return f"Your answers are saved in {path}: correct the one above there, then bake again with: {shlex.join(command)}"
+    return f"your answers are saved in {path}: correct it there, then bake again with: {shlex.join(command)}"
 
 
 REPO_DIR = template_dir()
 # The rules live once, in the baked project's rules.py: the template's copy of it (braces split so that
-# cookiecutter does not render the directory's name).
+# cookiecutter does not render the directory's name); baking.py (the answers' names) in the template's hooks.
 PROJECT_TEMPLATE = REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")
 sys.path.insert(0, str(PROJECT_TEMPLATE))
+sys.path.insert(0, str(REPO_DIR / "hooks"))
+import baking  # noqa: E402
 import rules  # noqa: E402  (found through the template's own project directory)
 
 try:
-    checked = rules.validate(ANSWERS)
+    checked = rules.validate(baking.public_answers(ANSWERS))
 except rules.RuleError as error:
-    print(f"ERROR: {error}", file=sys.stderr)
-    saved = replay_file()
-    if saved is not None:
-        print(bake_again_hint(saved), file=sys.stderr)
+    # One line: cookiecutter's own report of the failed hook follows it (its logger, not this hook).
+    print(f"ERROR: {error}; {bake_again_hint(save_answers())}", file=sys.stderr)
     sys.exit(1)
 for warning in checked["warnings"]:
     print(f"WARNING: {warning}", file=sys.stderr)

@@ -24,12 +24,26 @@ sys.path.insert(0, str(ROOT / "tests" / "proofs"))
 sys.path.insert(0, str(ROOT / "hooks"))
 sys.path.insert(0, str(TEMPLATE_PROJECT))  # rules.py, the rules the hook, the bake and its tests share
 
+import baking  # noqa: E402
 import prove  # noqa: E402  (tests/proofs/prove.py: lays the proofs into a copy of a bake)
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
-# The answers a `--no-input` bake gets: cookiecutter renders the defaults that follow earlier answers.
-DEFAULT_ANSWERS = dict(prompt_for_config(generate_context(context_file=str(ROOT / "cookiecutter.json")), no_input=True))
+
+
+def extra_context(answers: dict[str, object]) -> dict[str, object]:
+    """Answers under cookiecutter.json's names: the unasked settings (timing) under their "__" names."""
+    return baking.as_extra_context(answers, DEFAULTS)
+
+
+def rendered_answers(answers: dict[str, object] | None = None) -> dict[str, object]:
+    """The answers a `--no-input` bake with these overrides gets, under the bake's names: cookiecutter renders
+    the defaults that follow earlier answers; `jobs` stays as given (text or an object), as the hook sees it."""
+    context = generate_context(context_file=str(ROOT / "cookiecutter.json"), extra_context=extra_context(answers or {}))
+    return baking.public_answers(prompt_for_config(context, no_input=True))
+
+
+DEFAULT_ANSWERS = rendered_answers()
 
 
 # The bakes every check runs on (tests/test_bake.py: rendering, lint, the baked suite;
@@ -102,7 +116,13 @@ MATRIX: dict[str, dict[str, object]] = {
 def bake(output_dir: Path, **answers: object) -> Path:
     """Bake the template with defaults overridden by `answers`; returns the project directory."""
     return Path(
-        cookiecutter(str(ROOT), no_input=True, extra_context=answers, output_dir=str(output_dir), accept_hooks=True)
+        cookiecutter(
+            str(ROOT),
+            no_input=True,
+            extra_context=extra_context(answers),
+            output_dir=str(output_dir),
+            accept_hooks=True,
+        )
     )
 
 

@@ -387,16 +387,10 @@ def format_table(title: str, rows: list[Row]) -> str:
 
 
 def matrix_answers() -> dict[str, dict[str, object]]:
-    """Each matrix bake's answers as the hook checks them (cookiecutter merges each bake's overrides)."""
-    from conftest import MATRIX
-    from cookiecutter.generate import generate_context
-    from cookiecutter.prompt import prompt_for_config
+    """Each matrix bake's answers as the hook checks them (cookiecutter renders the defaults around each bake's)."""
+    from conftest import MATRIX, rendered_answers
 
-    answers = {}
-    for name, overrides in MATRIX.items():
-        context = generate_context(context_file=str(ROOT / "cookiecutter.json"), extra_context=overrides)
-        answers[name] = rules.validate(prompt_for_config(context, no_input=True))
-    return answers
+    return {name: rules.validate(rendered_answers(overrides)) for name, overrides in MATRIX.items()}
 
 
 def bake_tables(name: str, checked: Mapping[str, object]) -> list[tuple[str, int, list[Row]]]:

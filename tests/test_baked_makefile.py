@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
 import re
 import signal
@@ -12,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import bake
@@ -53,33 +56,68 @@ def wait_for_http(url, process, seconds=60):
     pytest.fail(f"make dev did not serve {url} within {seconds} s")
 
 
-@pytest.fixture
-def dev_server(project, emulator_host, tmp_path):
-    """`make dev` in its own process group on a free port, with private data on the shared emulator."""
+@contextlib.contextmanager
+def make_dev(project, log, **env):
+    """`make dev` in its own process group on a free port; yields (port, process); killed if still running after."""
     port = free_port()
-    log = tmp_path / "make-dev.log"
-    env = {
-        **os.environ,
-        "FIRESTORE_EMULATOR_HOST": emulator_host,
-        "DEDUP_PROJECT": "make-dev-test",
-        "DEDUP_COLLECTION": f"runs-{uuid.uuid4().hex[:12]}",
-    }
     with open(log, "w") as out:
         process = subprocess.Popen(
             ["make", "--no-print-directory", MAKE_PY, "dev", f"PORT={port}"],
             cwd=project,
-            env=env,
+            env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/", process)
-        yield port, process, log
+        wait_for_http(f"http://127.0.0.1:{port}/", process, seconds=120)
+        yield port, process
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def ctrl_c(process, log):
+    """SIGINT to the group, as a terminal sends it; returns make dev's whole output once it has stopped."""
+    os.killpg(process.pid, signal.SIGINT)
+    process.wait(timeout=60)
+    deadline = time.monotonic() + 30  # make may exit before dev_server.py has finished stopping
+    while "==> stopped" not in (output := log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return output
+
+
+@pytest.fixture
+def dev_server(project, emulator_host, tmp_path):
+    """`make dev` with private data on the shared emulator."""
+    log = tmp_path / "make-dev.log"
+    private = {"DEDUP_PROJECT": "make-dev-test", "DEDUP_COLLECTION": f"runs-{uuid.uuid4().hex[:12]}"}
+    with make_dev(project, log, FIRESTORE_EMULATOR_HOST=emulator_host, **private) as (port, process):
+        yield port, process, log
+
+
+def tree_environments(root: int) -> list[dict[str, str]]:
+    """The environment of a process and every live descendant (/proc: ppid links; the function's server runs
+    in a session of its own)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # state, ppid
+        except OSError:
+            continue
+    tree, grew = {root}, True
+    while grew:
+        grown = tree | {pid for pid, parent in parents.items() if parent in tree}
+        tree, grew = grown, grown != tree
+    environments = []
+    for pid in sorted(tree):
+        try:
+            raw = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        environments.append(dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item))
+    return environments
 
 
 def test_fire_at_make_dev_processes_then_skips_the_duplicate(project, dev_server):
@@ -95,16 +133,63 @@ def test_fire_at_make_dev_processes_then_skips_the_duplicate(project, dev_server
     assert second.returncode == 0, second.stdout + second.stderr
     assert "<== 200 duplicate" in second.stdout
 
-    # Ctrl-C (SIGINT to the group, as a terminal sends it) stops the function and `make dev` exits.
-    os.killpg(process.pid, signal.SIGINT)
-    process.wait(timeout=30)
-    deadline = time.monotonic() + 20  # make may exit before dev_server.py has finished stopping
-    while "==> stopped" not in (output := log.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    # Ctrl-C stops the function and `make dev` exits.
+    output = ctrl_c(process, log)
     assert "ready: http://127.0.0.1:" in output and "FIRESTORE_EMULATOR_HOST=" in output
+    # One short line per record for a person, not Cloud Logging's JSON (the deployed function keeps that).
+    outcomes = [line for line in output.splitlines() if " processed " in line or " duplicate " in line]
+    assert len(outcomes) == 2 and all(len(line) <= 200 and "{" not in line for line in outcomes), outcomes
+    assert f"nightly-report-nightly {sent.replace('Z', '+00:00')}" in outcomes[0]
     assert "==> stopped" in output
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+
+
+def test_make_dev_runs_no_reloader(project, dev_server):
+    """functions-framework's --debug reloader (werkzeug: a child with WERKZEUG_RUN_MAIN set) watched the whole
+    tree, .venv included, at most of a core and with endless inotify warnings; edits are picked up by a restart."""
+    port, process, log = dev_server
+    environments = tree_environments(process.pid)
+    assert len(environments) >= 4  # make, dev_server.py, the function's server and its worker
+    assert [env for env in environments if "WERKZEUG_RUN_MAIN" in env] == []
+    assert "watchdog" not in log.read_text()
+
+
+def printed(log, pattern, seconds=30):
+    """The first group of `pattern` once make dev has printed it (it prints after the function first answers)."""
+    deadline = time.monotonic() + seconds
+    while not (found := re.search(pattern, log.read_text())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert found, f"make dev never printed {pattern}: {log.read_text()}"
+    return found[1]
+
+
+def test_make_dev_keeps_the_emulators_data_across_a_restart(tmp_path_factory):
+    """A run recorded before Ctrl-C is still there after the next `make dev` (its own emulator, exported to
+    .emulator-data/ at the stop, imported at the start)."""
+    project = bake(tmp_path_factory.mktemp("make-dev-data"))
+    environ = {key: value for key, value in os.environ.items() if key != "FIRESTORE_EMULATOR_HOST"}
+    an_hour_ago = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) - dt.timedelta(hours=1)
+    time_sent = an_hour_ago.strftime("%Y-%m-%dT%H:%M:%SZ")  # inside the retention window
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("FIRESTORE_EMULATOR_HOST", raising=False)
+        first_log = project / "first.log"
+        with make_dev(project, first_log) as (port, process):
+            fired = make(project, "fire", "JOB=nightly", f"TIME={time_sent}", f"PORT={port}")
+            assert "<== 200 processed" in fired.stdout, fired.stdout + fired.stderr
+            assert "saved the emulator's data" in ctrl_c(process, first_log)
+        second_log = project / "second.log"
+        with make_dev(project, second_log) as (port, process):
+            host = printed(second_log, r"FIRESTORE_EMULATOR_HOST=(\S+)")
+            shown = subprocess.run(
+                [sys.executable, "tools/runs.py", "show", "nightly", time_sent],
+                cwd=project, env={**environ, "FIRESTORE_EMULATOR_HOST": host}, capture_output=True, text=True,
+                timeout=60, check=False,
+            )  # fmt: skip
+            again = make(project, "fire", "JOB=nightly", f"TIME={time_sent}", f"PORT={port}")
+            ctrl_c(process, second_log)
+    assert shown.returncode == 0 and '"status": "completed"' in shown.stdout, shown.stdout + shown.stderr
+    assert "<== 200 duplicate" in again.stdout
 
 
 def test_fire_refuses_a_bad_time_and_a_missing_job(project):

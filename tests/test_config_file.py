@@ -132,7 +132,11 @@ def add_job(project: Path, job_id: str, schedule: str, work: bool) -> None:
         job = project / "job.py"
         text = job.read_text()
         opening = re.search(r"WORK: dict\[.*\] = \{\n", text)
-        job.write_text(text[: opening.end()] + f'    "{job_id}": nightly_work,\n' + text[opening.end() :])
+        work = f"def {job_id}_work(context: RunContext) -> None:\n    pass\n\n\n"  # the job's own work function
+        job.write_text(
+            text[: opening.start()] + work + text[opening.start() : opening.end()]
+            + f'    "{job_id}": {job_id}_work,\n' + text[opening.end() :]
+        )  # fmt: skip
 
 
 def test_adding_a_job_is_config_yaml_and_job_work(export_and_sync, emulator_host, tmp_path):

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
+import json
 import re
 
+import baking
 import pytest
 import rich.console
 import rules
-from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT
+from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, extra_context
 from cookiecutter.generate import generate_context
 from cookiecutter.prompt import prompt_for_config
 
+# The questions cookiecutter asks; the settings it renders without asking ("__" names) follow them.
 VARIABLES = [key for key in DEFAULTS if not key.startswith("_")]
+UNASKED = [key.removeprefix("__") for key in DEFAULTS if key.startswith(baking.UNASKED) and key != "__prompts__"]
 PROMPTS = DEFAULTS["__prompts__"]
+# Issue 17: a bake asks at most this many questions; the expert numbers live in the project's configuration.
+MAX_QUESTIONS = 12
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +32,46 @@ def default_answers():
 def test_every_variable_has_a_prompt():
     assert [key for key in VARIABLES if key not in PROMPTS] == []
     assert [key for key in PROMPTS if key not in VARIABLES] == [], "prompts for variables that no longer exist"
+
+
+def test_at_most_twelve_questions():
+    assert len(VARIABLES) <= MAX_QUESTIONS, VARIABLES
+
+
+def test_no_question_default_is_a_jinja_program():
+    """A question's default may name an earlier answer ({{ ... }}), never compute with statements ({% ... %})."""
+    assert [key for key in VARIABLES if "{%" in json.dumps(DEFAULTS[key])] == []
+
+
+def test_jobs_default_is_text_so_a_given_object_replaces_it():
+    """cookiecutter merges an object given for an object default key by key (apply_overwrites_to_context):
+    the default job would survive beside the given ones. Text is replaced whole; the rules parse it."""
+    assert isinstance(DEFAULTS["jobs"], str)
+    default = {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}
+    assert rules.check_jobs(rules.parse_jobs(DEFAULTS["jobs"])) == default
+
+
+@pytest.mark.parametrize("text", ["{nightly: 1}", "[]", '""', "{}"], ids=str)
+def test_jobs_text_that_is_no_json_object_is_refused_in_one_line(text):
+    with pytest.raises(rules.RuleError, match=r"^jobs=") as refused:
+        rules.check_jobs(rules.parse_jobs(text))
+    assert "\n" not in str(refused.value)
+
+
+def test_copy_without_render_lists_exactly_the_files_that_read_checked_answers():
+    """post_gen renders these with the checked answers (baking.render_checked); cookiecutter renders the rest,
+    which must not read `jobs` (text to cookiecutter) or an unasked setting (a "__" name to cookiecutter)."""
+    names = "|".join(["jobs", *UNASKED])
+    reads = re.compile(rf"cookiecutter\.({names})\b")
+    project = ROOT / "{{cookiecutter.project_slug}}"
+    reading = sorted(
+        path.relative_to(project).as_posix()
+        for path in project.rglob("*")
+        if path.is_file() and reads.search(path.read_text(encoding="utf-8", errors="ignore"))
+    )
+    listed = DEFAULTS["_copy_without_render"]
+    assert [path for path in reading if not any(fnmatch.fnmatch(path, pattern) for pattern in listed)] == []
+    assert [pattern for pattern in listed if not any(fnmatch.fnmatch(path, pattern) for path in reading)] == []
 
 
 @pytest.mark.parametrize("variable", [key for key in VARIABLES if isinstance(DEFAULTS[key], list)])
@@ -66,7 +113,7 @@ def test_keys_the_hooks_read_exist():
     read = keys_read_by_hooks()
     assert {"project_slug", "gcp_project_id", "attempt_deadline_seconds", "target"} <= read, "the scan found too little"
     public = {key for key in read if not key.startswith("_")}
-    assert sorted(public - set(VARIABLES)) == []
+    assert sorted(public - set(VARIABLES) - set(UNASKED)) == []
 
 
 TIMING_AND_RETRY = [
@@ -95,14 +142,16 @@ def test_the_terraform_modules_defaults_are_the_bakes(default_answers):
 
 
 def answered(changes: dict[str, object]) -> dict[str, object]:
-    """The answers of a user who types `changes` at their questions and presses Enter at every other one.
+    """The answers of a user who types `changes` at their questions (or gives an unasked setting as extra
+    context) and presses Enter at every other one, under the bake's names.
 
     cookiecutter asks through rich's Prompt, which reads each line from Console.input: that is the one
     thing replaced, so every default is rendered from the answers before it exactly as at a terminal
     (prompt_for_config renders each default just before its question), and "" is the Enter key.
     """
-    context = generate_context(context_file=str(ROOT / "cookiecutter.json"))
-    questions = {PROMPTS[key]: str(value) for key, value in changes.items()}
+    unasked = {key: value for key, value in changes.items() if key in UNASKED}
+    context = generate_context(context_file=str(ROOT / "cookiecutter.json"), extra_context=extra_context(unasked))
+    questions = {PROMPTS[key]: str(value) for key, value in changes.items() if key not in unasked}
 
     def typed(console, prompt="", **options):
         asked = [text for question, text in questions.items() if question in str(prompt)]
@@ -110,7 +159,7 @@ def answered(changes: dict[str, object]) -> dict[str, object]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rich.console.Console, "input", typed)
-        return prompt_for_config(context, no_input=False)
+        return baking.public_answers(prompt_for_config(context, no_input=False))
 
 
 # Each numeric question's range, as its prompt states it, with the other answers at their defaults
@@ -148,10 +197,10 @@ NUMBERS_PAST_THE_RANGE = {
 
 
 def numeric_questions() -> list[str]:
-    """The questions answered with a number; "" (Enter) where rules.derive_timing gives the default."""
+    """The unasked settings given as a number; "" (nothing given) where rules.derive_timing gives the default."""
     return [
         key
-        for key in VARIABLES
+        for key in UNASKED
         if isinstance(DEFAULT_ANSWERS[key], str) and (DEFAULT_ANSWERS[key].isdigit() or key in rules.DERIVED_ANSWERS)
     ]
 

@@ -109,3 +109,15 @@ def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(templ
     assert (project / "dedup.py").read_bytes() == protocol.read_bytes()
     assert yaml.safe_load((project / "config.yaml").read_text()) == settings
     run(CRUFT, "check", "--project-dir", str(project), cwd=tmp_path)
+
+
+def test_cruft_create_with_extra_context_jobs_bakes_exactly_those_jobs(template_repo, tmp_path):
+    """cookiecutter merges an object answer into an object default key by key: the default `nightly` job used
+    to survive beside the given one. The default is text now, so the given object replaces it whole."""
+    out = tmp_path / "projects"
+    jobs = {"export": {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin"}}
+    run(CRUFT, "create", str(template_repo), "--no-input", "--output-dir", str(out),
+        "--extra-context", json.dumps({"jobs": jobs}), cwd=tmp_path)  # fmt: skip
+    project = out / "nightly-report"
+    assert yaml.safe_load((project / "config.yaml").read_text())["jobs"] == jobs
+    assert json.loads((project / ".cookiecutter.json").read_text())["jobs"] == ["export"]

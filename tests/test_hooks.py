@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -14,29 +16,28 @@ import pytest
 import yaml
 from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake
 from cookiecutter.exceptions import FailedHookException
-from cookiecutter.main import cookiecutter
 
-# (answers, field, value as the hook sees it, a fragment of the rule). cookiecutter merges a `jobs` override
-# into the default {"nightly": {...}} and hands numbers to the hook as text.
+# (answers, field, value as the hook sees it, a fragment of the rule). A `jobs` object replaces the default
+# whole; cookiecutter hands numbers to the hook as text.
 REFUSALS = {
     "slug": ({"project_slug": "Bad_Slug"}, "project_slug", "Bad_Slug", "3-20 chars of lowercase letters"),
     "name-slugifies-to-nothing": ({"project_name": "!!"}, "project_slug", "-", "3-20 chars of lowercase letters"),
     "project-id": ({"gcp_project_id": "my-project-"}, "gcp_project_id", "my-project-", "does not end with a hyphen"),
     "region": ({"region": "europe-west"}, "region", "europe-west", "must be a GCP region"),
     "cron-groc": (
-        {"jobs": {"nightly": {"schedule": "every 5 minutes"}}},
+        {"jobs": {"nightly": {"schedule": "every 5 minutes", "time_zone": "Etc/UTC"}}},
         "jobs.nightly.schedule",
         "every 5 minutes",
         "only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron",
     ),
     "cron-range": (
-        {"jobs": {"nightly": {"schedule": "0 24 * * *"}}},
+        {"jobs": {"nightly": {"schedule": "0 24 * * *", "time_zone": "Etc/UTC"}}},
         "jobs.nightly.schedule",
         "0 24 * * *",
         "hour value '24' is outside 0-23",
     ),
     "time-zone": (
-        {"jobs": {"nightly": {"time_zone": "Europe/Atlantis"}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Europe/Atlantis"}}},
         "jobs.nightly.time_zone",
         "Europe/Atlantis",
         "must be an IANA time zone",
@@ -55,7 +56,7 @@ REFUSALS = {
     ),
     # A job's own number is named under the job (issue 17).
     "job-lease": (
-        {"jobs": {"nightly": {"lease_seconds": 329}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "lease_seconds": 329}}},
         "jobs.nightly.lease_seconds",
         "329",
         "must be at least the stop (attempt_deadline_seconds) + 30 (330)",
@@ -75,7 +76,7 @@ REFUSALS = {
     "retry-count": ({"retry_count": 6}, "retry_count", "6", "must be 0-5"),
     # The issue's counterexample: every 5 minutes, every other answer at its default.
     "schedule-busier-than-one-fault-allows": (
-        {"jobs": {"nightly": {"schedule": "*/5 * * * *"}}},
+        {"jobs": {"nightly": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}},
         "jobs.nightly.schedule",
         "*/5 * * * *",
         "fires only 300 s apart in Etc/UTC",
@@ -95,7 +96,7 @@ REFUSALS = {
     ),
     "non-numeric": ({"lease_seconds": "6 min"}, "lease_seconds", "6 min", "must be a whole number"),
     "jobs-extra-key": (
-        {"jobs": {"nightly": {"retries": 2}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "retries": 2}}},
         "jobs.nightly",
         {"retries": "2", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"},  # tojson sorts the keys
         "must hold a schedule, and nothing else but attempt_deadline_seconds",
@@ -106,9 +107,10 @@ REFUSALS = {
         "Nightly_Report",
         "each job id must be 1-40 chars",
     ),
-    "jobs-not-an-object": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "non-empty mapping"),
+    "jobs-not-json": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "is not JSON"),
+    "jobs-not-an-object": ({"jobs": "[]"}, "jobs", [], "non-empty mapping"),
     "max-lateness": (
-        {"jobs": {"nightly": {"max_lateness_seconds": 30}}},
+        {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 30}}},
         "jobs.nightly.max_lateness_seconds",
         "30",
         "at least 60 (omit it for no limit)",
@@ -125,11 +127,13 @@ def test_bad_answer_is_refused_with_one_line_and_nothing_left_behind(tmp_path, c
     output.mkdir()
     with pytest.raises(FailedHookException):
         bake(output, **answers)
-    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith("ERROR: ")]
-    assert errors, "the pre_gen hook printed no ERROR line"
+    err = capfd.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("ERROR: ")]
+    assert errors == err.strip().splitlines(), "the refusal is one line"
     assert errors[0].startswith(f"ERROR: {field}={value!r}: "), errors[0]
     assert rule in errors[0]
     assert list(output.iterdir()) == []
+    Path(REPLAY_HINT.search(errors[0])["file"]).unlink()  # the refusal's own replay file: named, and there
 
 
 def test_no_retries_at_all_bakes_with_one_warning_line(tmp_path, capfd):
@@ -151,7 +155,7 @@ def test_the_defaults_bake_without_warnings(tmp_path, capfd):
 CLI_REFUSALS = {
     "project-id": (["gcp_project_id=Bad"], "ERROR: gcp_project_id='Bad': a GCP project id is 6-30 chars of lowercase"),
     "retries-end-before-the-lease": (
-        ["retry_count=3", "min_backoff_seconds=10"],
+        ["__retry_count=3", "__min_backoff_seconds=10"],  # unasked settings: given under their "__" names
         "ERROR: retry_count='3': the retries (10+20+40 = 70 s) end before the lease (360 s) expires, so a run whose "
         "instance crashed is never retried; raise retry_count or min_backoff_seconds, or shorten lease_seconds",
     ),
@@ -232,16 +236,30 @@ def at_the_terminal(*arguments: str, typed: dict[int, str], cwd: Path) -> subpro
     )
 
 
-# The order cookiecutter asks in: every plain question as cookiecutter.json lists it, then `jobs` (a dict).
+# The order cookiecutter asks in: every plain question as cookiecutter.json lists it (`jobs` is text: among them).
 QUESTION_NUMBER = {key: number for number, key in enumerate(
     [key for key, value in DEFAULTS.items() if not key.startswith("_") and not isinstance(value, dict)], start=1
 )}  # fmt: skip
 
 
+def test_at_the_terminal_at_most_twelve_questions_are_asked(tmp_path, own_replay_dir):
+    """Enter at every question bakes the defaults; cookiecutter numbers each question it asks ([n/N])."""
+    result = at_the_terminal("-o", str(tmp_path / "out"), str(ROOT), typed={}, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    asked = re.findall(r"\[(\d+)/(\d+)\]", result.stdout)
+    assert asked and len(asked) == int(asked[-1][1]) <= 12, asked
+    project = tmp_path / "out" / "nightly-report"
+    assert json.loads((project / ".cookiecutter.json").read_text())["jobs"] == ["nightly"]
+    written = yaml.safe_load((project / "config.yaml").read_text())
+    assert written["jobs"] == {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}
+    assert written["defaults"]["attempt_deadline_seconds"] == 300  # an unasked setting, written all the same
+
+
 def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path, own_replay_dir):
-    """The issue's case through cookiecutter's own prompts: the lease follows the deadline (config.py derives it)."""
+    """The issue's case, the deadline given as extra context under its unasked name, Enter at every question:
+    the lease follows the deadline (config.py derives it)."""
     result = at_the_terminal(
-        "-o", str(tmp_path / "out"), str(ROOT), typed={QUESTION_NUMBER["attempt_deadline_seconds"]: "600"}, cwd=tmp_path
+        "-o", str(tmp_path / "out"), str(ROOT), "__attempt_deadline_seconds=600", typed={}, cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr
     project = tmp_path / "out" / "nightly-report"
@@ -254,23 +272,31 @@ def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path
     assert loaded.stdout.strip() == "660"
 
 
+REPLAY_HINT = re.compile(
+    r"; your answers are saved in (?P<file>\S+): correct it there, then bake again with: (?P<cmd>.+)"
+)
+
+
+def refusal_line(stderr: str) -> str:
+    errors = [line for line in stderr.splitlines() if line.startswith("ERROR: ") and "Stopping generation" not in line]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
 def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_path, own_replay_dir):
     output = tmp_path / "out"
     refused = at_the_terminal(
         "-o", str(output), str(ROOT), typed={QUESTION_NUMBER["gcp_project_id"]: "Bad"}, cwd=tmp_path
     )
     assert refused.returncode != 0
-    lines = refused.stderr.splitlines()
-    errors = [number for number, line in enumerate(lines) if line.startswith("ERROR: ")]
-    assert errors and lines[errors[0]].startswith("ERROR: gcp_project_id='Bad': "), refused.stderr
-    # cookiecutter saved the answers before the pre_gen hook ran, in <replay_dir>/<template dir name>.json.
-    replay_file = own_replay_dir / f"{ROOT.name}.json"
+    line = refusal_line(refused.stderr)
+    assert line.startswith("ERROR: gcp_project_id='Bad': "), refused.stderr
+    hint = REPLAY_HINT.search(line)
+    assert hint, line
+    replay_file = Path(hint["file"])
     saved = json.loads(replay_file.read_text())
     assert saved["cookiecutter"]["gcp_project_id"] == "Bad"
-    hint = lines[errors[0] + 1]
-    prefix = f"Your answers are saved in {replay_file}: correct the one above there, then bake again with: "
-    assert hint.startswith(prefix), refused.stderr
-    command = shlex.split(hint.removeprefix(prefix))
+    command = shlex.split(hint["cmd"])
     assert command == ["cookiecutter", "--replay-file", str(replay_file), "-o", str(output), str(ROOT)]
     assert not output.exists() or list(output.iterdir()) == []
 
@@ -283,26 +309,91 @@ def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_
     answers = json.loads((output / "nightly-report" / ".cookiecutter.json").read_text())
     assert answers["gcp_project_id"] == "fixed-project-id"
     assert answers["attempt_deadline_seconds"] == "300"
+    replay_file.unlink()
 
 
-def test_a_refusal_names_only_a_replay_file_that_holds_its_answers(tmp_path, own_replay_dir, capfd):
-    """`--no-input` through the API saves the answers too. Replaying another file saves them under that
-    file's name, so the one named after the template holds older answers: it is not named."""
+def test_each_refusal_names_a_replay_file_no_other_bake_overwrites(tmp_path, own_replay_dir, capfd):
+    """cookiecutter's own replay file (<replay_dir>/<template>.json) is rewritten by the next bake: two refused
+    bakes name two files, each still holding its own answers after the other."""
     output = tmp_path / "out"
     output.mkdir()
-    with pytest.raises(FailedHookException):
-        bake(output, gcp_project_id="Bad")
-    replay_file = own_replay_dir / f"{ROOT.name}.json"
-    assert f"Your answers are saved in {replay_file}: " in capfd.readouterr().err
-    other = tmp_path / "other.json"
-    saved = json.loads(replay_file.read_text())
-    saved["cookiecutter"]["gcp_project_id"] = "Worse"
-    other.write_text(json.dumps(saved))
-    with pytest.raises(FailedHookException):
-        cookiecutter(str(ROOT), replay=str(other), output_dir=str(output), accept_hooks=True)
-    err = capfd.readouterr().err
-    assert "ERROR: gcp_project_id='Worse': " in err
-    assert "Your answers are saved" not in err
+    files = []
+    for project_id in ("Bad", "Worse"):
+        with pytest.raises(FailedHookException):
+            bake(output, gcp_project_id=project_id)
+        files.append(Path(REPLAY_HINT.search(refusal_line(capfd.readouterr().err))["file"]))
+    assert files[0] != files[1]
+    assert [json.loads(path.read_text())["cookiecutter"]["gcp_project_id"] for path in files] == ["Bad", "Worse"]
+    bake(output / "later", project_name="Later Bake")  # a later bake leaves them alone
+    assert [json.loads(path.read_text())["cookiecutter"]["gcp_project_id"] for path in files] == ["Bad", "Worse"]
+    for path in files:
+        path.unlink()
+
+
+# --- `jobs` given whole: exactly those jobs, however they are given (issue 17) ------------------------
+
+GIVEN_JOBS = {
+    "export": {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin"},
+    "sync": {"schedule": "0 */6 * * *", "time_zone": "Etc/UTC"},
+}
+
+
+def baked_job_ids(project: Path) -> dict[str, list[str]]:
+    """The job ids each place of a bake holds: the answers record, config.yaml (the function's and Terraform's
+    one source), job.py's WORK."""
+    return {
+        "answers": sorted(json.loads((project / ".cookiecutter.json").read_text())["jobs"]),
+        "config": sorted(yaml.safe_load((project / "config.yaml").read_text())["jobs"]),
+        "work": sorted(work_functions(project / "job.py")),
+    }
+
+
+def test_jobs_given_through_extra_context_are_exactly_those_jobs(tmp_path):
+    project = bake(tmp_path, jobs=GIVEN_JOBS)
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "config", "work"), sorted(GIVEN_JOBS))
+
+
+def work_functions(job_py: Path) -> dict[str, str]:
+    """job.py's WORK as {job id: the name of its function}, each function defined in job.py itself."""
+    module = ast.parse(job_py.read_text())
+    defined = {node.name for node in module.body if isinstance(node, ast.FunctionDef)}
+    (table,) = [node.value for node in module.body if isinstance(node, ast.AnnAssign) and node.target.id == "WORK"]
+    work = {key.value: value.id for key, value in zip(table.keys, table.values, strict=True)}
+    assert set(work.values()) <= defined
+    return work
+
+
+def test_job_py_starts_with_one_work_function_per_job(tmp_path):
+    """Not one stub named after the default job shared by every job: each job's work is its own function."""
+    jobs = {**GIVEN_JOBS, "3-hourly": {"schedule": "0 */3 * * *", "time_zone": "Etc/UTC"}}
+    project = bake(tmp_path, jobs=jobs)
+    assert work_functions(project / "job.py") == {
+        "3-hourly": "job_3_hourly_work",
+        "export": "export_work",
+        "sync": "sync_work",
+    }
+
+
+def test_jobs_given_in_a_config_file_are_exactly_those_jobs(tmp_path):
+    config = tmp_path / "bake.yaml"
+    config.write_text(json.dumps({"default_context": {"jobs": GIVEN_JOBS}}))  # YAML is a superset of JSON
+    result = subprocess.run(
+        [str(COOKIECUTTER), "--no-input", "--config-file", str(config), "-o", str(tmp_path / "out"), str(ROOT)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "out" / "nightly-report"
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "config", "work"), sorted(GIVEN_JOBS))
+
+
+def test_jobs_given_as_json_text_on_the_command_line_are_exactly_those_jobs(tmp_path):
+    result = subprocess.run(
+        [str(COOKIECUTTER), "--no-input", "-o", str(tmp_path / "out"), str(ROOT), f"jobs={json.dumps(GIVEN_JOBS)}"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "out" / "nightly-report"
+    assert baked_job_ids(project) == dict.fromkeys(("answers", "config", "work"), sorted(GIVEN_JOBS))
 
 
 ODD_NAME = 'Bob\'s "Quarterly" \\ Report: Café 日本語 🚀'

@@ -246,7 +246,7 @@ def test_an_unknown_job_is_refused_in_one_line(deployed):
     project, _, env, _ = deployed
     result = smoke(project, env, "--job", "no-such-job")
     assert result.returncode == 1
-    assert result.stderr.startswith("smoke: FAIL (--job 'no-such-job': not a job of this project (jobs: ")
+    assert result.stderr.startswith("smoke: FAIL (--job='no-such-job': not a job of this project: ")
     assert len(result.stderr.splitlines()) == 1 and not result.stdout
 
 

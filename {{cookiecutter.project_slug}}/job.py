@@ -1,14 +1,15 @@
 {%- if cookiecutter.target == "function" -%}
-"""The scheduled work: your room. Replace the body of `nightly_work`; it touches nothing but what the work needs.
+"""The scheduled work: your room. Each job of your answers has its function below; replace its body.
+It touches nothing but what the work needs.
 
 Rules of the room:
 - The work may be called again for the same scheduled run if an earlier attempt died after doing its
   effect but before recording it (see docs/how-it-works.md). Key every side effect by
   `context.run_id` (put-if-absent, or an idempotency token downstream) and a repeat is harmless.
 - Raise `TerminalJobError` when retrying cannot help; raise anything else to get a retry.
-- Each job id of your answers gets its work from `WORK`: `context.job_id` is the id as you wrote it
-  (`nightly`), the same under `make fire` and deployed. A job WORK lacks is refused `misconfigured`
-  and retried, so its runs still happen once a deploy gives it its work.
+- `WORK` gives each job id its function: `context.job_id` is the id as you wrote it, the same under
+  `make fire` and deployed. A job WORK lacks is refused `misconfigured` and retried, so its runs still
+  happen once a deploy gives it its work. Adding a job: its entry in the answers' jobs, a function, a line in WORK.
 """
 
 import logging
@@ -17,17 +18,21 @@ from collections.abc import Callable
 from run_context import RunContext, TerminalJobError, UnknownJob  # noqa: F401  (TerminalJobError: raise it from the work)
 
 logger = logging.getLogger(__name__)
+{#- A job's work function: its id as a Python name (a job id may start with a digit). #}
+{%- macro work_function(job_id) %}{{ "job_" if job_id[0] in "0123456789" }}{{ job_id | replace("-", "_") }}_work{% endmacro %}
+{%- for job_id in cookiecutter.jobs | sort %}
 
 
-def nightly_work(context: RunContext) -> None:
-    """Does the scheduled work once per scheduled run."""
+def {{ work_function(job_id) }}(context: RunContext) -> None:
+    """The work of job {{ job_id }}, once per scheduled run."""
     logger.info("scheduled work for %s at %s", context.job_id, context.schedule_time.isoformat())
+{%- endfor %}
 
 
-# Job id -> its work. A second job gets its own function the same way: "weekly": weekly_work.
+# Job id -> its work.
 WORK: dict[str, Callable[[RunContext], object]] = {
 {%- for job_id in cookiecutter.jobs | sort %}
-    {{ job_id | tojson }}: nightly_work,
+    {{ job_id | tojson }}: {{ work_function(job_id) }},
 {%- endfor %}
 }
 

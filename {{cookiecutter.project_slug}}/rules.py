@@ -14,6 +14,7 @@ import bisect
 import dataclasses
 import datetime as dt
 import functools
+import json
 import re
 import unicodedata
 import zoneinfo
@@ -292,6 +293,21 @@ def check_time_zone(job_id: str, time_zone: str) -> str:
 @functools.cache
 def iana_time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones() - {"localtime"})
+
+
+def parse_jobs(jobs: object) -> object:
+    """The jobs answer (not config.yaml's, which YAML parses) as given: a JSON object, or its text. cookiecutter
+    hands the text over unparsed (the default, `jobs='{...}'` on its command line, a typed answer); a
+    `--config-file`'s default_context, `extra_context` and `cruft create --extra-context` give the parsed object.
+    The default is text, not an object, because cookiecutter merges an object answer into an object default key
+    by key (cookiecutter/generate.py, apply_overwrites_to_context), which would keep the default job beside the
+    given ones."""
+    if not isinstance(jobs, str):
+        return jobs
+    try:
+        return json.loads(jobs)
+    except ValueError as error:
+        raise RuleError("jobs", jobs, f"is not JSON ({error})") from None
 
 
 def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
@@ -1209,7 +1225,7 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
         "retention_seconds": context["retention_seconds"],
         "audit_interval_minutes": context["audit_interval_minutes"],
         "defaults": defaults,
-        "jobs": context["jobs"],
+        "jobs": parse_jobs(context["jobs"]),
     }
 
 
@@ -1222,7 +1238,7 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
         "gcp_project_id": check_project_id(context["gcp_project_id"]),
         "region": check_region(context["region"]),
         "target": check_target(context["target"]),
-        "jobs": check_jobs(context["jobs"]),
+        "jobs": check_jobs(parse_jobs(context["jobs"])),
     }
     config = config_from_answers(context)
     resolved = check_config(config, dt.date.today(), defaults_prefix="")

@@ -370,7 +370,7 @@ def test_missed_judges_a_job_from_the_first_audit_that_saw_it(monkeypatch, colle
         (["--since", "yesterday", "--until", "2026-01-01T00:00:00Z"], "--since='yesterday': is not an RFC 3339"),
         (["--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"], "must be later than --since"),
         (["--since", "2000-01-01T00:00:00Z", "--until", "2000-01-02T00:00:00Z"], "older than the retention window"),
-        (["--since", "{recent}", "--until", "{now}", "--job", "nope"], "--job='nope': not a job of DEDUP_JOBS"),
+        (["--since", "{recent}", "--until", "{now}", "--job", "nope"], "--job='nope': not a job of this project"),
     ],
 )
 def test_missed_refuses_bad_arguments_in_one_line(monkeypatch, collection, now, capsys, args, message):

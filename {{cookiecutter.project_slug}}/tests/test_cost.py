@@ -77,6 +77,24 @@ def test_the_tool_prints_this_projects_bill(capsys):
     )
 
 
+def bill(capsys, *argv: str) -> dict[str, float]:
+    assert cost.main(list(argv)) == 0
+    return {line[:34].strip(): float(line[34:]) for line in capsys.readouterr().out.splitlines()}
+
+
+def test_the_tools_audit_interval_is_config_yamls(capsys, monkeypatch, tmp_path):
+    """config.yaml is the one source: an audit interval edited there is the one the bill counts."""
+    import config
+
+    text = config.CONFIG_FILE.read_text(encoding="utf-8")
+    assert re.search(r"^audit_interval_minutes: 60$", text, re.M)
+    edited = tmp_path / "config.yaml"
+    edited.write_text(re.sub(r"^audit_interval_minutes: 60$", "audit_interval_minutes: 5", text, flags=re.M))
+    baked = bill(capsys)
+    monkeypatch.setattr(config, "CONFIG_FILE", edited)
+    assert bill(capsys) == bill(capsys, "--audit-interval-minutes", "5") != baked
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -1,14 +1,20 @@
-"""The operator tools (tools/run_id.py, runs.py, fire.py) against the handler and Google's Firestore emulator."""
+"""The operator command (tools/runs.py) against the handler and Google's Firestore emulator."""
 
 import datetime as dt
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
-import fire
+import delivery
 import pytest
-import run_id
 import runs
 from conftest import records, scheduler_headers
 
 import dedup
+
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "runs.py"
 
 
 @pytest.fixture
@@ -18,24 +24,44 @@ def recent(now):
     return moment.isoformat()
 
 
-def test_run_id_prints_the_document_id_the_handler_writes(http, collection, recent, capsys, work):
-    assert http.post("/", headers=scheduler_headers("nightly", recent)).status_code == 200
-    assert run_id.main(["nightly", recent]) == 0
-    assert list(records(collection)) == [capsys.readouterr().out.strip()]
+@pytest.fixture
+def deployed_job():
+    """(Scheduler job name, job id) of the bake's first job: Scheduler delivers the name, the answers say the id."""
+    name, spec = sorted(dedup.DedupConfig.from_env().jobs.items())[0]
+    return name, spec.job_id
 
 
-def test_run_id_keys_other_projects_and_locations_apart(capsys):
+def test_run_id_of_either_name_is_the_document_the_deployed_delivery_writes(
+    http, collection, recent, capsys, work, deployed_job
+):
+    name, job_id = deployed_job
+    assert http.post("/", headers=scheduler_headers(name, recent)).status_code == 200
+    printed = []
+    for job in (job_id, name):
+        assert runs.main(["run-id", job, recent]) == 0
+        printed.append(capsys.readouterr().out.strip())
+    assert printed == list(records(collection)) * 2
+
+
+def test_run_id_keys_other_projects_and_locations_apart(capsys, deployed_job):
     ids = set()
     # Neither is the baked default, whatever project and region the bake chose.
     for extra in ([], ["--project", "not-the-baked-project"], ["--location", "zz-nowhere1"]):
-        assert run_id.main(["nightly", "2026-01-01T00:00:00Z", *extra]) == 0
+        assert runs.main(["run-id", deployed_job[1], "2026-01-01T00:00:00Z", *extra]) == 0
         ids.add(capsys.readouterr().out.strip())
     assert len(ids) == 3
 
 
-def test_run_id_refuses_a_time_that_is_not_rfc3339(capsys):
-    assert run_id.main(["nightly", "2026-01-01 00:00"]) == 2
+def test_run_id_refuses_a_time_that_is_not_rfc3339(capsys, deployed_job):
+    assert runs.main(["run-id", deployed_job[1], "2026-01-01 00:00"]) == 2
     assert "TIME='2026-01-01 00:00': is not an RFC 3339 timestamp" in capsys.readouterr().err
+
+
+def test_a_job_the_project_lacks_is_refused_in_one_line_naming_the_jobs(capsys, deployed_job):
+    assert runs.main(["run-id", "no-such-job", "2026-01-01T00:00:00Z"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("JOB='no-such-job': not a job of this project: ") and "\n" not in err
+    assert f"{deployed_job[1]} ({deployed_job[0]})" in err
 
 
 def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
@@ -56,19 +82,21 @@ def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
     assert [run for run, _ in runs.stuck_runs(collection, now)] == ["stuck"]
 
 
-def test_show_prints_one_run_by_job_and_time(http, collection, recent, capsys, work):
-    assert runs.main(["show", "nightly", recent]) == 1
+def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys, work, deployed_job):
+    name, job_id = deployed_job
+    assert runs.main(["show", job_id, recent]) == 1
     assert "no record" in capsys.readouterr().out
-    http.post("/", headers=scheduler_headers("nightly", recent))
-    assert runs.main(["show", "nightly", recent]) == 0
-    shown = capsys.readouterr().out
-    assert list(records(collection))[0] in shown and '"status": "completed"' in shown
+    http.post("/", headers=scheduler_headers(name, recent))
+    for job in (job_id, name):
+        assert runs.main(["show", job, recent]) == 0
+        shown = capsys.readouterr().out
+        assert list(records(collection))[0] in shown and '"status": "completed"' in shown
 
 
 def test_fire_sends_what_cloud_scheduler_sends():
     at = dt.datetime(2026, 3, 4, 5, 6, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
-    assert fire.minute_now(at) == "2026-03-04T04:06:00Z"
-    assert fire.delivery_headers("nightly", "2026-03-04T04:06:00Z", "p-123456", "europe-west1") == {
+    assert delivery.minute_now(at) == "2026-03-04T04:06:00Z"
+    assert delivery.delivery_headers("nightly", "2026-03-04T04:06:00Z", "p-123456", "europe-west1") == {
         dedup.JOB_NAME_HEADER: "nightly",
         dedup.SCHEDULE_TIME_HEADER: "2026-03-04T04:06:00Z",
         dedup.PROJECT_HEADER: "p-123456",
@@ -76,15 +104,45 @@ def test_fire_sends_what_cloud_scheduler_sends():
     }
 
 
-def test_fire_sends_a_job_id_as_its_scheduler_job_name():
-    """`make fire JOB=nightly` is keyed and given to the work as the deployed job's deliveries are."""
+def test_every_tool_resolves_a_job_id_to_its_scheduler_job_name():
+    """`runs.py fire nightly` is keyed and given to the work as the deployed job's deliveries are."""
     config = dedup.DedupConfig.from_env()
     for name, job in config.jobs.items():
-        assert fire.scheduler_job_name(job.job_id, config) == name
-        assert fire.scheduler_job_name(name, config) == name
-    assert fire.scheduler_job_name("some-other-job", config) == "some-other-job"
+        assert runs.resolve_job(config, job.job_id) == name
+        assert runs.resolve_job(config, name) == name
+        assert runs.selected_jobs(config, job.job_id) == {name: job}
+    assert runs.resolve_job(config, config.audit_job) == config.audit_job
 
 
-def test_fire_refuses_a_bad_time_before_sending(capsys):
-    assert fire.main(["--job", "nightly", "--time", "tomorrow", "--port", "9"]) == 2
+def test_fire_refuses_a_bad_time_before_sending(capsys, deployed_job):
+    assert runs.main(["fire", deployed_job[1], "--time", "tomorrow", "--port", "9"]) == 2
     assert "TIME='tomorrow'" in capsys.readouterr().err
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_tool(*arguments: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key not in ("FIRESTORE_EMULATOR_HOST", *environ)}
+    env.update({key: value for key, value in environ.items() if value})
+    return subprocess.run(
+        [sys.executable, str(TOOL), *arguments], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize("command", [["stuck"], ["show", "{job}", "2026-01-01T00:00:00Z"]], ids=["stuck", "show"])
+def test_no_emulator_running_is_one_line_naming_the_fix(command, deployed_job):
+    host = f"127.0.0.1:{closed_port()}"
+    result = run_tool(*[arg.format(job=deployed_job[1]) for arg in command], FIRESTORE_EMULATOR_HOST=host)
+    assert result.returncode == 1
+    assert result.stderr.strip() == runs.NO_EMULATOR.format(host)
+
+
+def test_no_credentials_is_one_line_naming_the_fix(tmp_path):
+    """No emulator, no application-default credentials (an empty gcloud config), not on Google Cloud."""
+    result = run_tool("stuck", CLOUDSDK_CONFIG=str(tmp_path), NO_GCE_CHECK="True", GOOGLE_APPLICATION_CREDENTIALS="")
+    assert result.returncode == 2
+    assert result.stderr.strip() == runs.NO_CREDENTIALS

@@ -26,11 +26,11 @@ from cronsim import CronSim, CronSimError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import audit  # noqa: E402
+import config as project_config  # noqa: E402  (config.yaml: the audit's interval)
 import dedup  # noqa: E402
 
 DAYS = 30  # a month, for every per-month figure
 MONTH_START = dt.datetime(2026, 1, 1)  # fire times are counted over DAYS from here, in each job's zone
-DEFAULT_AUDIT_INTERVAL_MINUTES = {{ cookiecutter.audit_interval_minutes | int }}
 
 # List prices and free tiers (USD). Each: the page it was read from on 2026-12-01.
 PRICES = {
@@ -193,7 +193,7 @@ def table() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", action="store_true", help="print docs/cost.md's table (1, 10, 100 hourly jobs)")
-    parser.add_argument("--audit-interval-minutes", type=int, default=DEFAULT_AUDIT_INTERVAL_MINUTES)
+    parser.add_argument("--audit-interval-minutes", type=int, help="default: config.yaml's audit_interval_minutes")
     parser.add_argument("--work-seconds", type=float, default=Assumptions.work_seconds)
     args = parser.parse_args(argv)
     if args.table:
@@ -201,8 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         config = dedup.DedupConfig.from_env()
+        interval = args.audit_interval_minutes
+        if interval is None:
+            interval = project_config.load().audit_interval_minutes
         fires = {name: fires_per_month(job.schedule, job.time_zone) for name, job in config.jobs.items()}
-        use = usage(fires, args.audit_interval_minutes, audit.lookback(config), config.database)
+        use = usage(fires, interval, audit.lookback(config), config.database)
         if args.work_seconds < 0:
             raise ValueError(f"--work-seconds={args.work_seconds}: must be at least 0")
     except (dedup.Misconfigured, ValueError) as error:

@@ -1,13 +1,22 @@
-"""`make dev`: Google's Firestore emulator + the function under functions-framework, reloading on edits.
+"""`make dev`: Google's Firestore emulator + the function, served as deployed, logging one short line per record.
 
 Prints the function's URL and FIRESTORE_EMULATOR_HOST, then runs until Ctrl-C (or SIGTERM), which
 stops both. An emulator already named by FIRESTORE_EMULATOR_HOST is used instead of a new one.
+
+- No reloader: functions-framework's --debug reloader polled the tree at a core's worth of CPU and missed
+  edits; after an edit, Ctrl-C and `make dev` again (the data survives, below).
+- Logs: the deployed function writes one JSON line per record for Cloud Logging; here each is one line
+  for a person: time, severity, outcome, job, schedule time, message (`serve` swaps the handler's format).
+- Data: at Ctrl-C the project's database is exported to .emulator-data/ (git-ignored) and the next
+  `make dev` starts from it; delete the directory to start empty.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,9 +25,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from firestore_emulator import Emulator, EmulatorNotFound, stop_group
+from firestore_emulator import Emulator, EmulatorNotFound, export_database, latest_export, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT / ".emulator-data"
+sys.path.insert(0, str(ROOT))  # the project root: dedup.py
 
 
 def answers(url: str) -> bool:
@@ -32,13 +43,68 @@ def answers(url: str) -> bool:
     return True
 
 
+class TextFormatter(logging.Formatter):
+    """One short line per record: what main.py's JSON line says, for a terminal."""
+
+    FIELDS = ("outcome", "job", "schedule_time")
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "json_fields", {})
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            message += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+        if "duration_ms" in fields:
+            message += f" [{fields['duration_ms']} ms]"
+        parts = [self.formatTime(record, "%H:%M:%S"), f"{record.levelname:<7}"]
+        parts += [str(fields[name]) for name in self.FIELDS if fields.get(name) is not None]
+        return " ".join([*parts, " | ".join(message.splitlines())])
+
+
+def text_logging() -> None:
+    """Replace each root handler main.py installed by a plain stream handler with the same filters (the run's
+    fields) and TextFormatter."""
+    root = logging.getLogger()
+    handlers = []
+    for installed in root.handlers:
+        text = logging.StreamHandler(sys.stdout)
+        text.filters = list(installed.filters)
+        text.setFormatter(TextFormatter())
+        handlers.append(text)
+    root.handlers = handlers
+
+
+def serve(port: int) -> None:
+    """The function under functions-framework's own server (gunicorn, as deployed), with text logging."""
+    from functions_framework import create_app
+    from functions_framework._http import create_server
+
+    app = create_app("handle_scheduled_job", str(ROOT / "main.py"))  # imports main.py: its logging is set
+    text_logging()
+    create_server(app, debug=False).run("127.0.0.1", port)
+
+
 def start_function(port: int, emulator_host: str) -> subprocess.Popen:
-    # --debug: Flask's reloader restarts the function when a .py file changes. Own process group,
-    # so the reloader's child goes down with it.
-    command = [sys.executable, "-m", "functions_framework", "--target", "handle_scheduled_job",
-               "--source", str(ROOT / "main.py"), "--host", "127.0.0.1", "--port", str(port), "--debug"]  # fmt: skip
+    # Own process group, so gunicorn's worker goes down with it.
+    command = [sys.executable, __file__, "serve", "--port", str(port)]
     env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+
+
+def save_data(emulator: Emulator) -> None:
+    """Export the project's database, then keep only that export (a failed export keeps the previous one)."""
+    import dedup
+
+    config = dedup.DedupConfig.from_env()
+    fresh = DATA_DIR.with_name(DATA_DIR.name + ".new")
+    shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        export_database(emulator.host, config.project, config.database, fresh)
+    except OSError as error:
+        print(f"the emulator's data was not saved ({error}); {DATA_DIR.name}/ keeps the previous run's", flush=True)
+        return
+    shutil.rmtree(DATA_DIR, ignore_errors=True)
+    fresh.rename(DATA_DIR)
+    print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)", flush=True)
 
 
 def interrupt(*_: object) -> None:
@@ -48,9 +114,13 @@ def interrupt(*_: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", nargs="?", choices=["serve"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=8080, help="the function's port")
     parser.add_argument("--emulator-port", type=int, default=None, help="the emulator's port (default: a free one)")
     args = parser.parse_args(argv)
+    if args.mode == "serve":
+        serve(args.port)
+        return 0
 
     signal.signal(signal.SIGTERM, interrupt)
     # Ctrl-C works even when a non-interactive shell started us with SIGINT ignored (a `&` job).
@@ -60,15 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     function = None
     try:
         if not emulator_host:
-            print("==> starting Google's Firestore emulator", flush=True)
+            saved = latest_export(DATA_DIR) if DATA_DIR.is_dir() else None
+            print(f"==> starting Google's Firestore emulator{f' from {DATA_DIR.name}/' if saved else ''}", flush=True)
             try:
-                emulator = Emulator(args.emulator_port).start()
+                emulator = Emulator(args.emulator_port, import_data=saved).start()
             except EmulatorNotFound as error:
                 print(error, file=sys.stderr)
                 return 2
             emulator_host = emulator.host
         url = f"http://127.0.0.1:{args.port}/"
-        print(f"==> starting the function (functions-framework --debug, reloads on edits) at {url}", flush=True)
+        print(f"==> starting the function at {url} (no reloader: after an edit, Ctrl-C and make dev)", flush=True)
         function = start_function(args.port, emulator_host)
         deadline = time.monotonic() + 60
         while not answers(url):
@@ -86,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if function is not None:
             stop_group(function)
         if emulator is not None:
+            save_data(emulator)
             emulator.stop()
         print("==> stopped", flush=True)
 

@@ -67,7 +67,8 @@ def is_ready(host: str) -> bool:
 class Emulator:
     """One emulator process, in its own process group (its Java child must die with it)."""
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+    def __init__(self, port: int | None = None, log_path: Path | None = None, import_data: Path | None = None) -> None:
+        self.import_data = import_data  # an export's .overall_export_metadata file (export_database) to start from
         self.port = port or free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"firestore-emulator-{self.port}.log"
@@ -79,6 +80,8 @@ class Emulator:
             raise EmulatorNotFound("Java 17+ is needed to run the Firestore emulator. " + INSTALL_HINT)
         command = [java, "-Duser.language=en", "-cp", str(find_jar()), MAIN_CLASS, "start",
                    "--host", "127.0.0.1", "--port", str(self.port)]  # fmt: skip
+        if self.import_data:
+            command += ["--import-data", str(self.import_data)]
         # Output to a file, never an unread pipe: the emulator logs a stack trace per lock timeout.
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -141,6 +144,24 @@ def reset(host: str, project: str, database: str = "(default)") -> None:
     """Delete every document of one project's database (a lock held by a killed client makes this 409)."""
     url = f"http://{host}/emulator/v1/projects/{project}/databases/{database}/documents"
     urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
+
+
+def export_database(host: str, project: str, database: str, directory: Path) -> Path:
+    """Export one database to `directory` through the emulator's REST endpoint; returns the export's
+    .overall_export_metadata file, which `Emulator(import_data=...)` (the jar's --import-data) loads back.
+    The jar's --export-on-exit flag wrote nothing here (emulator 1.19.9; it serves the Firebase CLI)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"database": f"projects/{project}/databases/{database}", "export_directory": str(directory)})
+    url = f"http://{host}/emulator/v1/projects/{project}:export"
+    headers = {"Content-Type": "application/json"}
+    urllib.request.urlopen(urllib.request.Request(url, data=body.encode(), headers=headers), timeout=60).close()
+    return latest_export(directory)
+
+
+def latest_export(directory: Path) -> Path | None:
+    """The newest export's .overall_export_metadata file under `directory`, if any."""
+    exports = sorted(directory.glob("*/*.overall_export_metadata"), key=lambda path: path.stat().st_mtime)
+    return exports[-1] if exports else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,33 +1,44 @@
-"""Inspect run records (docs/operations.md). Uses FIRESTORE_EMULATOR_HOST if set, else your gcloud credentials.
+"""The project's one operator command: `python tools/runs.py <command> ...` (`--help` lists them; docs/operations.md).
 
-`python tools/runs.py stuck` lists the in_progress runs whose lease has expired;
-`python tools/runs.py show JOB TIME` prints one run's record, found by the run_id dedup.RunKey computes;
-`python tools/runs.py missed --since T1 --until T2 [--job JOB] [--json]` lists the runs the audit finds
-missing or stuck (audit.py: each job's cron against the records, one batched read);
-`python tools/runs.py backfill --since T1 --until T2 [--job JOB] [--url URL | --queue] [--dry-run]` delivers
-each of them to the function with its original schedule time, so the dedup keeps it to one execution; with
---queue through the deliveries queue (Cloud Tasks), which reaches the internal-only function from a laptop;
-`python tools/runs.py rerun JOB TIME --reason WHY [--by WHO] [--rerun-id ID]` queues a re-run of a finished run:
-it runs once more, once, and its record keeps who asked, when and why (docs/schedules-and-manual-runs.md).
+Every command that names a job takes its job id (`nightly`, as the answers spell it) or its Scheduler job
+name (`<slug>-nightly`, what Scheduler sends and what a run is keyed by): `resolve_job` turns either into
+the deployed name, so an id printed, a record shown and a delivery sent are the deployed run's.
+
+  fire JOB [--time T] [--url URL]       one Scheduler-like delivery (default: the `make dev` server, now)
+  run-id JOB TIME                       the run's id (its Firestore document), as the handler keys it
+  show JOB TIME                         the run's record
+  stuck                                 in_progress runs whose lease has expired
+  missed --since T1 --until T2          the runs each job's cron expected that are missing or stuck (audit.py)
+  backfill --since T1 --until T2        deliver each of them with its original schedule time: one execution each
+                                        (--queue: through the deliveries queue, Cloud Tasks, from a laptop)
+  rerun JOB TIME --reason WHY           queue a re-run of a finished run: it runs once more, once, and its record
+                                        keeps who asked, when and why (docs/schedules-and-manual-runs.md)
+
+Firestore: the emulator FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials.
+A new command is one function and one entry of COMMANDS.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
+import urllib.error
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from google.api_core import exceptions as api_exceptions
+import google.api_core.exceptions
+import google.auth.exceptions
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
-from fire import delivery_headers, post, scheduler_job_name  # noqa: E402
-from run_id import run_key  # noqa: E402
+from delivery import delivery_headers, identity_token, minute_now, post  # noqa: E402
+from firestore_emulator import is_ready  # noqa: E402
 
 import audit  # noqa: E402
 import dedup  # noqa: E402
@@ -92,14 +103,37 @@ def moment(name: str, text: str) -> dt.datetime:
         raise BadArgument(f"{name}={text!r}: {error}") from None
 
 
+def resolve_job(config: dedup.DedupConfig, job: str, field: str = "JOB") -> str:
+    """The Scheduler job name (what a deployed run is keyed by) of `job`: a job id or a Scheduler job name of
+    DEDUP_JOBS, or the audit's job. The one place the tools turn a name into the deployed one."""
+    for name, spec in config.jobs.items():
+        if job in (name, spec.job_id):
+            return name
+    if job == config.audit_job:
+        return job
+    known = ", ".join(f"{spec.job_id} ({name})" for name, spec in sorted(config.jobs.items()))
+    raise BadArgument(f"{field}={job!r}: not a job of this project: {known or 'none'}, or {config.audit_job}")
+
+
+def run_key(config: dedup.DedupConfig, job: str, time: str, project: str | None = None, location: str | None = None):
+    """The key of one scheduled run as the deployed handler computes it (dedup.RunKey): the Scheduler job name,
+    the schedule time normalised to UTC, the project/location it was delivered for (default: the function's own)."""
+    return dedup.RunKey(
+        project=project or config.project,
+        location=location or config.location,
+        job_name=resolve_job(config, job),
+        schedule_time=moment("TIME", time),
+    )
+
+
 def selected_jobs(config: dedup.DedupConfig, job: str | None) -> dict[str, dedup.JobSpec]:
     """All of DEDUP_JOBS, or the one --job names (by its Scheduler job name or its job id)."""
     if job is None:
         return dict(config.jobs)
-    for name, spec in config.jobs.items():
-        if job in (name, spec.job_id):
-            return {name: spec}
-    raise BadArgument(f"--job={job!r}: not a job of DEDUP_JOBS ({', '.join(sorted(config.jobs)) or 'none'})")
+    name = resolve_job(config, job, "--job")
+    if name not in config.jobs:
+        raise BadArgument(f"--job={job!r}: the audit's own job has no cron to check")
+    return {name: config.jobs[name]}
 
 
 def find_runs(config: dedup.DedupConfig, args: argparse.Namespace, now: dt.datetime) -> list[audit.AuditedRun]:
@@ -181,7 +215,7 @@ def queued(queue: str, name: str, headers: dict[str, str]) -> str:
     """Queue one delivery as task `name`; what happened, for the table."""
     try:
         return "queued" if task_queue.enqueue(queue, name, headers) else "queued before (same task id): not again"
-    except api_exceptions.GoogleAPIError as error:
+    except google.api_core.exceptions.GoogleAPIError as error:
         raise QueueUnavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
 
 
@@ -243,10 +277,7 @@ def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     ):
         if not pattern.fullmatch(value):
             raise BadArgument(f"{name}={value!r}: must be {pattern.pattern}")
-    try:
-        key = run_key(scheduler_job_name(args.job, config), args.time, args.project, args.location)
-    except ValueError as error:
-        raise BadArgument(f"TIME={args.time!r}: {error}") from None
+    key = run_key(config, args.job, args.time, args.project, args.location)
     queue = queue_of(config, args.queue)
     answer = queued(queue, task_queue.task_id(rerun_id, "rerun"), task_queue.delivery_headers(key, request))
     print(f"re-run {rerun_id} of {key.job_name} at {audit.rfc3339(key.schedule_time)} (run_id {key.run_id}): {answer}")
@@ -255,73 +286,170 @@ def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("stuck", help="list in_progress runs whose lease has expired")
-    one = commands.add_parser("show", help="print one run's record")
-    one.add_argument("job", help="Cloud Scheduler job id")
-    one.add_argument("time", help="schedule time, RFC 3339")
-    one.add_argument("--project", help="the X-Scheduler-Project the run was keyed under")
-    one.add_argument("--location", help="the X-Scheduler-Location the run was keyed under")
-    for name, text in (
-        ("missed", "list the runs each job's cron expected that are missing or stuck"),
-        ("backfill", "deliver each missing or stuck run to the function with its original schedule time"),
-    ):
-        window = commands.add_parser(name, help=text)
-        window.add_argument("--since", required=True, help="window start, RFC 3339 (inclusive)")
-        window.add_argument("--until", required=True, help="window end, RFC 3339 (exclusive)")
-        window.add_argument("--job", help="one job: its Scheduler job name or its job id (default: every job)")
-    commands.choices["missed"].add_argument("--json", action="store_true", help="a JSON list instead of a table")
-    commands.choices["missed"].add_argument("--all", action="store_true", help="every expected run, whatever its state")
-    fill = commands.choices["backfill"]
-    fill.add_argument("--url", default="", help="the deployed function's URL (default: the local dev server)")
-    fill.add_argument("--port", type=int, default=8080, help="the local dev server's port")
-    fill.add_argument("--dry-run", action="store_true", help="list what would be delivered, send nothing")
-    fill.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
-    fill.add_argument("--queue", nargs="?", const="", default=None,
-                      help="queue each on the deliveries queue (default queue: DEDUP_TASKS_QUEUE)")  # fmt: skip
-    again = commands.add_parser("rerun", help="queue a re-run of one finished run: it runs once more, once")
-    again.add_argument("job", help="job id (nightly) or Scheduler job name")
-    again.add_argument("time", help="the run's schedule time, RFC 3339")
-    again.add_argument("--reason", required=True, help="why it runs again (kept in the run's record)")
-    again.add_argument("--by", help="who asks (default: gcloud's active account)")
-    again.add_argument("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)")
-    again.add_argument("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)")
-    again.add_argument("--project", help="the X-Scheduler-Project the run was keyed under")
-    again.add_argument("--location", help="the X-Scheduler-Location the run was keyed under")
-    args = parser.parse_args(argv)
-
+def fire(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+    """One delivery as Scheduler sends it: the job's Scheduler job name, a schedule time (default: this minute)."""
+    time = args.time or minute_now()
+    moment("TIME", time)
+    job = resolve_job(config, args.job)
+    headers = delivery_headers(job, time, args.project, args.location)
+    url = args.url or f"http://127.0.0.1:{args.port}/"
+    if args.url:
+        headers["Authorization"] = f"Bearer {identity_token(args.url, args.impersonate)}"
+    print(f"==> POST {url}  job={job} schedule_time={time}", flush=True)
     try:
-        config = dedup.DedupConfig.from_env()
-        if args.command in ("missed", "backfill", "rerun"):
-            return {"missed": missed, "backfill": backfill, "rerun": rerun}[args.command](config, args)
-    except (BadArgument, dedup.Misconfigured) as error:
-        print(error, file=sys.stderr)
-        return 2
-    except (dedup.StoreUnavailable, QueueUnavailable) as error:
-        print(error, file=sys.stderr)
+        status, body = post(url, headers, args.timeout)
+    except (urllib.error.URLError, OSError) as error:
+        print(f"cannot reach {url}: {error} (is `make dev` running?)", file=sys.stderr)
         return 1
-    collection = runs_collection(config)
-    if args.command == "stuck":
-        found = 0
-        for run_id, record in stuck_runs(collection, dedup.utcnow()):
-            found += 1
-            print(f"{run_id}  job={record['job_name']} schedule_time={record['schedule_time']} "
-                  f"attempt={record.get('attempts')} lease_expires={record['lease_expires']}")  # fmt: skip
-        print(f"{found} stuck run(s) in {config.collection}", file=sys.stderr)
-        return 0
-    try:
-        key = run_key(args.job, args.time, args.project, args.location)
-    except ValueError as error:
-        print(f"TIME={args.time!r}: {error}", file=sys.stderr)
-        return 2
-    snapshot = collection.document(key.run_id).get(timeout=dedup.RPC_TIMEOUT_SECONDS)
+    print(f"<== {status} {body.strip()}")
+    return 0 if 200 <= status < 300 else 1
+
+
+def print_run_id(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+    print(run_key(config, args.job, args.time, args.project, args.location).run_id)
+    return 0
+
+
+def show_run(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+    key = run_key(config, args.job, args.time, args.project, args.location)
+    snapshot = runs_collection(config).document(key.run_id).get(timeout=dedup.RPC_TIMEOUT_SECONDS)
     if not snapshot.exists:
         print(f"{key.run_id}: no record (never claimed, released after a retryable failure, or deleted by TTL)")
         return 1
     print(f"{key.run_id}:\n{show(snapshot.to_dict())}")
     return 0
+
+
+def list_stuck(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+    found = 0
+    for run_id, record in stuck_runs(runs_collection(config), dedup.utcnow()):
+        found += 1
+        print(f"{run_id}  job={record['job_name']} schedule_time={record['schedule_time']} "
+              f"attempt={record.get('attempts')} lease_expires={record['lease_expires']}")  # fmt: skip
+    print(f"{found} stuck run(s) in {config.collection}", file=sys.stderr)
+    return 0
+
+
+def one_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
+    parser.add_argument("time", help="schedule time, RFC 3339 (X-CloudScheduler-ScheduleTime)")
+    keyed_for(parser)
+
+
+def keyed_for(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project", help="the X-Scheduler-Project of the delivery (default: the function's)")
+    parser.add_argument("--location", help="the X-Scheduler-Location of the delivery (default: the function's)")
+
+
+def fire_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
+    parser.add_argument("--time", default="", help="schedule time, RFC 3339 (default: now rounded to the minute)")
+    parser.add_argument("--url", default="", help="a deployed function's URL (default: the local dev server)")
+    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
+    parser.add_argument("--impersonate", help="service account whose identity token to send (with --url)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the answer")
+    keyed_for(parser)
+
+
+def window(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", required=True, help="window start, RFC 3339 (inclusive)")
+    parser.add_argument("--until", required=True, help="window end, RFC 3339 (exclusive)")
+    parser.add_argument("--job", help="one job: its job id or its Scheduler job name (default: every job)")
+
+
+def missed_arguments(parser: argparse.ArgumentParser) -> None:
+    window(parser)
+    parser.add_argument("--json", action="store_true", help="a JSON list instead of a table")
+    parser.add_argument("--all", action="store_true", help="every expected run, whatever its state")
+
+
+def backfill_arguments(parser: argparse.ArgumentParser) -> None:
+    window(parser)
+    parser.add_argument("--url", default="", help="the deployed function's URL (default: the local dev server)")
+    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be delivered, send nothing")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
+    parser.add_argument("--queue", nargs="?", const="", default=None,
+                        help="queue each on the deliveries queue (default queue: DEDUP_TASKS_QUEUE)")  # fmt: skip
+
+
+def rerun_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
+    parser.add_argument("time", help="the run's schedule time, RFC 3339")
+    parser.add_argument("--reason", required=True, help="why it runs again (kept in the run's record)")
+    parser.add_argument("--by", help="who asks (default: gcloud's active account)")
+    parser.add_argument("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)")
+    parser.add_argument("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)")
+    keyed_for(parser)
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[dedup.DedupConfig, argparse.Namespace], int]
+    reads_records: bool = True
+
+
+COMMANDS: dict[str, Command] = {
+    "fire": Command("send one Scheduler-like delivery of a job", fire_arguments, fire, reads_records=False),
+    "run-id": Command("print a run's id (its Firestore document id)", one_run, print_run_id, reads_records=False),
+    "show": Command("print a run's record", one_run, show_run),
+    "stuck": Command("list in_progress runs whose lease has expired", lambda parser: None, list_stuck),
+    "missed": Command("list the runs each job's cron expected that are missing or stuck", missed_arguments, missed),
+    "backfill": Command("deliver each missing or stuck run at its schedule time", backfill_arguments, backfill),
+    "rerun": Command("queue a re-run of one finished run: it runs once more, once", rerun_arguments, rerun, False),
+}
+
+# What a tool meets when Firestore cannot be reached, with the one thing to do about it.
+NO_CREDENTIALS = (
+    "no Google credentials for Firestore: run `gcloud auth application-default login`, or use the local "
+    "emulator: `make dev` prints FIRESTORE_EMULATOR_HOST=...; export it in this shell"
+)
+
+
+NO_EMULATOR = "FIRESTORE_EMULATOR_HOST={}: no emulator answers there; start `make dev` (it prints the host to use)"
+
+
+def check_emulator() -> None:
+    """An emulator named but not running: said at once (the client would retry the connection for minutes)."""
+    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    if host and not is_ready(host):
+        raise Unreachable(NO_EMULATOR.format(host))
+
+
+class Unreachable(RuntimeError):
+    """Firestore cannot be reached: the message says what to start or log in to."""
+
+
+def unreachable(error: Exception) -> str:
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return f"Firestore did not answer ({first_line}): check `gcloud auth application-default login` and the project"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        command.arguments(commands.add_parser(name, help=command.help, description=command.help))
+    args = parser.parse_args(argv)
+    command = COMMANDS[args.command]
+    try:
+        if command.reads_records:
+            check_emulator()
+        return command.run(dedup.DedupConfig.from_env(), args)
+    except (BadArgument, dedup.Misconfigured) as error:  # each names its field, its value and the rule
+        print(error, file=sys.stderr)
+        return 2
+    except google.auth.exceptions.DefaultCredentialsError:
+        print(NO_CREDENTIALS, file=sys.stderr)
+        return 2
+    except (dedup.StoreUnavailable, Unreachable, QueueUnavailable) as error:
+        print(error, file=sys.stderr)
+        return 1
+    except (google.api_core.exceptions.GoogleAPIError, google.auth.exceptions.TransportError) as error:
+        print(unreachable(error), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

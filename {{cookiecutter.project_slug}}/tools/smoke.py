@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
+from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job resolver)
+
 import dedup  # noqa: E402
 import schedules  # noqa: E402
 
@@ -229,15 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = dedup.DedupConfig.from_env()
-        names = sorted(config.jobs)
-        job_name = next((n for n in names if args.job in (None, n, config.jobs[n].job_id)), None)
-        if job_name is None:
-            raise SmokeError(f"--job {args.job!r}: not a job of this project (jobs: {', '.join(names)})")
+        job_name = sorted(selected_jobs(config, args.job))[0]
         slug = config.audit_job.removesuffix("_audit")
         session = google_session() if not os.environ.get("SMOKE_API_ROOT") else _plain_session()
         steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, firestore_record_reader(config),
                           log_wait=args.log_wait)  # fmt: skip
-    except (SmokeError, dedup.Misconfigured) as error:
+    except (SmokeError, BadArgument, dedup.Misconfigured) as error:
         print(f"smoke: FAIL ({error})", file=sys.stderr)
         return 1
     return report(steps)
