@@ -75,6 +75,12 @@ def baked_settings() -> Mapping[str, str]:
     return MappingProxyType({"DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS, **baked})
 
 
+# The stop (stop.py): a run's work is killed this long before its job's attempt deadline, so that the
+# release (one Firestore write, RPC_TIMEOUT_SECONDS at most) and the answer reach Cloud Scheduler before
+# it gives up on the attempt: two Firestore deadlines, as the kill and the answer take milliseconds.
+RELEASE_MARGIN = dt.timedelta(seconds=10)
+DEADLINE_RULE = f"must be a whole number of seconds above the release margin ({RELEASE_MARGIN.seconds} s)"
+
 # Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
 # was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
 RPC_TIMEOUT_SECONDS = 5.0
@@ -176,6 +182,7 @@ class JobSpec:
     schedule: str
     time_zone: str
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
+    attempt_deadline: dt.timedelta | None = None  # None: DEDUP_ATTEMPT_DEADLINE_SECONDS, the project's
 
 
 def parse_jobs(text: str) -> dict[str, JobSpec]:
@@ -204,6 +211,9 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
             zoneinfo.ZoneInfo(str(job["time_zone"]))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             raise Misconfigured(f"{field}.time_zone={job['time_zone']!r}: is not an IANA time zone") from None
+        deadline = job.get("attempt_deadline_seconds")
+        if deadline is not None and (type(deadline) is not int or deadline <= RELEASE_MARGIN.total_seconds()):
+            raise Misconfigured(f"{field}.attempt_deadline_seconds={deadline!r}: {DEADLINE_RULE}")
         lateness = job.get("max_lateness_seconds")
         if lateness is not None and (type(lateness) is not int or lateness <= 0):
             raise Misconfigured(f"{field}.max_lateness_seconds={lateness!r}: must be a positive whole number or null")
@@ -212,6 +222,7 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
             schedule=str(job["schedule"]),
             time_zone=str(job["time_zone"]),
             max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
+            attempt_deadline=dt.timedelta(seconds=deadline) if deadline is not None else None,
         )
     return specs
 
@@ -228,6 +239,8 @@ class DedupConfig:
     retry_window: dt.timedelta
     jobs: Mapping[str, JobSpec]
     audit_job: str
+    # Cloud Scheduler's attempt deadline of a job that sets none of its own (the audit job too).
+    attempt_deadline: dt.timedelta = dt.timedelta(seconds=180)
 
     @property
     def settle(self) -> dt.timedelta:
@@ -252,6 +265,13 @@ class DedupConfig:
                 raise Misconfigured(f"{name}={text!r}: must be a positive whole number of seconds")
             return dt.timedelta(seconds=int(text))
 
+        def attempt_deadline() -> dt.timedelta:
+            name = "DEDUP_ATTEMPT_DEADLINE_SECONDS"
+            text = value(name, WHOLE_NUMBER, DEADLINE_RULE)
+            if int(text) <= RELEASE_MARGIN.total_seconds():
+                raise Misconfigured(f"{name}={text!r}: {DEADLINE_RULE}")
+            return dt.timedelta(seconds=int(text))
+
         return cls(
             project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
             location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
@@ -263,7 +283,15 @@ class DedupConfig:
             retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
             jobs=parse_jobs(value("DEDUP_JOBS")),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
+            attempt_deadline=attempt_deadline(),
         )
+
+    def stop_after(self, job_name: str) -> dt.timedelta:
+        """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
+        release margin, so that the release and the answer reach Scheduler in time. The one place that says it."""
+        job = self.jobs.get(job_name)
+        deadline = job.attempt_deadline if job and job.attempt_deadline else self.attempt_deadline
+        return deadline - RELEASE_MARGIN
 
     def job_id(self, job_name: str) -> str | None:
         """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job DEDUP_JOBS lacks."""
