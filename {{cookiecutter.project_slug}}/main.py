@@ -91,7 +91,11 @@ run_until_stopped = stop.run_until_stopped
 
 
 def work_then_finish(
-    ledger: dedup.RunLedger, claim: dedup.Claim, work: Callable[[RunContext], object], job_id: str | None, stop_at: float
+    ledger: dedup.RunLedger,
+    claim: dedup.Claim,
+    work: Callable[[RunContext], object],
+    job_id: str | None,
+    stop_at: float,
 ) -> tuple[dedup.Outcome, str, str]:
     """Runs the work in its own process until `stop_at` (time.monotonic()), then records how it ended.
 

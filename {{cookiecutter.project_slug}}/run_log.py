@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 
+import google.cloud.logging_v2
 from google.cloud.logging.handlers import StructuredLogHandler
 
 # The run's identity, stamped on every line logged while a delivery is handled (the job's too).
@@ -35,3 +36,12 @@ def configure_logging() -> None:
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(logging.INFO)
+
+
+def configure_work_logging(fields: Mapping[str, object]) -> None:
+    """Logging in the work's own process (stop.py): the same lines, stamped with the run's `fields`. The
+    library's one diagnostic line per process (google-cloud-logging 3.17.0, StructuredLogHandler.emit) is
+    the handler's process's to print, not once more per run."""
+    configure_logging()
+    google.cloud.logging_v2._instrumentation_emitted = True
+    RUN_FIELDS.set(dict(fields))

@@ -112,8 +112,7 @@ def _child(
 ) -> None:
     """The work's process: its log lines carry the run's fields; it reports, then exits at once (no atexit,
     no wait for threads the work left running)."""
-    run_log.configure_logging()
-    run_log.RUN_FIELDS.set(dict(fields))
+    run_log.configure_work_logging(fields)
     try:
         report.send(ending_of(work, context))
     finally:

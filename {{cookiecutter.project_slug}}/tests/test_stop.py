@@ -73,8 +73,9 @@ def test_work_looping_over_firestore_past_the_deadline_is_stopped_and_every_deli
 
         for answer in answers:
             assert answer.status == 500, answer
-            assert answer.text.startswith("retryable_failure: retryable failure, run released for a retry: stopped at "
-                                          "the job's deadline"), answer.text
+            assert answer.text.startswith(
+                "retryable_failure: retryable failure, run released for a retry: stopped at the job's deadline"
+            ), answer.text
             assert answer.seconds < STOPPED_WITHIN_SECONDS, answer
         lines = outcome_lines(server, jobs[misdeed])
         assert len(lines) == len(answers) == DELIVERIES // len(jobs)
