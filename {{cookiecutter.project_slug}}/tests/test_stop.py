@@ -13,6 +13,8 @@ import pytest
 from conftest import records, scheduler_headers
 
 import dedup
+import stop
+from run_context import RunContext, TerminalJobError, UnknownJob
 
 pytestmark = pytest.mark.faults
 
@@ -30,10 +32,10 @@ def deployed_env(stop_after_seconds: int, threads: int = 2) -> dict[str, str]:
     }
 
 
-# The looping work is stopped after 1 s; work that ends by itself gets 5 s (the first run on a server also
+# The looping work is stopped after 1 s; work that ends by itself gets 8 s (the first run on a server also
 # starts its fork server, stop.py).
 LOOP_STOP_SECONDS = 1
-DEPLOYED_ENV = deployed_env(5)
+DEPLOYED_ENV = deployed_env(8)
 DELIVERIES = 40
 # Generous bounds for a loaded machine: a stopped delivery is answered at the stop plus a kill and one write.
 STOPPED_WITHIN_SECONDS = LOOP_STOP_SECONDS + 15
@@ -162,3 +164,45 @@ def test_the_work_logs_from_its_own_process_with_the_runs_fields(fleet, collecti
     fields = ("run_id", "attempt_id", "attempt", "job", "schedule_time")
     assert {field: work_line.get(field) for field in fields} == {field: outcome[field] for field in fields}
     assert work_line["severity"] == "INFO"
+
+
+class Unshowable(Exception):
+    def __str__(self):
+        raise SystemExit("not even this")
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize(
+    ("raised", "how", "error"),
+    [
+        (SystemExit(2), stop.Ended.RAISED, "SystemExit: 2"),
+        (KeyboardInterrupt(), stop.Ended.RAISED, "KeyboardInterrupt"),
+        (GeneratorExit("late"), stop.Ended.RAISED, "GeneratorExit: late"),
+        (Unshowable(), stop.Ended.RAISED, "Unshowable: <Unshowable whose str() and repr() fail>"),
+        (TerminalJobError("bad input"), stop.Ended.TERMINAL, "TerminalJobError: bad input"),
+        (UnknownJob("no work"), stop.Ended.UNKNOWN_JOB, "UnknownJob: no work"),
+    ],
+)
+def test_how_the_work_ended_is_told_whatever_it_raised(raised, how, error, run_context):
+    def work(context):
+        raise raised
+
+    ending = stop.ending_of(work, run_context)
+
+    assert (ending.how, ending.error) == (how, error)
+    assert ending.traceback.startswith("Traceback") and "raise raised" in ending.traceback
+
+
+def test_what_the_work_returned_is_told_as_text_even_when_its_str_fails(run_context):
+    assert stop.ending_of(lambda context: None, run_context) == stop.Ending(stop.Ended.RETURNED)
+    assert stop.ending_of(lambda context: 42, run_context).result == "42"
+    assert (
+        stop.ending_of(lambda context: Unshowable(), run_context).result == "<Unshowable whose str() and repr() fail>"
+    )
+    assert len(stop.ending_of(lambda context: "x" * 5000, run_context).result) == stop.MESSAGE_LIMIT
+
+
+@pytest.fixture
+def run_context():
+    return RunContext("0" * 64, "j", "j", dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "a", 1, "p-123456", "europe-west1")
