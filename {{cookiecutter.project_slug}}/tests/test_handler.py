@@ -548,6 +548,17 @@ def test_a_job_without_work_is_misconfigured_released_and_retried(
     assert records(collection) == {}
 
 
+def test_a_line_logged_after_a_delivery_no_longer_carries_its_runs_fields(http, work, now, log_lines):
+    """main.RUN_FIELDS is reset when the delivery ends: a later line on the same thread names no finished run."""
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    logging.getLogger("after").warning("after the delivery")
+
+    outcome, after = [line for line in log_lines() if "outcome" in line or line.get("message") == "after the delivery"]
+    assert outcome["run_id"] == work.calls[0].run_id
+    assert not {"run_id", "attempt_id", "job", "duration_ms"} & set(after), after
+{%- if cookiecutter.target == "function" %}
+
+
 def test_every_answered_job_has_its_work_and_an_unknown_one_is_refused(http, collection, now, log_lines):
     """job.WORK covers the baked jobs; a Scheduler job DEDUP_JOBS lacks reaches the real job.run and is refused."""
     import job
@@ -558,13 +569,4 @@ def test_every_answered_job_has_its_work_and_an_unknown_one_is_refused(http, col
     assert "job id None (Scheduler job 'stale-job'): not in job.WORK" in response.text
     assert [line["outcome"] for line in log_lines() if "outcome" in line] == ["misconfigured"]
     assert records(collection) == {}
-
-
-def test_a_line_logged_after_a_delivery_no_longer_carries_its_runs_fields(http, work, now, log_lines):
-    """main.RUN_FIELDS is reset when the delivery ends: a later line on the same thread names no finished run."""
-    http.post("/", headers=scheduler_headers("nightly", iso(now)))
-    logging.getLogger("after").warning("after the delivery")
-
-    outcome, after = [line for line in log_lines() if "outcome" in line or line.get("message") == "after the delivery"]
-    assert outcome["run_id"] == work.calls[0].run_id
-    assert not {"run_id", "attempt_id", "job", "duration_ms"} & set(after), after
+{%- endif %}
