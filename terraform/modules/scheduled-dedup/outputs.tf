@@ -14,7 +14,7 @@ output "runtime_service_account_email" {
 }
 
 output "function_environment_variables" {
-  description = "The function's environment: the module's DEDUP_* settings and the request timeout's, with var.function.environment_variables (a proxy target's PROXY_* name)."
+  description = "The function's environment: the module's DEDUP_* settings and functions-framework's (the threaded timeout off), with var.function.environment_variables (a proxy target's PROXY_* name)."
   value       = google_cloudfunctions2_function.this.service_config[0].environment_variables
 }
 
