@@ -166,32 +166,39 @@ def test_the_work_logs_from_its_own_process_with_the_runs_fields(fleet, collecti
     assert work_line["severity"] == "INFO"
 
 
+class NotShown(BaseException):
+    """What a broken __str__ may raise: not even an Exception."""
+
+
 class Unshowable(Exception):
     def __str__(self):
-        raise SystemExit("not even this")
+        raise NotShown("not even this")
 
     __repr__ = __str__
 
 
-@pytest.mark.parametrize(
-    ("raised", "how", "error"),
-    [
-        (SystemExit(2), stop.Ended.RAISED, "SystemExit: 2"),
-        (KeyboardInterrupt(), stop.Ended.RAISED, "KeyboardInterrupt"),
-        (GeneratorExit("late"), stop.Ended.RAISED, "GeneratorExit: late"),
-        (Unshowable(), stop.Ended.RAISED, "Unshowable: <Unshowable whose str() and repr() fail>"),
-        (TerminalJobError("bad input"), stop.Ended.TERMINAL, "TerminalJobError: bad input"),
-        (UnknownJob("no work"), stop.Ended.UNKNOWN_JOB, "UnknownJob: no work"),
-    ],
-)
-def test_how_the_work_ended_is_told_whatever_it_raised(raised, how, error, run_context):
+ENDINGS = {
+    # what the work raises (made in the test: pytest itself cannot print an Unshowable): how it ended, as told
+    "sys-exit": (lambda: SystemExit(2), stop.Ended.RAISED, "SystemExit: 2"),
+    "keyboard-interrupt": (KeyboardInterrupt, stop.Ended.RAISED, "KeyboardInterrupt"),
+    "generator-exit": (lambda: GeneratorExit("late"), stop.Ended.RAISED, "GeneratorExit: late"),
+    "unshowable": (Unshowable, stop.Ended.RAISED, "Unshowable: <Unshowable whose str() and repr() fail>"),
+    "terminal": (lambda: TerminalJobError("bad input"), stop.Ended.TERMINAL, "TerminalJobError: bad input"),
+    "unknown-job": (lambda: UnknownJob("no work"), stop.Ended.UNKNOWN_JOB, "UnknownJob: no work"),
+}
+
+
+@pytest.mark.parametrize("case", ENDINGS)
+def test_how_the_work_ended_is_told_whatever_it_raised(case, run_context):
+    make, how, error = ENDINGS[case]
+
     def work(context):
-        raise raised
+        raise make()
 
     ending = stop.ending_of(work, run_context)
 
     assert (ending.how, ending.error) == (how, error)
-    assert ending.traceback.startswith("Traceback") and "raise raised" in ending.traceback
+    assert ending.traceback.startswith("Traceback") and "raise make()" in ending.traceback
 
 
 def test_what_the_work_returned_is_told_as_text_even_when_its_str_fails(run_context):
