@@ -94,3 +94,21 @@ def test_load_figures_missing_a_field_are_refused(tmp_path):
     path.write_text(json.dumps({"clients": 8}))
     with pytest.raises(SystemExit, match=r"load.json'?: missing .*errors_5xx"):
         figures.read_load(str(path))
+
+
+def test_the_scale_benchmark_prints_both_sides_and_the_audit_reads_only_new_fire_times(tmp_path):
+    """benchmarks/scale.py in a tiny mode: today's bake against the reference commit. Reads are deterministic:
+    the reference audit re-read a day of every job each hour (24 fire times + its marker: 25 a job), this one
+    reads each newly settled run once, plus its bookmark (issue 19 item 12)."""
+    out = tmp_path / "scale.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "scale.py"), "--jobs", "1", "3", "--deliveries", "2",
+         "--audits", "3", "--json", str(out)],  # fmt: skip
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("| jobs | CPU per delivery, ")
+    figures = {row["jobs"]: row for row in json.loads(out.read_text())}
+    for jobs in (1, 3):
+        assert figures[jobs]["reference"]["audit_reads_per_hour"] == 25 * jobs
+        assert figures[jobs]["now"]["audit_reads_per_hour"] == jobs + 1

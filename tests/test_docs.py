@@ -33,6 +33,7 @@ BAKED_TOPICS = {
     "security.md",
     "faults.md",
     "audit.md",
+    "cost.md",
 }
 
 

@@ -361,11 +361,12 @@ WAIT_BREAKS = {
     "metrics-wait-forgets-scheduler-metrics": (
         "monitoring.tf",
         [
-            ("      [for metric in google_logging_metric.scheduler_attempt_failed : metric.name],\n", ""),
+            ("      [google_logging_metric.scheduler_attempt_failed.name],\n", ""),
             (
                 "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
-                "google_logging_metric.audit]",
-                "  depends_on = [google_logging_metric.outcome, google_logging_metric.audit]",
+                "google_logging_metric.audit, google_logging_metric.audit_ran]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.audit, "
+                "google_logging_metric.audit_ran]",
             ),
         ],
         "google_monitoring_alert_policy.scheduler_attempt_failed does not wait after "
@@ -377,16 +378,38 @@ WAIT_BREAKS = {
             ("      [for metric in google_logging_metric.audit : metric.name],\n", ""),
             (
                 "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
-                "google_logging_metric.audit]",
-                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed]",
+                "google_logging_metric.audit, google_logging_metric.audit_ran]",
+                "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
+                "google_logging_metric.audit_ran]",
             ),
         ],
-        "google_monitoring_alert_policy.run_missed does not wait after google_logging_metric.audit",
+        "google_monitoring_alert_policy.audit_finding does not wait after google_logging_metric.audit",
+    ),
+    "metrics-wait-forgets-the-audit-ran-metric": (
+        "monitoring.tf",
+        [
+            ("      google_logging_metric.audit_ran[*].name,\n", ""),
+            (
+                ", google_logging_metric.audit, google_logging_metric.audit_ran]",
+                ", google_logging_metric.audit]",
+            ),
+        ],
+        "google_monitoring_alert_policy.audit_silent does not wait after google_logging_metric.audit_ran",
     ),
     "missed-run-alert-without-metrics-wait": (
         "audit.tf",
-        [("  depends_on = [time_sleep.metrics]\n", "")],
-        "google_monitoring_alert_policy.run_missed does not wait after google_logging_metric.audit",
+        [
+            (
+                "(monitoring.tf, time_sleep.metrics).\n  depends_on = [time_sleep.metrics]\n",
+                "(monitoring.tf, time_sleep.metrics).\n",
+            )
+        ],
+        "google_monitoring_alert_policy.audit_finding does not wait after google_logging_metric.audit",
+    ),
+    "audit-silence-alert-without-metrics-wait": (
+        "audit.tf",
+        [('audit_job_name}\\"`."\n  }\n\n  depends_on = [time_sleep.metrics]\n', 'audit_job_name}\\"`."\n  }\n')],
+        "google_monitoring_alert_policy.audit_silent does not wait after google_logging_metric.audit_ran",
     ),
     "function-without-grants-wait": (
         "function.tf",

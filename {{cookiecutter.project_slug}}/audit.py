@@ -14,10 +14,14 @@ whose wall-clock time happens twice (fall back) or never (spring forward) is `ds
 instants of an ambiguous time; for a skipped time the instant at the end of the gap (what Debian
 cron and cronsim's zone-aware mode run), and the time read with the offset before and after it.
 
-`run` is the audit job's work (main.py sends the DEDUP_AUDIT_JOB's deliveries here): it audits the
-`lookback` before its schedule time and logs one line per missing or stuck run plus a summary. A job
-is judged only from the first audit that saw it (a marker per job, dedup.AUDIT_START_PREFIX), so a
-first deploy or a new job does not report the day before it existed as missing.
+`run` is the audit job's work (main.py sends the DEDUP_AUDIT_JOB's deliveries here). It is
+incremental: each run of a job is judged once, by the first audit after it settled (`config.settle`
+past its schedule time: no delivery comes by itself any more), so an audit reads only the fire times
+that settled since the last one. Once a day a full sweep judges the whole `lookback` again (a run that
+a backfill left stuck, a missing run still not delivered: their alerts stay open). One line per
+missing or stuck run, plus a summary. The bookmark (dedup.AUDIT_CURSOR_ID) moves with the function's
+clock, never with a delivery's schedule time, and a job is judged only from the first audit that saw
+it, so a first deploy or a new job does not report the day before it existed as missing.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ AUDIT_LOOKBACK = dt.timedelta(days=1)
 # Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): iterate the cron this far
 # beyond the window's ends, so that no fire time whose instant falls inside it is left out.
 WALL_CLOCK_MARGIN = dt.timedelta(hours=3)
+# How often an audit re-judges the whole lookback instead of only the newly settled runs.
+FULL_SWEEP_EVERY = dt.timedelta(days=1)
 
 
 class State(enum.StrEnum):
@@ -214,18 +220,42 @@ def lookback(config: dedup.DedupConfig) -> dt.timedelta:
     return min(AUDIT_LOOKBACK, config.retention)
 
 
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """What one audit judges: per job the start of its window (all windows end at `until`), and the next bookmark."""
+
+    starts: dict[str, dt.datetime]
+    since: dt.datetime
+    until: dt.datetime
+    full: bool
+    cursor: dedup.AuditCursor
+
+
+def plan(cursor: dedup.AuditCursor, job_names, now: dt.datetime, config: dedup.DedupConfig) -> Sweep:
+    """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
+    (a full sweep: from the start of the lookback) to the instant before which every run has settled."""
+    until = now - config.settle
+    since = now - lookback(config)
+    full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
+    seen = {name: cursor.jobs.get(name) or {"since": now, "judged_until": now} for name in job_names}
+    starts = {
+        name: entry["since"] if full else max(entry["since"], entry["judged_until"]) for name, entry in seen.items()
+    }
+    jobs = {
+        name: {"since": entry["since"], "judged_until": max(entry["judged_until"], until)}
+        for name, entry in seen.items()
+    }
+    last_full = now if full else cursor.last_full_sweep
+    return Sweep(starts, since, until, full, dedup.AuditCursor(jobs, last_full, cursor.update_time))
+
+
 def run(context: RunContext) -> str:
-    """The audit job's work: audit the lookback before this run's schedule time, log what needs a person."""
+    """The audit job's work: judge the runs settled since the last audit (daily, the whole lookback), log
+    what needs a person, then move the bookmark (after the lines: a crash in between re-reports, never skips)."""
     config = dedup.DedupConfig.from_env()
     ledger = dedup.RunLedger(config)
-    until = context.schedule_time
-    since = until - lookback(config)
-    # A job the audit has never seen may not have existed before now (a first deploy, a job added):
-    # it is judged from this audit's schedule time on, not reported missing for the day before.
-    starts = ledger.read_audit_starts(config.jobs)
-    for name in config.jobs.keys() - starts.keys():
-        starts[name] = ledger.mark_audit_start(name, until)
-    runs = audit_runs(ledger, config.jobs, since, until, dedup.utcnow(), starts=starts)
+    sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)
+    runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, dedup.utcnow(), starts=sweep.starts)
     for found in needing_delivery(runs):
         # job / schedule_time / run_id are the audited run's (they override the audit run's own
         # fields on this line), so the run's logs and the per-job metric find it.
@@ -246,16 +276,25 @@ def run(context: RunContext) -> str:
             },
         )
     counts = collections.Counter(found.state.value for found in runs)
-    summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no expected runs"
+    summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no runs settled"
+    kind = "full sweep" if sweep.full else "incremental"
     logger.info(
-        "audit of %d job(s) from %s to %s: %s",
+        "audit (%s) of %d job(s) up to %s: %s",
+        kind,
         len(config.jobs),
-        rfc3339(since),
-        rfc3339(until),
+        rfc3339(sweep.until),
         summary,
-        extra={"json_fields": {"audit_summary": dict(counts), "audit_since": rfc3339(since)}},
+        extra={"json_fields": {"audit_summary": dict(counts), "audit_until": rfc3339(sweep.until), "audit_kind": kind}},
     )
+    ledger.write_audit_cursor(sweep.cursor)
     return summary
+
+
+def starts(ledger: dedup.RunLedger, job_names) -> dict[str, dt.datetime]:
+    """When the audit first saw each job (jobs it never saw are left out): nothing before is judged."""
+    return {
+        name: entry["since"] for name, entry in ledger.read_audit_cursor(job_names).jobs.items() if name in job_names
+    }
 
 
 def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:

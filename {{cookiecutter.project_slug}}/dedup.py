@@ -87,8 +87,13 @@ RPC_TIMEOUT_SECONDS = 5.0
 READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
 # Ids per BatchGetDocuments: a bounded request (~100 KB of document names) and a bounded answer.
 READ_BATCH = 1000
-# The audit's marker per job, in the runs collection: when the audit first saw the job. Not 64 hex
-# characters, so never a run id; no status, so no query of runs.py finds it; no expire_at, so kept.
+# The audit's bookmark, one document in the runs collection for every job: per Scheduler job name when
+# the audit first saw the job (`since`) and up to when its runs are judged (`judged_until`), and when the
+# last full sweep ran. One read and one write per audit whatever the jobs (about 100 bytes a job: the
+# 1 MiB document limit holds some 10,000). Not 64 hex characters, so never a run id; no status, so no
+# query of runs.py finds it; no expire_at, so kept.
+AUDIT_CURSOR_ID = "audit-cursor"
+# Before the cursor, one marker per job held `since` (read once, when the cursor is first written).
 AUDIT_START_PREFIX = "audit-start-"
 
 # A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
@@ -429,6 +434,15 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(UTC)
 
 
+@dataclasses.dataclass(frozen=True)
+class AuditCursor:
+    """The audit's bookmark (AUDIT_CURSOR_ID): job name -> {"since", "judged_until"}, and the last full sweep."""
+
+    jobs: Mapping[str, Mapping[str, dt.datetime]]
+    last_full_sweep: dt.datetime | None = None
+    update_time: dt.datetime | None = None  # None: not stored yet
+
+
 class RecordChanged(Exception):
     """A guarded write's refusal: another writer changed or removed the record since the caller last saw it."""
 
@@ -545,18 +559,26 @@ class RunLedger:
             found.update({snapshot.id: snapshot.to_dict() for snapshot in snapshots if snapshot.exists})
         return found
 
-    def read_audit_starts(self, job_names: Iterable[str]) -> dict[str, dt.datetime]:
-        """When the audit first saw each job (one BatchGetDocuments); jobs it never saw are left out."""
+    def read_audit_cursor(self, job_names: Iterable[str]) -> AuditCursor:
+        """The audit's bookmark (one read); before its first write, seeded from the older per-job markers."""
+        snapshot = self._call(self.collection.document(AUDIT_CURSOR_ID).get, retry=READ_RETRY)
+        if snapshot.exists:
+            stored = snapshot.to_dict()
+            return AuditCursor(stored.get("jobs", {}), stored.get("last_full_sweep"), snapshot.update_time)
         refs = [self.collection.document(AUDIT_START_PREFIX + name) for name in job_names]
-        snapshots = self._call(self._get_all, refs, retry=READ_RETRY) if refs else []
-        return {s.id.removeprefix(AUDIT_START_PREFIX): s.to_dict()["since"] for s in snapshots if s.exists}
+        markers = self._call(self._get_all, refs, retry=READ_RETRY) if refs else []
+        jobs = {m.id.removeprefix(AUDIT_START_PREFIX): m.to_dict()["since"] for m in markers if m.exists}
+        return AuditCursor({name: {"since": since, "judged_until": since} for name, since in jobs.items()})
 
-    def mark_audit_start(self, job_name: str, since: dt.datetime) -> dt.datetime:
-        """Record that the audit judges `job_name` from `since` on; the first marker wins (create only)."""
-        ref = self.collection.document(AUDIT_START_PREFIX + job_name)
-        if self.records.create(ref, {"since": since, "job_name": job_name}) is not None:
-            return since
-        return self._call(ref.get, retry=READ_RETRY).to_dict()["since"]
+    def write_audit_cursor(self, cursor: AuditCursor) -> None:
+        """Store the bookmark; RecordChanged if another audit moved it since `cursor` was read."""
+        ref = self.collection.document(AUDIT_CURSOR_ID)
+        fields = {"jobs": dict(cursor.jobs), "last_full_sweep": cursor.last_full_sweep}
+        if cursor.update_time is None:
+            if self.records.create(ref, fields) is None:
+                raise RecordChanged(ref.id)
+        else:
+            self.records.update_if_unchanged(ref, fields, since=cursor.update_time)
 
     def _get_all(self, refs, **kwargs) -> list:
         """get_all streams: read the stream here, so that its errors are the call's."""

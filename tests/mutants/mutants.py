@@ -1184,9 +1184,167 @@ MUTANTS = [
 
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "dashboard-zero-positions",
+        "terraform/modules/scheduled-dedup/dashboard.tf",
+        "} : key => value if value != 0 },",
+        "} : key => value },",
+        "no zero-valued field in the dashboard JSON (the API omits it: a diff on every plan)",
+        ("tests/test_dashboard.py::test_no_field_holds_a_zero_the_api_would_omit",),
+    ),
+    Mutant(
+        "dashboard-without-job-filter",
+        "terraform/modules/scheduled-dedup/dashboard.tf",
+        '    dashboardFilters = [{ labelKey = "job", filterType = "METRIC_LABEL" }]\n',
+        "",
+        "the fixed dashboard narrows to one job by a pinned filter on the job label",
+        ("tests/test_dashboard.py::test_a_fixed_set_of_charts_with_a_job_filter",),
+    ),
+    Mutant(
+        "attempt-metric-without-the-audit",
+        "terraform/modules/scheduled-dedup/monitoring.tf",
+        '"^${var.slug}(-[a-z0-9][a-z0-9-]*|_audit)$"',
+        '"^${var.slug}-[a-z0-9][a-z0-9-]*$"',
+        "the audit's own Scheduler job is in the attempt-failure metric",
+        ("tests/test_monitoring.py::test_one_attempt_metric_covers_every_job_and_the_audit",),
+    ),
+    Mutant(
+        "attempt-alert-not-by-job",
+        "terraform/modules/scheduled-dedup/monitoring.tf",
+        'cross_series_reducer = "REDUCE_SUM"\n        group_by_fields      = ["metric.label.job"]\n      }\n\n'
+        "      trigger {\n        count = 1\n      }\n    }\n  }\n\n  alert_strategy {\n"
+        '    auto_close = "${var.alerting.auto_close_seconds}s"\n  }\n\n  documentation {\n'
+        '    mime_type = "text/markdown"\n    content   = "An attempt of a',
+        'cross_series_reducer = "REDUCE_SUM"\n      }\n\n'
+        "      trigger {\n        count = 1\n      }\n    }\n  }\n\n  alert_strategy {\n"
+        '    auto_close = "${var.alerting.auto_close_seconds}s"\n  }\n\n  documentation {\n'
+        '    mime_type = "text/markdown"\n    content   = "An attempt of a',
+        "one policy for every job's attempts, grouped by job so an incident names the job",
+        ("tests/test_monitoring.py::test_every_alert_policy_on_a_job_labelled_metric_groups_by_job",),
+    ),
+    Mutant(
+        "no-stuck-run-alert",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "for_each = var.alerting.enabled && var.audit != null ? local.audit_alerts : {}",
+        "for_each = var.alerting.enabled && var.audit != null ? { missing = local.audit_alerts.missing } : {}",
+        "a stuck run alerts like a missed one",
+        ("tests/test_monitoring.py::test_stuck_runs_alert_like_missed_ones",),
+    ),
+    Mutant(
+        "audit-silence-one-interval",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "audit_silence_seconds = var.audit == null ? null : 2 * var.audit.interval_minutes * 60",
+        "audit_silence_seconds = var.audit == null ? null : var.audit.interval_minutes * 60",
+        "the audit's silence alerts after two audit intervals (one late audit does not page)",
+        ("tests/test_monitoring.py::test_the_audit_stopping_alerts_after_two_audit_intervals",),
+    ),
+    Mutant(
+        "audit-silence-counts-another-field",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        '"jsonPayload.audit_until:*",',
+        '"jsonPayload.audit_started:*",',
+        "the dead man's switch counts a field every audit summary line holds",
+        ("tests/test_monitoring.py::test_the_switch_counts_a_field_every_audit_summary_logs",),
+    ),
+    Mutant(
+        "metrics-wait-300",
+        VARIABLES,
+        "metrics_seconds = optional(number, 600)",
+        "metrics_seconds = optional(number, 300)",
+        "alert policies wait 600 s after new log-based metrics (provider issue 11102: up to 10 minutes)",
+        ("tests/test_monitoring.py::test_every_policy_waits_600_seconds_after_the_metrics",),
+    ),
+    Mutant(
+        "cost-audit-not-a-scheduler-job",
+        "baked/tools/cost.py",
+        "scheduler_jobs=len(fires) + 1,",
+        "scheduler_jobs=len(fires),",
+        "the audit is a billed Scheduler job past the three free ones",
+        ("tests/test_cost.py::test_the_audit_is_a_scheduler_job_past_the_three_free_ones",),
+    ),
+    Mutant(
+        "cost-free-reads-for-any-database",
+        "baked/tools/cost.py",
+        'free_reads = p["firestore_free_reads_per_day"] * DAYS if use.default_database else 0',
+        'free_reads = p["firestore_free_reads_per_day"] * DAYS',
+        "only the (default) database has Firestore's free reads",
+        ("tests/test_cost.py::test_only_the_default_database_has_free_reads_and_writes",),
+    ),
+    Mutant(
+        "cost-audit-reads-without-the-daily-sweep",
+        "baked/tools/cost.py",
+        "firestore_reads=audits + sum(fires.values()) + sweeps,",
+        "firestore_reads=audits + sum(fires.values()),",
+        "the audit's daily full sweep reads every fire time of the lookback again",
+        ("tests/test_cost.py::test_the_audit_reads_each_run_once_a_daily_sweep_and_its_bookmark",),
+    ),
 
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "audit-always-full-sweep",
+        "baked/audit.py",
+        "full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY",
+        "full = True",
+        "an audit reads only the runs settled since the last one; the whole lookback once a day",
+        ("tests/test_audit.py::test_an_incremental_audit_reads_only_the_runs_settled_since_the_last_one",),
+    ),
+    Mutant(
+        "audit-never-full-sweep",
+        "baked/audit.py",
+        "full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY",
+        "full = cursor.last_full_sweep is None",
+        "a daily full sweep reports a still-missing run again",
+        ("tests/test_audit.py::test_a_full_sweep_runs_once_a_day_and_reports_a_still_missing_run_again",),
+    ),
+    Mutant(
+        "audit-bookmark-ignored",
+        "baked/audit.py",
+        'entry["since"] if full else max(entry["since"], entry["judged_until"])',
+        'entry["since"]',
+        "an incremental audit starts where the last one stopped: each run is judged once",
+        ("tests/test_audit.py::test_an_incremental_audit_reads_only_the_runs_settled_since_the_last_one",),
+    ),
+    Mutant(
+        "audit-bookmark-from-schedule-time",
+        "baked/audit.py",
+        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)",
+        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, context.schedule_time, config)",
+        "the audit's bookmark follows the function's clock, never a delivery's schedule time",
+        ("tests/test_audit.py::test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before",),
+    ),
+    Mutant(
+        "audit-cursor-unguarded",
+        "baked/dedup.py",
+        "self.records.update_if_unchanged(ref, fields, since=cursor.update_time)",
+        "self._call(ref.set, fields, retry=None)",
+        "two audits from one bookmark cannot both move it",
+        ("tests/test_audit.py::test_two_audits_from_one_bookmark_cannot_both_move_it",),
+    ),
+    Mutant(
+        "smoke-ttl-creating-passes",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("TTL policy", state == "ACTIVE",',
+        'step("TTL policy", state != "NEEDS_REPAIR",',
+        "make smoke fails until the TTL policy is ACTIVE (a CREATING policy has not deleted old records yet)",
+        ("tests/test_smoke.py",),
+    ),
+    Mutant(
+        "smoke-disabled-policy-passes",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("alert policies", bool(policies) and not disabled, detail)',
+        'step("alert policies", bool(policies), detail)',
+        "make smoke fails when an alert policy of the project is disabled",
+        ("tests/test_smoke.py",),
+    ),
+    Mutant(
+        "smoke-record-not-checked",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        'step("run record", status == dedup.Status.COMPLETED,',
+        'step("run record", True,',
+        "make smoke fails when the Force run left no completed record",
+        ("tests/test_smoke.py",),
+    ),
 
     # --- spare section (branch i17slim) ---
     # (new mutants of this branch go here)

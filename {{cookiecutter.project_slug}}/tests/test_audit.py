@@ -230,16 +230,23 @@ def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
 
 
 def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatch, http, collection, now, caplog):
-    """A first deploy, or a job just added: the day before it existed is not reported missing."""
+    """A first deploy, or a job just added: the day before it existed is not reported missing; the bookmark is
+    the function's clock, even for an audit delivery dated ahead (issue 16: it must not move the audit)."""
     monkeypatch.setenv(
         "DEDUP_JOBS", json.dumps({"fresh": {"job_id": "fresh", "schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}})
     )
     config = dedup.DedupConfig.from_env()
     caplog.set_level(logging.INFO)
-    audit_time = audit.rfc3339(now - dt.timedelta(hours=1))
-    assert http.post("/", headers=scheduler_headers(config.audit_job, audit_time)).text.startswith("processed:")
+    monkeypatch.setattr(dedup, "utcnow", lambda: now)
+    ahead = audit.rfc3339(now + dt.timedelta(days=20))
+    assert http.post("/", headers=scheduler_headers(config.audit_job, ahead)).text.startswith("processed:")
     assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
-    assert dedup.RunLedger(config).read_audit_starts(["fresh", "other"]) == {"fresh": at(audit_time)}
+    cursor = dedup.RunLedger(config).read_audit_cursor(["fresh", "other"])
+    assert cursor.jobs == {"fresh": {"since": now, "judged_until": now}} and cursor.last_full_sweep == now
+    # Even an audit that found nothing logs its summary with audit_until: the dead man's switch
+    # (terraform audit.tf, google_logging_metric.audit_ran) counts that field.
+    summaries = [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_until")]
+    assert len(summaries) == 1, [r.getMessage() for r in caplog.records]
 
 
 def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, http, collection, now, caplog, work):
@@ -248,7 +255,8 @@ def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, ht
     )
     config = dedup.DedupConfig.from_env()
     ledger = dedup.RunLedger(config)
-    ledger.mark_audit_start("hourly", now - dt.timedelta(days=2))  # audited for long: the whole lookback counts
+    long_ago = now - dt.timedelta(days=2)  # audited for long, never swept: a full sweep of the whole lookback
+    ledger.write_audit_cursor(dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
     hour = now.replace(minute=0)
     ran = hour - dt.timedelta(hours=3)
     run_to(ledger, "hourly", audit.rfc3339(ran), "completed", now=now)
@@ -345,8 +353,8 @@ def test_missed_judges_a_job_from_the_first_audit_that_saw_it(monkeypatch, colle
     ten_minute_job(monkeypatch)
     since, until = window_3h_ago(now)
     ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
-    assert ledger.mark_audit_start("ten", at(since) + dt.timedelta(minutes=15)) == at(since) + dt.timedelta(minutes=15)
-    assert ledger.mark_audit_start("ten", at(until)) == at(since) + dt.timedelta(minutes=15)  # the first one stays
+    first_seen = at(since) + dt.timedelta(minutes=15)
+    ledger.write_audit_cursor(dedup.AuditCursor({"ten": {"since": first_seen, "judged_until": at(until)}}))
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
     assert [row["schedule_time"] for row in json.loads(capsys.readouterr().out)] == [
         audit.rfc3339(at(since) + dt.timedelta(minutes=20))
@@ -427,3 +435,99 @@ def test_backfill_runs_each_missing_run_once_even_racing_a_late_scheduler_retry(
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert sorted(fleet.executions()) == sorted(run_ids)
+
+
+# ---------------------------------------------------------------- the incremental audit (issue 19)
+
+
+def hourly_jobs(count):
+    return {f"h{i}": {"job_id": f"h{i}", "schedule": "0 * * * *", "time_zone": "Etc/UTC"} for i in range(count)}
+
+
+def audit_at(monkeypatch, moment, config):
+    """One audit run at `moment` on the function's clock; returns (documents read, lines it logged)."""
+    read = []
+    real_get_all = dedup.RunLedger._get_all
+
+    def counted(self, refs, **kwargs):
+        read.append(len(refs))
+        return real_get_all(self, refs, **kwargs)
+
+    monkeypatch.setattr(dedup.RunLedger, "_get_all", counted)
+    monkeypatch.setattr(dedup, "utcnow", lambda: moment)
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lines.append
+    audit.logger.addHandler(handler)
+    level = audit.logger.level
+    audit.logger.setLevel(logging.INFO)  # the summary is INFO, whatever the root logger's level
+    try:
+        key = dedup.RunKey(config.project, config.location, config.audit_job, moment)
+        audit.run(dedup.Claim(key, "a", 1, moment).context(None))
+    finally:
+        audit.logger.setLevel(level)
+        audit.logger.removeHandler(handler)
+        monkeypatch.setattr(dedup.RunLedger, "_get_all", real_get_all)
+    return sum(read), [line.json_fields for line in lines]
+
+
+def test_an_incremental_audit_reads_only_the_runs_settled_since_the_last_one(monkeypatch, collection):
+    """Reads per audit follow the new fire times, not the lookback: 20 hourly jobs audited hourly read 20
+    records an audit (the lookback audit read 24 x 20 + 20 markers), and each run is judged exactly once."""
+    ledger = ledger_at(monkeypatch, hourly_jobs(20))
+    config = ledger.config
+    start = at("2026-03-01T00:00:00Z")
+    entry = {"since": start - dt.timedelta(days=3), "judged_until": start - config.settle}
+    ledger.write_audit_cursor(dedup.AuditCursor(dict.fromkeys(config.jobs, entry), last_full_sweep=start))
+    run_to(ledger, "h3", "2026-02-28T23:00:00Z", "completed")
+    judged = []
+    for hour in range(1, 4):
+        read, lines = audit_at(monkeypatch, start + dt.timedelta(hours=hour), config)
+        (summary,) = [line for line in lines if "audit_summary" in line]
+        assert summary["audit_kind"] == "incremental" and read == 20, (hour, read)
+        judged += [(line["job"], line["schedule_time"]) for line in lines if "audit_state" in line]
+        assert sum(summary["audit_summary"].values()) == 20
+    # Every hour of every job but the completed one, each reported missing once.
+    assert len(judged) == len(set(judged)) == 3 * 20 - 1
+
+
+def test_a_full_sweep_runs_once_a_day_and_reports_a_still_missing_run_again(monkeypatch, collection):
+    ledger = ledger_at(monkeypatch, hourly_jobs(1))
+    config = ledger.config
+    start = at("2026-03-01T00:00:00Z")
+    entry = {"since": start - dt.timedelta(days=3), "judged_until": start - config.settle}
+    ledger.write_audit_cursor(dedup.AuditCursor({"h0": entry}, last_full_sweep=start - dt.timedelta(hours=23)))
+    kinds, missing = [], []
+    for hour in (0, 1, 2):  # the sweep is due at 01:00 (a day after the last one), then not for a day
+        read, lines = audit_at(monkeypatch, start + dt.timedelta(hours=hour), config)
+        (summary,) = [line for line in lines if "audit_summary" in line]
+        kinds.append(summary["audit_kind"])
+        missing.append(summary["audit_summary"].get("missing", 0))
+    assert kinds == ["incremental", "full sweep", "incremental"]
+    # 00:00 judges nothing new (the bookmark is at its horizon), 01:00 the whole lookback, 02:00 one hour.
+    lookback_hours = int(audit.lookback(config) / dt.timedelta(hours=1))
+    assert missing == [0, lookback_hours - 1, 1]
+
+
+def test_the_plan_keeps_first_seen_and_never_moves_the_bookmark_back(monkeypatch, collection):
+    config = ledger_at(monkeypatch, hourly_jobs(2)).config
+    now = at("2026-03-01T12:00:00Z")
+    ahead = now + dt.timedelta(hours=5)
+    cursor = dedup.AuditCursor({"h0": {"since": now - dt.timedelta(days=9), "judged_until": ahead}}, now)
+    sweep = audit.plan(cursor, ["h0", "h1"], now, config)
+    assert not sweep.full and sweep.until == now - config.settle
+    assert sweep.starts == {"h0": ahead, "h1": now}  # a new job: judged from this audit on
+    assert sweep.cursor.jobs["h0"] == {"since": now - dt.timedelta(days=9), "judged_until": ahead}
+    assert sweep.cursor.jobs["h1"] == {"since": now, "judged_until": now}
+    assert audit.plan(dedup.AuditCursor({}), ["h0"], now, config).full  # never swept: a full sweep
+
+
+def test_two_audits_from_one_bookmark_cannot_both_move_it(monkeypatch, collection):
+    ledger = ledger_at(monkeypatch, hourly_jobs(1))
+    ledger.write_audit_cursor(dedup.AuditCursor({}))
+    read = ledger.read_audit_cursor(["h0"])
+    ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T00:00:00Z"), ledger.config).cursor)
+    with pytest.raises(dedup.RecordChanged):
+        ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T01:00:00Z"), ledger.config).cursor)
+    with pytest.raises(dedup.RecordChanged):  # and the first write creates it only once
+        ledger.write_audit_cursor(dedup.AuditCursor({}))

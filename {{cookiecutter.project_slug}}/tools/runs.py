@@ -104,7 +104,7 @@ def find_runs(config: dedup.DedupConfig, args: argparse.Namespace, now: dt.datet
     jobs = selected_jobs(config, args.job)
     ledger = dedup.RunLedger(config)
     # As the audit does: a job is judged from the first audit that saw it (none yet: the whole window).
-    starts = ledger.read_audit_starts(jobs)
+    starts = audit.starts(ledger, jobs)
     return audit.audit_runs(ledger, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
 
 

@@ -22,11 +22,32 @@ locals {
     )
   })
 
-  # What the audit logs per run: a log-based metric (and, for missing, an alert) each.
+  # What the audit logs per run: a log-based metric and an alert each (both lose a run if nobody acts).
   audit_findings = {
     missing = "runs the audit found missing: no record, lease and retry window long past (scheduled run missed)"
     stuck   = "runs the audit found stuck: in_progress with an expired lease"
   }
+
+  audit_alerts = {
+    missing = {
+      title   = "scheduled run missed"
+      content = "The ${var.slug} audit found a scheduled run with no record although its lease and every Scheduler retry are long past: it never ran, and nothing will run it by itself. Runbook: docs/operations.md, \"A scheduled run was missed\". List them with `python tools/runs.py missed --since ... --until ...`, fix the cause (paused or deleted Scheduler job, IAM, ingress, an outage longer than the retries), then `python tools/runs.py backfill` the same window; each run executes once. Logs: `jsonPayload.audit_state=\"missing\"`."
+    }
+    stuck = {
+      title   = "scheduled run stuck"
+      content = "The ${var.slug} audit found a run still `in_progress` although its lease has expired: the instance that claimed it died (crash, out of memory, a deploy) and no retry took it over before Scheduler gave up. Its work may have run in part. Runbook: docs/operations.md, \"Find stuck runs\". Logs: `jsonPayload.audit_state=\"stuck\"` (the line names the job, schedule time and run_id); decide from the work's own effects whether it must run again, then `python tools/runs.py backfill` its window: the delivery takes the run over."
+    }
+  }
+
+  # The dead man's switch: the audit logs one summary line per run (audit.py: jsonPayload.audit_until, always set).
+  # No summary for two audit intervals means the audit stopped (its Scheduler job paused or deleted,
+  # or every delivery failing before the code): then nothing reports missed runs either. Two
+  # intervals, not one, so a single late or retried audit does not page. MetricAbsence.duration:
+  # "The minimum value of this field is 120 seconds. Larger values that are a multiple of a minute
+  # ... are supported" (Monitoring API v3, AlertPolicy.Condition.MetricAbsence); interval_minutes is
+  # 5-720 (variables.tf), so this is 600-86400 s, whole minutes, within the 90,000 s (25 h) Monitoring
+  # allows an alerting policy's alignment period (variables.tf, var.alerting).
+  audit_silence_seconds = var.audit == null ? null : 2 * var.audit.interval_minutes * 60
 }
 
 resource "google_cloud_scheduler_job" "audit" {
@@ -103,21 +124,45 @@ resource "google_logging_metric" "audit" {
   depends_on = [time_sleep.apis]
 }
 
-resource "google_monitoring_alert_policy" "run_missed" {
-  count = var.alerting.enabled && var.audit != null ? 1 : 0
+# The audit's summary lines: what the dead man's switch below watches.
+resource "google_logging_metric" "audit_ran" {
+  count = var.audit == null ? 0 : 1
+
+  project     = var.project_id
+  name        = "${var.slug}-audit-ran"
+  description = "${var.slug}: audits that finished (the audit's summary line); none for two audit intervals means the audit stopped."
+  filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${local.function_name}\"",
+    "jsonPayload.audit_until:*",
+  ])
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "${var.slug} audits"
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+# One policy per finding, grouped by job: an incident names the job whose run was missed or is stuck.
+resource "google_monitoring_alert_policy" "audit_finding" {
+  for_each = var.alerting.enabled && var.audit != null ? local.audit_alerts : {}
 
   project               = var.project_id
-  display_name          = "${var.slug}: scheduled run missed"
+  display_name          = "${var.slug}: ${each.value.title}"
   combiner              = "OR"
   severity              = "ERROR"
   notification_channels = local.notification_channels
   user_labels           = local.labels
 
   conditions {
-    display_name = "the audit found a missing run, per job"
+    display_name = "the audit found a ${each.key} run, per job"
 
     condition_threshold {
-      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit["missing"].name}\" AND resource.type=\"cloud_run_revision\""
+      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit[each.key].name}\" AND resource.type=\"cloud_run_revision\""
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"
@@ -141,9 +186,59 @@ resource "google_monitoring_alert_policy" "run_missed" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "The ${var.slug} audit found a scheduled run with no record although its lease and every Scheduler retry are long past: it never ran, and nothing will run it by itself. Runbook: docs/operations.md, \"A scheduled run was missed\". List them with `python tools/runs.py missed --since ... --until ...`, fix the cause (paused or deleted Scheduler job, IAM, ingress, an outage longer than the retries), then `python tools/runs.py backfill` the same window; each run executes once. Logs: `jsonPayload.audit_state=\"missing\"`."
+    content   = each.value.content
   }
 
   # A log-based metric is 404 for up to 10 minutes after its creation (monitoring.tf, time_sleep.metrics).
   depends_on = [time_sleep.metrics]
+}
+
+# The watchdog watched: fires when no audit has finished for local.audit_silence_seconds. The
+# series are summed across revisions (a deploy starts a new revision, whose series replaces the
+# old one's: without the reducer the old series' silence would fire after every deploy).
+resource "google_monitoring_alert_policy" "audit_silent" {
+  count = var.alerting.enabled && var.audit != null ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "${var.slug}: the audit stopped"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = local.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "no audit summary for ${local.audit_silence_seconds}s (two audit intervals)"
+
+    condition_absent {
+      filter   = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit_ran[0].name}\" AND resource.type=\"cloud_run_revision\""
+      duration = "${local.audit_silence_seconds}s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "${var.alerting.auto_close_seconds}s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "No ${var.slug} audit has logged its summary line for two audit intervals: the audit stopped, so missed and stuck runs are no longer reported. Runbook: docs/operations.md, \"The audit stopped\". Check its Scheduler job `${local.audit_job_name}` (paused? deleted? `gcloud scheduler jobs describe ${local.audit_job_name} --location ${var.region}`), its attempts (`resource.type=\"cloud_scheduler_job\" resource.labels.job_id=\"${local.audit_job_name}\"`) and the function's logs for `jsonPayload.job=\"${local.audit_job_name}\"`."
+  }
+
+  depends_on = [time_sleep.metrics]
+}
+
+# The missed-run policy was google_monitoring_alert_policy.run_missed (one per module): keep it on upgrade.
+moved {
+  from = google_monitoring_alert_policy.run_missed[0]
+  to   = google_monitoring_alert_policy.audit_finding["missing"]
 }

@@ -52,18 +52,20 @@ locals {
 # (log cloudscheduler.googleapis.com/executions, resource.type "cloud_scheduler_job" with labels
 # job_id and location): an AttemptFinished entry per attempt, with httpRequest.status holding the
 # target's HTTP status, and, for a failed attempt, severity ERROR and jsonPayload.status (a
-# google.rpc code name such as PERMISSION_DENIED). One metric per job counts its failed attempts
-# that either got one of the statuses above or no HTTP status at all (the target was unreachable,
-# or Scheduler's attempt deadline passed first).
+# google.rpc code name such as PERMISSION_DENIED). ONE metric for every job of this bake, the
+# audit's own job included, labelled by job: it counts the failed attempts that either got one of
+# the statuses above or no HTTP status at all (the target was unreachable, or Scheduler's attempt
+# deadline passed first). Its size does not grow with var.jobs: the job ids are matched by their
+# shape (Logging query language, regular expressions: `=~` is an RE2 match), not listed. A bake
+# whose slug is this slug + "-..." in the same project and region would be counted too; its
+# incidents name its own jobs.
 resource "google_logging_metric" "scheduler_attempt_failed" {
-  for_each = var.jobs
-
   project     = var.project_id
-  name        = "${var.slug}-${each.key}-attempt-failed"
-  description = "${var.slug}: attempts of Cloud Scheduler job ${var.slug}-${each.key} that failed before the handler could answer (no outcome line)."
+  name        = "${var.slug}-attempt-failed"
+  description = "${var.slug}: attempts of its Cloud Scheduler jobs (the audit's included) that failed before the handler could answer (no outcome line), by job."
   filter = join(" AND ", [
     "resource.type=\"cloud_scheduler_job\"",
-    "resource.labels.job_id=\"${var.slug}-${each.key}\"",
+    "resource.labels.job_id=~\"${local.scheduler_job_pattern}\"",
     "resource.labels.location=\"${var.region}\"",
     "jsonPayload.\"@type\"=\"type.googleapis.com/google.cloud.scheduler.logging.AttemptFinished\"",
     "severity>=ERROR",
@@ -74,10 +76,26 @@ resource "google_logging_metric" "scheduler_attempt_failed" {
     metric_kind  = "DELTA"
     value_type   = "INT64"
     unit         = "1"
-    display_name = "${var.slug} ${each.key} attempts that never reached the handler"
+    display_name = "${var.slug} attempts that never reached the handler"
+
+    labels {
+      key         = "job"
+      value_type  = "STRING"
+      description = "Cloud Scheduler job id (<slug>-<job id>, or the audit's <slug>_audit)."
+    }
+  }
+
+  label_extractors = {
+    job = "EXTRACT(resource.labels.job_id)"
   }
 
   depends_on = [time_sleep.apis]
+}
+
+locals {
+  # Every Scheduler job of this bake: "<slug>-<job id>" (scheduler.tf; a job id is rules.JOB_ID,
+  # [a-z0-9][a-z0-9-]{0,39}) and the audit's "<slug>_audit" (audit.tf).
+  scheduler_job_pattern = "^${var.slug}(-[a-z0-9][a-z0-9-]*|_audit)$"
 }
 
 # An alert policy that reads a log-based metric created seconds earlier fails with 404 "Cannot find
@@ -91,12 +109,13 @@ resource "time_sleep" "metrics" {
   triggers = {
     metrics = join(",", sort(concat(
       [for metric in google_logging_metric.outcome : metric.name],
-      [for metric in google_logging_metric.scheduler_attempt_failed : metric.name],
+      [google_logging_metric.scheduler_attempt_failed.name],
       [for metric in google_logging_metric.audit : metric.name],
+      google_logging_metric.audit_ran[*].name,
     )))
   }
 
-  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, google_logging_metric.audit]
+  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, google_logging_metric.audit, google_logging_metric.audit_ran]
 }
 
 # Who hears of an incident: the e-mail channel of var.alert_email and var.notification_channels.
@@ -203,22 +222,23 @@ resource "google_monitoring_alert_policy" "outcome" {
 
 # Any attempt of a job that never reached the handler: a person must look (a token, grant or
 # ingress problem repeats on every run; a 429/503/504 may recover on a retry, but if every retry
-# meets it the run is lost without one outcome line).
+# meets it the run is lost without one outcome line). One policy for every job: the group-by on
+# the metric's job label gives each job its own time series, so an incident names the job.
 resource "google_monitoring_alert_policy" "scheduler_attempt_failed" {
-  for_each = var.alerting.enabled ? google_logging_metric.scheduler_attempt_failed : {}
+  count = var.alerting.enabled ? 1 : 0
 
   project               = var.project_id
-  display_name          = "${var.slug}: Scheduler job ${each.key} cannot reach the handler"
+  display_name          = "${var.slug}: a Scheduler job cannot reach the handler"
   combiner              = "OR"
   severity              = "ERROR"
   notification_channels = local.notification_channels
   user_labels           = local.labels
 
   conditions {
-    display_name = "any attempt of ${var.slug}-${each.key} failed before the handler answered"
+    display_name = "any attempt failed before the handler answered, per job"
 
     condition_threshold {
-      filter          = "metric.type=\"logging.googleapis.com/user/${each.value.name}\" AND resource.type=\"cloud_scheduler_job\""
+      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.scheduler_attempt_failed.name}\" AND resource.type=\"cloud_scheduler_job\""
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"
@@ -227,6 +247,7 @@ resource "google_monitoring_alert_policy" "scheduler_attempt_failed" {
         alignment_period     = "300s"
         per_series_aligner   = "ALIGN_SUM"
         cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.job"]
       }
 
       trigger {
@@ -241,7 +262,7 @@ resource "google_monitoring_alert_policy" "scheduler_attempt_failed" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "An attempt of Cloud Scheduler job ${var.slug}-${each.key} failed before the ${var.slug} handler answered, so no outcome line exists for it. In Logs Explorer: `resource.type=\"cloud_scheduler_job\" resource.labels.job_id=\"${var.slug}-${each.key}\" severity>=ERROR`; `httpRequest.status` says why (401/403: OIDC token or invoker grant; 404: ingress or service; 429/503: no instance; 504: function timeout; none: unreachable or attempt deadline). Runbook: docs/operations.md."
+    content   = "An attempt of a ${var.slug} Cloud Scheduler job (the incident's `job` label names it; `${var.slug}_audit` is the audit) failed before the handler answered, so no outcome line exists for it. In Logs Explorer: `resource.type=\"cloud_scheduler_job\" resource.labels.job_id=\"<job>\" severity>=ERROR`; `httpRequest.status` says why (401/403: OIDC token or invoker grant; 404: ingress or service; 429/503: no instance; 504: function timeout; none: unreachable or attempt deadline). Runbook: docs/operations.md."
   }
 
   depends_on = [time_sleep.metrics]

@@ -58,9 +58,9 @@ output "log_metric_names" {
   value       = { for outcome, metric in google_logging_metric.outcome : outcome => metric.name }
 }
 
-output "scheduler_attempt_metric_names" {
-  description = "Log-based metric per job counting Scheduler attempts that never reached the handler."
-  value       = { for id, metric in google_logging_metric.scheduler_attempt_failed : id => metric.name }
+output "scheduler_attempt_metric_name" {
+  description = "The log-based metric counting the Scheduler attempts (every job's and the audit's) that never reached the handler, by its job label."
+  value       = google_logging_metric.scheduler_attempt_failed.name
 }
 
 output "audit_job_name" {
@@ -69,7 +69,7 @@ output "audit_job_name" {
 }
 
 output "dashboard_id" {
-  description = "The Cloud Monitoring dashboard (projects/P/dashboards/ID): per job outcomes, missed and stuck runs, failures, work duration."
+  description = "The Cloud Monitoring dashboard (projects/P/dashboards/ID): a fixed set of charts (outcomes, missed and stuck runs, failures, attempts that never reached the handler, work duration, audits) with a job filter."
   value       = google_monitoring_dashboard.this.id
 }
 

@@ -347,15 +347,16 @@ run "baked_values" {
   }
 
   assert {
-    condition = toset(keys(google_logging_metric.scheduler_attempt_failed)) == toset(keys(var.jobs)) && alltrue([
-      for id, metric in google_logging_metric.scheduler_attempt_failed :
-      strcontains(metric.filter, "resource.type=\"cloud_scheduler_job\"") &&
-      strcontains(metric.filter, "resource.labels.job_id=\"${var.slug}-${id}\"") &&
-      strcontains(metric.filter, "AttemptFinished") &&
-      strcontains(metric.filter, "httpRequest.status=(401 OR 403 OR 404 OR 429 OR 502 OR 503 OR 504)") &&
-      google_monitoring_alert_policy.scheduler_attempt_failed[id].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${metric.name}\" AND resource.type=\"cloud_scheduler_job\""
-    ])
-    error_message = "Every Scheduler job needs a metric of its own failed attempts (from Scheduler's AttemptFinished log entries) and an alert on it."
+    condition = (
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "resource.type=\"cloud_scheduler_job\"") &&
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "resource.labels.job_id=~\"^${var.slug}(-[a-z0-9][a-z0-9-]*|_audit)$\"") &&
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "AttemptFinished") &&
+      strcontains(google_logging_metric.scheduler_attempt_failed.filter, "httpRequest.status=(401 OR 403 OR 404 OR 429 OR 502 OR 503 OR 504)") &&
+      google_logging_metric.scheduler_attempt_failed.label_extractors["job"] == "EXTRACT(resource.labels.job_id)" &&
+      google_monitoring_alert_policy.scheduler_attempt_failed[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.scheduler_attempt_failed.name}\" AND resource.type=\"cloud_scheduler_job\"" &&
+      google_monitoring_alert_policy.scheduler_attempt_failed[0].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"])
+    )
+    error_message = "One metric of every Scheduler job's failed attempts (from Scheduler's AttemptFinished log entries), the audit's included, labelled by job, and one alert on it grouped by job."
   }
 }
 
@@ -376,7 +377,7 @@ run "alert_email_creates_a_channel" {
       google_monitoring_notification_channel.email[0].type == "email" &&
       google_monitoring_notification_channel.email[0].labels["email_address"] == "oncall@example.com" &&
       alltrue([
-        for policy in concat(values(google_monitoring_alert_policy.outcome), values(google_monitoring_alert_policy.scheduler_attempt_failed)) :
+        for policy in concat(values(google_monitoring_alert_policy.outcome), google_monitoring_alert_policy.scheduler_attempt_failed) :
         contains(policy.notification_channels, google_monitoring_notification_channel.email[0].id)
       ])
     )
@@ -814,13 +815,23 @@ run "audit_job_metrics_alert_and_dashboard" {
   }
 
   assert {
-    condition = (
-      google_monitoring_alert_policy.run_missed[0].display_name == "${var.slug}: scheduled run missed" &&
-      google_monitoring_alert_policy.run_missed[0].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit["missing"].name}\" AND resource.type=\"cloud_run_revision\"" &&
-      google_monitoring_alert_policy.run_missed[0].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
-      strcontains(google_monitoring_alert_policy.run_missed[0].documentation[0].content, "tools/runs.py backfill")
+    condition = alltrue([
+      for state in ["missing", "stuck"] :
+      google_monitoring_alert_policy.audit_finding[state].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit[state].name}\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.audit_finding[state].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"])
+      ]) && (
+      google_monitoring_alert_policy.audit_finding["missing"].display_name == "${var.slug}: scheduled run missed" &&
+      strcontains(google_monitoring_alert_policy.audit_finding["missing"].documentation[0].content, "tools/runs.py backfill")
     )
-    error_message = "Any missing run alerts, per job, with the runbook's backfill in its documentation."
+    error_message = "Any missing or stuck run alerts, per job, with the runbook's backfill in the missing run's documentation."
+  }
+
+  assert {
+    condition = (
+      google_monitoring_alert_policy.audit_silent[0].conditions[0].condition_absent[0].duration == "${2 * {{ cookiecutter.audit_interval_minutes }} * 60}s" &&
+      google_monitoring_alert_policy.audit_silent[0].conditions[0].condition_absent[0].filter == "metric.type=\"logging.googleapis.com/user/${google_logging_metric.audit_ran[0].name}\" AND resource.type=\"cloud_run_revision\""
+    )
+    error_message = "No audit summary for two audit intervals alerts: the audit itself stopped."
   }
 
   assert {
@@ -834,13 +845,14 @@ run "audit_job_metrics_alert_and_dashboard" {
 
   assert {
     condition = (
-      length(jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles) == 4 * length(var.jobs) &&
+      length(jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles) == 6 &&
       alltrue([
         for tile in jsondecode(google_monitoring_dashboard.this.dashboard_json).mosaicLayout.tiles :
-        tile.xPos + tile.width <= 48 && anytrue([for id in keys(var.jobs) : startswith(tile.widget.title, "${id}: ")])
-      ])
+        try(tile.xPos, 0) + tile.width <= 48
+      ]) &&
+      jsondecode(google_monitoring_dashboard.this.dashboard_json).dashboardFilters == [{ labelKey = "job", filterType = "METRIC_LABEL" }]
     )
-    error_message = "The dashboard has one row of four charts per job, inside its 48 columns."
+    error_message = "The dashboard has six charts whatever the jobs, inside its 48 columns, and a filter on the job label."
   }
 }
 
@@ -852,8 +864,8 @@ run "no_audit_without_var_audit" {
   }
 
   assert {
-    condition     = length(google_cloud_scheduler_job.audit) == 0 && length(google_monitoring_alert_policy.run_missed) == 0
-    error_message = "A module used without var.audit deploys no audit job and no missed-run alert."
+    condition     = length(google_cloud_scheduler_job.audit) == 0 && length(google_monitoring_alert_policy.audit_finding) == 0 && length(google_monitoring_alert_policy.audit_silent) == 0 && length(google_logging_metric.audit_ran) == 0
+    error_message = "A module used without var.audit deploys no audit job and no audit alerts."
   }
 }
 

@@ -1,0 +1,57 @@
+"""Plan the scheduled-dedup module offline and return what each run would create.
+
+`terraform test -verbose -json` plans the module with mock providers and prints each run's plan
+(a `test_plan` message naming its run). Used by test_dashboard.py and test_monitoring.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import ROOT
+
+from tests.terraform_offline import terraform
+
+MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
+
+PREAMBLE = """\
+mock_provider "google" {}
+mock_provider "archive" {}
+mock_provider "time" {}
+mock_provider "http" {}
+
+variables {
+  project_id = "dashboard-project"
+  region     = "europe-west1"
+  slug       = "dash"
+  source_dir = "."
+}
+"""
+
+
+def hcl_jobs(jobs: dict[str, str]) -> str:
+    """var.jobs as HCL, from {job id: schedule}."""
+    return "{ " + ", ".join(f'"{job}" = {{ schedule = "{schedule}" }}' for job, schedule in jobs.items()) + " }"
+
+
+def plan_runs(workdir: Path, runs: dict[str, str], module_dir: Path = MODULE_DIR) -> dict[str, dict[str, dict]]:
+    """Plan one run per entry of `runs` ({run name: the HCL inside its variables block}) on a copy of
+    the module in `workdir`: {run name: {resource address: its planned values}}."""
+    copy = workdir / "module"
+    shutil.copytree(module_dir, copy)
+    template = 'run "{}" {{\n  command = plan\n\n  variables {{\n{}\n  }}\n}}\n'
+    blocks = [PREAMBLE] + [template.format(name, variables) for name, variables in runs.items()]
+    (copy / "tests").mkdir()
+    (copy / "tests" / "plan.tftest.hcl").write_text("\n".join(blocks))
+    result = terraform(copy, "test", "-verbose", "-json", timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    plans: dict[str, dict[str, dict]] = {}
+    for line in result.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("type") == "test_plan":
+            changes = message["test_plan"]["resource_changes"]
+            plans[message["@testrun"]] = {change["address"]: change["change"]["after"] for change in changes}
+    assert set(plans) == set(runs), f"plans of {sorted(plans)}, not {sorted(runs)}:\n{result.stdout[-3000:]}"
+    return plans

@@ -1,0 +1,261 @@
+"""`make smoke` of a bake, end to end on this machine: the bake's tools/smoke.py against a real
+functions-framework server of the bake, Google's Firestore emulator, and a local stand-in for the four
+Google REST APIs it calls (Scheduler jobs.run, Logging entries.list, the Firestore field's TTL state,
+Monitoring alertPolicies.list). The stand-in's Force run does what Google's guide says one does: it
+delivers the job with the NEXT scheduled time as X-CloudScheduler-ScheduleTime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import zoneinfo
+from pathlib import Path
+
+import pytest
+from conftest import bake
+from cronsim import CronSim
+from firestore_emulator import free_port
+
+pytestmark = pytest.mark.bake
+
+
+class StandIn(http.server.ThreadingHTTPServer):
+    """The Google APIs smoke.py calls. `ttl_state`, `policies` and `scheduler_status` set what it answers."""
+
+    def __init__(self, function_url: str, settings: dict, log_path: Path) -> None:
+        super().__init__(("127.0.0.1", 0), StandInHandler)
+        self.function_url = function_url
+        self.settings = settings
+        self.log_path = log_path
+        self.ttl_state = "ACTIVE"
+        self.policies = [{"displayName": "p: run missed", "enabled": True}]
+        self.scheduler_status = 200
+        self.schedule_time_header = None  # None: the next fire time, as a Force run sends
+        self.requests: list[str] = []
+        self.seen: list[tuple[str, str]] = []  # (log line, when first seen: its entry's timestamp), in log order
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def force_run(self, job_name: str) -> None:
+        job = json.loads(self.settings["DEDUP_JOBS"])[job_name]
+        zone = zoneinfo.ZoneInfo(job["time_zone"])
+        next_fire = next(CronSim(job["schedule"], dt.datetime.now(zone))).astimezone(dt.UTC)
+        headers = {
+            "X-CloudScheduler-JobName": job_name,
+            "X-CloudScheduler-ScheduleTime": self.schedule_time_header or next_fire.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "X-Scheduler-Project": self.settings["DEDUP_PROJECT"],
+            "X-Scheduler-Location": self.settings["DEDUP_LOCATION"],
+        }
+        request = urllib.request.Request(self.function_url, data=b"", headers=headers, method="POST")
+        with contextlib.suppress(urllib.error.HTTPError):  # the answer is the function's: smoke.py reads its line
+            urllib.request.urlopen(request, timeout=30).close()
+
+    def stamp_lines(self) -> None:
+        """Stamps each new log line with now: Cloud Logging's entry timestamp, which entries.list filters on."""
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lines = self.log_path.read_text().splitlines()
+        self.seen += [(text, now) for text in lines[len(self.seen) :]]
+
+    def outcome_lines(self, job_name: str, schedule_time: str, since: str) -> list[dict]:
+        self.stamp_lines()
+        lines = []
+        for text, stamp in self.seen:
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue
+            if line.get("job") == job_name and line.get("schedule_time") == schedule_time and stamp >= since:
+                if "outcome" not in line:
+                    continue
+                lines.append({"jsonPayload": line, "timestamp": stamp})
+        return lines[::-1]  # newest first, as orderBy "timestamp desc"
+
+
+class StandInHandler(http.server.BaseHTTPRequestHandler):
+    server: StandIn
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _answer(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        self.server.requests.append(f"POST {self.path}")
+        if match := re.fullmatch(r"/v1/projects/[^/]+/locations/[^/]+/jobs/([^/:]+):run", self.path):
+            if self.server.scheduler_status != 200:
+                return self._answer(self.server.scheduler_status, {"error": {"message": "PERMISSION_DENIED"}})
+            self.server.stamp_lines()  # what was logged before this run is older than the smoke's `since`
+            self.server.force_run(match.group(1))
+            return self._answer(200, {"name": match.group(1)})
+        if self.path == "/v2/entries:list":
+            job = re.search(r'jsonPayload\.job="([^"]+)"', body["filter"]).group(1)
+            schedule_time = re.search(r'jsonPayload\.schedule_time="([^"]+)"', body["filter"]).group(1)
+            since = re.search(r'timestamp>="([^"]+)"', body["filter"]).group(1)
+            return self._answer(200, {"entries": self.server.outcome_lines(job, schedule_time, since)})
+        self._answer(404, {"error": {"message": f"no stand-in for {self.path}"}})
+
+    def do_GET(self) -> None:
+        self.server.requests.append(f"GET {self.path}")
+        if re.fullmatch(r"/v1/projects/[^/]+/databases/[^/]+/collectionGroups/[^/]+/fields/expire_at", self.path):
+            return self._answer(200, {"ttlConfig": {"state": self.server.ttl_state}})
+        if re.fullmatch(r"/v3/projects/[^/]+/alertPolicies\?filter=.*", self.path):
+            return self._answer(200, {"alertPolicies": self.server.policies})
+        self._answer(404, {"error": {"message": f"no stand-in for {self.path}"}})
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory, emulator_host):
+    """A default bake served by a real functions-framework server, and the stand-in APIs in front of it."""
+    project = bake(tmp_path_factory.mktemp("smoke"))
+    settings = json.loads((project / "settings.json").read_text())
+    settings = {k: v if isinstance(v, str) else json.dumps(v) for k, v in settings.items()}
+    collection = f"smoke-{os.getpid()}"
+    env = {
+        **os.environ,
+        "FIRESTORE_EMULATOR_HOST": emulator_host,
+        "DEDUP_COLLECTION": collection,
+        "PYTHONUNBUFFERED": "1",
+    }
+    port = free_port()
+    log_path = project / "server.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "functions_framework",
+                "--target",
+                "handle_scheduled_job",
+                "--source",
+                "main.py",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],  # fmt: skip
+            cwd=project,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    stand_in = StandIn(f"http://127.0.0.1:{port}/", settings, log_path)
+    threading.Thread(target=stand_in.serve_forever, daemon=True).start()
+    _wait_until_serving(port, server)
+    yield project, stand_in, {**env, "SMOKE_API_ROOT": stand_in.root}, collection
+    stand_in.shutdown()
+    server.kill()
+    server.wait(timeout=10)
+
+
+def _wait_until_serving(port: int, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/robots.txt", timeout=5)
+        except urllib.error.HTTPError:
+            return  # functions-framework answers 404 for robots.txt once loaded
+        except OSError:
+            assert server.poll() is None, "the function server died at start"
+            time.sleep(0.1)
+    pytest.fail("the function server did not start in 60 s")
+
+
+def smoke(project: Path, env: dict, *args: str, log_wait: str = "10") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "tools/smoke.py", "--log-wait", log_wait, *args],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_healthy_deployment_passes_every_step_and_the_run_is_recorded(deployed):
+    project, stand_in, env, collection = deployed
+    stand_in.ttl_state, stand_in.policies, stand_in.scheduler_status = "ACTIVE", [{"enabled": True}], 200
+    result = smoke(project, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()[:5]] == ["PASS"] * 5
+    assert result.stdout.splitlines()[-1] == "smoke: PASS (5/5 steps)"
+    run_id = re.search(r"run_id=([0-9a-f]{64})", result.stdout).group(1)
+    from google.cloud import firestore  # the record smoke.py read is really there, completed
+
+    client = firestore.Client(project=stand_in.settings["DEDUP_PROJECT"], database=stand_in.settings["DEDUP_DATABASE"])
+    assert client.collection(collection).document(run_id).get().to_dict()["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("change", "failed_step"),
+    [
+        ({"ttl_state": "CREATING"}, "TTL policy"),
+        ({"ttl_state": "NEEDS_REPAIR"}, "TTL policy"),
+        ({"policies": [{"displayName": "p: run missed", "enabled": False}]}, "alert policies"),
+        ({"policies": []}, "alert policies"),
+        ({"scheduler_status": 403}, "force run"),
+    ],
+)
+def test_each_broken_part_fails_its_own_step_and_the_whole_smoke(deployed, change, failed_step):
+    project, stand_in, env, _ = deployed
+    stand_in.ttl_state, stand_in.policies, stand_in.scheduler_status = "ACTIVE", [{"enabled": True}], 200
+    for name, value in change.items():
+        setattr(stand_in, name, value)
+    result = smoke(project, env)
+    assert result.returncode == 1
+    failed = [line.split(None, 1)[1] for line in result.stdout.splitlines() if line.startswith("FAIL ")]
+    assert failed and failed[0].startswith(failed_step), result.stdout
+    assert result.stdout.splitlines()[-1].startswith("smoke: FAIL")
+
+
+def test_a_force_run_the_function_does_not_process_fails_the_outcome_and_record_steps(deployed):
+    project, stand_in, env, _ = deployed
+    stand_in.ttl_state, stand_in.policies, stand_in.scheduler_status = "ACTIVE", [{"enabled": True}], 200
+    stand_in.schedule_time_header = "not-a-time"  # answered 400 invalid_delivery: no run, no record, no job field
+    stand_in.stamp_lines()  # the earlier tests' lines of the same slot (duplicates pass) are logged long ago
+    stand_in.seen = [(text, "2000-01-01T00:00:00.000000Z") for text, _ in stand_in.seen]
+    try:
+        result = smoke(project, env, log_wait="2")
+    finally:
+        stand_in.schedule_time_header = None
+    assert result.returncode == 1
+    steps = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()[:5]}
+    assert result.stdout.splitlines()[1].startswith("FAIL  outcome line")
+    assert "no outcome line of nightly-report-nightly at " in result.stdout
+    assert " in Cloud Logging after 2 s" in result.stdout
+    assert result.stdout.splitlines()[2].startswith("FAIL  run record")
+    assert steps["force"] == steps["TTL"] == steps["alert"] == "PASS"
+
+
+def test_an_unknown_job_is_refused_in_one_line(deployed):
+    project, _, env, _ = deployed
+    result = smoke(project, env, "--job", "no-such-job")
+    assert result.returncode == 1
+    assert result.stderr.startswith("smoke: FAIL (--job 'no-such-job': not a job of this project (jobs: ")
+    assert len(result.stderr.splitlines()) == 1 and not result.stdout
+
+
+def test_without_credentials_smoke_names_the_fix_in_one_line(tmp_path, deployed):
+    project, _, env, _ = deployed
+    env = {k: v for k, v in env.items() if k != "SMOKE_API_ROOT"}
+    env["GOOGLE_APPLICATION_CREDENTIALS"] = str(tmp_path / "missing.json")
+    result = smoke(project, env)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "smoke: FAIL (no Google credentials: run `gcloud auth application-default login` first)"
+    )
