@@ -18,11 +18,9 @@ MODULES_BY_TARGET: dict[str, tuple[str, ...]] = {
     "cloud_run_job": (CORE_MODULE, "scheduled-dedup-cloud-run-job"),
     "workflow": (CORE_MODULE, "scheduled-dedup-workflow"),
 }
-# The bake-time rules, vendored the same way: the baked tests/test_schedule_rules.py checks the rules Terraform
-# cannot (a cron's smallest gap against the timing) on the values in the baked terraform/main.tf. Only the tests
-# use them, so they sit with the tests' other helpers, not among the user's tools.
-RULES_SOURCE = Path("hooks") / "rules.py"
-RULES_TARGET = Path("tests") / "harness" / "rules.py"
+# The project's one configuration file, written from the answers by the bake's own config.py and rules.py
+# (the post hook puts the template's copies on the path); from then on the user edits it.
+CONFIG_FILE = "config.yaml"
 
 # Paths (relative to the baked project) that only the given targets use; a path listed under two
 # targets is kept for either.
@@ -30,11 +28,18 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
     "function": (),
     "cloud_run_job": (
         "cloud_run_job",
+        "executions.py",
         "tests/test_cloud_run_job.py",
         "tests/test_proxy.py",
         "terraform/tests/cloud_run_job.tftest.hcl",
     ),
-    "workflow": ("workflow", "tests/test_workflow.py", "tests/test_proxy.py", "terraform/tests/workflow.tftest.hcl"),
+    "workflow": (
+        "workflow",
+        "executions.py",
+        "tests/test_workflow.py",
+        "tests/test_proxy.py",
+        "terraform/tests/workflow.tftest.hcl",
+    ),
 }
 
 # Paths only a bake with a state_bucket answer keeps: the bootstrap makes the bucket and the deploy
@@ -52,11 +57,14 @@ def vendor_terraform_modules(project_dir: Path, repo_dir: Path, target: str) -> 
     return copies
 
 
-def vendor_rules(project_dir: Path, repo_dir: Path) -> Path:
-    target = project_dir / RULES_TARGET
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(repo_dir / RULES_SOURCE, target)
-    return target
+def write_config(project_dir: Path, answers: Mapping[str, object]) -> Path:
+    """config.yaml from the answers: rules.config_from_answers decides the numbers, config.render the text."""
+    import config
+    import rules
+
+    path = project_dir / CONFIG_FILE
+    path.write_text(config.render(rules.config_from_answers(answers)), encoding="utf-8")
+    return path
 
 
 def remove_unused_paths(project_dir: Path, target: str) -> list[Path]:
@@ -95,14 +103,16 @@ def public_answers(answers: Mapping[str, object]) -> dict[str, object]:
 
 
 def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
+    """The answers, the jobs by id only: their schedules and timing live in config.yaml alone."""
     path = project_dir / ".cookiecutter.json"
-    path.write_text(json.dumps(public_answers(answers), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    recorded = {**public_answers(answers), "jobs": sorted(answers["jobs"])}
+    path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
     vendor_terraform_modules(project_dir, repo_dir, str(answers["target"]))
-    vendor_rules(project_dir, repo_dir)
+    write_config(project_dir, answers)
     remove_unused_paths(project_dir, str(answers["target"]))
     remove_pipeline_paths(project_dir, str(answers["state_bucket"]))
     write_answers(project_dir, answers)

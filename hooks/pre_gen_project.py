@@ -48,8 +48,11 @@ def bake_again_hint(path: Path) -> str:
 
 
 REPO_DIR = template_dir()
-sys.path.insert(0, str(REPO_DIR / "hooks"))
-import rules  # noqa: E402  (found through the template's own hooks directory)
+# The rules live once, in the baked project's rules.py: the template's copy of it (braces split so that
+# cookiecutter does not render the directory's name).
+PROJECT_TEMPLATE = REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")
+sys.path.insert(0, str(PROJECT_TEMPLATE))
+import rules  # noqa: E402  (found through the template's own project directory)
 
 try:
     checked = rules.validate(ANSWERS)

@@ -41,7 +41,7 @@ from google.cloud import firestore
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
-sys.path.insert(0, str(ROOT / "hooks"))
+sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}"))
 
 import rules  # noqa: E402
 
@@ -245,6 +245,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         retry_window=dt.timedelta(0),  # the audit's and max_lateness' settings: neither is simulated
         jobs={},
         audit_job="",
+        attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
     )
     ledger = dedup.RunLedger(config, client=MemoryFirestore(now))
     key = dedup.RunKey(config.project, config.location, "sim-job", FIRE_TIME)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from conftest import MATRIX, ROOT, bake, run_baked_suite
 
 pytestmark = pytest.mark.bake
@@ -45,9 +46,11 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
     assert re.search(r"\d+ passed", result.stdout)
 
 
-def test_the_bake_vendors_the_hooks_rules(baked):
-    """Its tests/test_schedule_rules.py runs the very rules the hook ran (hooks/baking.py vendors them)."""
-    assert (baked / "tests" / "harness" / "rules.py").read_bytes() == (ROOT / "hooks" / "rules.py").read_bytes()
+def test_the_bakes_rules_are_the_hooks_rules(baked):
+    """The rules live once: the hook imports the template's rules.py, the bake carries the same bytes."""
+    template = ROOT / "{{cookiecutter.project_slug}}"
+    assert (baked / "rules.py").read_bytes() == (template / "rules.py").read_bytes()
+    assert not (ROOT / "hooks" / "rules.py").exists() and not (baked / "tests" / "harness" / "rules.py").exists()
 
 
 def test_answers_are_recorded(baked):
@@ -80,8 +83,8 @@ def test_two_default_bakes_share_no_collection(tmp_path):
 
 
 # The protocol and its adapter: no answer is rendered into them, so a template change to them reaches
-# every bake as the same diff (the answers live in settings.json, which dedup.py reads).
-PROTOCOL_FILES = ("dedup.py", "main.py", "run_context.py", "stop.py", "run_log.py")
+# every bake as the same diff (the answers live in config.yaml, which dedup.py reads through config.py).
+PROTOCOL_FILES = ("dedup.py", "main.py", "run_context.py", "config.py", "rules.py", "stop.py", "run_log.py")
 
 
 def test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake(tmp_path):
@@ -92,13 +95,16 @@ def test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake(tmp_path)
             assert (project / file).read_bytes() == (template / file).read_bytes(), f"{name}: {file} differs"
 
 
-def test_baked_audit_settings_are_the_answers(baked):
-    """settings.json, the local-dev values dedup.py reads for what the environment does not set
-    (Terraform sets the same from var.jobs and local.retry_window_seconds): the jobs by their
-    Scheduler names with their job ids, and the retry window by the hook's formula."""
+def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
+    """config.yaml, written from the answers, is what dedup.py reads: the jobs by their Scheduler names with their
+    job ids and each job's own numbers, and the audit's job name. No settings.json beside it."""
+    import config
     import rules
 
     answers = json.loads((baked / ".cookiecutter.json").read_text())
+    written = yaml.safe_load((baked / "config.yaml").read_text())
+    assert written == yaml.safe_load(config.render(rules.config_from_answers({**answers, "jobs": written["jobs"]})))
+    assert sorted(written["jobs"]) == answers["jobs"]
     printed = subprocess.run(
         [sys.executable, "-c", "import dedup, json; print(json.dumps(dict(dedup.baked_settings())))"],
         cwd=baked,
@@ -106,19 +112,20 @@ def test_baked_audit_settings_are_the_answers(baked):
         text=True,
         check=True,
     ).stdout
-    defaults = json.loads(printed)
-    window = rules.retry_window_seconds(
-        int(answers["attempt_deadline_seconds"]),
-        int(answers["retry_count"]),
-        int(answers["max_backoff_seconds"]),
-        int(answers["max_retry_duration_seconds"]),
-    )
-    assert defaults["DEDUP_RETRY_WINDOW_SECONDS"] == str(window)
+    settings = json.loads(printed)
     slug = answers["project_slug"]
-    expected = {
-        f"{slug}-{job_id}": {"job_id": job_id}
-        | {key: int(value) if key == "max_lateness_seconds" else value for key, value in job.items()}
-        for job_id, job in answers["jobs"].items()
-    }
-    assert json.loads(defaults["DEDUP_JOBS"]) == expected
-    assert defaults["DEDUP_AUDIT_JOB"] == f"{slug}_audit"
+    checked = rules.check_config(written, schedules=False)
+    jobs = json.loads(settings["DEDUP_JOBS"])
+    assert set(jobs) == {f"{slug}-{job_id}" for job_id in written["jobs"]}
+    for job_id, job in checked["jobs"].items():
+        timing = job["timing"]
+        window = rules.retry_window_seconds(
+            timing["attempt_deadline_seconds"],
+            timing["retry_count"],
+            timing["max_backoff_seconds"],
+            timing["max_retry_duration_seconds"],
+        )
+        assert jobs[f"{slug}-{job_id}"]["retry_window_seconds"] == window
+        assert jobs[f"{slug}-{job_id}"]["lease_seconds"] == timing["lease_seconds"]
+    assert settings["DEDUP_AUDIT_JOB"] == f"{slug}_audit"
+    assert not (baked / "settings.json").exists()

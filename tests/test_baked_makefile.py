@@ -1,5 +1,5 @@
 """The baked Makefile on a fresh bake: `make dev` serves the function, `make fire` delivers to it, and
-`make -n deploy` is terraform init + apply with the baked variables."""
+`make -n deploy` is config.yaml's check, then terraform init + apply with the baked variables."""
 
 from __future__ import annotations
 
@@ -117,13 +117,14 @@ def test_fire_refuses_a_bad_time_and_a_missing_job(project):
 
 
 def test_make_deploy_is_terraform_init_then_apply_with_the_baked_variables(project):
+    """config.yaml's rules first (Terraform checks shapes only); the project and region are config.yaml's alone."""
     dry = make(project, "-n", "deploy")
     assert dry.returncode == 0, dry.stderr
-    commands = [line for line in dry.stdout.splitlines() if line.startswith("terraform")]
-    assert commands == [
+    commands = [line for line in dry.stdout.splitlines() if line.startswith("terraform") or line.endswith(" config.py")]
+    assert commands[0].endswith("python config.py"), commands
+    assert commands[1:] == [
         "terraform -chdir=terraform init",
-        "terraform -chdir=terraform apply -var=project_id=my-gcp-project -var=region=europe-west1"
-        " -var=create_firestore_database=true -var=alert_email=",
+        "terraform -chdir=terraform apply -var=create_firestore_database=true -var=alert_email=",
     ]
     # A default bake creates its database on a new project, and says when alerts reach nobody.
     assert "create database: true; alerts to: nobody" in dry.stdout

@@ -49,7 +49,7 @@ def keys_read_by_hooks() -> set[str]:
     """Every `<answers>["key"]` the hook modules read from the cookiecutter context."""
     context_names = {"context", "values", "answers", "ANSWERS"}
     keys = set()
-    for path in sorted((ROOT / "hooks").glob("*.py")):
+    for path in [*sorted((ROOT / "hooks").glob("*.py")), ROOT / "{{cookiecutter.project_slug}}" / "rules.py"]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Subscript)
@@ -64,14 +64,13 @@ def keys_read_by_hooks() -> set[str]:
 
 def test_keys_the_hooks_read_exist():
     read = keys_read_by_hooks()
-    assert {"project_slug", "gcp_project_id", "lease_seconds", "target"} <= read, "the hook scan found too little"
+    assert {"project_slug", "gcp_project_id", "attempt_deadline_seconds", "target"} <= read, "the scan found too little"
     public = {key for key in read if not key.startswith("_")}
     assert sorted(public - set(VARIABLES)) == []
 
 
 TIMING_AND_RETRY = [
     "attempt_deadline_seconds",
-    "function_timeout_seconds",
     "lease_seconds",
     "retention_seconds",
     "retry_count",
@@ -86,8 +85,10 @@ def test_the_terraform_modules_defaults_are_the_bakes(default_answers):
     """A module used without a bake (its optional() defaults) gets the same numbers, which pass every rule."""
     variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
     module = {name: int(value) for name, value in re.findall(r"(\w+)\s*=\s*optional\(number, (\d+)\)", variables)}
-    bake = {name: int(default_answers[name]) for name in TIMING_AND_RETRY}
-    assert {name: module.get(name) for name in TIMING_AND_RETRY} == bake
+    written = rules.config_from_answers(default_answers)
+    bake = {name: int(value) for name, value in written["defaults"].items()}
+    bake["retention_seconds"] = int(written["retention_seconds"])
+    assert {name: module.get(name) for name in bake} == bake
 
 
 # --- questions that lead somewhere (issue 11): change one number, press Enter for the rest ---------
@@ -118,7 +119,6 @@ def answered(changes: dict[str, object]) -> dict[str, object]:
 # last value for which the rules leave later answers that bake.
 NUMBERS_IN_RANGE = {
     "attempt_deadline_seconds": (15, 60, 900, 1800),
-    "function_timeout_seconds": (300, 1950, 3600),
     # Below 18000: five retries wait at most 5 x 3600 s in all, and must outlast the lease.
     "lease_seconds": (330, 361, 9000, 17999),
     "retry_count": (0, 1, 2, 3, 4, 5),
@@ -136,7 +136,6 @@ NUMBERS_IN_RANGE = {
 # One step past each range end: refused, so the ends above are the ones the prompts state.
 NUMBERS_PAST_THE_RANGE = {
     "attempt_deadline_seconds": (14, 1801),
-    "function_timeout_seconds": (299, 3601),
     "lease_seconds": (329, 18000),
     "retry_count": (6,),
     "min_backoff_seconds": (11, 3601),
@@ -149,7 +148,12 @@ NUMBERS_PAST_THE_RANGE = {
 
 
 def numeric_questions() -> list[str]:
-    return [key for key in VARIABLES if isinstance(DEFAULT_ANSWERS[key], str) and DEFAULT_ANSWERS[key].isdigit()]
+    """The questions answered with a number; "" (Enter) where rules.derive_timing gives the default."""
+    return [
+        key
+        for key in VARIABLES
+        if isinstance(DEFAULT_ANSWERS[key], str) and (DEFAULT_ANSWERS[key].isdigit() or key in rules.DERIVED_ANSWERS)
+    ]
 
 
 def test_every_numeric_question_is_covered():
@@ -157,23 +161,22 @@ def test_every_numeric_question_is_covered():
 
 
 def test_the_default_timing_follows_the_earlier_answers(default_answers):
-    """Pressing Enter everywhere gives the numbers the docs and the module's defaults use."""
+    """Pressing Enter everywhere gives the numbers the docs and the module's defaults use: derived in Python
+    (rules.derive_timing), no Jinja program in cookiecutter.json."""
     assert answered({}) == default_answers
-    timing = {name: default_answers[name] for name in TIMING_AND_RETRY}
-    assert timing == {
-        "attempt_deadline_seconds": "300",
-        "function_timeout_seconds": "300",
-        "lease_seconds": "360",
-        "retention_seconds": "604800",
-        "retry_count": "5",
-        "min_backoff_seconds": "30",
-        "max_backoff_seconds": "300",
-        "max_doublings": "3",
-        "max_retry_duration_seconds": "0",
+    assert not [key for key, value in DEFAULTS.items() if isinstance(value, str) and "{%" in value]
+    written = rules.config_from_answers(default_answers)
+    assert {key: int(value) for key, value in written["defaults"].items()} == {
+        "attempt_deadline_seconds": 300,
+        "retry_count": 5,
+        "min_backoff_seconds": 30,
+        "max_backoff_seconds": 300,
+        "max_doublings": 3,
+        "max_retry_duration_seconds": 0,
     }
-    # The issue's case: a 600 s deadline, then Enter, now keeps a timeout that is no longer too short.
-    changed = answered({"attempt_deadline_seconds": 600})
-    assert (changed["function_timeout_seconds"], changed["lease_seconds"]) == ("600", "660")
+    # The issue's case: a 600 s deadline, then Enter: each job's lease follows its deadline.
+    changed = rules.check_config(rules.config_from_answers(answered({"attempt_deadline_seconds": 600})))
+    assert changed["jobs"]["nightly"]["timing"]["lease_seconds"] == 660
 
 
 @pytest.mark.parametrize(

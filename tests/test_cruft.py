@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT
 
 pytestmark = pytest.mark.bake
@@ -55,7 +56,7 @@ def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_pat
     # The hooks ran under cruft: answers written, the Terraform module vendored.
     assert (project / ".cookiecutter.json").is_file()
     assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
-    assert (project / "tests" / "harness" / "rules.py").is_file()
+    assert (project / "rules.py").is_file() and (project / "config.yaml").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
     run("git", "init", "-q", "-b", "main", cwd=project)
     git_commit(project, "baked")
@@ -78,7 +79,7 @@ def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_pat
 
 
 def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(template_repo, tmp_path):
-    """dedup.py holds no answer (they live in settings.json), so a change to it is the same diff in
+    """dedup.py holds no answer (they live in config.yaml), so a change to it is the same diff in
     every bake: here one beside the settings, in a bake whose every setting differs from the defaults."""
     out = tmp_path / "projects"
     answers = {
@@ -92,8 +93,8 @@ def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(templ
     run(CRUFT, "create", str(template_repo), "--no-input", "--output-dir", str(out),
         "--extra-context", json.dumps(answers), cwd=tmp_path)  # fmt: skip
     project = out / "ledger-sync"
-    settings = json.loads((project / "settings.json").read_text())
-    assert (settings["DEDUP_PROJECT"], settings["DEDUP_COLLECTION"]) == ("billing-prod-42", "ledger_runs")
+    settings = yaml.safe_load((project / "config.yaml").read_text())
+    assert (settings["project"], settings["collection"]) == ("billing-prod-42", "ledger_runs")
     run("git", "init", "-q", "-b", "main", cwd=project)
     git_commit(project, "baked")
 
@@ -106,5 +107,5 @@ def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(templ
     run(CRUFT, "update", "--project-dir", str(project), "--skip-apply-ask", "--allow-untracked-files", cwd=tmp_path)
     assert not list(project.rglob("*.rej")), "a hunk of the update did not apply"
     assert (project / "dedup.py").read_bytes() == protocol.read_bytes()
-    assert json.loads((project / "settings.json").read_text()) == settings
+    assert yaml.safe_load((project / "config.yaml").read_text()) == settings
     run(CRUFT, "check", "--project-dir", str(project), cwd=tmp_path)

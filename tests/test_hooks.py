@@ -11,7 +11,8 @@ from pathlib import Path
 
 import baking
 import pytest
-from conftest import DEFAULTS, ROOT, bake
+import yaml
+from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
@@ -41,18 +42,24 @@ REFUSALS = {
         "must be an IANA time zone",
     ),
     "deadline": (
-        {"attempt_deadline_seconds": 1801, "function_timeout_seconds": 3600, "lease_seconds": 3630},
+        {"attempt_deadline_seconds": 1801, "lease_seconds": 3630},
         "attempt_deadline_seconds",
         "1801",
         "must be 15-1800",
     ),
-    "timeout-below-deadline": (
-        {"function_timeout_seconds": 299},
-        "function_timeout_seconds",
-        "299",
-        "must be at least attempt_deadline_seconds (300)",
+    "lease": (
+        {"lease_seconds": 329},
+        "lease_seconds",
+        "329",
+        "must be at least the stop (attempt_deadline_seconds) + 30",
     ),
-    "lease": ({"lease_seconds": 329}, "lease_seconds", "329", "must be at least function_timeout_seconds + 30 (330)"),
+    # A job's own number is named under the job (issue 17).
+    "job-lease": (
+        {"jobs": {"nightly": {"lease_seconds": 329}}},
+        "jobs.nightly.lease_seconds",
+        "329",
+        "must be at least the stop (attempt_deadline_seconds) + 30 (330)",
+    ),
     "retention": (
         {"retention_seconds": 3659},
         "retention_seconds",
@@ -88,10 +95,10 @@ REFUSALS = {
     ),
     "non-numeric": ({"lease_seconds": "6 min"}, "lease_seconds", "6 min", "must be a whole number"),
     "jobs-extra-key": (
-        {"jobs": {"nightly": {"retry_count": 2}}},
+        {"jobs": {"nightly": {"retries": 2}}},
         "jobs.nightly",
-        {"retry_count": "2", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"},  # tojson sorts the keys
-        '{"schedule": ..., "time_zone": ...} and nothing else',
+        {"retries": "2", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"},  # tojson sorts the keys
+        "must hold a schedule, and nothing else but attempt_deadline_seconds",
     ),
     "jobs-bad-id": (
         {"jobs": {"Nightly_Report": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}},
@@ -99,7 +106,7 @@ REFUSALS = {
         "Nightly_Report",
         "each job id must be 1-40 chars",
     ),
-    "jobs-not-an-object": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "non-empty JSON object"),
+    "jobs-not-an-object": ({"jobs": "nightly 0 3 * * *"}, "jobs", "nightly 0 3 * * *", "non-empty mapping"),
     "max-lateness": (
         {"jobs": {"nightly": {"max_lateness_seconds": 30}}},
         "jobs.nightly.max_lateness_seconds",
@@ -193,7 +200,7 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
     assert result.returncode == 0, result.stderr
     (project,) = output.iterdir()
     assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
-    assert (project / "tests" / "harness" / "rules.py").is_file()
+    assert (project / "config.yaml").is_file() and (project / "rules.py").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
 
 
@@ -232,14 +239,19 @@ QUESTION_NUMBER = {key: number for number, key in enumerate(
 
 
 def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path, own_replay_dir):
-    """The issue's case through cookiecutter's own prompts: the timeout and the lease follow the deadline."""
+    """The issue's case through cookiecutter's own prompts: the lease follows the deadline (config.py derives it)."""
     result = at_the_terminal(
         "-o", str(tmp_path / "out"), str(ROOT), typed={QUESTION_NUMBER["attempt_deadline_seconds"]: "600"}, cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr
-    answers = json.loads((tmp_path / "out" / "nightly-report" / ".cookiecutter.json").read_text())
-    timing = ("attempt_deadline_seconds", "function_timeout_seconds", "lease_seconds")
-    assert [answers[name] for name in timing] == ["600", "600", "660"]
+    project = tmp_path / "out" / "nightly-report"
+    written = yaml.safe_load((project / "config.yaml").read_text())
+    assert written["defaults"]["attempt_deadline_seconds"] == 600 and "lease_seconds" not in written["defaults"]
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import config; print(config.load().jobs['nightly'].timing['lease_seconds'])"],
+        cwd=project, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert loaded.stdout.strip() == "660"
 
 
 def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_path, own_replay_dir):
@@ -270,7 +282,7 @@ def test_a_refusal_names_the_replay_file_and_the_command_that_bakes_from_it(tmp_
     assert again.returncode == 0, again.stderr
     answers = json.loads((output / "nightly-report" / ".cookiecutter.json").read_text())
     assert answers["gcp_project_id"] == "fixed-project-id"
-    assert answers["lease_seconds"] == "360"
+    assert answers["attempt_deadline_seconds"] == "300"
 
 
 def test_a_refusal_names_only_a_replay_file_that_holds_its_answers(tmp_path, own_replay_dir, capfd):
@@ -374,7 +386,8 @@ def test_write_answers_writes_sorted_public_json(tmp_path):
     assert path == tmp_path / ".cookiecutter.json"
     text = path.read_text(encoding="utf-8")
     assert text.endswith("}\n")
-    assert json.loads(text) == baking.public_answers(ANSWERS)
+    # The jobs by id only: their schedules live in config.yaml alone.
+    assert json.loads(text) == {**baking.public_answers(ANSWERS), "jobs": ["nightly"]}
     assert list(json.loads(text)) == sorted(baking.public_answers(ANSWERS))
 
 
@@ -384,8 +397,6 @@ def fake_repo(root: Path) -> Path:
         (module / "nested").mkdir(parents=True)
         (module / "main.tf").write_text(f'resource "x" "{name}" {{}}\n')
         (module / "nested" / "vars.tf").write_text('variable "z" {}\n')
-    (root / baking.RULES_SOURCE).parent.mkdir()
-    (root / baking.RULES_SOURCE).write_text("# the rules\n")
     return root
 
 
@@ -423,11 +434,12 @@ def test_finish_bake_vendors_prunes_and_records(tmp_path):
     repo = fake_repo(tmp_path / "repo")
     project = tmp_path / "project"
     make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS])
-    baking.finish_bake(project, repo, ANSWERS)
+    baking.finish_bake(project, repo, {**DEFAULT_ANSWERS, **ANSWERS})
     assert not (project / "terraform" / "bootstrap").exists()  # no state bucket answered
     modules = project / baking.MODULES_TARGET
     assert sorted(path.name for path in modules.iterdir()) == sorted(baking.MODULES_BY_TARGET["workflow"])
-    assert (project / baking.RULES_TARGET).read_text() == "# the rules\n"
+    written = yaml.safe_load((project / baking.CONFIG_FILE).read_text())
+    assert (written["slug"], list(written["jobs"])) == ("cafe-q", ["nightly"])
     kept = baking.TARGET_ONLY_PATHS["workflow"]
     assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)
     assert json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))["target"] == "workflow"

@@ -6,11 +6,13 @@ Each refusal must be a RuleError whose message is one line: `field=<value repr>:
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zoneinfo
 
 import cronsim
 import pytest
 import rules
+from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tests/harness/)
 
 
@@ -372,7 +374,7 @@ def test_jobs_accepts_job_ids(job_id):
 
 @pytest.mark.parametrize("jobs", [{}, [], [JOB], "nightly", '{"nightly": {}}', None])
 def test_jobs_refuses_anything_but_a_non_empty_object(jobs):
-    assert_refused(rules.check_jobs, [jobs], "jobs", jobs, "must be a non-empty JSON object")
+    assert_refused(rules.check_jobs, [jobs], "jobs", jobs, "must be a non-empty mapping")
 
 
 @pytest.mark.parametrize("job_id", ["Nightly", "night_ly", "-nightly", "a" * 41, "", "ni ght"])
@@ -383,16 +385,20 @@ def test_jobs_refuses_bad_job_ids(job_id):
 @pytest.mark.parametrize(
     "job",
     [
-        {"schedule": "0 3 * * *"},
         {"time_zone": "Etc/UTC"},
-        {**JOB, "retry_count": 1},
+        {**JOB, "retries": 1},
         {},
         "0 3 * * *",
         ["0 3 * * *", "Etc/UTC"],
     ],
 )
-def test_jobs_refuses_jobs_without_exactly_schedule_and_time_zone(job):
-    assert_refused(rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, '{"schedule": ..., "time_zone": ...}')
+def test_jobs_refuses_jobs_without_a_schedule_or_with_an_unknown_key(job):
+    assert_refused(rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, "must hold a schedule, and nothing else")
+
+
+def test_a_job_without_a_time_zone_is_read_in_utc_and_may_carry_its_own_timing():
+    checked = rules.check_jobs({"sync": {"schedule": "*/15 * * * *", "attempt_deadline_seconds": 120}})
+    assert checked == {"sync": {"schedule": "*/15 * * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": 120}}
 
 
 def test_jobs_checks_each_schedule_and_time_zone():
@@ -493,7 +499,7 @@ def test_lease_must_outlast_the_function_timeout_by_the_margin():
         [timing(lease_seconds=shortest - 1)],
         "lease_seconds",
         str(shortest - 1),
-        f"must be at least function_timeout_seconds + {rules.LEASE_MARGIN_SECONDS} ({shortest})",
+        f"must be at least the stop (attempt_deadline_seconds) + {rules.LEASE_MARGIN_SECONDS} ({shortest})",
     )
 
 
@@ -1009,6 +1015,17 @@ def test_validate_checks_the_schedule_against_the_timing_and_returns_warnings():
     assert rules.validate(answers(retry_count="0"))["warnings"][0].startswith("retry_count=0")
     every_5 = {"nightly": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}
     assert_refused(rules.validate, [answers(jobs=every_5)], "jobs.nightly.schedule", "*/5 * * * *", "300 s apart")
+    # Only the job's own numbers count: a tighter job beside a slow one passes (issue 17).
+    export = {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin", "attempt_deadline_seconds": "600"}
+    sync = {"schedule": "*/15 * * * *"}
+    assert rules.validate(answers(jobs={"export": export, "sync": sync}))["warnings"] == []
+    assert_refused(
+        rules.validate,
+        [answers(attempt_deadline_seconds="600", lease_seconds="", jobs={"export": export, "sync": sync})],
+        "jobs.sync.schedule",
+        "*/15 * * * *",
+        "fires only 900 s apart",
+    )
 
 
 # ---------------------------------------------------------------- max_lateness_seconds and the audit (issue 12)
@@ -1034,8 +1051,28 @@ def test_max_lateness_refuses(value):
 def test_jobs_refuse_any_other_key_naming_the_optional_one():
     job = {**JOB, "max_lateness": 60}
     assert_refused(
-        rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, 'nothing else but an optional "max_lateness_seconds"'
+        rules.check_jobs, [{"nightly": job}], "jobs.nightly", job, "nothing else but attempt_deadline_seconds, catch_up"
     )
+
+
+# ---------------------------------------------------------------- overlap (proxy targets, issue 18)
+
+
+@pytest.mark.parametrize("value", ["skip", "start"])
+def test_overlap_accepts_skip_and_start(value):
+    assert rules.check_jobs({"nightly": {**JOB, "overlap": value}}) == {"nightly": {**JOB, "overlap": value}}
+
+
+@pytest.mark.parametrize("value", ["queue", "", "Skip", None, ["skip"], True])
+def test_overlap_refuses_anything_else(value):
+    job = {"nightly": {**JOB, "overlap": value}}
+    assert_refused(rules.check_jobs, [job], "jobs.nightly.overlap", value, "must be one of skip, start")
+
+
+def test_overlap_rules_are_the_handlers():
+    """The bake hook and the baked dedup.py accept the same overlap rules: one definition, in rules.py."""
+    dedup_text = (TEMPLATE_PROJECT / "dedup.py").read_text()
+    assert 'OVERLAP_RULES = rules.JOB_CHOICES["overlap"]' in dedup_text
 
 
 @pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)
@@ -1066,3 +1103,128 @@ def test_audit_interval_plus_settle_must_fit_in_the_lookback():
                    attempt_deadline_seconds="1800", min_backoff_seconds="3600", max_backoff_seconds="3600",
                    retention_seconds="604800")  # fmt: skip
     assert_refused(rules.validate, [slow], "audit_interval_minutes", "720", "= 86400 s)")
+
+
+# ---------------------------------------------------------------- paused and catch_up (issue 18)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(True, True), (False, False), ("true", True), ("False", False)])
+@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+def test_a_job_flag_is_true_or_false(flag, value, expected):
+    assert rules.check_jobs({"nightly": {**JOB, flag: value}}) == {"nightly": {**JOB, flag: expected}}
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "", None])
+@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+def test_a_job_flag_refuses_anything_else(flag, value):
+    job = {"nightly": {**JOB, flag: value}}
+    assert_refused(rules.check_jobs, [job], f"jobs.nightly.{flag}", value, "true or false")
+
+
+# ---------------------------------------------------------------- config.yaml: per-job timing (issue 17)
+
+CONFIG = {
+    "slug": "nightly-report",
+    "project": "my-gcp-project",
+    "region": "europe-west1",
+    "database": "nightly-report-db",
+    "collection": "nightly-report-runs",
+    "defaults": {
+        "attempt_deadline_seconds": 300,
+        "retry_count": 5,
+        "min_backoff_seconds": 30,
+        "max_backoff_seconds": 300,
+        "max_doublings": 3,
+        "max_retry_duration_seconds": 0,
+    },
+    "jobs": {"export": {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin", "attempt_deadline_seconds": 600},
+             "sync": {"schedule": "*/15 * * * *"}},
+}  # fmt: skip
+
+
+def test_derive_timing_gives_the_defaults_the_answers_had():
+    """The formulas that were Jinja in cookiecutter.json, now once in Python: 300 s -> 360 / 30 / 300."""
+    assert rules.derive_timing(300) == {"lease_seconds": 360, "min_backoff_seconds": 30, "max_backoff_seconds": 300}
+    assert rules.derive_timing(1800, 0) == {
+        "lease_seconds": 1860,
+        "min_backoff_seconds": 30,
+        "max_backoff_seconds": 300,
+    }
+    # With 5 retries the waits outlast the lease for every deadline Scheduler takes.
+    for deadline in range(*rules.ATTEMPT_DEADLINE_RANGE, 15):
+        derived = rules.derive_timing(deadline)
+        values = {**TIMING, **derived, "attempt_deadline_seconds": deadline, "retention_seconds": 10**6}
+        values.pop("function_timeout_seconds", None)
+        rules.check_timing(values)
+
+
+def test_each_job_is_checked_with_its_own_deadline_and_lease():
+    checked = rules.check_config(CONFIG, dt.date(2026, 1, 1))
+    export, sync = checked["jobs"]["export"]["timing"], checked["jobs"]["sync"]["timing"]
+    assert (export["attempt_deadline_seconds"], export["lease_seconds"]) == (600, 660)
+    assert (sync["attempt_deadline_seconds"], sync["lease_seconds"]) == (300, 360)
+    assert checked["warnings"] == []
+
+
+def test_one_deadline_for_every_job_refuses_the_sync_naming_a_deadline_that_passes():
+    """Today's trap: with attempt_deadline_seconds 600 for all, */15 is refused; the refusal names the job, its
+    numbers and the largest deadline that passes, which passes (and one more second does not)."""
+    config = {**CONFIG, "defaults": {**CONFIG["defaults"], "attempt_deadline_seconds": 600}}
+    error = refusal(rules.check_config, config, dt.date(2026, 1, 1))
+    message = str(error)
+    assert message.startswith("jobs.sync.schedule='*/15 * * * *': fires only 900 s apart"), message
+    assert "with attempt_deadline_seconds 600, lease_seconds 660 and retry_count 5" in message
+    largest = int(re.search(r"an attempt_deadline_seconds of at most (\d+)", message)[1])
+    needed = int(re.search(r"at least (\d+) s apart", message)[1])
+    assert needed > 900
+    sync = {"schedule": "*/15 * * * *", "attempt_deadline_seconds": largest}
+    rules.check_config({**config, "jobs": {"sync": sync}}, dt.date(2026, 1, 1))
+    too_long = {**sync, "attempt_deadline_seconds": largest + 1}
+    refusal(rules.check_config, {**config, "jobs": {"sync": too_long}}, dt.date(2026, 1, 1))
+
+
+def test_a_scheduler_number_in_neither_the_job_nor_defaults_is_refused_with_a_value():
+    """Terraform takes the Scheduler numbers as written: none is derived where Terraform cannot see it."""
+    defaults = {key: value for key, value in CONFIG["defaults"].items() if key != "min_backoff_seconds"}
+    error = refusal(rules.check_config, {**CONFIG, "defaults": defaults})
+    assert error.field == "defaults.min_backoff_seconds"  # the audit job takes the defaults too
+    assert "e.g. 30" in str(error)
+
+
+def test_a_jobs_lease_follows_its_own_deadline_unless_it_or_defaults_say():
+    assert rules.resolve_job_timing("j", {"attempt_deadline_seconds": 900}, CONFIG["defaults"])["lease_seconds"] == 960
+    own = rules.resolve_job_timing("j", {"lease_seconds": 1000}, CONFIG["defaults"])
+    assert own["lease_seconds"] == 1000
+    assert rules.resolve_job_timing("j", {}, {**CONFIG["defaults"], "lease_seconds": 500})["lease_seconds"] == 500
+    mine = rules.resolve_job_timing(
+        "j", {"attempt_deadline_seconds": 600}, {**CONFIG["defaults"], "lease_seconds": 500}
+    )
+    assert mine["lease_seconds"] == 660
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"jobs": {"j": {"schedule": "0 3 * * *", "attempt_deadline_seconds": 10}}}, "jobs.j.attempt_deadline_seconds"),
+        ({"jobs": {"j": {"schedule": "0 3 * * *", "lease_seconds": 320}}}, "jobs.j.lease_seconds"),
+        ({"jobs": {"j": {"schedule": "0 3 * * *", "paused": "yes"}}}, "jobs.j.paused"),
+        ({"defaults": {"retries": 3}}, "defaults"),
+        ({"serve": [{"project": "x"}]}, "serve"),
+        ({"retention_seconds": 60}, "retention_seconds"),
+    ],
+)
+def test_config_refuses_bad_values_naming_the_key(change, field):
+    assert refusal(rules.check_config, {**CONFIG, **change}).field == field
+
+
+def test_config_from_answers_writes_the_derived_numbers_as_defaults():
+    config = rules.config_from_answers(answers(lease_seconds="", min_backoff_seconds="", max_backoff_seconds=""))
+    assert config["defaults"] == {
+        "attempt_deadline_seconds": "300",
+        "retry_count": "5",
+        "min_backoff_seconds": 30,
+        "max_backoff_seconds": 300,
+        "max_doublings": "3",
+        "max_retry_duration_seconds": "0",
+    }
+    assert rules.config_from_answers(answers(lease_seconds="1000"))["defaults"]["lease_seconds"] == "1000"

@@ -49,10 +49,15 @@ def test_every_matrix_bake_loses_no_run_to_one_fault_and_never_works_twice_at_on
         assert max(row.busy_until for row in rows) == hook_bound(checked) < gap, title
 
 
+def default_timing() -> dict[str, int]:
+    """A default bake's numbers, as its config.yaml resolves them for a job that sets none of its own."""
+    return rules.check_config(rules.config_from_answers(DEFAULT_ANSWERS), schedules=False)["defaults"]
+
+
 def test_the_issues_counterexample_loses_a_run_to_a_crash_right_after_the_claim():
     """*/5 with every other answer at its default: the lease lives until 360 s, the retries at 30, 90 and
     210 s get 409, and the takeover due at 450 s comes after the next fire time (300 s)."""
-    timing = rules.check_timing(DEFAULT_ANSWERS)
+    timing = default_timing()
     under_a = simulate(timing, Fault("sigkill after the claim", 0), 300, "A")
     assert under_a.attempts == [(0, "connection broken"), (30, "409"), (90, "409"), (210, "409")]
     assert under_a.retry_dropped_at == 450
@@ -69,7 +74,8 @@ def test_a_protocol_that_takes_over_a_live_lease_is_caught_working_twice(monkeyp
     """The simulator can fail: with dedup.decide made to take over live leases, a run works twice at once."""
     dedup = scheduler_sim.protocol()
     monkeypatch.setattr(dedup, "decide", lambda record, now: dedup.Decision.TAKE_OVER)
-    timing = rules.check_timing({**DEFAULT_ANSWERS, "attempt_deadline_seconds": 60})
+    # Work of 300 s past a 60 s deadline: Scheduler's retries come while it runs.
+    timing = rules.check_timing({**default_timing(), "attempt_deadline_seconds": 60, "function_timeout_seconds": 300})
     outcome = simulate(timing, Fault("none"), 86400, "B")
     assert outcome.double_work and outcome.verdict(86400) == scheduler_sim.DOUBLE_WORK
 

@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import baking  # the bake hook's vendoring (conftest puts hooks/ on the path)
 import pytest
-import rules  # the bake hook's rules, to compare with Terraform's (conftest puts hooks/ on the path)
-from conftest import DEFAULT_ANSWERS, MATRIX, ROOT, bake
+import rules  # the bake's rules.py, the hook's, to compare with Terraform's (conftest puts it on the path)
+from conftest import MATRIX, ROOT, bake
 
 from tests.terraform_offline import checkov, terraform
 
@@ -77,9 +79,13 @@ def default_bake(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def broken_copy(default_bake, tmp_path) -> Path:
-    """A fresh copy of the default bake's terraform/ to break (modules, tests and .terraform too)."""
+    """A fresh copy of the default bake's terraform/ to break (modules, tests and .terraform too), beside the
+    project's own files (config.yaml, which main.tf reads, config.py and rules.py, which check it)."""
     target = tmp_path / "project" / "terraform"
     shutil.copytree(default_bake, target, symlinks=True)
+    for path in default_bake.parent.iterdir():
+        if path.is_file():
+            shutil.copy2(path, target.parent / path.name)
     return target
 
 
@@ -248,10 +254,17 @@ PARITY_PREAMBLE = textwrap.dedent(
 def test_rules_and_validation_name_each_other():
     variables = (MODULE_DIR / "variables.tf").read_text()
     main = (MODULE_DIR / "main.tf").read_text()
-    assert "hooks/rules.py" in variables and "hooks/rules.py" in main
-    rules_text = (ROOT / "hooks" / "rules.py").read_text()
+    assert "rules.py" in variables and "rules.py" in main
+    rules_text = (ROOT / "{{cookiecutter.project_slug}}" / "rules.py").read_text()
     assert "terraform/modules/scheduled-dedup/variables.tf" in rules_text
-    assert re.search(r"lease_margin_seconds\s*=\s*(\d+)", main).group(1) == str(rules.LEASE_MARGIN_SECONDS)
+
+
+def test_no_timing_formula_in_the_module():
+    """Issue 17: the rules between numbers live once, in rules.py; Terraform takes numbers as written and
+    checks shapes. No lease, retry window or wait sum is computed in HCL."""
+    hcl_text = "\n".join(path.read_text() for path in sorted(MODULE_DIR.glob("*.tf")))
+    for formula in ("lease_seconds", "retry_window", "pow(", "lease_margin"):
+        assert formula not in hcl_text, formula
 
 
 # --- ordering on a first apply: `terraform graph` -------------------------------------------
@@ -272,8 +285,9 @@ def dependency_graph(workdir: Path, scratch: Path) -> dict[str, set[str]]:
     `graph` insists on an initialised backend, and a bake with a state bucket has a gcs one: the graph
     is drawn on a copy (in `scratch`) whose backend an override file makes local, initialised offline."""
     if 'backend "gcs"' in (workdir / "backend.tf").read_text():
-        copy = scratch / "graph" / workdir.name
-        shutil.copytree(workdir, copy, symlinks=True)
+        # The whole project: main.tf reads ../config.yaml.
+        shutil.copytree(workdir.parent, scratch / "graph" / workdir.parent.name, symlinks=True)
+        copy = scratch / "graph" / workdir.parent.name / workdir.name
         (copy / "backend_override.tf").write_text('terraform {\n  backend "local" {}\n}\n')
         initialised = run_tf(copy, "init", "-reconfigure")
         assert initialised.returncode == 0, output_of(initialised)
@@ -536,32 +550,29 @@ def test_misspelled_argument_fails_validate(broken_copy):
     assert 'Did you mean "attempt_deadline"' in out, out
 
 
-def test_attempt_deadline_above_function_timeout_fails(broken_copy):
-    # The hook refuses this at bake time; an edit afterwards meets the same rule in Terraform.
-    edit(broken_copy / "main.tf", "attempt_deadline_seconds = 300", "attempt_deadline_seconds = 900")
-    result = run_tf(broken_copy, "validate")
-    assert result.returncode != 0
-    out = output_of(result)
-    assert "Invalid value for variable" in out, out
-    assert "timing.function_timeout_seconds=300: must be at least attempt_deadline_seconds (900)" in out, out
+def test_a_config_yaml_deadline_out_of_range_fails_terraform(broken_copy):
+    # The bake refuses this; an edit of config.yaml afterwards meets the same range in Terraform's shape check.
+    edit(broken_copy.parent / "config.yaml", "attempt_deadline_seconds: 300", "attempt_deadline_seconds: 1801")
     result = run_tf(broken_copy, "test", "-filter=tests/root.tftest.hcl")
     assert result.returncode != 0
-    assert "must be at least attempt_deadline_seconds (900)" in output_of(result)
+    assert "timing.attempt_deadline_seconds=1801: must be 15-1800" in output_of(result), output_of(result)
 
 
-def test_retries_ending_before_the_lease_fail_with_the_hooks_message(broken_copy):
-    # The old defaults: Scheduler's retries at +10, +30, +70 s all meet the live 360 s lease.
-    edit(broken_copy / "main.tf", "retry_count                = 5", "retry_count                = 3")
-    edit(broken_copy / "main.tf", "min_backoff_seconds        = 30", "min_backoff_seconds        = 10")
-    # Not `validate`: it leaves a validation that reads another variable unchecked; a plan checks it.
-    result = run_tf(broken_copy, "test", "-filter=tests/root.tftest.hcl")
-    assert result.returncode != 0
-    out = output_of(result)
-    # The same one line as the bake hook's refusal of these answers.
+def test_retries_ending_before_the_lease_are_refused_by_the_check_deploy_runs(broken_copy):
+    """The old defaults (retries at +10, +30, +70 s all meet the live 360 s lease) in config.yaml: `python
+    config.py` (`make deploy` runs it before Terraform) refuses them with the bake hook's one line."""
+    project = broken_copy.parent
+    edit(project / "config.yaml", "  retry_count: 5", "  retry_count: 3")
+    edit(project / "config.yaml", "  min_backoff_seconds: 30", "  min_backoff_seconds: 10")
+    result = subprocess.run([sys.executable, "config.py"], cwd=project, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
     with pytest.raises(rules.RuleError) as refused:
-        rules.check_timing({**DEFAULT_ANSWERS, "retry_count": 3, "min_backoff_seconds": 10})
+        rules.check_timing({**DEFAULT_TIMING, "retry_count": 3, "min_backoff_seconds": 10})
     rule = str(refused.value).split(": ", 1)[1]
-    assert f"retry.retry_count=3: {rule}." in out, out
+    assert result.stderr == f"ERROR: config.yaml: defaults.retry_count=3: {rule}\n"
+    makefile = (project / "Makefile").read_text()
+    deploy = makefile[makefile.index("\ndeploy:") :]
+    assert deploy.index("config.py") < deploy.index("terraform -chdir=terraform apply")
 
 
 PUBLIC_INVOKER = """
@@ -697,34 +708,42 @@ def test_the_hook_refuses_every_schedule_but_the_valid_ones():
     assert refused == {schedule: "valid" if who == "valid" else "refused" for schedule, who in CRON_CASES.items()}
 
 
-# (attempt deadline, function timeout, lease, retention, retry overrides), as the hook sees them.
+# (attempt deadline, lease, retention, retry overrides, who refuses): "valid": neither; "shape": both (a range or
+# retry_config's own bounds, the module's validations); "rule": rules.py alone (the rules between numbers, which
+# live once: issue 17), as the bake, the project's tests and `make deploy` run it on config.yaml.
 TIMING_CASES = [
-    (300, 300, 360, 3660, {}),  # retention = lease + (5+1)*300 + 5*300: just enough
-    (300, 300, 360, 3659, {}),
-    (301, 300, 360, 604800, {}),
-    (14, 300, 360, 604800, {}),
-    (1801, 3600, 3630, 604800, {}),
-    (1800, 3601, 3631, 604800, {}),
-    (60, 90, 119, 604800, {}),
-    (60, 90, 120, 604800, {}),
-    (300, 300, 360, 5960, {"max_retry_duration_seconds": 5000}),  # the duration bound wins: 360 + 5600
-    (300, 300, 360, 5959, {"max_retry_duration_seconds": 5000}),
-    (300, 300, 360, 604800, {"retry_count": 6}),
-    (300, 300, 360, 604800, {"min_backoff_seconds": 30, "max_backoff_seconds": 20}),
-    (300, 300, 360, 604800, {"max_doublings": 17}),
+    (300, 360, 3660, {}, "valid"),  # retention = lease + (5+1)*300 + 5*300: just enough
+    (300, 360, 3659, {}, "rule"),
+    (14, 360, 604800, {}, "shape"),
+    (1801, 3630, 604800, {}, "shape"),
+    (60, 89, 604800, {}, "rule"),  # the lease must outlast the stop (the deadline) by 30 s
+    (60, 90, 604800, {}, "valid"),
+    (300, 360, 5960, {"max_retry_duration_seconds": 5000}, "valid"),  # the duration bound wins: 360 + 5600
+    (300, 360, 5959, {"max_retry_duration_seconds": 5000}, "rule"),
+    (300, 360, 604800, {"retry_count": 6}, "shape"),
+    (300, 360, 604800, {"min_backoff_seconds": 30, "max_backoff_seconds": 20}, "shape"),
+    (300, 360, 604800, {"max_doublings": 17}, "shape"),
+    (300, 360, 604800, {"min_backoff_seconds": 3601, "max_backoff_seconds": 3601}, "shape"),
     # The retries must reach past the lease: the defaults' waits add up to 30+60+120+240+300 = 750 s.
-    (300, 700, 749, 604800, {}),
-    (300, 700, 750, 604800, {}),
-    (300, 300, 360, 604800, {"retry_count": 3, "min_backoff_seconds": 10}),  # 10+20+40 = 70 s: the old defaults
-    (300, 300, 360, 604800, {"retry_count": 1, "min_backoff_seconds": 360, "max_backoff_seconds": 360}),
-    (300, 300, 360, 604800, {"retry_count": 1, "min_backoff_seconds": 361, "max_backoff_seconds": 361}),
-    (300, 300, 360, 604800, {"min_backoff_seconds": 10, "max_backoff_seconds": 70}),  # 10+20+40+70+70 = 210 s
-    (300, 300, 360, 604800, {"min_backoff_seconds": 10, "max_doublings": 0}),  # 10+20+30+40+50 = 150 s
-    (60, 60, 104, 604800, {"min_backoff_seconds": 5, "max_backoff_seconds": 90, "max_doublings": 1}),  # 5+10+20+30+40
-    (60, 60, 105, 604800, {"min_backoff_seconds": 5, "max_backoff_seconds": 90, "max_doublings": 1}),  # = 105 s
-    (1800, 3600, 3630, 604800, {"retry_count": 0, "min_backoff_seconds": 0, "max_backoff_seconds": 0}),  # exempt
-    (1800, 3600, 3630, 604800, {"retry_count": 1, "min_backoff_seconds": 0, "max_backoff_seconds": 0}),
+    (300, 749, 604800, {}, "valid"),
+    (300, 750, 604800, {}, "rule"),
+    (300, 360, 604800, {"retry_count": 3, "min_backoff_seconds": 10}, "rule"),  # 10+20+40 = 70 s: the old defaults
+    (300, 360, 604800, {"retry_count": 1, "min_backoff_seconds": 360, "max_backoff_seconds": 360}, "rule"),
+    (300, 360, 604800, {"retry_count": 1, "min_backoff_seconds": 361, "max_backoff_seconds": 361}, "valid"),
+    (1800, 3630, 604800, {"retry_count": 0, "min_backoff_seconds": 0, "max_backoff_seconds": 0}, "valid"),  # exempt
+    (1800, 3630, 604800, {"retry_count": 1, "min_backoff_seconds": 0, "max_backoff_seconds": 0}, "rule"),
 ]
+# A default bake's numbers: config.yaml's defaults block, each job's lease (its deadline + 60), the retention.
+DEFAULT_TIMING = {
+    "attempt_deadline_seconds": 300,
+    "lease_seconds": 360,
+    "retention_seconds": 604800,
+    "retry_count": 5,
+    "min_backoff_seconds": 30,
+    "max_backoff_seconds": 300,
+    "max_doublings": 3,
+    "max_retry_duration_seconds": 0,
+}
 RETRY_DEFAULTS = {
     "retry_count": 5,
     "min_backoff_seconds": 30,
@@ -732,20 +751,12 @@ RETRY_DEFAULTS = {
     "max_doublings": 3,
     "max_retry_duration_seconds": 0,
 }
-RETRY_FIELDS = set(RETRY_DEFAULTS)
 
 
-def terraform_variable(error: rules.RuleError) -> str:
-    """The variable whose validation holds the rule the hook broke on: retry_config's own bounds are
-    var.retry's; a rule reading both timing and retry is var.timing's (var.timing's validations read
-    var.retry, and the reverse would be a cycle), even when its message names retry_count."""
-    if error.field in RETRY_FIELDS and RETRIES_PAST_LEASE not in str(error):
-        return "var.retry"
-    return "var.timing"
-
-
-# A fragment of the one rule that names retry_count but reads the lease (rules.check_timing).
-RETRIES_PAST_LEASE = "end before the lease"
+def terraform_variable(values: dict[str, object]) -> str:
+    """The variable whose validation holds a shape the case breaks: the deadline is var.timing's, the rest
+    retry_config's, var.retry's."""
+    return "var.timing" if not 15 <= values["attempt_deadline_seconds"] <= 1800 else "var.retry"
 
 
 def hcl(value: object) -> str:
@@ -756,8 +767,8 @@ def hcl(value: object) -> str:
 
 
 def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
-    """One `terraform test` file, one run per case: expect_failures exactly where rules.py refuses a timing,
-    and where CRON_CASES says a schedule's shape is wrong (the grammar past it is the hook's alone)."""
+    """One `terraform test` file, one run per case: expect_failures exactly where a timing's or a schedule's
+    shape is wrong (rules.py refuses those too, and alone the rules between numbers and the cron grammar)."""
     workdir = tmp_path / "parity"
     shutil.copytree(MODULE_DIR, workdir)
     runs = []
@@ -767,22 +778,24 @@ def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
         name = f"cron_{number}"
         expected[name] = (schedule, refused)
         runs.append((name, {"jobs": {"job": {"schedule": schedule}}}, refused))
-    for number, (deadline, timeout, lease, retention, retry) in enumerate(TIMING_CASES):
-        timing = {
-            "attempt_deadline_seconds": deadline,
-            "function_timeout_seconds": timeout,
-            "lease_seconds": lease,
-            "retention_seconds": retention,
-        }
-        answers = {**timing, **RETRY_DEFAULTS, **retry}
+    for number, (deadline, lease, retention, retry, who) in enumerate(TIMING_CASES):
+        values = {"attempt_deadline_seconds": deadline, "lease_seconds": lease, "retention_seconds": retention}
+        values |= {**RETRY_DEFAULTS, **retry}
         try:
-            rules.check_timing(answers)
-            refused = None
-        except rules.RuleError as error:
-            refused = terraform_variable(error)
+            rules.check_timing(values)
+            hook_refuses = False
+        except rules.RuleError:
+            hook_refuses = True
+        assert hook_refuses == (who != "valid"), (values, who)
+        refused = terraform_variable(values) if who == "shape" else None
         name = f"timing_{number}"
-        expected[name] = (answers, refused)
+        expected[name] = (values, refused)
+        timing = {"attempt_deadline_seconds": deadline, "retention_seconds": retention}
         runs.append((name, {"timing": timing, "retry": {**RETRY_DEFAULTS, **retry}}, refused))
+        # The same numbers as a job's own (config.yaml's jobs may set them): var.jobs checks their shape.
+        job = {"schedule": "0 3 * * *", "attempt_deadline_seconds": deadline, **retry}
+        runs.append((f"job_{name}", {"jobs": {"job": job}}, "var.jobs" if who == "shape" else None))
+        expected[f"job_{name}"] = (job, who)
 
     blocks = [PARITY_PREAMBLE]
     for name, variables, refused in runs:
@@ -801,4 +814,4 @@ def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
     verdicts = dict(re.findall(r'run "(\w+)"\.\.\. (pass|fail)', result.stdout))
     disagree = {name: expected[name] for name, verdict in verdicts.items() if verdict != "pass"}
     assert len(verdicts) == len(runs), result.stdout + result.stderr
-    assert not disagree, f"hooks/rules.py and variables.tf disagree on: {disagree}\n{result.stderr[-4000:]}"
+    assert not disagree, f"rules.py and variables.tf disagree on: {disagree}\n{result.stderr[-4000:]}"

@@ -22,6 +22,14 @@ a backfill left stuck, a missing run still not delivered: their alerts stay open
 missing or stuck run, plus a summary. The bookmark (dedup.AUDIT_CURSOR_ID) moves with the function's
 clock, never with a delivery's schedule time, and a job is judged only from the first audit that saw
 it, so a first deploy or a new job does not report the day before it existed as missing.
+
+A job paused in the configuration (`paused: true`, paused in Scheduler by the same deploy) has its fire times
+reported `paused`, never `missing`. The audit cannot see when the deploy paused or resumed Scheduler, so the
+first audit that sees the change restarts the job in the bookmark at its own time (as for a new job): the
+paused period is never reported missed, at the price of not judging the fire times between the deploy and
+that audit. A job with `catch_up: true` gets each missing run the audit judges queued for delivery
+(task_queue.py) while the run is within its max_lateness_seconds; later, the function would record it
+skipped anyway.
 """
 
 from __future__ import annotations
@@ -37,13 +45,14 @@ from collections.abc import Callable, Iterator, Mapping
 from cronsim import CronSim
 
 import dedup
+import task_queue
 from run_context import RunContext
 
 logger = logging.getLogger(__name__)
 
 UTC = dt.UTC
 # How far back each audit run looks (never beyond the retention, past which records may be gone).
-# Also in tests/harness/rules.py (AUDIT_LOOKBACK_SECONDS) and the module's variables.tf (var.audit): the audit
+# Also in rules.py (AUDIT_LOOKBACK_SECONDS): the audit
 # interval plus settle must fit in it, so that every run is judged by at least one audit.
 AUDIT_LOOKBACK = dt.timedelta(days=1)
 # Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): iterate the cron this far
@@ -56,13 +65,15 @@ FULL_SWEEP_EVERY = dt.timedelta(days=1)
 class State(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered past max_lateness_seconds and recorded so
+    SKIPPED = "skipped"  # delivered past max_lateness_seconds (or, a proxy's, while the previous execution ran)
+    STARTED = "started"  # a proxy target's execution, not yet seen to end (followed until it does)
     IN_PROGRESS = "in_progress"
     STUCK = "stuck"  # in_progress, lease expired: the attempt died and no retry took it over (yet)
     MISSING = "missing"  # no record, and settle has passed: no delivery will come by itself
     PENDING = "pending"  # no record yet, but Scheduler may still deliver it
     DST_AMBIGUOUS = "dst_ambiguous"
     DST_NONEXISTENT = "dst_nonexistent"
+    PAUSED = "paused"  # no record, and the job is paused: Scheduler does not deliver it, nobody needs to act
 
 
 # The states that need a person (or `tools/runs.py backfill`): logged by the audit, listed by `missed`.
@@ -165,8 +176,14 @@ def expected_runs(
     return sorted(runs, key=lambda run: run.schedule_time)
 
 
-def judge(run: ExpectedRun, records: Mapping[str, Mapping[str, object]], now: dt.datetime, settle: dt.timedelta):
-    """The expected run's state, from the first of its keys that has a record."""
+def judge(
+    run: ExpectedRun,
+    records: Mapping[str, Mapping[str, object]],
+    now: dt.datetime,
+    settle: dt.timedelta,
+    paused: bool = False,
+):
+    """The expected run's state, from the first of its keys that has a record; without one, paused for a paused job."""
     for key in run.keys:
         record = records.get(key.run_id)
         if record is None:
@@ -177,7 +194,9 @@ def judge(run: ExpectedRun, records: Mapping[str, Mapping[str, object]], now: dt
         else:
             state = State(status.value)
         return AuditedRun(run.job, key.schedule_time, key.run_id, state, run.wall_time, run.dst)
-    if run.dst is Dst.AMBIGUOUS:
+    if paused:
+        state = State.PAUSED
+    elif run.dst is Dst.AMBIGUOUS:
         state = State.DST_AMBIGUOUS
     elif run.dst is Dst.NONEXISTENT:
         state = State.DST_NONEXISTENT
@@ -213,7 +232,7 @@ def audit_runs(
         records |= ledger.read_runs(run_ids[start : start + dedup.READ_BATCH])
         if progress:
             progress(min(start + dedup.READ_BATCH, len(run_ids)), len(run_ids))
-    return [judge(run, records, now, config.settle) for run in expected]
+    return [judge(run, records, now, config.settle_for(run.job), jobs[run.job].paused) for run in expected]
 
 
 def lookback(config: dedup.DedupConfig) -> dt.timedelta:
@@ -233,16 +252,24 @@ class Sweep:
 
 def plan(cursor: dedup.AuditCursor, job_names, now: dt.datetime, config: dedup.DedupConfig) -> Sweep:
     """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
-    (a full sweep: from the start of the lookback) to the instant before which every run has settled."""
-    until = now - config.settle
+    (a full sweep: from the start of the lookback) to the instant before which every run has settled: each job
+    settles after its own lease and retry window (config.yaml), so the slowest job's decides."""
+    until = now - max((config.settle_for(name) for name in job_names), default=config.settle)
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
-    seen = {name: cursor.jobs.get(name) or {"since": now, "judged_until": now} for name in job_names}
+    # `paused` is kept in a job's entry while it is paused: a new job, and one paused or resumed since the
+    # last audit, are judged from now on (the deploy's instant is unknown; the paused period is never missing).
+    pause = {name: {"paused": True} if name in config.jobs and config.jobs[name].paused else {} for name in job_names}
+    seen = {}
+    for name in job_names:
+        entry = cursor.jobs.get(name)
+        unchanged = entry is not None and bool(entry.get("paused", False)) == bool(pause[name])
+        seen[name] = entry if unchanged else {"since": now, "judged_until": now}
     starts = {
         name: entry["since"] if full else max(entry["since"], entry["judged_until"]) for name, entry in seen.items()
     }
     jobs = {
-        name: {"since": entry["since"], "judged_until": max(entry["judged_until"], until)}
+        name: {"since": entry["since"], "judged_until": max(entry["judged_until"], until)} | pause[name]
         for name, entry in seen.items()
     }
     last_full = now if full else cursor.last_full_sweep
@@ -255,7 +282,9 @@ def run(context: RunContext) -> str:
     config = dedup.DedupConfig.from_env()
     ledger = dedup.RunLedger(config)
     sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)
-    runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, dedup.utcnow(), starts=sweep.starts)
+    now = dedup.utcnow()
+    runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
+    catch_up(config, runs, now)
     for found in needing_delivery(runs):
         # job / schedule_time / run_id are the audited run's (they override the audit run's own
         # fields on this line), so the run's logs and the per-job metric find it.
@@ -299,3 +328,37 @@ def starts(ledger: dedup.RunLedger, job_names) -> dict[str, dt.datetime]:
 
 def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
     return (found for found in runs if found.state in NEEDS_DELIVERY)
+
+
+def catching_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> Iterator[AuditedRun]:
+    """The missing runs of catch_up jobs still within their max_lateness_seconds (no limit: any the audit sees)."""
+    for found in runs:
+        job = config.jobs[found.job]
+        within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness
+        if found.state is State.MISSING and job.catch_up and within:
+            yield found
+
+
+def catch_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
+    """Queue a delivery of each run `catching_up` names, one line each. A task per run id (Cloud Tasks refuses
+    a second of the same name), so the daily full sweep, which sees a run missing until it ran, queues it once.
+    A failure to queue is logged, not raised, and ends the catch-up: the queue is unreachable or refuses the
+    function, the rest would fail alike (each after its timeout); the next full sweep tries again those still
+    within their limit."""
+    for found in catching_up(config, runs, now):
+        key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
+        fields = {"job": found.job, "schedule_time": found.schedule_time.isoformat(), "run_id": found.run_id}
+        try:
+            queued = task_queue.enqueue(
+                config.tasks_queue, task_queue.task_id(found.run_id, "catch-up"), task_queue.delivery_headers(key)
+            )
+        except Exception as error:  # any failure of the queue: this audit's other work goes on
+            logger.error(
+                "catch-up of %s at %s not queued: %s: %s", found.job, rfc3339(found.schedule_time),
+                type(error).__name__, error, extra={"json_fields": fields | {"catch_up": "failed"}},
+            )  # fmt: skip
+            return
+        logger.info(
+            "catch-up of %s at %s %s", found.job, rfc3339(found.schedule_time),
+            "queued" if queued else "was queued before", extra={"json_fields": fields | {"catch_up": "queued"}},
+        )  # fmt: skip

@@ -7,6 +7,8 @@ moves through one state machine (see `decide`):
     absent ──create──▶ in_progress ──complete──▶ completed    replays: duplicate, the work does not run
                           │ ├──fail (terminal)──▶ failed       replays: duplicate, the work does not run
                           │ ├──skip (too late)──▶ skipped      delivered past the job's max_lateness_seconds
+                          │ ├──start (a proxy)──▶ started ──execution ended──▶ completed | failed
+                          │                  (a proxy bake follows it: the job's next delivery, the audit)
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
     A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
@@ -26,7 +28,6 @@ import functools
 import hashlib
 import json
 import os
-import pathlib
 import re
 import uuid
 import zoneinfo
@@ -38,7 +39,10 @@ from cronsim import CronSim, CronSimError
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
+import config
+import rules
 from run_context import RunContext
 
 UTC = dt.UTC
@@ -49,30 +53,62 @@ SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 # one endpoint can serve jobs of several projects or regions that reuse a JOB_ID.
 PROJECT_HEADER = "X-Scheduler-Project"
 LOCATION_HEADER = "X-Scheduler-Location"
+# A re-run: a person asked (tools/runs.py rerun, through the Cloud Tasks queue) that a finished run
+# runs once more. The id is the request's: its retries carry the same id, so the work runs once per id.
+RERUN_ID_HEADER = "X-Rerun-Id"
+RERUN_BY_HEADER = "X-Rerun-By"
+RERUN_REASON_HEADER = "X-Rerun-Reason"
 
-# The answers, baked at generation time into settings.json (the same keys as the environment
-# variables): what a local run reads. Every one is overridden by the environment variable of its
-# name, which Terraform sets on the deployed function, so this file is the same in every bake.
-# DEDUP_RETRY_WINDOW_SECONDS is the longest time from a run's first delivery to the end of its last
-# retry (tests/harness/rules.py retry_window_seconds, the module's local.retry_window_seconds; the
-# template's tests/test_bake.py checks they agree).
-SETTINGS_FILE = pathlib.Path(__file__).with_name("settings.json")
 # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole
-# schedule period ahead; anything further out is refused as nonsense. Not an answer: no bake differs.
+# schedule period ahead; anything further out is refused as nonsense. Not a setting: no project differs.
 MAX_FUTURE_SECONDS = "2764800"
 
 
 @functools.cache
 def baked_settings() -> Mapping[str, str]:
-    """settings.json as environment variable values (a JSON object or number as its JSON text), or Misconfigured."""
+    """config.yaml (read once per process by config.load) as DEDUP_* values, or Misconfigured. Each is overridden
+    by the environment variable of its name, for a test or a local run: the deployed function gets none."""
     try:
-        settings = json.loads(SETTINGS_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise Misconfigured(f"{SETTINGS_FILE.name}: cannot be read as JSON ({error})") from None
-    if not isinstance(settings, dict):
-        raise Misconfigured(f"{SETTINGS_FILE.name}: must be a JSON object of DEDUP_* name -> value")
-    baked = {name: value if isinstance(value, str) else json.dumps(value) for name, value in settings.items()}
-    return MappingProxyType({"DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS, **baked})
+        loaded = config.load()
+    except config.ConfigError as error:
+        raise Misconfigured(str(error)) from None
+    jobs = {
+        loaded.scheduler_job_name(job_id): {
+            "job_id": job_id,
+            "schedule": job.schedule,
+            "time_zone": job.time_zone,
+            "attempt_deadline_seconds": job.timing["attempt_deadline_seconds"],
+            "lease_seconds": job.timing["lease_seconds"],
+            "retry_window_seconds": job.retry_window_seconds,
+            **({"max_lateness_seconds": job.max_lateness_seconds} if job.max_lateness_seconds is not None else {}),
+            # issue 18's per-job choices, as written; a switch that is off is left out.
+            **{key: value for key, value in job.options.items() if value is not False},
+        }
+        for job_id, job in loaded.jobs.items()
+    }
+    defaults = loaded.defaults
+    return MappingProxyType({
+        "DEDUP_PROJECT": loaded.project,
+        "DEDUP_LOCATION": loaded.region,
+        "DEDUP_DATABASE": loaded.database,
+        "DEDUP_COLLECTION": loaded.collection,
+        # The audit job's (and a job's that sets none): the defaults block's.
+        "DEDUP_LEASE_SECONDS": str(defaults["lease_seconds"]),
+        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(defaults["attempt_deadline_seconds"]),
+        "DEDUP_RETRY_WINDOW_SECONDS": str(
+            rules.retry_window_seconds(
+                defaults["attempt_deadline_seconds"],
+                defaults["retry_count"],
+                defaults["max_backoff_seconds"],
+                defaults["max_retry_duration_seconds"],
+            )
+        ),
+        "DEDUP_RETENTION_SECONDS": str(loaded.retention_seconds),
+        "DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS,
+        "DEDUP_JOBS": json.dumps(jobs),
+        "DEDUP_AUDIT_JOB": loaded.audit_job_name,
+        "DEDUP_TASKS_QUEUE": loaded.task_queue,
+    })  # fmt: skip
 
 
 # The stop (stop.py): a run's work is killed this long before its job's attempt deadline, so that the
@@ -108,6 +144,12 @@ GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
 DATABASE_UNUSABLE = (api_exceptions.NotFound, api_exceptions.FailedPrecondition)
 
 WHOLE_NUMBER = re.compile(r"[0-9]+")
+RERUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+# Who asked and why: printable text of bounded length (a header value; it is stored in the record).
+RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")
+TASKS_QUEUE = re.compile(
+    r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z]+-[a-z]+[0-9]{1,2}/queues/[A-Za-z0-9-]{1,100}"
+)
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
 PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
@@ -121,7 +163,8 @@ class Status(enum.StrEnum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered later than the job's max_lateness_seconds; the work never ran
+    SKIPPED = "skipped"  # delivered past max_lateness_seconds, or while the job's execution ran (overlap: skip)
+    STARTED = "started"  # a proxy target started the run's execution; how it ends is not known yet
 
 
 class Outcome(enum.StrEnum):
@@ -138,6 +181,7 @@ class Outcome(enum.StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"
     MISCONFIGURED = "misconfigured"  # a DEDUP_* setting, its database or the work for a job: a deploy fixes it
     SKIPPED_LATE = "skipped_late"  # past max_lateness_seconds: recorded `skipped`, the work does not run
+    SKIPPED_OVERLAP = "skipped_overlap"  # the job's previous execution still runs (overlap: skip): recorded `skipped`
 
 
 class RunNotProcessed(Exception):
@@ -178,21 +222,40 @@ class SkippedLate(RunNotProcessed):
     outcome = Outcome.SKIPPED_LATE
 
 
+class SkippedOverlap(RunNotProcessed):
+    """A proxy target's job whose previous execution still runs, with overlap "skip": recorded `skipped`."""
+
+    outcome = Outcome.SKIPPED_OVERLAP
+
+
+# What a proxy target's new run does while the job's previous execution still runs (JobSpec.overlap).
+OVERLAP_RULES = rules.JOB_CHOICES["overlap"]
+
+
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
     """One Scheduler job as DEDUP_JOBS describes it: its id in the answers, its cron, the zone it is read in,
     its lateness limit."""
 
-    job_id: str  # as written in the answers (`nightly`); Scheduler sends "<slug>-<job id>"
+    job_id: str  # as written in config.yaml (`nightly`); Scheduler sends "<slug>-<job id>"
     schedule: str
     time_zone: str
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
-    attempt_deadline: dt.timedelta | None = None  # None: DEDUP_ATTEMPT_DEADLINE_SECONDS, the project's
+    paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
+    catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
+    overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
+    # The job's own numbers (config.yaml); None: the project's (DedupConfig.attempt_deadline, .lease, .retry_window).
+    attempt_deadline: dt.timedelta | None = None
+    lease: dt.timedelta | None = None
+    retry_window: dt.timedelta | None = None
 
 
-def parse_jobs(text: str) -> dict[str, JobSpec]:
-    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?}},
-    or Misconfigured."""
+@functools.lru_cache(maxsize=8)
+def parse_jobs(text: str) -> Mapping[str, JobSpec]:
+    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
+    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?, "overlap"?}},
+    or Misconfigured.
+    Cached: a delivery does not parse the table again, nor build a cron parser per job."""
     try:
         jobs = json.loads(text)
     except ValueError as error:
@@ -216,20 +279,49 @@ def parse_jobs(text: str) -> dict[str, JobSpec]:
             zoneinfo.ZoneInfo(str(job["time_zone"]))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             raise Misconfigured(f"{field}.time_zone={job['time_zone']!r}: is not an IANA time zone") from None
-        deadline = job.get("attempt_deadline_seconds")
-        if deadline is not None and (type(deadline) is not int or deadline <= RELEASE_MARGIN.total_seconds()):
+        numbers = {}
+        for key in ("max_lateness_seconds", "attempt_deadline_seconds", "lease_seconds", "retry_window_seconds"):
+            number = job.get(key)
+            if number is not None and (type(number) is not int or number <= 0):
+                raise Misconfigured(f"{field}.{key}={number!r}: must be a positive whole number or null")
+            numbers[key] = dt.timedelta(seconds=number) if number is not None else None
+        deadline = job.get("attempt_deadline_seconds")  # a whole number by now
+        if deadline is not None and deadline <= RELEASE_MARGIN.total_seconds():  # stopped before it could start
             raise Misconfigured(f"{field}.attempt_deadline_seconds={deadline!r}: {DEADLINE_RULE}")
-        lateness = job.get("max_lateness_seconds")
-        if lateness is not None and (type(lateness) is not int or lateness <= 0):
-            raise Misconfigured(f"{field}.max_lateness_seconds={lateness!r}: must be a positive whole number or null")
+        for flag in ("paused", "catch_up"):
+            if type(job.get(flag, False)) is not bool:
+                raise Misconfigured(f"{field}.{flag}={job[flag]!r}: must be true or false")
+        overlap = job.get("overlap", "skip")
+        if overlap not in OVERLAP_RULES:
+            raise Misconfigured(f"{field}.overlap={overlap!r}: must be one of {', '.join(OVERLAP_RULES)}")
         specs[name] = JobSpec(
             job_id=job["job_id"],
             schedule=str(job["schedule"]),
             time_zone=str(job["time_zone"]),
-            max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
-            attempt_deadline=dt.timedelta(seconds=deadline) if deadline is not None else None,
+            max_lateness=numbers["max_lateness_seconds"],
+            attempt_deadline=numbers["attempt_deadline_seconds"],
+            lease=numbers["lease_seconds"],
+            retry_window=numbers["retry_window_seconds"],
+            paused=job.get("paused", False),
+            catch_up=job.get("catch_up", False),
+            overlap=overlap,
         )
-    return specs
+    return MappingProxyType(specs)
+
+
+def overridden(jobs: Mapping[str, JobSpec], environ: Mapping[str, str]) -> Mapping[str, JobSpec]:
+    """A DEDUP_ATTEMPT_DEADLINE_SECONDS, DEDUP_LEASE_SECONDS or DEDUP_RETRY_WINDOW_SECONDS of the environment (a
+    test's, a local run's) holds for every job, over each job's own from config.yaml."""
+    cleared = {}
+    if environ.get("DEDUP_ATTEMPT_DEADLINE_SECONDS"):
+        cleared["attempt_deadline"] = None
+    if environ.get("DEDUP_LEASE_SECONDS"):
+        cleared["lease"] = None
+    if environ.get("DEDUP_RETRY_WINDOW_SECONDS"):
+        cleared["retry_window"] = None
+    if not cleared:
+        return jobs
+    return MappingProxyType({name: dataclasses.replace(job, **cleared) for name, job in jobs.items()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,13 +336,28 @@ class DedupConfig:
     retry_window: dt.timedelta
     jobs: Mapping[str, JobSpec]
     audit_job: str
-    # Cloud Scheduler's attempt deadline of a job that sets none of its own (the audit job too).
-    attempt_deadline: dt.timedelta = dt.timedelta(seconds=180)
+    # Cloud Scheduler's attempt deadline of the audit job and of a job that sets none of its own (the defaults').
+    attempt_deadline: dt.timedelta
+    # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (projects/P/locations/L/queues/Q);
+    # None: not deployed with one (the job catch_up needs it).
+    tasks_queue: str | None = None
 
     @property
     def settle(self) -> dt.timedelta:
-        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease."""
+        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease.
+        The project's (the audit job's); a job's own is settle_for."""
         return self.lease + self.retry_window
+
+    def lease_for(self, job_name: str) -> dt.timedelta:
+        """The lease of a run of `job_name`: the job's own (config.yaml), else the project's."""
+        job = self.jobs.get(job_name)
+        return job.lease if job is not None and job.lease is not None else self.lease
+
+    def settle_for(self, job_name: str) -> dt.timedelta:
+        """settle, for a run of `job_name`: with the job's own lease and retry window."""
+        job = self.jobs.get(job_name)
+        window = job.retry_window if job is not None and job.retry_window is not None else self.retry_window
+        return self.lease_for(job_name) + window
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> DedupConfig:
@@ -259,9 +366,17 @@ class DedupConfig:
         def value(name: str, pattern: re.Pattern[str] | None = None, rule: str = "") -> str:
             text = environ.get(name) or baked_settings().get(name)
             if text is None:
-                raise Misconfigured(f"{name} is not set, and {SETTINGS_FILE.name} has no value for it")
+                raise Misconfigured(f"{name} is not set, and config.yaml has no value for it")
             if pattern and not pattern.fullmatch(text):
                 raise Misconfigured(f"{name}={text!r}: {rule}")
+            return text
+
+        def optional_queue() -> str | None:
+            text = environ.get("DEDUP_TASKS_QUEUE", baked_settings().get("DEDUP_TASKS_QUEUE")) or None
+            if text is not None and not TASKS_QUEUE.fullmatch(text):
+                raise Misconfigured(
+                    f"DEDUP_TASKS_QUEUE={text!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE"
+                )
             return text
 
         def seconds(name: str) -> dt.timedelta:
@@ -277,7 +392,7 @@ class DedupConfig:
                 raise Misconfigured(f"{name}={text!r}: {DEADLINE_RULE}")
             return dt.timedelta(seconds=int(text))
 
-        return cls(
+        config = cls(
             project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
             location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
             database=value("DEDUP_DATABASE"),
@@ -286,10 +401,18 @@ class DedupConfig:
             retention=seconds("DEDUP_RETENTION_SECONDS"),
             max_future=seconds("DEDUP_MAX_FUTURE_SECONDS"),
             retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
-            jobs=parse_jobs(value("DEDUP_JOBS")),
+            jobs=overridden(parse_jobs(value("DEDUP_JOBS")), environ),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
             attempt_deadline=attempt_deadline(),
+            tasks_queue=optional_queue(),
         )
+        for name, job in config.jobs.items():
+            if job.catch_up and config.tasks_queue is None:
+                raise Misconfigured(
+                    f"DEDUP_JOBS.{name}.catch_up=true: the audit delivers through a Cloud Tasks queue, "
+                    "and DEDUP_TASKS_QUEUE is not set"
+                )
+        return config
 
     def stop_after(self, job_name: str) -> dt.timedelta:
         """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
@@ -382,6 +505,43 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
     return RunKey(project=project, location=location, job_name=job_name, schedule_time=schedule_time)
 
 
+@dataclasses.dataclass(frozen=True)
+class Rerun:
+    """A person's request that a finished run runs once more: its id, who asked, why."""
+
+    rerun_id: str
+    by: str
+    reason: str
+
+    def entry(self, now: dt.datetime, previous: Mapping[str, object] | None) -> dict[str, object]:
+        """What the run's record keeps of it (field `reruns`, one entry per re-run that ran)."""
+        entry: dict[str, object] = {"rerun_id": self.rerun_id, "by": self.by, "reason": self.reason, "at": now}
+        if previous is not None:
+            entry["previous_status"] = previous["status"]
+        return entry
+
+
+def read_rerun(headers: Mapping[str, str]) -> Rerun | None:
+    """The re-run a delivery asks for (X-Rerun-Id, -By, -Reason), None for a plain delivery, or InvalidDelivery."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    rerun_id = lowered.get(RERUN_ID_HEADER.lower())
+    if rerun_id is None:
+        return None
+    fields = {}
+    for name, pattern, rule in (
+        (RERUN_ID_HEADER, RERUN_ID, "must be 1-100 letters, digits, '-', '_'"),
+        (RERUN_BY_HEADER, RERUN_TEXT, "must say who asked (1-500 printable characters)"),
+        (RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),
+    ):
+        value = lowered.get(name.lower())
+        if value is None:
+            raise InvalidDelivery(f"missing {name} header: a re-run ({RERUN_ID_HEADER}) says who asked and why")
+        if not pattern.fullmatch(value):
+            raise InvalidDelivery(f"{name}={_shown(value)}: {rule}")
+        fields[name] = value
+    return Rerun(fields[RERUN_ID_HEADER], fields[RERUN_BY_HEADER], fields[RERUN_REASON_HEADER])
+
+
 class Decision(enum.Enum):
     """What a delivery may do with the record it found; the last two end as the outcome of their name."""
 
@@ -394,7 +554,7 @@ def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
     """The state machine's one decision: what a delivery may do with the run's existing record."""
     if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
         return Decision.TAKE_OVER
-    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):
+    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
         return Decision.DUPLICATE
     if record["lease_expires"] > now:
         return Decision.IN_PROGRESS
@@ -410,6 +570,7 @@ class Claim:
     attempt: int
     write_time: dt.datetime
     taken_over_from: str | None = None  # the expired attempt's id, on a takeover
+    rerun_id: str | None = None  # the re-run this claim runs, if it is one
 
     def context(self, job_id: str | None) -> RunContext:
         return RunContext(
@@ -421,7 +582,19 @@ class Claim:
             attempt=self.attempt,
             project=self.key.project,
             location=self.key.location,
+            rerun_id=self.rerun_id,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class StartedRun:
+    """A run recorded `started`: a proxy target started its execution, whose end is not known yet."""
+
+    run_id: str
+    job_name: str
+    schedule_time: dt.datetime
+    execution: str  # the execution's full resource name
+    write_time: dt.datetime  # the record's update time when read: ending it is guarded by it
 
 
 @functools.cache
@@ -495,19 +668,27 @@ class RunLedger:
         self._call = functools.partial(firestore_call, database=config.database_name)
         self.records = GuardedRecords(self.client, self._call)
 
-    def claim(self, key: RunKey, now: dt.datetime) -> Claim:
-        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured."""
+    def claim(self, key: RunKey, now: dt.datetime, rerun: Rerun | None = None) -> Claim:
+        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured.
+
+        A re-run whose id the record does not hold yet reopens a finished run (a guarded write, so
+        two deliveries of it cannot both reopen it); once the record holds its id, its retries are
+        answered like any replay: the work runs once per re-run id."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
-        write_time = self.records.create(ref, self._claim_record(key, attempt_id, attempt=1, now=now))
+        record = self._claim_record(key, attempt_id, attempt=1, now=now)
+        if rerun is not None:
+            record |= {"rerun_id": rerun.rerun_id, "reruns": [rerun.entry(now, None)]}
+        write_time = self.records.create(ref, record)
         if write_time is not None:
-            return Claim(key, attempt_id, 1, write_time)
+            return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
         snapshot = self._call(ref.get, retry=READ_RETRY)
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
         decision = decide(current, now)
-        if decision is Decision.DUPLICATE:
+        fresh_rerun = rerun is not None and current.get("rerun_id") != rerun.rerun_id
+        if decision is Decision.DUPLICATE and not fresh_rerun:
             raise Duplicate(f"run already {current['status']}; the work does not run again")
         if decision is Decision.IN_PROGRESS:
             raise InProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
@@ -517,11 +698,17 @@ class RunLedger:
             "last_error": firestore.DELETE_FIELD,
             "result": firestore.DELETE_FIELD,
         }
+        if fresh_rerun:
+            takeover |= {
+                "rerun_id": rerun.rerun_id,
+                "reruns": [*current.get("reruns", []), rerun.entry(now, current)],
+            }
         try:
             write_time = self.records.update_if_unchanged(ref, takeover, since=snapshot.update_time)
         except RecordChanged:
             raise InProgress("another delivery took the run over first") from None
-        return Claim(key, attempt_id, attempt, write_time, taken_over_from=current["attempt_id"])
+        rerun_id = rerun.rerun_id if fresh_rerun else current.get("rerun_id")
+        return Claim(key, attempt_id, attempt, write_time, taken_over_from=current["attempt_id"], rerun_id=rerun_id)
 
     def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> None:
         """Success; `result` is what the work reported (a proxy: the execution it started)."""
@@ -535,15 +722,61 @@ class RunLedger:
         self._finish(claim, {"status": Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
 
     def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
-        """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing."""
+        """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing.
+        A re-run is late on purpose: a person asked for it, so the limit does not apply to it."""
         job = self.config.jobs.get(claim.key.job_name)
+        if claim.rerun_id is not None:
+            return
         if job is None or job.max_lateness is None or now - claim.key.schedule_time <= job.max_lateness:
             return
         late = int((now - claim.key.schedule_time).total_seconds())
         limit = int(job.max_lateness.total_seconds())
         reason = f"delivered {late} s after its schedule time, past max_lateness_seconds={limit}; the work does not run"
-        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})
-        raise SkippedLate(reason)
+        self._skip(claim, now, SkippedLate(reason))
+
+    def skip_overlapping(self, claim: Claim, now: dt.datetime, reason: str) -> None:
+        """The job's previous execution still runs, and its overlap rule is "skip": record `skipped`, raise
+        SkippedOverlap."""
+        self._skip(claim, now, SkippedOverlap(reason))
+
+    def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
+        """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
+        the execution is seen to end (end_execution)."""
+        self._finish(claim, {"status": Status.STARTED.value, "started_at": now, "execution": execution[:1500]})
+
+    def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
+        """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
+
+        Equality filters only: Firestore serves them by merging its automatic single-field indexes, no
+        composite index to create (firebase.google.com/docs/firestore/query-data/index-overview, "Index
+        merging"). Few runs are ever `started` at once, so the expiry is compared here.
+        """
+        query = self.collection.where(filter=FieldFilter("status", "==", Status.STARTED.value))
+        if job_name is not None:
+            query = query.where(filter=FieldFilter("job_name", "==", job_name))
+        snapshots = self._call(self._stream, query, retry=READ_RETRY)
+        return [
+            StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
+            for s in snapshots
+            if (record := s.to_dict())["expire_at"] > now
+        ]
+
+    def end_execution(self, run: StartedRun, status: Status, now: dt.datetime, reason: str | None = None) -> bool:
+        """Record how a started run's execution ended (`completed`, or `failed` with the reason); False if
+        another follower (a delivery, the audit) recorded it first."""
+        fields: dict[str, object] = {"status": status.value, "finished_at": now}
+        if reason is not None:
+            fields["last_error"] = reason[:1500]
+        try:
+            self.records.update_if_unchanged(self.collection.document(run.run_id), fields, since=run.write_time)
+        except RecordChanged:
+            return False
+        return True
+
+    def _skip(self, claim: Claim, now: dt.datetime, stop: RunNotProcessed) -> None:
+        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run."""
+        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
+        raise stop
 
     def release(self, claim: Claim) -> None:
         """Retryable failure: delete the claim so that the next retry runs at once."""
@@ -584,11 +817,16 @@ class RunLedger:
         """get_all streams: read the stream here, so that its errors are the call's."""
         return list(self.client.get_all(refs, **kwargs))
 
+    @staticmethod
+    def _stream(query, **kwargs) -> list:
+        """A query streams: read the stream here, so that its errors are the call's."""
+        return list(query.stream(**kwargs))
+
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
         return {
             "status": Status.IN_PROGRESS.value,
             "attempt_id": attempt_id,
-            "lease_expires": now + self.config.lease,
+            "lease_expires": now + self.config.lease_for(key.job_name),
             # From the later of now and the schedule time: a forced run keys a future time.
             "expire_at": max(now, key.schedule_time) + self.config.retention,
             "attempts": attempt,

@@ -48,7 +48,8 @@ def run(context: RunContext) -> object:
 The RunJob API ignores Cloud Scheduler's headers and takes no idempotency token, so the handler is the
 idempotent proxy: dedup.py lets one delivery per run get here, and the run id travels in the
 execution's environment (DEDUP_RUN_ID), where the job keys every output by it (cloud_run_job/).
-The claim completes once the execution has started; the job's own retries happen inside it.
+The run is recorded `started` with the execution's name; executions.py follows it until it ends
+(execution_end) and records it `completed` or `failed`. The job's own retries happen inside it.
 """
 
 import functools
@@ -58,7 +59,8 @@ import re
 
 from google.cloud import run_v2
 
-from run_context import RunContext
+from executions import Ended, ExecutionEnd
+from run_context import RunContext, Started
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,12 @@ def jobs_client() -> run_v2.JobsClient:
     return run_v2.JobsClient()
 
 
+@functools.cache
+def executions_client() -> run_v2.ExecutionsClient:
+    """One client per process, made on first use (never at import: no network before a request)."""
+    return run_v2.ExecutionsClient()
+
+
 def job_name() -> str:
     """A bad setting is retryable, not terminal: a deploy fixes it, and the run must still happen then."""
     value = os.environ.get("PROXY_JOB_NAME", "")
@@ -82,7 +90,7 @@ def job_name() -> str:
     return value
 
 
-def run(context: RunContext) -> str:
+def run(context: RunContext) -> Started:
     """Starts one execution (does not wait for it) and returns its name."""
     env = [
         run_v2.EnvVar(name="DEDUP_RUN_ID", value=context.run_id),
@@ -96,13 +104,34 @@ def run(context: RunContext) -> str:
     operation = jobs_client().run_job(request=request, retry=None, timeout=CALL_TIMEOUT_SECONDS)
     execution = operation.metadata.name if operation.metadata else operation.operation.name
     logger.info("started Cloud Run job execution %s", execution, extra={"json_fields": {"execution": execution}})
-    return execution
+    return Started(execution)
+
+
+def execution_end(name: str) -> Ended | None:
+    """How the execution ended, or None while it runs (Executions.GetExecution, a read: the client's own retry).
+
+    Run v2's Execution has no state field: it has ended once completionTime is set, and its task counts
+    (cancelledCount, failedCount, succeededCount of taskCount) say how; the `Completed` condition's message
+    says why it failed (cloud.google.com/run/docs/reference/rest/v2/projects.locations.jobs.executions).
+    """
+    execution = executions_client().get_execution(name=name, timeout=CALL_TIMEOUT_SECONDS)
+    if not execution.completion_time:
+        return None
+    why = next((c.message for c in execution.conditions if c.type_ == "Completed" and c.message), "")
+    if execution.cancelled_count:
+        return Ended(ExecutionEnd.CANCELLED, why or f"{execution.cancelled_count} task(s) cancelled")
+    if execution.failed_count or execution.succeeded_count < execution.task_count:
+        counts = f"{execution.failed_count} of {execution.task_count} task(s) failed"
+        return Ended(ExecutionEnd.FAILED, f"{counts}: {why}" if why else counts)
+    return Ended(ExecutionEnd.SUCCEEDED)
 {%- else -%}
 """The scheduled work: start one Workflows execution, with the run id as its idempotency token.
 
 The CreateExecution API ignores Cloud Scheduler's headers and takes no idempotency token, so the
 handler is the idempotent proxy: dedup.py lets one delivery per run get here, and the run id travels
 in the execution's argument, where the workflow guards its side effect by it (workflow/workflow.yaml).
+The run is recorded `started` with the execution's name; executions.py follows it until it ends
+(execution_end) and records it `completed` or `failed`.
 """
 
 import functools
@@ -113,7 +142,8 @@ import re
 
 from google.cloud.workflows import executions_v1
 
-from run_context import RunContext
+from executions import Ended, ExecutionEnd
+from run_context import RunContext, Started
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +167,7 @@ def workflow_name() -> str:
     return value
 
 
-def run(context: RunContext) -> str:
+def run(context: RunContext) -> Started:
     """Starts one execution (does not wait for it) and returns its name."""
     argument = {
         "run_id": context.run_id,
@@ -152,5 +182,26 @@ def run(context: RunContext) -> str:
         timeout=CALL_TIMEOUT_SECONDS,
     )
     logger.info("started workflow execution %s", execution.name, extra={"json_fields": {"execution": execution.name}})
-    return execution.name
+    return Started(execution.name)
+
+
+def execution_end(name: str) -> Ended | None:
+    """How the execution ended, or None while it runs (Executions.GetExecution, a read: the client's own retry).
+
+    Execution.State (google.cloud.workflows.executions.v1, "More states might be added in the future"):
+    ACTIVE and QUEUED run on; SUCCEEDED, FAILED (`error` says why) and CANCELLED have ended; UNAVAILABLE
+    ("Execution data is unavailable. See the state_error field") is reported as failed, so that a person
+    looks; STATE_UNSPECIFIED or a newer state is followed on.
+    """
+    execution = executions_client().get_execution(name=name, timeout=CALL_TIMEOUT_SECONDS)
+    state = executions_v1.Execution.State
+    if execution.state == state.SUCCEEDED:
+        return Ended(ExecutionEnd.SUCCEEDED)
+    if execution.state == state.FAILED:
+        return Ended(ExecutionEnd.FAILED, execution.error.payload.splitlines()[0] if execution.error.payload else "")
+    if execution.state == state.CANCELLED:
+        return Ended(ExecutionEnd.CANCELLED)
+    if execution.state == state.UNAVAILABLE:
+        return Ended(ExecutionEnd.FAILED, f"execution data unavailable: {execution.state_error.details}")
+    return None
 {%- endif %}

@@ -17,8 +17,11 @@ import functions_framework
 
 import audit
 import dedup
+{%- if cookiecutter.target != "function" %}
+import executions
+{%- endif %}
 import stop
-from job import run
+from job import {% if cookiecutter.target != "function" %}execution_end, {% endif %}run
 from run_context import RunContext
 from run_log import RUN_FIELDS, configure_logging
 
@@ -37,6 +40,7 @@ ANSWERS: Mapping[dedup.Outcome, tuple[int, str]] = MappingProxyType({
     dedup.Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
     dedup.Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
     dedup.Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+    dedup.Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
 })  # fmt: skip
 
 configure_logging()
@@ -60,9 +64,12 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
         config = dedup.DedupConfig.from_env()
         key = dedup.read_run_key(headers, config, now)
         RUN_FIELDS.set({"run_id": key.run_id, "job": key.job_name, "schedule_time": key.schedule_time.isoformat()})
+        rerun = dedup.read_rerun(headers)
         ledger = dedup.RunLedger(config)
-        claim = ledger.claim(key, now)
+        claim = ledger.claim(key, now, rerun)
         RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt})
+        if claim.rerun_id:
+            RUN_FIELDS.set(RUN_FIELDS.get() | {"rerun_id": claim.rerun_id})
         if claim.taken_over_from:
             logger.warning(
                 "took the run over from attempt %s, whose lease expired",
@@ -71,10 +78,15 @@ def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
             )
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
-        stop_after = config.stop_after(key.job_name)
-        outcome, detail, traceback = work_then_finish(
-            ledger, claim, work, config.job_id(key.job_name), arrived + stop_after.total_seconds()
-        )
+        stop_at = arrived + config.stop_after(key.job_name).total_seconds()
+{%- if cookiecutter.target != "function" %}
+        # First the executions started earlier: recorded once ended; the job's overlap rule if one still runs.
+        # In this process, which holds the ledger's client: only the work goes to the work's process.
+        first = executions.following(ledger, claim, config, execution_end)
+        outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
+{%- else %}
+        outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at)
+{%- endif %}
     except dedup.RunNotProcessed as refusal:
         outcome, detail, traceback = refusal.outcome, str(refusal), ""
     http_status, severity = ANSWERS[outcome]
@@ -96,19 +108,31 @@ def work_then_finish(
     work: Callable[[RunContext], object],
     job_id: str | None,
     stop_at: float,
+    first: Callable[[RunContext], object] | None = None,
 ) -> tuple[dedup.Outcome, str, str]:
-    """Runs the work in its own process until `stop_at` (time.monotonic()), then records how it ended.
+    """Runs `first` here (a proxy's following: it writes through this process's ledger), then the work in its own
+    process until `stop_at` (time.monotonic()), then records how it ended.
 
     Returns the outcome, its one-line detail, and the work's traceback for the log line ("" if none)."""
     started = time.monotonic()
-    ending = run_until_stopped(
-        work, claim.context(job_id), RUN_FIELDS.get(), stop_at, preload=(audit.__name__, run.__module__)
-    )
-    # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
-    RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
+    context = claim.context(job_id)
+    try:
+        if first is not None:
+            first(context)
+        ending = run_until_stopped(work, context, RUN_FIELDS.get(), stop_at, preload=(audit.__name__, run.__module__))
+    except dedup.RunNotProcessed:  # from `first`: the overlap rule's SkippedOverlap (recorded already), a store error
+        raise
+    except Exception as error:  # from `first`: an API error while following; the run is released for a retry
+        ending = stop.ending_after(error)
+    finally:
+        # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
+        RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
     if ending.how is stop.Ended.RETURNED:
         ledger.complete(claim, dedup.utcnow(), ending.result)
         return dedup.Outcome.PROCESSED, "run processed", ""
+    if ending.how is stop.Ended.STARTED:  # a proxy target: followed until the execution ends
+        ledger.start(claim, dedup.utcnow(), ending.execution)
+        return dedup.Outcome.PROCESSED, f"run processed: started execution {ending.execution}", ""
     if ending.how is stop.Ended.TERMINAL:
         ledger.fail(claim, ending.message, dedup.utcnow())
         return dedup.Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {ending.message}", ""

@@ -20,6 +20,9 @@ class RunContext:
     attempt: int  # 1 for a first claim, +1 per takeover of an expired lease (a released run starts at 1 again)
     project: str  # project and location the run is keyed under
     location: str
+    # Set when a person asked this finished run to run once more (tools/runs.py rerun): key side
+    # effects by (run_id, rerun_id) to redo them, by run_id alone to keep them once.
+    rerun_id: str | None = None
 
 
 class TerminalJobError(Exception):
@@ -36,3 +39,14 @@ class UnknownJob(Exception):
     Nothing is recorded: the claim is released and the delivery answers `misconfigured` (5xx), so
     Cloud Scheduler keeps retrying until a deploy gives the job its work; then the run happens.
     """
+
+
+@dataclasses.dataclass(frozen=True)
+class Started:
+    """Return from the work when it started something that runs on without it (a proxy target's execution).
+
+    The run is recorded `started` with the execution's name, not `completed`: later deliveries follow the
+    execution and record `completed` or `failed` once it ends.
+    """
+
+    execution: str  # the execution's full resource name

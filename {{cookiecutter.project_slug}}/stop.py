@@ -12,11 +12,12 @@ So the work's process is forked from multiprocessing's fork server: a single-thr
 once (on the instance's first run) that imports the work's modules and never makes a gRPC object;
 each child makes its own clients. A child costs a fork, not an interpreter start (docs/performance.md).
 
-What comes back. The child reports how the work ended as an `Ending` of plain strings: the result, or
-the error's type, message and traceback, each stringified so that a `__str__` or `__repr__` that fails
-cannot stop the report. A child that ends without a report (os._exit, a signal, out of memory) is
-`Ended.DIED`; one still running at the deadline is killed (SIGKILL: no cleanup code of the work runs)
-and is `Ended.STOPPED`. Processes the work starts itself are not stopped with it (docs/faults.md).
+What comes back. The child reports how the work ended as an `Ending` of plain strings: the result (a proxy
+target's: the execution it started), or the error's type, message and traceback, each stringified so that a
+`__str__` or `__repr__` that fails cannot stop the report. A child that ends without a report (os._exit, a
+signal, out of memory) is `Ended.DIED`; one still running at the deadline is killed (SIGKILL: no cleanup code
+of the work runs) and is `Ended.STOPPED`. Processes the work starts itself are not stopped with it
+(docs/faults.md).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 
 import run_log
-from run_context import RunContext, TerminalJobError, UnknownJob
+from run_context import RunContext, Started, TerminalJobError, UnknownJob
 
 # The fork server's context (the platform default differs across Python versions: name it).
 PROCESSES = multiprocessing.get_context("forkserver")
@@ -47,6 +48,7 @@ class Ended(enum.StrEnum):
     """How the work of one delivery ended."""
 
     RETURNED = "returned"
+    STARTED = "started"  # returned run_context.Started: a proxy target's execution runs on, to be followed
     TERMINAL = "terminal"  # raised TerminalJobError: record the run failed
     UNKNOWN_JOB = "unknown_job"  # raised UnknownJob: a deploy gives the job its work
     RAISED = "raised"  # anything else, BaseException included (SystemExit, KeyboardInterrupt)
@@ -63,6 +65,7 @@ class Ending:
     message: str = ""
     traceback: str = ""
     exit_code: int | None = None  # DIED: the process's exit code (negative: the signal that ended it)
+    execution: str = ""  # STARTED: the execution's full resource name
 
     @property
     def error(self) -> str:
@@ -94,14 +97,21 @@ def ending_of(work: Callable[[RunContext], object], context: RunContext) -> Endi
     try:
         result = work(context)
     except BaseException as error:  # noqa: BLE001 - the work's own SystemExit or KeyboardInterrupt ends the work only
-        if isinstance(error, TerminalJobError):
-            how = Ended.TERMINAL
-        elif isinstance(error, UnknownJob):
-            how = Ended.UNKNOWN_JOB
-        else:
-            how = Ended.RAISED
-        return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=_traceback_of(error))
+        return ending_after(error)
+    if isinstance(result, Started):
+        return Ending(Ended.STARTED, execution=shown(result.execution))
     return Ending(Ended.RETURNED, result=None if result is None else shown(result))
+
+
+def ending_after(error: BaseException) -> Ending:
+    """How work that raised `error` ended; never raises."""
+    if isinstance(error, TerminalJobError):
+        how = Ended.TERMINAL
+    elif isinstance(error, UnknownJob):
+        how = Ended.UNKNOWN_JOB
+    else:
+        how = Ended.RAISED
+    return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=_traceback_of(error))
 
 
 def _child(

@@ -38,13 +38,14 @@ def validations(*cases: str) -> tuple[str, ...]:
 
 DEDUP = "baked/dedup.py"
 MAIN = "baked/main.py"
-RULES = "hooks/rules.py"
+RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
 VARIABLES = "terraform/modules/scheduled-dedup/variables.tf"
 CORE_MAIN = "terraform/modules/scheduled-dedup/main.tf"
 JOB_VARIABLES = "terraform/modules/scheduled-dedup-cloud-run-job/variables.tf"
 WORKFLOW_VARIABLES = "terraform/modules/scheduled-dedup-workflow/variables.tf"
 STORE_ERRORS = "tests/test_store_errors.py::test_every_status_at_every_call_gives_one_outcome_line"
 LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs"
+PROXY_TESTS = "tests/test_proxy.py"
 
 MUTANTS = [
     # --- dedup.py: the three double-run holes of issue 10 --------------------------------------------------
@@ -148,8 +149,8 @@ MUTANTS = [
     Mutant(
         "failed-run-replayed",
         DEDUP,
-        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):',
-        'if record["status"] in (Status.COMPLETED, Status.SKIPPED):',
+        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):',
+        'if record["status"] in (Status.COMPLETED, Status.SKIPPED, Status.STARTED):',
         "a terminally failed run is never run again",
         (f"{PROTOCOL}::test_decide",),
     ),
@@ -172,7 +173,7 @@ MUTANTS = [
     Mutant(
         "lease-of-zero",
         DEDUP,
-        '"lease_expires": now + self.config.lease,',
+        '"lease_expires": now + self.config.lease_for(key.job_name),',
         '"lease_expires": now,',
         "a claim holds the run for the lease",
         handler("test_delivery_during_a_live_lease_gets_409"),
@@ -450,7 +451,7 @@ MUTANTS = [
     Mutant(
         "skip-not-recorded",
         DEDUP,
-        '        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": reason})\n',
+        '        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})\n',
         "",
         "a late run is recorded skipped, so its replays are duplicates",
         (LATENESS,),
@@ -458,8 +459,8 @@ MUTANTS = [
     Mutant(
         "skipped-replayed",
         DEDUP,
-        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED):',
-        'if record["status"] in (Status.COMPLETED, Status.FAILED):',
+        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):',
+        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.STARTED):',
         "a skipped run is finished: its replays never run the work",
         (LATENESS,),
     ),
@@ -474,8 +475,8 @@ MUTANTS = [
     Mutant(
         "lateness-string-accepted",
         DEDUP,
-        "if lateness is not None and (type(lateness) is not int or lateness <= 0):",
-        "if lateness is not None and lateness <= 0:",
+        "if number is not None and (type(number) is not int or number <= 0):",
+        "if number is not None and number <= 0:",
         "DEDUP_JOBS' max_lateness_seconds is a whole number (Misconfigured naming it)",
         ("tests/test_audit.py::test_bad_dedup_jobs_is_misconfigured_naming_the_field",),
     ),
@@ -781,54 +782,6 @@ MUTANTS = [
         validations("deadline_14"),
     ),
     Mutant(
-        "tf-timeout-7200",
-        VARIABLES,
-        "var.timing.function_timeout_seconds <= 3600",
-        "var.timing.function_timeout_seconds <= 7200",
-        "the function timeout is at most 3600 s",
-        validations("timeout_3601"),
-    ),
-    Mutant(
-        "tf-timeout-below-deadline",
-        VARIABLES,
-        "condition     = var.timing.function_timeout_seconds >= var.timing.attempt_deadline_seconds &&",
-        "condition     = var.timing.function_timeout_seconds >= var.timing.attempt_deadline_seconds - 1 &&",
-        "the function timeout is at least the attempt deadline",
-        validations("timeout_below_deadline"),
-    ),
-    Mutant(
-        "tf-lease-without-margin",
-        VARIABLES,
-        "condition     = var.timing.lease_seconds >= var.timing.function_timeout_seconds + local.lease_margin_seconds",
-        "condition     = var.timing.lease_seconds >= var.timing.function_timeout_seconds",
-        "the lease outlasts the function timeout by the margin",
-        validations("lease_below_timeout_plus_margin"),
-    ),
-    Mutant(
-        "tf-retention-edge",
-        VARIABLES,
-        "condition = var.timing.retention_seconds >= var.timing.lease_seconds + max(",
-        "condition = var.timing.retention_seconds + 1 >= var.timing.lease_seconds + max(",
-        "the retention covers the lease and the retry window, to the second",
-        validations("retention_3659"),
-    ),
-    Mutant(
-        "tf-retention-ignores-duration",
-        VARIABLES,
-        'var.timing.attempt_deadline_seconds : 0,\n    )\n    error_message = "timing.retention_seconds',
-        '0 : 0,\n    )\n    error_message = "timing.retention_seconds',
-        "the retry window covers max_retry_duration",
-        validations("retention_short_of_the_retry_duration"),
-    ),
-    Mutant(
-        "tf-retries-meet-the-lease",
-        VARIABLES,
-        ")])) > var.timing.lease_seconds",
-        ")])) >= var.timing.lease_seconds",
-        "the retries reach strictly past the lease",
-        validations("retries_end_at_the_lease"),
-    ),
-    Mutant(
         "tf-retry-negative",
         VARIABLES,
         "values(var.retry) : floor(v) == v && v >= 0",
@@ -1043,22 +996,6 @@ MUTANTS = [
         validations("audit_interval_7"),
     ),
     Mutant(
-        "tf-audit-lookback-ignores-retention",
-        VARIABLES,
-        ") <= min(86400, var.timing.retention_seconds), false)",
-        ") <= 86400, false)",
-        "the audit's lookback never reaches past the retention",
-        validations("audit_past_the_retention"),
-    ),
-    Mutant(
-        "tf-audit-lookback-past-a-day",
-        VARIABLES,
-        ") <= min(86400, var.timing.retention_seconds), false)",
-        ") <= var.timing.retention_seconds, false)",
-        "the audit looks back at most one day",
-        validations("audit_past_one_day"),
-    ),
-    Mutant(
         "tf-job-retries-11",
         JOB_VARIABLES,
         "var.job.max_retries <= 10",
@@ -1126,8 +1063,8 @@ MUTANTS = [
     Mutant(
         "shown-trusts-str",
         "baked/stop.py",
-        "        except BaseException:  # noqa: BLE001, S112 - a broken __str__ may raise anything, SystemExit included",
-        "        except RuntimeError:  # noqa: BLE001, S112 - a broken __str__ may raise anything, SystemExit included",
+        "        except BaseException:  # noqa: BLE001, S112 - a broken __str__ may raise anything",
+        "        except RuntimeError:  # noqa: BLE001, S112 - a broken __str__ may raise anything",
         "an error or result whose str() and repr() fail is still told, by a placeholder naming its type",
         ("tests/test_stop.py::test_what_the_work_returned_is_told_as_text_even_when_its_str_fails",),
     ),
@@ -1163,25 +1100,347 @@ MUTANTS = [
         "functions-framework's threaded timeout, which can wedge gRPC, stays off",
         ("tests/test_terraform.py::test_terraform_test",),
     ),
-
     # --- issue 16: what is accepted; issue 18: force run and DST (branch i16accept) ---
     # (new mutants of this branch go here)
-
     # --- issue 17: the configuration file and per-job timing (branch i17config) ---
-    # (new mutants of this branch go here)
-
+    # (the module's rule mutants tf-timeout-*, tf-lease-without-margin, tf-retention-*, tf-retries-meet-the-lease
+    # and tf-audit-lookback-* went with their validations: those rules live in rules.py alone, mutated above)
+    Mutant(
+        "i17-one-lease-for-every-job",
+        DEDUP,
+        "return job.lease if job is not None and job.lease is not None else self.lease",
+        "return self.lease",
+        "a job that sets its own deadline claims with its own lease (its deadline + 60)",
+        (f"{PROTOCOL}::test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle",),
+    ),
+    Mutant(
+        "i17-job-table-parsed-per-delivery",
+        DEDUP,
+        "@functools.lru_cache(maxsize=8)\ndef parse_jobs(",
+        "def parse_jobs(",
+        "a delivery neither re-reads the job table nor builds a cron parser per job (issue 19 item 11)",
+        (f"{PROTOCOL}::test_the_configuration_is_read_once_per_process_not_per_delivery",),
+    ),
+    Mutant(
+        "i17-config-read-per-call",
+        "baked/config.py",
+        "@functools.cache\ndef _load(",
+        "def _load(",
+        "config.yaml is read and checked once per process",
+        (f"{PROTOCOL}::test_the_configuration_is_read_once_per_process_not_per_delivery",),
+    ),
+    Mutant(
+        "i17-lease-from-defaults-over-own-deadline",
+        RULES,
+        'if "lease_seconds" not in job and ("attempt_deadline_seconds" in job or "lease_seconds" not in merged):',
+        'if "lease_seconds" not in merged:',
+        "a job's lease follows its own deadline, over the defaults block's lease",
+        ("tests/test_rules.py::test_a_jobs_lease_follows_its_own_deadline_unless_it_or_defaults_say",),
+    ),
+    Mutant(
+        "i17-scheduler-number-derived-silently",
+        RULES,
+        "    for key in SCHEDULER_KEYS:\n        if key not in merged:",
+        "    for key in ():\n        if key not in merged:",
+        "a Scheduler number in neither the job nor the defaults is refused (Terraform takes them as written)",
+        ("tests/test_rules.py::test_a_scheduler_number_in_neither_the_job_nor_defaults_is_refused_with_a_value",),
+    ),
+    Mutant(
+        "i17-passing-deadline-hint-keeps-the-lease",
+        RULES,
+        '"lease_seconds": deadline + slack,',
+        '"lease_seconds": timing["lease_seconds"],',
+        "the deadline a refusal names is the largest that passes, its lease following it",
+        ("tests/test_rules.py::test_one_deadline_for_every_job_refuses_the_sync_naming_a_deadline_that_passes",),
+    ),
+    Mutant(
+        "i17-jobs-checked-with-the-defaults-only",
+        RULES,
+        '        values = {**resolve_job_timing(job_id, job, defaults), "retention_seconds": retention}',
+        '        values = {**resolve_job_timing(job_id, {}, defaults), "retention_seconds": retention}',
+        "each job is checked with its own numbers, not the defaults'",
+        ("tests/test_rules.py::test_each_job_is_checked_with_its_own_deadline_and_lease",),
+    ),
+    Mutant(
+        "i17-tf-job-deadline-unbounded",
+        VARIABLES,
+        "try(job.attempt_deadline_seconds >= 15 && job.attempt_deadline_seconds <= 1800, false)",
+        "try(job.attempt_deadline_seconds >= 15 && job.attempt_deadline_seconds <= 3600, false)",
+        "a job's own attempt deadline is 15-1800 s, Scheduler's range",
+        validations("job_deadline_1801"),
+    ),
+    Mutant(
+        "i17-tf-one-deadline-for-every-job",
+        "terraform/modules/scheduled-dedup/scheduler.tf",
+        'attempt_deadline = "${each.value.attempt_deadline_seconds}s"',
+        'attempt_deadline = "${var.timing.attempt_deadline_seconds}s"',
+        "each Scheduler job gets its own attempt deadline from config.yaml",
+        ("tests/test_config_file.py::test_export_and_sync_bake_each_with_its_own_deadline",),
+    ),
+    Mutant(
+        "i17-tf-timeout-of-the-defaults",
+        CORE_MAIN,
+        "[for job in values(local.jobs) : job.attempt_deadline_seconds]...)",
+        "[var.timing.attempt_deadline_seconds]...)",
+        "the function's timeout is the largest job deadline",
+        ("tests/test_config_file.py::test_export_and_sync_bake_each_with_its_own_deadline",),
+    ),
+    Mutant(
+        "i17-audit-window-ignores-slow-jobs",
+        "baked/audit.py",
+        "until = now - max((config.settle_for(name) for name in job_names), default=config.settle)",
+        "until = now - config.settle",
+        "the audit judges no run before its own job has settled",
+        ("tests/test_audit.py::test_the_window_ends_where_the_slowest_job_has_settled",),
+    ),
     # --- issue 17: the bake the user owns (branch i17bake) ---
     # (new mutants of this branch go here)
-
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
-    # (new mutants of this branch go here)
+    Mutant(
+        "paused-judged-missing",
+        "baked/audit.py",
+        "    if paused:\n        state = State.PAUSED\n    elif run.dst is Dst.AMBIGUOUS:",
+        "    if run.dst is Dst.AMBIGUOUS:",
+        "a paused job's fire times without a record are `paused`, never `missing`",
+        ("tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",),
+    ),
+    Mutant(
+        "resume-keeps-the-paused-marker",
+        "baked/audit.py",
+        'unchanged = entry is not None and bool(entry.get("paused", False)) == bool(pause[name])',
+        "unchanged = entry is not None",
+        "a resume restarts the job's judging, so the paused period is never reported missed",
+        ("tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",),
+    ),
+    Mutant(
+        "paused-flag-unchecked",
+        DEDUP,
+        'if type(job.get(flag, False)) is not bool:',
+        'if False:',
+        "paused and catch_up in DEDUP_JOBS are booleans, or Misconfigured names the field",
+        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
+    ),
+    Mutant(
+        "catch-up-without-queue",
+        DEDUP,
+        "if job.catch_up and config.tasks_queue is None:",
+        "if False:",
+        "a catch_up job needs DEDUP_TASKS_QUEUE",
+        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
+    ),
+    Mutant(
+        "rerun-never-reopens",
+        DEDUP,
+        "if decision is Decision.DUPLICATE and not fresh_rerun:",
+        "if decision is Decision.DUPLICATE:",
+        "a re-run with a new id reopens a finished run: the work runs once more",
+        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+    ),
+    Mutant(
+        "rerun-id-not-compared",
+        DEDUP,
+        'fresh_rerun = rerun is not None and current.get("rerun_id") != rerun.rerun_id',
+        "fresh_rerun = rerun is not None",
+        "a retry of the same re-run request is a duplicate: the work runs once per re-run id",
+        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+    ),
+    Mutant(
+        "rerun-not-recorded",
+        DEDUP,
+        '"reruns": [*current.get("reruns", []), rerun.entry(now, current)],',
+        '"reruns": [rerun.entry(now, current)],',
+        "the record keeps every re-run: who asked, when and why",
+        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+    ),
+    Mutant(
+        "rerun-breaks-a-live-lease",
+        DEDUP,
+        "if decision is Decision.IN_PROGRESS:",
+        "if decision is Decision.IN_PROGRESS and not fresh_rerun:",
+        "a re-run waits for a live attempt (409), it never runs beside it",
+        ("tests/test_manual_runs.py::test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness",),
+    ),
+    Mutant(
+        "rerun-skipped-late",
+        DEDUP,
+        "        if claim.rerun_id is not None:\n            return\n",
+        "",
+        "a re-run is late on purpose: max_lateness_seconds does not skip it",
+        ("tests/test_manual_runs.py::test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness",),
+    ),
+    Mutant(
+        "rerun-reason-unchecked",
+        DEDUP,
+        '(RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),',
+        '(RERUN_REASON_HEADER, re.compile(".*", re.S), "must say why (1-500 printable characters)"),',
+        "a re-run says why in printable text, or the delivery is refused in one line",
+        ("tests/test_manual_runs.py::test_a_bad_rerun_request_is_refused_in_one_line_and_changes_nothing",),
+    ),
+    Mutant(
+        "backfill-task-per-attempt",
+        "baked/tools/runs.py",
+        'task_queue.task_id(found.run_id, "backfill")',
+        'task_queue.task_id(f"{found.run_id}-{uuid.uuid4().hex}", "backfill")',
+        "a backfill's task is named by its run id, so asking twice queues it once",
+        ("tests/test_manual_runs.py::test_backfill_through_the_queue_delivers_each_missing_run_once",),
+    ),
+    Mutant(
+        "catch-up-ignores-lateness",
+        "baked/audit.py",
+        "within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness",
+        "within = True",
+        "the audit catches up a missing run only while it is within max_lateness_seconds",
+        ("tests/test_manual_runs.py::test_the_audit_catches_up_a_missing_run_within_max_lateness_only",),
+    ),
+    Mutant(
+        "rules-flag-any-text",
+        RULES,
+        'raise RuleError(field, value, "must be true or false")',
+        "return bool(value)",
+        "paused and catch_up are true or false at bake time",
+        ("tests/test_rules.py", "-k", "job_flag"),
+    ),
+    Mutant(
+        "enqueuer-any-string",
+        VARIABLES,
+        "condition     = alltrue([for member in var.task_queue.enqueuers : can(regex(",
+        "condition     = true || alltrue([for member in var.task_queue.enqueuers : can(regex(",
+        "only IAM principals may be granted the enqueuer role",
+        validations("enqueuer_without_type", "enqueuer_with_a_space"),
+    ),
 
     # --- issue 18: proxy targets follow their executions (branch i18proxy) ---
-    # (new mutants of this branch go here)
+    Mutant(
+        "proxy-completes-at-start",
+        "baked-cloud-run-job/main.py",
+        "ledger.start(claim, dedup.utcnow(), ending.execution)",
+        "ledger.complete(claim, dedup.utcnow(), ending.execution)",
+        "a proxy's run stays started until its execution is seen to end",
+        (PROXY_TESTS, "-k", "starts_one_execution or failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-started-replay-not-duplicate",
+        "baked-cloud-run-job/dedup.py",
+        "(Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED)",
+        "(Status.COMPLETED, Status.FAILED, Status.SKIPPED)",
+        "a replay of a started run is a duplicate: it starts nothing, whatever the lease",
+        (PROXY_TESTS, "-k", "replayed_delivery"),
+    ),
+    Mutant(
+        "proxy-failed-execution-recorded-completed",
+        "baked-cloud-run-job/executions.py",
+        "recorded = ledger.end_execution(started, dedup.Status.FAILED, now, reason)",
+        "recorded = ledger.end_execution(started, dedup.Status.COMPLETED, now, reason)",
+        "a failed or cancelled execution records its run failed",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-failed-execution-not-logged",
+        "baked-cloud-run-job/executions.py",
+        "        if recorded:  # else",
+        "        if recorded and ended.how is ExecutionEnd.SUCCEEDED:  # else",
+        "a failed execution logs the line the execution-failed metric counts",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-failed-execution-line-not-error",
+        "baked-cloud-run-job/executions.py",
+        "logging.ERROR if failed else logging.INFO",
+        "logging.INFO",
+        "a failed execution's line is an ERROR",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-audit-does-not-follow",
+        "baked-cloud-run-job/executions.py",
+        "            follow(ledger, now, poll)\n",
+        "",
+        "the audit follows every job's executions, so a failure is reported within one audit interval",
+        (PROXY_TESTS, "-k", "audit_follows"),
+    ),
+    Mutant(
+        "proxy-overlap-skip-ignored",
+        "baked-cloud-run-job/executions.py",
+        'if running and (job.overlap if job else "skip") == "skip":',
+        "if False:",
+        "overlap skip: a new run is recorded skipped while the job's previous execution runs",
+        (PROXY_TESTS, "-k", "overlap_skip"),
+    ),
+    Mutant(
+        "proxy-overlap-start-ignored",
+        "baked-cloud-run-job/executions.py",
+        'if running and (job.overlap if job else "skip") == "skip":',
+        "if running:",
+        "overlap start: a new run starts while the job's previous execution runs",
+        (PROXY_TESTS, "-k", "overlap_start"),
+    ),
+    Mutant(
+        "proxy-overlap-rule-unchecked",
+        "baked-cloud-run-job/dedup.py",
+        "if overlap not in OVERLAP_RULES:",
+        "if False:",
+        "an overlap rule other than skip or start is refused naming the job and the value",
+        (PROXY_TESTS, "-k", "bad_overlap_rule"),
+    ),
+    Mutant(
+        "proxy-cloud-run-running-counted-ended",
+        "baked-cloud-run-job/job.py",
+        "    if not execution.completion_time:\n        return None\n",
+        "",
+        "a Cloud Run execution without a completion time still runs",
+        (PROXY_TESTS, "-k", "overlap_skip"),
+    ),
+    Mutant(
+        "proxy-cloud-run-cancelled-counted-failed",
+        "baked-cloud-run-job/job.py",
+        "    if execution.cancelled_count:",
+        "    if False:",
+        "a cancelled Cloud Run execution is reported cancelled",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "proxy-workflow-failed-counted-running",
+        "baked-workflow/job.py",
+        "    if execution.state == state.FAILED:",
+        "    if False:",
+        "a FAILED workflow execution is reported failed",
+        (PROXY_TESTS, "-k", "failed_execution_is_recorded"),
+    ),
+    Mutant(
+        "rules-overlap-any",
+        RULES,
+        '"overlap": ("skip", "start"),',
+        '"overlap": ("skip", "start", "queue", "", "Skip", None, True),',
+        "the bake refuses an overlap rule other than skip or start",
+        ("tests/test_rules.py", "-k", "overlap"),
+    ),
+    Mutant(
+        "tf-execution-metric-counts-every-end",
+        "terraform/modules/scheduled-dedup/executions.tf",
+        '"jsonPayload.execution_outcome=(\\"failed\\" OR \\"cancelled\\")",',
+        '"jsonPayload.execution_outcome:*",',
+        "the execution-failed metric counts failed and cancelled executions, not succeeded ones",
+        ("tests/test_terraform.py", "-k", "test_terraform_test and defaults"),
+    ),
+    Mutant(
+        "tf-workflow-no-executions-api",
+        "terraform/modules/scheduled-dedup-workflow/outputs.tf",
+        '["workflows.googleapis.com", "workflowexecutions.googleapis.com"]',
+        '["workflows.googleapis.com"]',
+        "the workflow target enables the Workflow Executions API the function calls",
+        ("tests/test_terraform.py", "-k", "test_terraform_test and workflow"),
+    ),
+    Mutant(
+        "tf-cloud-run-job-no-execution-reader",
+        "terraform/modules/scheduled-dedup-cloud-run-job/main.tf",
+        'viewer   = "roles/run.viewer"',
+        'viewer   = "roles/run.invoker"',
+        "the runtime account may read the job's executions (run.executions.get) on that one job",
+        ("tests/test_terraform.py", "-k", "test_terraform_test and cloud-run-job"),
+    ),
 
     # --- issue 19: security, pipeline, drift (branch i19secure) ---
     # (new mutants of this branch go here)
-
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
     Mutant(
@@ -1278,7 +1537,6 @@ MUTANTS = [
         "the audit's daily full sweep reads every fire time of the lookback again",
         ("tests/test_cost.py::test_the_audit_reads_each_run_once_a_daily_sweep_and_its_bookmark",),
     ),
-
     # --- issue 19: audit reads, smoke (branch i19audit) ---
     # (new mutants of this branch go here)
     Mutant(
@@ -1345,7 +1603,6 @@ MUTANTS = [
         "make smoke fails when the Force run left no completed record",
         ("tests/test_smoke.py",),
     ),
-
     # --- spare section (branch i17slim) ---
     # (new mutants of this branch go here)
 ]

@@ -5,7 +5,8 @@
     python tests/mutants/run.py --check      # only check that every original snippet is found exactly once
 
 Not part of `make test` (pyproject.toml keeps pytest out of tests/mutants). Everything happens on copies
-in a temporary directory: the template (without .git, build output and venvs) and one default bake of it.
+in a temporary directory: the template (without .git, build output and venvs) and one default bake of it
+(plus a bake of each proxy target, made only when a mutant of its code is run: BAKES).
 Each mutant edits one file of a copy, runs its tests with -x, then restores the file. One Firestore
 emulator serves every baked run. First, the unmutated code must pass the union of the tests, or a
 "killed" would mean nothing. A mutant whose original is missing or not unique is an error, never skipped.
@@ -36,6 +37,12 @@ from mutants import MUTANTS, Mutant  # noqa: E402
 
 TARGET_SCORE = 0.95
 BAKED = "baked/"
+# A mutant's file "<prefix><path>" lives in the bake made with these answers (the rest default).
+BAKES: dict[str, dict[str, str]] = {
+    BAKED: {},
+    "baked-cloud-run-job/": {"target": "cloud_run_job"},
+    "baked-workflow/": {"target": "workflow"},
+}
 MUTANT_TIMEOUT_SECONDS = 900
 # Copies and mutated sources are rewritten within one second at the same size: a stale .pyc would be
 # loaded for the restored file, so none is written.
@@ -43,28 +50,41 @@ ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 UNCOPIED = shutil.ignore_patterns(".git", "build", ".venv*", "node_modules", ".pytest_cache", "__pycache__")
 
 
+def bake_of(mutant: Mutant) -> str:
+    """The BAKES prefix of the mutant's file, or "" for a file of the template."""
+    return next((prefix for prefix in BAKES if mutant.file.startswith(prefix)), "")
+
+
 class Workspace:
-    """The template's copy and a default bake of it, in one temporary directory."""
+    """The template's copy and its bakes (BAKES, each made on first use), in one temporary directory."""
 
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.template = root / "template"
         shutil.copytree(ROOT, self.template, ignore=UNCOPIED)
         # The offline Terraform toolchain's own venvs take minutes to build: share the checkout's.
         for venv in (".venv-standin", ".venv-checkov"):
             if (ROOT / venv).is_dir():
                 (self.template / venv).symlink_to(ROOT / venv)
-        output = root / "bake"
-        command = [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output), str(self.template)]
-        subprocess.run(command, check=True, env=ENV, capture_output=True, timeout=300)
-        (self.bake,) = output.iterdir()
+        self.bakes: dict[str, Path] = {}
+        self.bake = self.bake_dir(BAKED)
+
+    def bake_dir(self, prefix: str) -> Path:
+        if prefix not in self.bakes:
+            output = self.root / ("bake" + prefix.removeprefix("baked").rstrip("/"))
+            answers = [f"{key}={value}" for key, value in BAKES[prefix].items()]
+            command = [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output), str(self.template)]
+            subprocess.run([*command, *answers], check=True, env=ENV, capture_output=True, timeout=300)
+            (self.bakes[prefix],) = output.iterdir()
+        return self.bakes[prefix]
 
     def path_of(self, mutant: Mutant) -> Path:
-        if mutant.file.startswith(BAKED):
-            return self.bake / mutant.file.removeprefix(BAKED)
-        return self.template / mutant.file
+        prefix = bake_of(mutant)
+        return self.bake_dir(prefix) / mutant.file.removeprefix(prefix) if prefix else self.template / mutant.file
 
     def cwd_of(self, mutant: Mutant) -> Path:
-        return self.bake if mutant.file.startswith(BAKED) else self.template
+        prefix = bake_of(mutant)
+        return self.bake_dir(prefix) if prefix else self.template
 
 
 def pytest(cwd: Path, args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str]:
@@ -118,14 +138,14 @@ def snippet_problem(workspace: Workspace, mutant: Mutant) -> str | None:
     return None
 
 
-Union = dict[tuple[bool, str], set[str | None]]
+Union = dict[tuple[str, str], set[str | None]]
 
 
 def test_union(mutants: list[Mutant]) -> Union:
-    """Per (baked or not, test) the -k selections the mutants use with it; None: the whole test."""
+    """Per (bake prefix or "", test) the -k selections the mutants use with it; None: the whole test."""
     union: Union = {}
     for mutant in mutants:
-        baked = mutant.file.startswith(BAKED)
+        baked = bake_of(mutant)
         args = list(mutant.tests)
         selection = None
         if "-k" in args:
@@ -137,7 +157,7 @@ def test_union(mutants: list[Mutant]) -> Union:
     return union
 
 
-def baseline_args(union: Union, baked: bool) -> list[tuple[str, ...]]:
+def baseline_args(union: Union, baked: str) -> list[tuple[str, ...]]:
     """One pytest argument list per -k group (a whole file, or node ids), for the unmutated run."""
     whole, keyed = [], {}
     for (is_baked, test), selections in sorted(union.items()):
@@ -186,8 +206,8 @@ def run_all(
     workspace: Workspace, chosen: list[Mutant], problems: dict[str, str | None], baked_env: dict[str, str]
 ) -> int:
     union = test_union([mutant for mutant in chosen if not problems[mutant.id]])
-    for baked in (True, False):
-        cwd, env = (workspace.bake, baked_env) if baked else (workspace.template, ENV)
+    for baked in sorted({prefix for prefix, _ in union}):
+        cwd, env = (workspace.bake_dir(baked), baked_env) if baked else (workspace.template, ENV)
         for run_args in baseline_args(union, baked):
             print(f"==> unmutated: pytest {' '.join(run_args)}", flush=True)
             returncode, output = pytest(cwd, run_args, env)
@@ -202,7 +222,7 @@ def run_all(
         if detail:
             status = "error"
         else:
-            baked = mutant.file.startswith(BAKED)
+            baked = bake_of(mutant)
             with mutated(workspace.path_of(mutant), mutant):
                 returncode, output = pytest(workspace.cwd_of(mutant), mutant.tests, baked_env if baked else ENV)
             status = verdict(returncode)

@@ -82,6 +82,9 @@ GOOGLE_RESOURCES: tuple[str, ...] = (
     "google_storage_bucket_object",
     "google_storage_bucket_iam_member",
     "google_cloud_scheduler_job",
+    # Manual runs, backfill and catch-up (the module's tasks.tf): a Cloud Tasks queue and who may enqueue.
+    "google_cloud_tasks_queue",
+    "google_cloud_tasks_queue_iam_member",
     "google_workflows_workflow",
     "google_logging_metric",
     "google_monitoring_alert_policy",

@@ -1,6 +1,4 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: Cloud Scheduler -> deduplicating function -> Firestore.
-# Values below were rendered from the answers given when the project was baked; the module checks
-# them again (modules/scheduled-dedup/variables.tf), so an edit that breaks a rule fails at plan.
 {%- if cookiecutter.target == "cloud_run_job" %}
 # The function starts the Cloud Run job of module "cloud_run_job" (modules/scheduled-dedup-cloud-run-job):
 # that module takes the core's runtime account, database and API wait, and gives the core the job's
@@ -11,12 +9,19 @@
 # collections, API and source excludes.
 {%- endif %}
 
+# The project's schedule configuration: ../config.yaml is the one file of the jobs and their timing (config.py
+# reads it for the function, the tools and the tests; `make deploy` checks it with rules.py before Terraform runs).
+# Terraform takes its numbers as written: no formula here (the module checks only their shapes).
+locals {
+  config = yamldecode(file("${path.root}/../config.yaml"))
+}
+
 module "scheduled_dedup" {
   source = "./modules/scheduled-dedup"
 
-  project_id = var.project_id
-  region     = var.region
-  slug       = "{{ cookiecutter.project_slug }}"
+  project_id = local.config.project
+  region     = local.config.region
+  slug       = local.config.slug
 
   # The function's source is this project's root (terraform/, tests/, caches are left out).
   source_dir = "${path.root}/.."
@@ -33,60 +38,52 @@ module "scheduled_dedup" {
   apis            = {{ proxy }}.apis
 {%- endif %}
   source_excludes = {{ proxy }}.source_excludes
+  # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
+  follows_executions = true
 {%- endif %}
 
-  # job id => { schedule (5-field unix-cron), time_zone }. Each is the Scheduler job "<slug>-<job id>".
-  jobs = {
-{%- for job_id, job in cookiecutter.jobs | dictsort %}
-    {{ job_id | tojson }} = {
-      schedule  = {{ job.schedule | tojson }}
-      time_zone = {{ job.time_zone | tojson }}
-{%- if job.max_lateness_seconds is defined %}
-      # A delivery later than this is recorded skipped and does not run the work.
-      max_lateness_seconds = {{ job.max_lateness_seconds | int }}
-{%- endif %}
-    }
-{%- endfor %}
-  }
+  # job id => { schedule, time_zone, and what the job sets of its own }; each is the Scheduler job "<slug>-<job id>".
+  # A timing key the job leaves out is the defaults block's (the module looks it up in timing and retry).
+  jobs = local.config.jobs
 
   timing = {
-    attempt_deadline_seconds = {{ cookiecutter.attempt_deadline_seconds }}
-    function_timeout_seconds = {{ cookiecutter.function_timeout_seconds }}
-    lease_seconds            = {{ cookiecutter.lease_seconds }}
-    retention_seconds        = {{ cookiecutter.retention_seconds }}
+    attempt_deadline_seconds = local.config.defaults.attempt_deadline_seconds
+    retention_seconds        = local.config.retention_seconds
   }
 
   retry = {
-    retry_count                = {{ cookiecutter.retry_count }}
-    min_backoff_seconds        = {{ cookiecutter.min_backoff_seconds }}
-    max_backoff_seconds        = {{ cookiecutter.max_backoff_seconds }}
-    max_doublings              = {{ cookiecutter.max_doublings }}
-    max_retry_duration_seconds = {{ cookiecutter.max_retry_duration_seconds }}
+    for key in ["retry_count", "min_backoff_seconds", "max_backoff_seconds", "max_doublings", "max_retry_duration_seconds"] :
+    key => local.config.defaults[key]
   }
 
   firestore = {
-    database        = "{{ cookiecutter.firestore_database }}"
-    collection      = "{{ cookiecutter.firestore_collection }}"
+    database        = local.config.database
+    collection      = local.config.collection
     create_database = var.create_firestore_database
   }
 
   # The audit job: every job's expected runs against the records (audit.py, docs/operations.md).
   audit = {
-    interval_minutes = {{ cookiecutter.audit_interval_minutes }}
+    interval_minutes = local.config.audit_interval_minutes
   }
 
   enable_apis           = var.enable_apis
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
+
+  # Who may re-run and backfill runs from a laptop (tools/runs.py rerun / backfill --queue; docs/iam.md).
+  task_queue = {
+    enqueuers = var.task_queue_enqueuers
+  }
 }
 {%- if cookiecutter.target == "cloud_run_job" %}
 
 module "cloud_run_job" {
   source = "./modules/scheduled-dedup-cloud-run-job"
 
-  project_id                    = var.project_id
-  region                        = var.region
-  slug                          = "{{ cookiecutter.project_slug }}"
+  project_id                    = local.config.project
+  region                        = local.config.region
+  slug                          = local.config.slug
   labels                        = module.scheduled_dedup.labels
   runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
   apis_ready                    = module.scheduled_dedup.apis_ready
@@ -127,9 +124,9 @@ moved {
 module "workflow" {
   source = "./modules/scheduled-dedup-workflow"
 
-  project_id                    = var.project_id
-  region                        = var.region
-  slug                          = "{{ cookiecutter.project_slug }}"
+  project_id                    = local.config.project
+  region                        = local.config.region
+  slug                          = local.config.slug
   labels                        = module.scheduled_dedup.labels
   runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
   apis_ready                    = module.scheduled_dedup.apis_ready

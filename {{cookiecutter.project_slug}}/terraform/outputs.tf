@@ -66,3 +66,8 @@ output "dashboard_id" {
   description = "The Cloud Monitoring dashboard of this project's scheduled runs."
   value       = module.scheduled_dedup.dashboard_id
 }
+
+output "task_queue" {
+  description = "The deliveries queue: `python tools/runs.py rerun|backfill --queue \"$(terraform -chdir=terraform output -raw task_queue)\"`."
+  value       = module.scheduled_dedup.task_queue
+}

@@ -1,18 +1,5 @@
-# The answers given when this project was baked are the defaults; override them per environment
-# with -var or a *.tfvars file. The timing and retry values live in main.tf: the module checks
-# them with the same rules the template checked at bake time.
-
-variable "project_id" {
-  description = "Google Cloud project to deploy into."
-  type        = string
-  default     = "{{ cookiecutter.gcp_project_id }}"
-}
-
-variable "region" {
-  description = "Region of the function, the Scheduler jobs and (when created) the Firestore database."
-  type        = string
-  default     = "{{ cookiecutter.region }}"
-}
+# What only the deploy decides; override per environment with -var or a *.tfvars file. The project, the
+# region, the jobs and their timing live in ../config.yaml (main.tf, local.config), and nowhere else.
 
 # Baked answer create_firestore_database. true: this project creates its own database (a new GCP
 # project has none; the first apply fails without one). false: the database named in main.tf must
@@ -41,6 +28,13 @@ variable "notification_channels" {
   description = "More Monitoring notification channel ids (projects/P/notificationChannels/N) for the alert policies."
   type        = list(string)
   default     = []
+}
+
+variable "task_queue_enqueuers" {
+  description = "Principals (user:..., group:..., serviceAccount:...) granted roles/cloudtasks.enqueuer on the deliveries queue: they may re-run and backfill runs with tools/runs.py from a laptop (docs/schedules-and-manual-runs.md)."
+  type        = list(string)
+  default     = []
+  nullable    = false
 }
 {%- if cookiecutter.target == "cloud_run_job" %}
 

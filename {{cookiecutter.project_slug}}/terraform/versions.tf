@@ -25,6 +25,6 @@ terraform {
 }
 
 provider "google" {
-  project = var.project_id
-  region  = var.region
+  project = local.config.project
+  region  = local.config.region
 }

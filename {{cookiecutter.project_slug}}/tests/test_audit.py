@@ -479,7 +479,9 @@ def test_an_incremental_audit_reads_only_the_runs_settled_since_the_last_one(mon
     start = at("2026-03-01T00:00:00Z")
     entry = {"since": start - dt.timedelta(days=3), "judged_until": start - config.settle}
     ledger.write_audit_cursor(dedup.AuditCursor(dict.fromkeys(config.jobs, entry), last_full_sweep=start))
-    run_to(ledger, "h3", "2026-02-28T23:00:00Z", "completed")
+    # The first judged fire time: the first hour at or after the bookmark (its settle depends on the bake's timing).
+    first = (start - config.settle + dt.timedelta(minutes=59, seconds=59)).replace(minute=0, second=0, microsecond=0)
+    run_to(ledger, "h3", audit.rfc3339(first), "completed")
     judged = []
     for hour in range(1, 4):
         read, lines = audit_at(monkeypatch, start + dt.timedelta(hours=hour), config)
@@ -505,8 +507,10 @@ def test_a_full_sweep_runs_once_a_day_and_reports_a_still_missing_run_again(monk
         missing.append(summary["audit_summary"].get("missing", 0))
     assert kinds == ["incremental", "full sweep", "incremental"]
     # 00:00 judges nothing new (the bookmark is at its horizon), 01:00 the whole lookback, 02:00 one hour.
-    lookback_hours = int(audit.lookback(config) / dt.timedelta(hours=1))
-    assert missing == [0, lookback_hours - 1, 1]
+    sweep = start + dt.timedelta(hours=1)
+    hours = [sweep - dt.timedelta(hours=h) for h in range(48)]
+    in_lookback = [h for h in hours if sweep - audit.lookback(config) <= h < sweep - config.settle]
+    assert missing == [0, len(in_lookback), 1]
 
 
 def test_the_plan_keeps_first_seen_and_never_moves_the_bookmark_back(monkeypatch, collection):
@@ -520,6 +524,17 @@ def test_the_plan_keeps_first_seen_and_never_moves_the_bookmark_back(monkeypatch
     assert sweep.cursor.jobs["h0"] == {"since": now - dt.timedelta(days=9), "judged_until": ahead}
     assert sweep.cursor.jobs["h1"] == {"since": now, "judged_until": now}
     assert audit.plan(dedup.AuditCursor({}), ["h0"], now, config).full  # never swept: a full sweep
+
+
+def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collection):
+    """Per-job timing (config.yaml): a job with its own longer lease and retry window settles later; no run of it is
+    judged (and so bookmarked) before it settles."""
+    jobs = hourly_jobs(2)
+    jobs["h1"] |= {"lease_seconds": 660, "retry_window_seconds": 5100}
+    config = ledger_at(monkeypatch, jobs).config
+    now = at("2026-03-01T12:00:00Z")
+    assert config.settle_for("h1") == dt.timedelta(seconds=5760) > config.settle_for("h0") == config.settle
+    assert audit.plan(dedup.AuditCursor({}), ["h0", "h1"], now, config).until == now - dt.timedelta(seconds=5760)
 
 
 def test_two_audits_from_one_bookmark_cannot_both_move_it(monkeypatch, collection):

@@ -9,8 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
+import config
 import dedup
+import rules
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(minutes=5)
@@ -133,26 +136,55 @@ def test_importing_main_opens_no_network_connection():
     assert result.returncode == 0, result.stderr
 
 
-def test_unset_settings_come_from_settings_json_and_the_environment_overrides_them(monkeypatch, tmp_path):
-    baked = json.loads(dedup.SETTINGS_FILE.read_text())
-    config = dedup.DedupConfig.from_env({})
-    assert config.collection == baked["DEDUP_COLLECTION"]
-    assert config.lease == dt.timedelta(seconds=baked["DEDUP_LEASE_SECONDS"])
-    assert set(config.jobs) == set(baked["DEDUP_JOBS"])
+def test_unset_settings_come_from_config_yaml_and_the_environment_overrides_them():
+    loaded = config.load()
+    settings = dedup.DedupConfig.from_env({})
+    assert (settings.project, settings.location, settings.collection) == (
+        loaded.project,
+        loaded.region,
+        loaded.collection,
+    )
+    assert set(settings.jobs) == {loaded.scheduler_job_name(job_id) for job_id in loaded.jobs}
+    for job_id, job in loaded.jobs.items():
+        name = loaded.scheduler_job_name(job_id)
+        # Each job's own lease (its deadline + 60 unless it says), for its claims.
+        assert settings.lease_for(name) == dt.timedelta(seconds=job.timing["lease_seconds"])
+        assert settings.jobs[name].attempt_deadline == dt.timedelta(seconds=job.timing["attempt_deadline_seconds"])
     assert dedup.DedupConfig.from_env({"DEDUP_COLLECTION": "elsewhere"}).collection == "elsewhere"
+    overridden = dedup.DedupConfig.from_env({"DEDUP_LEASE_SECONDS": "7"})
+    assert {overridden.lease_for(name) for name in overridden.jobs} == {dt.timedelta(seconds=7)}
+
+
+def test_the_configuration_is_read_once_per_process_not_per_delivery(monkeypatch):
+    """Issue 19 item 11: a delivery neither re-reads the job table nor builds a cron parser per job."""
+    reads, parsers = [], []
+    real_parse, real_cronsim = config.parse, dedup.CronSim
+    monkeypatch.setattr(config, "parse", lambda *args, **kw: reads.append(1) or real_parse(*args, **kw))
+    monkeypatch.setattr(dedup, "CronSim", lambda *args: parsers.append(1) or real_cronsim(*args))
+    caches = (config._load, dedup.baked_settings, dedup.parse_jobs)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        for _ in range(5):
+            settings = dedup.DedupConfig.from_env({})
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+    assert len(reads) == 1
+    assert len(parsers) == len(settings.jobs)
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{nope", r"settings\.json: cannot be read as JSON"),
-        ("[1]", r"settings\.json: must be a JSON object"),
-        ('{"DEDUP_PROJECT": "p-123456"}', r"DEDUP_LOCATION is not set, and settings\.json has no value for it"),
+        ("jobs: [", r"^config\.yaml: is not YAML"),
+        ("[1]", r"^config\.yaml: config\.yaml=\[1\]: must be a mapping"),
+        ("slug: x", r"^config\.yaml: config\.yaml=\['slug'\]: unknown key\(s\) \[\] or missing key\(s\)"),
     ],
 )
-def test_a_broken_settings_file_is_misconfigured_naming_it(monkeypatch, tmp_path, content, message):
-    (tmp_path / "settings.json").write_text(content)
-    monkeypatch.setattr(dedup, "SETTINGS_FILE", tmp_path / "settings.json")
+def test_a_broken_config_file_is_misconfigured_naming_it(monkeypatch, tmp_path, content, message):
+    (tmp_path / "config.yaml").write_text(content)
+    monkeypatch.setattr(config, "CONFIG_FILE", tmp_path / "config.yaml")
     dedup.baked_settings.cache_clear()
     try:
         with pytest.raises(dedup.Misconfigured, match=message):
@@ -163,17 +195,22 @@ def test_a_broken_settings_file_is_misconfigured_naming_it(monkeypatch, tmp_path
 
 def test_the_work_is_stopped_at_its_jobs_attempt_deadline_less_the_release_margin():
     """dedup.DedupConfig.stop_after is the one place that says when (stop.py): a job's own deadline, else the
-    project's (the audit job's and any job DEDUP_JOBS does not list)."""
+    defaults' (config.yaml: the audit job's and any job DEDUP_JOBS does not list); an environment's
+    DEDUP_ATTEMPT_DEADLINE_SECONDS (a test's) holds for every job."""
     jobs = {
         "quick": {"job_id": "quick", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": 60},
         "plain": {"job_id": "plain", "schedule": "0 4 * * *", "time_zone": "Etc/UTC"},
     }
-    config = dedup.DedupConfig.from_env({"DEDUP_JOBS": json.dumps(jobs), "DEDUP_ATTEMPT_DEADLINE_SECONDS": "300"})
+    config = dedup.DedupConfig.from_env({"DEDUP_JOBS": json.dumps(jobs)})
+    defaults = dt.timedelta(seconds=int(dedup.baked_settings()["DEDUP_ATTEMPT_DEADLINE_SECONDS"]))
 
     assert dt.timedelta(seconds=10) == dedup.RELEASE_MARGIN
+    assert defaults > dt.timedelta(seconds=60)
     assert config.stop_after("quick") == dt.timedelta(seconds=50)
-    assert config.stop_after("plain") == config.stop_after(config.audit_job) == dt.timedelta(seconds=290)
-    assert config.stop_after("unlisted") == dt.timedelta(seconds=290)
+    assert config.stop_after("plain") == config.stop_after(config.audit_job) == defaults - dedup.RELEASE_MARGIN
+    assert config.stop_after("unlisted") == defaults - dedup.RELEASE_MARGIN
+    overridden = dedup.DedupConfig.from_env({"DEDUP_JOBS": json.dumps(jobs), "DEDUP_ATTEMPT_DEADLINE_SECONDS": "30"})
+    assert {overridden.stop_after(name) for name in ("quick", "plain", "unlisted")} == {dt.timedelta(seconds=20)}
 
 
 def test_the_baked_lease_outlasts_every_jobs_stop_and_release():
@@ -181,7 +218,7 @@ def test_the_baked_lease_outlasts_every_jobs_stop_and_release():
     the run over and run the work twice; the baked settings (as Terraform deploys them) keep it longer."""
     config = dedup.DedupConfig.from_env({})
     for name in [*config.jobs, config.audit_job]:
-        assert config.lease >= config.stop_after(name) + dedup.RELEASE_MARGIN, name
+        assert config.lease_for(name) >= config.stop_after(name) + dedup.RELEASE_MARGIN, name
 
 
 @pytest.mark.parametrize("value", ["10", "0", "abc", "1.5", "-20"])
@@ -196,3 +233,25 @@ def test_a_jobs_attempt_deadline_within_the_release_margin_is_refused_naming_the
     job = {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": value}
     with pytest.raises(dedup.Misconfigured, match=rf"DEDUP_JOBS.j.attempt_deadline_seconds={value!r}: must be"):
         dedup.parse_jobs(json.dumps({"j": job}))
+
+
+def test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle(monkeypatch, tmp_path):
+    """Per-job timing (config.yaml): a job that sets its own deadline claims with its own lease, and the audit waits
+    its own lease and retry window; a job that sets none takes the defaults'."""
+    raw = yaml.safe_load(config.CONFIG_FILE.read_text(encoding="utf-8"))
+    long_job = {"schedule": "0 2 * * *", "attempt_deadline_seconds": 600}
+    raw["jobs"] = {"long": long_job, "short": {"schedule": "0 3 * * *"}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(config, "CONFIG_FILE", tmp_path / "config.yaml")
+    dedup.baked_settings.cache_clear()
+    try:
+        settings = dedup.DedupConfig.from_env({})
+    finally:
+        dedup.baked_settings.cache_clear()
+    long, short = (config.load(tmp_path / "config.yaml").scheduler_job_name(job) for job in ("long", "short"))
+    assert settings.lease_for(long) == dt.timedelta(seconds=660)
+    default_lease = dt.timedelta(seconds=raw["defaults"]["attempt_deadline_seconds"] + 60)
+    assert settings.lease_for(short) == settings.lease == default_lease
+    window = rules.retry_window_seconds(600, raw["defaults"]["retry_count"], raw["defaults"]["max_backoff_seconds"], 0)
+    assert settings.settle_for(long) == dt.timedelta(seconds=660 + window)
+    assert settings.jobs[long].attempt_deadline == dt.timedelta(seconds=600)

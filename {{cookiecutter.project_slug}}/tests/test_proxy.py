@@ -1,11 +1,11 @@
 """The handler as an idempotent proxy, at the API boundary: the real client library talks gRPC to a
-local fake of the Google API, so the test sees the exact request a delivery sends."""
+local fake of the Google API, so the test sees the exact request a delivery sends, and the fake says
+how each execution it started is doing (running, succeeded, failed, cancelled) when it is followed."""
 
 import concurrent.futures
 import datetime as dt
-{%- if cookiecutter.target == "workflow" %}
+import itertools
 import json
-{%- endif %}
 import sys
 
 import grpc
@@ -13,20 +13,36 @@ import pytest
 from conftest import records, scheduler_headers
 {%- if cookiecutter.target == "cloud_run_job" %}
 from google.cloud import run_v2
+from google.cloud.run_v2.services.executions.transports import ExecutionsGrpcTransport
 from google.cloud.run_v2.services.jobs.transports import JobsGrpcTransport
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2
 
+import dedup
+
 TARGET_ENV, TARGET = "PROXY_JOB_NAME", "projects/p-123456/locations/europe-west1/jobs/nightly-job"
 SERVICE, METHOD = "google.cloud.run.v2.Jobs", "RunJob"
-EXECUTION = f"{TARGET}/executions/nightly-job-x7k2p"
+GET_SERVICE, GET_REQUEST = "google.cloud.run.v2.Executions", run_v2.GetExecutionRequest
 
 
-def started(request: run_v2.RunJobRequest) -> bytes:
+def started(request: run_v2.RunJobRequest, execution: str) -> bytes:
     """RunJob answers with a long-running operation whose metadata is the execution it started."""
     metadata = any_pb2.Any()
-    metadata.Pack(run_v2.Execution.pb(run_v2.Execution(name=EXECUTION)))
+    metadata.Pack(run_v2.Execution.pb(run_v2.Execution(name=execution)))
     return operations_pb2.Operation(name="projects/p-123456/operations/op-1", metadata=metadata).SerializeToString()
+
+
+def execution_in(name: str, state: str) -> bytes:
+    """An execution of one task as GetExecution shows it: no completion time while it runs, then its counts."""
+    done = {"completion_time": dt.datetime(2026, 6, 1, 12, 30, tzinfo=dt.UTC)}
+    completed = run_v2.Condition(type_="Completed", state=run_v2.Condition.State.CONDITION_FAILED, message=DETAIL)
+    fields = {
+        "running": {"running_count": 1},
+        "succeeded": {**done, "succeeded_count": 1},
+        "failed": {**done, "failed_count": 1, "conditions": [completed]},
+        "cancelled": {**done, "cancelled_count": 1, "conditions": [completed]},
+    }[state]
+    return run_v2.Execution.serialize(run_v2.Execution(name=name, task_count=1, **fields))
 
 
 def client_for(channel: grpc.Channel) -> run_v2.JobsClient:
@@ -35,6 +51,10 @@ def client_for(channel: grpc.Channel) -> run_v2.JobsClient:
 
 def install(monkeypatch, client) -> None:
     monkeypatch.setattr(sys.modules["job"], "jobs_client", lambda: client)
+    transport = ExecutionsGrpcTransport(channel=client.transport.grpc_channel)
+    reader = run_v2.ExecutionsClient(transport=transport)
+    # raising=False: today's job.py has no executions client (it never follows an execution).
+    monkeypatch.setattr(sys.modules["job"], "executions_client", lambda: reader, raising=False)
 
 
 def run_id_sent(request: run_v2.RunJobRequest) -> str:
@@ -52,13 +72,25 @@ REQUEST_TYPE = run_v2.RunJobRequest
 from google.cloud.workflows import executions_v1
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
 
+import dedup
+
 TARGET_ENV, TARGET = "PROXY_WORKFLOW_NAME", "projects/p-123456/locations/europe-west1/workflows/nightly-wf"
 SERVICE, METHOD = "google.cloud.workflows.executions.v1.Executions", "CreateExecution"
-EXECUTION = f"{TARGET}/executions/3f1c0a2e"
+GET_SERVICE, GET_REQUEST = SERVICE, executions_v1.GetExecutionRequest
 
 
-def started(request: executions_v1.CreateExecutionRequest) -> bytes:
-    return executions_v1.Execution.serialize(executions_v1.Execution(name=EXECUTION))
+def started(request: executions_v1.CreateExecutionRequest, execution: str) -> bytes:
+    return executions_v1.Execution.serialize(executions_v1.Execution(name=execution))
+
+
+def execution_in(name: str, state: str) -> bytes:
+    """An execution as GetExecution shows it: its state, and for a failed one its error."""
+    states = executions_v1.Execution.State
+    error = executions_v1.Execution.Error(payload=DETAIL) if state == "failed" else None
+    shown = {"running": states.ACTIVE, "succeeded": states.SUCCEEDED, "failed": states.FAILED}
+    return executions_v1.Execution.serialize(
+        executions_v1.Execution(name=name, state=shown.get(state, states.CANCELLED), error=error)
+    )
 
 
 def client_for(channel: grpc.Channel) -> executions_v1.ExecutionsClient:
@@ -81,19 +113,33 @@ REQUEST_TYPE = executions_v1.CreateExecutionRequest
 {%- endif %}
 
 SCHEDULED = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
+DETAIL = "Task nightly-task0 failed with exit code 3"
 
 
 class FakeGoogleApi:
-    """A local gRPC server for the one method the proxy calls: records requests, answers or fails."""
+    """A local gRPC server for the two methods the proxy calls: starting an execution (requests recorded;
+    each gets a name of its own) and reading one (in the state the test set, `running` until then)."""
 
     def __init__(self) -> None:
         self.requests = []
         self.failure: grpc.StatusCode | None = None
-        handler = grpc.unary_unary_rpc_method_handler(
-            self.handle, request_deserializer=REQUEST_TYPE.deserialize, response_serializer=lambda raw: raw
-        )
+        self.get_failure: grpc.StatusCode | None = None
+        self.states: dict[str, str] = {}  # execution name -> running | succeeded | failed | cancelled
+        self.names = (f"{TARGET}/executions/run-{number}" for number in itertools.count(1))
+
+        def method(handle, request_type):
+            return grpc.unary_unary_rpc_method_handler(
+                handle, request_deserializer=request_type.deserialize, response_serializer=lambda raw: raw
+            )
+
+        methods = {
+            (SERVICE, METHOD): method(self.handle, REQUEST_TYPE),
+            (GET_SERVICE, "GetExecution"): method(self.get, GET_REQUEST),
+        }
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
-        self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler})])
+        for service in {service for service, _ in methods}:
+            handlers = {name: handler for (owner, name), handler in methods.items() if owner == service}
+            self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(service, handlers)])
         self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
         self.server.start()
 
@@ -101,7 +147,16 @@ class FakeGoogleApi:
         self.requests.append(request)
         if self.failure:
             context.abort(self.failure, "injected by the test")
-        return started(request)
+        name = next(self.names)
+        self.states[name] = "running"
+        return started(request, name)
+
+    def get(self, request, context):
+        if self.get_failure:
+            context.abort(self.get_failure, "injected by the test")
+        if request.name not in self.states:
+            context.abort(grpc.StatusCode.NOT_FOUND, request.name)
+        return execution_in(request.name, self.states[request.name])
 
 
 @pytest.fixture
@@ -121,8 +176,29 @@ def recent_schedule(monkeypatch):
     monkeypatch.setattr("dedup.utcnow", lambda: SCHEDULED + dt.timedelta(minutes=1))
 
 
-def deliver(http):
-    return http.post("/", headers=scheduler_headers("nightly", "2026-06-01T12:00:00Z"))
+def deliver(http, hours_later=0, job="nightly"):
+    """The delivery of SCHEDULED (or of the hourly run `hours_later`)."""
+    moment = SCHEDULED + dt.timedelta(hours=hours_later)
+    return http.post("/", headers=scheduler_headers(job, moment.isoformat().replace("+00:00", "Z")))
+
+
+def run_key(hours_later=0):
+    config = dedup.DedupConfig.from_env()
+    return dedup.RunKey(config.project, config.location, "nightly", SCHEDULED + dt.timedelta(hours=hours_later))
+
+
+def run_record(collection, hours_later=0):
+    return collection.document(run_key(hours_later).run_id).get().to_dict()
+
+
+def jobs(monkeypatch, **overlap):
+    """DEDUP_JOBS with the job `nightly`, hourly, and its overlap rule if given."""
+    job = {"job_id": "nightly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", **overlap}
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"nightly": job}))
+
+
+def ended_lines(log_lines):
+    return [line for line in log_lines() if "execution_outcome" in line]
 
 
 def test_a_claimed_run_starts_one_execution_carrying_the_run_id(http, collection, api):
@@ -132,8 +208,9 @@ def test_a_claimed_run_starts_one_execution_carrying_the_run_id(http, collection
     (request,) = api.requests
     (run_id, record) = records(collection).popitem()
     assert run_id_sent(request) == run_id
-    assert record["status"] == "completed"
-    assert record["result"] == EXECUTION  # the execution the claim started, for operators
+    # Started, not completed: how the execution ends is not known yet, and it is followed.
+    assert record["status"] == "started"
+    assert record["execution"] == f"{TARGET}/executions/run-1"  # its full resource name
 
 
 def test_a_replayed_delivery_starts_nothing(http, api):
@@ -172,4 +249,114 @@ def test_a_bad_target_name_is_retryable_so_the_run_happens_once_a_deploy_fixes_i
     monkeypatch.setenv(TARGET_ENV, TARGET)  # the fixing deploy; Cloud Scheduler retries
     fixed = deliver(http)
     assert fixed.status_code == 200 and fixed.text.startswith("processed")
+    assert len(api.requests) == 1
+
+
+@pytest.mark.parametrize("state", ["failed", "cancelled"])
+def test_a_failed_execution_is_recorded_failed_and_logged_for_the_alert(http, collection, api, log_lines, state):
+    deliver(http)
+    api.states[f"{TARGET}/executions/run-1"] = state
+
+    following = deliver(http, hours_later=1)  # the job's next run follows its previous execution first
+
+    assert following.status_code == 200 and following.text.startswith("processed")
+    first = run_record(collection)
+    assert first["status"] == "failed"
+    assert f"{TARGET}/executions/run-1 {state}" in first["last_error"]
+    (line,) = ended_lines(log_lines)
+    # What the metric <slug>-execution-failed counts (by jsonPayload.job) and its alert fires on.
+    assert line["severity"] == "ERROR"
+    assert line["execution_outcome"] == state
+    assert (line["job"], line["execution"]) == ("nightly", f"{TARGET}/executions/run-1")
+    assert line["run_id"] == run_key().run_id  # the followed run's, not the delivery's
+    assert DETAIL in line["message"] or state == "cancelled"
+    assert run_record(collection, hours_later=1)["status"] == "started"  # the next run started: its own execution
+    assert len(api.requests) == 2
+
+
+def test_a_succeeded_execution_is_recorded_completed(http, collection, api, log_lines):
+    deliver(http)
+    api.states[f"{TARGET}/executions/run-1"] = "succeeded"
+
+    deliver(http, hours_later=1)
+
+    assert run_record(collection)["status"] == "completed"
+    (line,) = ended_lines(log_lines)
+    assert (line["severity"], line["execution_outcome"]) == ("INFO", "succeeded")
+
+
+def test_the_audit_follows_every_jobs_executions(http, collection, api, log_lines):
+    """A job whose next run is days away: the audit job's delivery records its failed execution."""
+    deliver(http)
+    api.states[f"{TARGET}/executions/run-1"] = "failed"
+
+    audit = deliver(http, hours_later=1, job=dedup.DedupConfig.from_env().audit_job)
+
+    assert audit.status_code == 200 and audit.text.startswith("processed")
+    assert run_record(collection)["status"] == "failed"
+    assert [line["execution_outcome"] for line in ended_lines(log_lines)] == ["failed"]
+    assert len(api.requests) == 1  # the audit starts nothing
+
+
+def test_an_ended_execution_is_recorded_and_logged_once(http, collection, api, log_lines):
+    deliver(http)
+    api.states[f"{TARGET}/executions/run-1"] = "failed"
+    deliver(http, hours_later=1)
+    deliver(http, hours_later=1, job=dedup.DedupConfig.from_env().audit_job)
+
+    assert len(ended_lines(log_lines)) == 1
+
+
+@pytest.mark.parametrize("rule", [{}, {"overlap": "skip"}])
+def test_overlap_skip_records_the_new_run_skipped_while_the_previous_execution_runs(
+    http, collection, api, monkeypatch, rule
+):
+    jobs(monkeypatch, **rule)  # skip is the default
+    deliver(http)
+
+    skipped = deliver(http, hours_later=1)
+
+    assert skipped.status_code == 200 and skipped.text.startswith("skipped_overlap")  # 2xx: Scheduler stops
+    assert f"{TARGET}/executions/run-1" in skipped.text
+    record = run_record(collection, hours_later=1)
+    assert record["status"] == "skipped" and f"{TARGET}/executions/run-1" in record["last_error"]
+    assert len(api.requests) == 1  # nothing started
+    assert deliver(http, hours_later=1).text.startswith("duplicate")  # its retry does not start it either
+    api.states[f"{TARGET}/executions/run-1"] = "succeeded"
+    assert deliver(http, hours_later=2).text.startswith("processed")  # once it ended, the next run starts
+    assert len(api.requests) == 2
+
+
+def test_overlap_start_starts_the_new_run_while_the_previous_execution_runs(http, collection, api, monkeypatch):
+    jobs(monkeypatch, overlap="start")
+    deliver(http)
+
+    second = deliver(http, hours_later=1)
+
+    assert second.status_code == 200 and second.text.startswith("processed")
+    assert len(api.requests) == 2
+    assert run_record(collection)["status"] == run_record(collection, hours_later=1)["status"] == "started"
+
+
+@pytest.mark.parametrize("value", ["sometimes", "", None, ["skip"]])
+def test_a_bad_overlap_rule_is_refused_naming_the_job_and_the_value(http, collection, api, monkeypatch, value):
+    jobs(monkeypatch, overlap=value)
+
+    response = deliver(http)
+
+    assert response.status_code == 500 and response.text.startswith("misconfigured")
+    assert f"DEDUP_JOBS.nightly.overlap={value!r}: must be one of skip, start" in response.text
+    assert api.requests == [] and records(collection) == {}
+
+
+def test_an_api_error_while_following_releases_the_new_run_for_a_retry(http, collection, api):
+    deliver(http)
+    api.get_failure = grpc.StatusCode.PERMISSION_DENIED
+
+    failed = deliver(http, hours_later=1)
+
+    assert failed.status_code == 500 and failed.text.startswith("retryable_failure")
+    assert "PermissionDenied" in failed.text
+    assert run_record(collection, hours_later=1) is None  # released: Scheduler's retry follows again
+    assert run_record(collection)["status"] == "started"
     assert len(api.requests) == 1

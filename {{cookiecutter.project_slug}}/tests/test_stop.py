@@ -8,13 +8,14 @@ deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (
 
 import concurrent.futures
 import datetime as dt
+import time
 
 import pytest
 from conftest import records, scheduler_headers
 
 import dedup
 import stop
-from run_context import RunContext, TerminalJobError, UnknownJob
+from run_context import RunContext, Started, TerminalJobError, UnknownJob
 
 pytestmark = pytest.mark.faults
 
@@ -208,6 +209,22 @@ def test_what_the_work_returned_is_told_as_text_even_when_its_str_fails(run_cont
         stop.ending_of(lambda context: Unshowable(), run_context).result == "<Unshowable whose str() and repr() fail>"
     )
     assert len(stop.ending_of(lambda context: "x" * 5000, run_context).result) == stop.MESSAGE_LIMIT
+
+
+EXECUTION = "projects/p-123456/locations/europe-west1/jobs/nightly-job/executions/run-1"
+
+
+def starts_an_execution(context):
+    """A proxy target's work (job.run): it starts an execution that runs on without it."""
+    return Started(EXECUTION)
+
+
+def test_a_started_execution_comes_back_from_the_works_process_by_its_name(run_context):
+    """The handler records a proxy's run `started` with its execution's name (main.work_then_finish), so the work's
+    own process tells a Started apart from a result, and hands back the name."""
+    ending = stop.run_until_stopped(starts_an_execution, run_context, {}, time.monotonic() + 60)
+
+    assert ending == stop.Ending(stop.Ended.STARTED, execution=EXECUTION)
 
 
 @pytest.fixture

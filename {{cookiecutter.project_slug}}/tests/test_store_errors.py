@@ -18,7 +18,7 @@ import datetime as dt
 import grpc
 import pytest
 from conftest import records, scheduler_headers
-from fake_firestore import BATCH_GET_DOCUMENTS, COMMIT
+from fake_firestore import BATCH_GET_DOCUMENTS, COMMIT{% if cookiecutter.target != "function" %}, RUN_QUERY{% endif %}
 
 import dedup
 from run_context import TerminalJobError
@@ -47,6 +47,11 @@ CALLS = {
     "finish-update": Call(COMMIT, 1, None, None, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
     "fail-update": Call(COMMIT, 1, None, TerminalJobError, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
     "release-delete": Call(COMMIT, 1, None, RuntimeError, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
+{%- if cookiecutter.target != "function" %}
+    # A proxy's query for the job's started runs (executions.py), before it starts anything: every code
+    # fails the work before it runs, so the claim is released for Scheduler's retry.
+    "follow-query": Call(RUN_QUERY, 0, None, None, True, dict.fromkeys(CODES, "retryable_failure")),
+{%- endif %}
 }
 CLAIMS = {"claim-create", "claim-read"}  # the first calls: there NOT_FOUND / FAILED_PRECONDITION mean the database
 

@@ -1,6 +1,6 @@
 """What this project costs a month on Google Cloud, from its configuration and Google's list prices.
 
-    python tools/cost.py                       # this project's jobs (settings.json), line by line
+    python tools/cost.py                       # this project's jobs (config.yaml), line by line
     python tools/cost.py --work-seconds 30     # how long one run's work takes (default 1 s)
     python tools/cost.py --table               # docs/cost.md's table: 1, 10 and 100 hourly jobs
 

@@ -4,8 +4,11 @@
 `python tools/runs.py show JOB TIME` prints one run's record, found by the run_id dedup.RunKey computes;
 `python tools/runs.py missed --since T1 --until T2 [--job JOB] [--json]` lists the runs the audit finds
 missing or stuck (audit.py: each job's cron against the records, one batched read);
-`python tools/runs.py backfill --since T1 --until T2 [--job JOB] [--url URL] [--dry-run]` delivers each
-of them to the function with its original schedule time, so the dedup keeps it to one execution.
+`python tools/runs.py backfill --since T1 --until T2 [--job JOB] [--url URL | --queue] [--dry-run]` delivers
+each of them to the function with its original schedule time, so the dedup keeps it to one execution; with
+--queue through the deliveries queue (Cloud Tasks), which reaches the internal-only function from a laptop;
+`python tools/runs.py rerun JOB TIME --reason WHY [--by WHO] [--rerun-id ID]` queues a re-run of a finished run:
+it runs once more, once, and its record keeps who asked, when and why (docs/schedules-and-manual-runs.md).
 """
 
 from __future__ import annotations
@@ -13,18 +16,22 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from google.api_core import exceptions as api_exceptions
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
-from fire import delivery_headers, post  # noqa: E402
+from fire import delivery_headers, post, scheduler_job_name  # noqa: E402
 from run_id import run_key  # noqa: E402
 
 import audit  # noqa: E402
 import dedup  # noqa: E402
+import task_queue  # noqa: E402
 
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
@@ -68,6 +75,10 @@ class Progress:
         end = "\n" if done >= total else ""
         self.stream.write(f"\r{self.label} [{bar}] {done}/{total} {100 * done // total:3d}%{end}")
         self.stream.flush()
+
+
+class QueueUnavailable(Exception):
+    """Cloud Tasks did not take a delivery (permission, no such queue, unreachable): the message says which."""
 
 
 class BadArgument(ValueError):
@@ -156,18 +167,40 @@ def id_token_for(url: str) -> str:
         ) from None
 
 
+def queue_of(config: dedup.DedupConfig, queue: str) -> str:
+    """--queue's value, or the deployed deliveries queue (DEDUP_TASKS_QUEUE) for a bare --queue."""
+    queue = queue or config.tasks_queue or ""
+    if not dedup.TASKS_QUEUE.fullmatch(queue):
+        raise BadArgument(
+            f"--queue={queue!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE (terraform output task_queue)"
+        )
+    return queue
+
+
+def queued(queue: str, name: str, headers: dict[str, str]) -> str:
+    """Queue one delivery as task `name`; what happened, for the table."""
+    try:
+        return "queued" if task_queue.enqueue(queue, name, headers) else "queued before (same task id): not again"
+    except api_exceptions.GoogleAPIError as error:
+        raise QueueUnavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
+
+
 def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     """Deliver each missing or stuck run as Scheduler would: same job name and schedule time, so one executes."""
     runs = find_runs(config, args, dedup.utcnow())
     listed = list(audit.needing_delivery(runs))
+    queue = queue_of(config, args.queue) if args.queue is not None else None
     url = args.url or f"http://127.0.0.1:{args.port}/"
-    token = id_token_for(args.url) if args.url and not args.dry_run and listed else None
+    token = id_token_for(args.url) if args.url and not args.dry_run and listed and not queue else None
     rows = []
     failures = 0
     progress = Progress("delivering")
     for done, found in enumerate(listed, start=1):
         if args.dry_run:
             answer = "(dry run: not sent)"
+        elif queue:  # a task per run id: a backfill asked for twice is queued once
+            key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
+            answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), task_queue.delivery_headers(key))
         else:
             headers = delivery_headers(found.job, audit.rfc3339(found.schedule_time), config.project, config.location)
             if token:
@@ -181,9 +214,45 @@ def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
         rows.append([*run_row(found, config)[:4], answer])
         progress(done, len(listed))
     print(table(rows, ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "ANSWER"]))
-    verb = "would deliver" if args.dry_run else f"delivered to {url}"
+    verb = "would deliver" if args.dry_run else f"queued on {queue}" if queue else f"delivered to {url}"
     print(f"{summary(runs, listed, args)}; {verb} {len(listed)}, {failures} not answered 2xx", file=sys.stderr)
     return 1 if failures else 0
+
+
+def gcloud_account() -> str:
+    """Who is asking: gcloud's active account (the identity Cloud Tasks' audit log records for the enqueue)."""
+    try:
+        account = subprocess.run(
+            ["gcloud", "config", "get-value", "account"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        account = ""
+    if not account:
+        raise BadArgument("--by: not given, and gcloud has no active account; say who asks, e.g. --by ana@example.com")
+    return account
+
+
+def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+    """Queue a re-run of one finished run: the function runs it once more, once per re-run id, and records it."""
+    rerun_id = args.rerun_id or uuid.uuid4().hex
+    request = dedup.Rerun(rerun_id, args.by or gcloud_account(), args.reason)
+    for name, value, pattern in (
+        ("--rerun-id", request.rerun_id, dedup.RERUN_ID),
+        ("--by", request.by, dedup.RERUN_TEXT),
+        ("--reason", request.reason, dedup.RERUN_TEXT),
+    ):
+        if not pattern.fullmatch(value):
+            raise BadArgument(f"{name}={value!r}: must be {pattern.pattern}")
+    try:
+        key = run_key(scheduler_job_name(args.job, config), args.time, args.project, args.location)
+    except ValueError as error:
+        raise BadArgument(f"TIME={args.time!r}: {error}") from None
+    queue = queue_of(config, args.queue)
+    answer = queued(queue, task_queue.task_id(rerun_id, "rerun"), task_queue.delivery_headers(key, request))
+    print(f"re-run {rerun_id} of {key.job_name} at {audit.rfc3339(key.schedule_time)} (run_id {key.run_id}): {answer}")
+    again = f"the same request again, safely: --rerun-id {rerun_id}"
+    print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,16 +279,27 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("--port", type=int, default=8080, help="the local dev server's port")
     fill.add_argument("--dry-run", action="store_true", help="list what would be delivered, send nothing")
     fill.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
+    fill.add_argument("--queue", nargs="?", const="", default=None,
+                      help="queue each on the deliveries queue (default queue: DEDUP_TASKS_QUEUE)")  # fmt: skip
+    again = commands.add_parser("rerun", help="queue a re-run of one finished run: it runs once more, once")
+    again.add_argument("job", help="job id (nightly) or Scheduler job name")
+    again.add_argument("time", help="the run's schedule time, RFC 3339")
+    again.add_argument("--reason", required=True, help="why it runs again (kept in the run's record)")
+    again.add_argument("--by", help="who asks (default: gcloud's active account)")
+    again.add_argument("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)")
+    again.add_argument("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)")
+    again.add_argument("--project", help="the X-Scheduler-Project the run was keyed under")
+    again.add_argument("--location", help="the X-Scheduler-Location the run was keyed under")
     args = parser.parse_args(argv)
 
     try:
         config = dedup.DedupConfig.from_env()
-        if args.command in ("missed", "backfill"):
-            return (missed if args.command == "missed" else backfill)(config, args)
+        if args.command in ("missed", "backfill", "rerun"):
+            return {"missed": missed, "backfill": backfill, "rerun": rerun}[args.command](config, args)
     except (BadArgument, dedup.Misconfigured) as error:
         print(error, file=sys.stderr)
         return 2
-    except dedup.StoreUnavailable as error:
+    except (dedup.StoreUnavailable, QueueUnavailable) as error:
         print(error, file=sys.stderr)
         return 1
     collection = runs_collection(config)

@@ -6,7 +6,8 @@
 #
 # Who holds what:
 #   <slug>-job  the job's identity: roles/datastore.user on the one Firestore database
-#   <slug>-run  (the core's runtime account) roles/run.jobsExecutorWithOverrides on this one job
+#   <slug>-run  (the core's runtime account) roles/run.jobsExecutorWithOverrides and roles/run.viewer
+#               on this one job
 
 locals {
   job_name = "${var.slug}-job"
@@ -93,12 +94,34 @@ resource "google_project_iam_member" "datastore_user" {
   }
 }
 
-# The narrowest predefined role that runs a job with overrides (the run id travels in the container
-# overrides): run.jobs.run, run.jobs.runWithOverrides, run.executions.cancel, granted on this one job.
-resource "google_cloud_run_v2_job_iam_member" "runtime_executor" {
+# What the function's runtime account does with this one job, each by the narrowest predefined role
+# that allows it, granted on the job alone:
+# - executor: start an execution with the run id in its container overrides (run.jobs.run,
+#   run.jobs.runWithOverrides, run.executions.cancel);
+# - viewer: follow each execution it started until it ends (the baked executions module:
+#   Executions.GetExecution needs run.executions.get, cloud.google.com/run/docs/reference/rest/v2/
+#   projects.locations.jobs.executions/get, which the executor role lacks). On the job, roles/run.viewer
+#   reads only that job, its executions and tasks (cloud.google.com/iam/docs/roles-permissions/run:
+#   "Cloud Run Viewer ... Lowest-level resources where you can grant this role: ... Cloud Run job").
+locals {
+  runtime_roles = {
+    executor = "roles/run.jobsExecutorWithOverrides"
+    viewer   = "roles/run.viewer"
+  }
+}
+
+resource "google_cloud_run_v2_job_iam_member" "runtime" {
+  for_each = local.runtime_roles
+
   project  = var.project_id
   location = var.region
   name     = google_cloud_run_v2_job.this.name
-  role     = "roles/run.jobsExecutorWithOverrides"
+  role     = each.value
   member   = "serviceAccount:${var.runtime_service_account_email}"
+}
+
+# Where the executor grant lived before the viewer grant joined it: an applied project keeps it.
+moved {
+  from = google_cloud_run_v2_job_iam_member.runtime_executor
+  to   = google_cloud_run_v2_job_iam_member.runtime["executor"]
 }

@@ -70,11 +70,14 @@ resource "google_project_iam_member" "log_writer" {
   member  = google_service_account.workflow.member
 }
 
-# workflows.executions.create. This grant is project-level because Workflows has no IAM policy on a
+# workflows.executions.create (start one) and workflows.executions.get (follow it: the baked
+# executions.py). This grant is project-level because Workflows has no IAM policy on a
 # single workflow: the lowest level where any Workflows role can be granted is the project (IAM
 # "Workflows roles and permissions"), and Workflows does not take part in IAM Conditions' resource
 # attributes, so a resource.name condition could not narrow it either. roles/workflows.invoker is
-# the narrowest predefined role: start and read executions, nothing else.
+# the narrowest predefined role that holds both: executions and callbacks, nothing that reads or
+# changes a workflow (cloud.google.com/iam/docs/roles-permissions/workflows: workflows.executions.
+# create, .get, .list, .cancel, callbacks and step entries).
 resource "google_project_iam_member" "runtime_invoker" {
   project = var.project_id
   role    = "roles/workflows.invoker"

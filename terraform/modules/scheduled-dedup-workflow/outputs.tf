@@ -11,8 +11,8 @@ output "ttl_collections" {
 }
 
 output "apis" {
-  description = "For the core module's apis: the project services the workflow needs besides the core's."
-  value       = ["workflows.googleapis.com"]
+  description = "For the core module's apis: the project services the workflow needs besides the core's. The function calls both: workflows (the workflow itself) and workflowexecutions (CreateExecution, GetExecution: the Workflow Executions API is a service of its own, executions_v1's default endpoint)."
+  value       = ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
 }
 
 output "source_excludes" {

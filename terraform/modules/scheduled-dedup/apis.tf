@@ -11,6 +11,7 @@ locals {
       # project does not have it enabled (terraform-google-project-factory issue 717).
       "cloudresourcemanager.googleapis.com",
       "cloudscheduler.googleapis.com",
+      "cloudtasks.googleapis.com", # the deliveries queue: re-runs, backfills, catch-ups (tasks.tf)
       "firestore.googleapis.com",
       "iam.googleapis.com", # service accounts; the custom build account needs it (Cloud Run functions "Custom service account for Cloud Build")
       "logging.googleapis.com",

@@ -6,21 +6,12 @@
 
 locals {
   # The name Scheduler sends (X-CloudScheduler-JobName). An underscore cannot appear in a job id
-  # (rules.JOB_ID), so no user job's "<slug>-<id>" can take it. Also the baked settings.json's DEDUP_AUDIT_JOB.
+  # (rules.JOB_ID), so no user job's "<slug>-<id>" can take it. Also the baked config.py's Config.audit_job_name.
   audit_job_name = "${var.slug}_audit"
   # rules.AUDIT_INTERVALS_MINUTES divide an hour or a day, so the cron is exact.
   audit_schedule = var.audit == null ? null : (
     var.audit.interval_minutes < 60 ? "*/${var.audit.interval_minutes} * * * *" : "0 */${var.audit.interval_minutes / 60} * * *"
   )
-
-  # DEDUP_JOBS (dedup.parse_jobs): every job by its Scheduler name, with what the audit and the
-  # lateness check need, and the job id the work is chosen by. Also the baked settings.json, rendered from the same answers.
-  dedup_jobs = jsonencode({
-    for id, job in var.jobs : "${var.slug}-${id}" => merge(
-      { job_id = id, schedule = job.schedule, time_zone = job.time_zone },
-      job.max_lateness_seconds == null ? {} : { max_lateness_seconds = job.max_lateness_seconds },
-    )
-  })
 
   # What the audit logs per run: a log-based metric and an alert each (both lose a run if nobody acts).
   audit_findings = {

@@ -101,7 +101,7 @@ resource "google_cloudfunctions2_function" "this" {
   }
 
   service_config {
-    timeout_seconds                  = var.timing.function_timeout_seconds
+    timeout_seconds                  = local.function_timeout_seconds
     available_memory                 = var.function.available_memory
     max_instance_count               = var.function.max_instance_count
     min_instance_count               = var.function.min_instance_count
@@ -135,27 +135,17 @@ resource "google_cloudfunctions2_function" "this" {
         # Off, CLOUD_RUN_TIMEOUT_SECONDS becomes gunicorn's worker `timeout`, kept as the last-resort
         # backstop: the arbiter kills a worker whose main loop has stopped for that long (a whole
         # process, never a thread mid-call). The gthread worker's main loop beats while requests run,
-        # so it never ends a request that runs long (tests/test_timeout.py). Set to the function
-        # timeout: whether the platform sets the variable is not documented (GoogleCloudPlatform/
-        # functions-framework-go PR 244 leaves it open).
-        CLOUD_RUN_TIMEOUT_SECONDS = tostring(var.timing.function_timeout_seconds)
+        # so it never ends a request that runs long (tests/test_timeout.py). Set to the function timeout
+        # (the largest job deadline): whether the platform sets the variable is not documented
+        # (GoogleCloudPlatform/functions-framework-go PR 244 leaves it open).
+        CLOUD_RUN_TIMEOUT_SECONDS = tostring(local.function_timeout_seconds)
         THREADED_TIMEOUT_ENABLED  = "false"
         # A thread per request the instance takes at once (functions-framework's default is 4 per CPU
         # it sees), and never just one: with one, gunicorn's sync worker makes the timeout above a
         # per-request kill of the whole worker, with nothing logged or released. WORKERS stays 1.
         THREADS = tostring(max(2, var.function.max_instance_request_concurrency))
-        # When each job's work is stopped (dedup.DedupConfig.stop_after): its Scheduler attempt deadline.
-        DEDUP_ATTEMPT_DEADLINE_SECONDS = tostring(var.timing.attempt_deadline_seconds)
-        DEDUP_PROJECT                  = var.project_id
-        DEDUP_LOCATION                 = var.region
-        DEDUP_DATABASE                 = var.firestore.database
-        DEDUP_COLLECTION               = var.firestore.collection
-        DEDUP_LEASE_SECONDS            = tostring(var.timing.lease_seconds)
-        DEDUP_RETENTION_SECONDS        = tostring(var.timing.retention_seconds)
-        # The audit and max_lateness_seconds (audit.tf): the jobs by the name Scheduler sends, as dedup.py reads them.
-        DEDUP_JOBS                 = local.dedup_jobs
-        DEDUP_RETRY_WINDOW_SECONDS = tostring(local.retry_window_seconds)
-        DEDUP_AUDIT_JOB            = local.audit_job_name
+        # No DEDUP_* setting: the function reads the jobs, their timing and its database from config.yaml,
+        # which its zipped source carries (source_dir), the same file this Terraform's root read.
       },
     )
   }

@@ -6,6 +6,9 @@
 #   <slug>-run      the function's runtime identity: roles/datastore.user on the one Firestore database
 #                   (a proxy target's module grants it the one role that starts its target)
 #   <slug>-invoker  Cloud Scheduler's OIDC identity: roles/run.invoker on the function's Cloud Run service
+#                   and roles/cloudtasks.enqueuer on the deliveries queue when a job has catch_up
+#   <slug>-invoker  also the OIDC identity of every task the deliveries queue sends (tasks.tf)
+#   var.task_queue.enqueuers  roles/cloudtasks.enqueuer on the deliveries queue: re-runs and backfills
 #   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter,
 #                   roles/artifactregistry.writer, roles/storage.objectViewer in the project
 # Structured logs go to stdout/stderr, which needs no logging role.
@@ -118,4 +121,28 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
 moved {
   from = google_project_iam_member.datastore_user["runtime"]
   to   = google_project_iam_member.datastore_user
+}
+
+# Who may queue a delivery (tools/runs.py rerun / backfill): roles/cloudtasks.enqueuer on the one queue, nothing
+# more. The queue's own http_target gives every task its URL and the invoker's OIDC token (tasks.tf), so an
+# enqueuer needs no iam.serviceAccounts.actAs on the invoker, and reaches nothing but the function.
+resource "google_cloud_tasks_queue_iam_member" "enqueuers" {
+  for_each = toset(var.task_queue.enqueuers)
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_tasks_queue.deliveries.name
+  role     = "roles/cloudtasks.enqueuer"
+  member   = each.key
+}
+
+# The audit queues catch-ups as the function's runtime identity, only where some job asks for it.
+resource "google_cloud_tasks_queue_iam_member" "runtime_catch_up" {
+  count = anytrue([for job in values(var.jobs) : job.catch_up]) ? 1 : 0
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_tasks_queue.deliveries.name
+  role     = "roles/cloudtasks.enqueuer"
+  member   = google_service_account.runtime.member
 }

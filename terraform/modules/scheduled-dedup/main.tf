@@ -3,8 +3,8 @@
 # accounts, a Firestore TTL on run records and log-based metrics per outcome.
 #
 # Files: apis.tf (project services), firestore.tf (database, TTL), iam.tf (every service account
-# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), audit.tf (the audit
-# job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
+# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), tasks.tf (the
+# deliveries queue: re-runs, backfill, catch-up), audit.tf (the audit job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
 #
 # It knows no proxy target: a sibling module, vendored only into a bake of its target, makes what
 # the function starts, and the baked root passes the sibling's environment variables, collections,
@@ -13,20 +13,22 @@
 # labels and apis_ready from outputs.tf.
 
 locals {
-  # Also in the template's hooks/rules.py (LEASE_MARGIN_SECONDS): how much longer than the function timeout a lease lasts.
-  lease_margin_seconds = 30
+  # Each job's Scheduler numbers: its own, else var.timing's and var.retry's (a lookup, never a formula: the
+  # baked rules.py resolves and checks the same numbers from config.yaml before Terraform runs).
+  jobs = {
+    for id, job in var.jobs : id => merge(job, {
+      attempt_deadline_seconds   = coalesce(job.attempt_deadline_seconds, var.timing.attempt_deadline_seconds)
+      retry_count                = coalesce(job.retry_count, var.retry.retry_count)
+      min_backoff_seconds        = coalesce(job.min_backoff_seconds, var.retry.min_backoff_seconds)
+      max_backoff_seconds        = coalesce(job.max_backoff_seconds, var.retry.max_backoff_seconds)
+      max_doublings              = coalesce(job.max_doublings, var.retry.max_doublings)
+      max_retry_duration_seconds = coalesce(job.max_retry_duration_seconds, var.retry.max_retry_duration_seconds)
+    })
+  }
+  # The function serves every job: its timeout is the largest deadline (each job's work stops at its own).
+  function_timeout_seconds = max(var.timing.attempt_deadline_seconds, [for job in values(local.jobs) : job.attempt_deadline_seconds]...)
 
-  # Also in the template's hooks/rules.py (retry_window_seconds): the longest time from a run's first attempt to
-  # the end of its last one. Conservative: every wait counts as max_backoff. Cloud Scheduler keeps
-  # retrying until both retry_count and max_retry_duration are reached, so the longer bound wins.
-  # The validation of var.timing spells the same formula out (a variable's validation cannot use a
-  # local computed from that variable: Terraform reports a cycle).
-  retry_window_seconds = max(
-    (var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds,
-    var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
-  )
-
-  # --- unix-cron's shape, for the validation of var.jobs (the grammar is the template's hooks/rules.py's) ---
+  # --- unix-cron's shape, for the validation of var.jobs (the grammar is the baked rules.py's) ---
   # Minute, hour and day of month hold digits and * , - /; month and day of week also names (jan-dec,
   # sun-sat). ASCII only, and white space as rules.cron_fields splits on: RE2's \s is [\t\n\f\r ].
   cron_numbers = "[0-9*,/-]+"
@@ -42,5 +44,5 @@ locals {
   labels = merge(var.labels, { "scheduled-dedup" = var.slug })
 
   # Outcomes the handler logs as jsonPayload.outcome (one structured JSON line per delivery).
-  outcomes = ["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late"]
+  outcomes = ["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late", "skipped_overlap"]
 }

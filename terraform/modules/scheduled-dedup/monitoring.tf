@@ -112,10 +112,11 @@ resource "time_sleep" "metrics" {
       [google_logging_metric.scheduler_attempt_failed.name],
       [for metric in google_logging_metric.audit : metric.name],
       google_logging_metric.audit_ran[*].name,
+      google_logging_metric.execution_failed[*].name,
     )))
   }
 
-  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, google_logging_metric.audit, google_logging_metric.audit_ran]
+  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, google_logging_metric.audit, google_logging_metric.audit_ran, google_logging_metric.execution_failed]
 }
 
 # Who hears of an incident: the e-mail channel of var.alert_email and var.notification_channels.
@@ -177,7 +178,7 @@ locals {
 }
 
 resource "google_monitoring_alert_policy" "outcome" {
-  for_each = local.alerts
+  for_each = merge(local.alerts, local.execution_alerts)
 
   project               = var.project_id
   display_name          = "${var.slug}: ${each.value.title}"
@@ -190,7 +191,7 @@ resource "google_monitoring_alert_policy" "outcome" {
     display_name = "more than ${each.value.threshold} ${each.key} in ${each.value.window}s"
 
     condition_threshold {
-      filter          = local.metric_filter[each.key]
+      filter          = merge(local.metric_filter, local.execution_metric_filter)[each.key]
       comparison      = "COMPARISON_GT"
       threshold_value = each.value.threshold
       duration        = "0s"

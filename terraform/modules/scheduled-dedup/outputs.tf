@@ -14,7 +14,7 @@ output "runtime_service_account_email" {
 }
 
 output "function_environment_variables" {
-  description = "The function's environment: the module's DEDUP_* settings and functions-framework's (the threaded timeout off), with var.function.environment_variables (a proxy target's PROXY_* name)."
+  description = "The function's environment: functions-framework's settings (the threaded timeout off; no DEDUP_* setting: config.yaml), with var.function.environment_variables (a proxy target's PROXY_* name)."
   value       = google_cloudfunctions2_function.this.service_config[0].environment_variables
 }
 
@@ -93,4 +93,9 @@ output "retention_seconds" {
 output "apis_ready" {
   description = "Known once the project's APIs (the module's and var.apis) have propagated: a sibling module's resources depend on it."
   value       = time_sleep.apis.id
+}
+
+output "task_queue" {
+  description = "The deliveries queue (projects/P/locations/L/queues/Q): tools/runs.py rerun and backfill --queue queue there."
+  value       = google_cloud_tasks_queue.deliveries.id
 }

@@ -2,7 +2,7 @@
 # by (X-Scheduler-Project, X-Scheduler-Location, X-CloudScheduler-JobName, X-CloudScheduler-ScheduleTime).
 
 resource "google_cloud_scheduler_job" "this" {
-  for_each = var.jobs
+  for_each = local.jobs
 
   project     = var.project_id
   region      = var.region
@@ -15,16 +15,16 @@ resource "google_cloud_scheduler_job" "this" {
   schedule  = each.value.schedule
   time_zone = each.value.time_zone
 
-  # Aligned with the function: attempt deadline <= function timeout (validated), so Scheduler does not
-  # give up on, and retry, a run the function is still allowed to finish.
-  attempt_deadline = "${var.timing.attempt_deadline_seconds}s"
+  # The job's own deadline: its work is stopped then (dedup.DedupConfig.stop_after), and the function's
+  # timeout is the largest deadline (main.tf), so Scheduler never gives up on a run the function still finishes.
+  attempt_deadline = "${each.value.attempt_deadline_seconds}s"
 
   retry_config {
-    retry_count          = var.retry.retry_count
-    max_retry_duration   = "${var.retry.max_retry_duration_seconds}s"
-    min_backoff_duration = "${var.retry.min_backoff_seconds}s"
-    max_backoff_duration = "${var.retry.max_backoff_seconds}s"
-    max_doublings        = var.retry.max_doublings
+    retry_count          = each.value.retry_count
+    max_retry_duration   = "${each.value.max_retry_duration_seconds}s"
+    min_backoff_duration = "${each.value.min_backoff_seconds}s"
+    max_backoff_duration = "${each.value.max_backoff_seconds}s"
+    max_doublings        = each.value.max_doublings
   }
 
   http_target {

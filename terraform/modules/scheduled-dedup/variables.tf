@@ -1,10 +1,9 @@
 # Inputs of the scheduled-dedup module.
 #
-# The validation blocks below enforce the SAME rules as the bake hook, the template's hooks/rules.py
-# (check_slug, check_project_id, check_region, check_jobs, check_timing, check_database,
-# check_collection; of check_schedule, the cron's shape): a value the hook refuses, Terraform refuses too,
-# so a baked project whose terraform/main.tf is edited later cannot drift into a broken timing.
-# Change a rule in one place and change it in the other; the template's tests/test_terraform.py checks both.
+# The validation blocks below check SHAPES only (ids, ranges, the cron's five fields), each as the baked
+# rules.py does (check_slug, check_project_id, check_region, check_jobs, check_database, check_collection).
+# The rules between numbers (lease, retries, retention, the audit's lookback, each job's schedule) live once,
+# in rules.py: the bake, config.py, the project's tests and `make deploy` (before Terraform) run them.
 
 variable "project_id" {
   description = "Google Cloud project to deploy into."
@@ -45,16 +44,48 @@ variable "jobs" {
     schedule    = string
     time_zone   = optional(string, "Etc/UTC")
     description = optional(string)
-    paused      = optional(bool, false)
+    # Paused in Scheduler; the audit reports its fire times `paused`, never `missing` (audit.py).
+    paused = optional(bool, false)
+    # The audit delivers a missing run itself through the deliveries queue (tasks.tf) while within max_lateness_seconds.
+    catch_up = optional(bool, false)
     # A delivery later than this after its schedule time is recorded skipped (2xx) and never runs the work.
     max_lateness_seconds = optional(number)
+    # Proxy targets: what a new run does while the job's previous execution still runs; null: "skip".
+    overlap = optional(string)
+    # The job's own timing (config.yaml); null: var.timing's and var.retry's (local.jobs looks them up).
+    attempt_deadline_seconds   = optional(number)
+    retry_count                = optional(number)
+    min_backoff_seconds        = optional(number)
+    max_backoff_seconds        = optional(number)
+    max_doublings              = optional(number)
+    max_retry_duration_seconds = optional(number)
   }))
   nullable = false
+
+  validation {
+    # dedup.OVERLAP_RULES (the baked dedup.py refuses any other value as misconfigured).
+    condition     = alltrue([for job in values(var.jobs) : job.overlap == null || contains(["skip", "start"], coalesce(job.overlap, "skip"))])
+    error_message = "jobs: each overlap must be \"skip\" (a new run is recorded skipped while the job's previous execution still runs) or \"start\" (it starts anyway). Given: ${jsonencode({ for id, job in var.jobs : id => job.overlap })}."
+  }
 
   validation {
     # rules.check_max_lateness: a whole number of seconds, at least 60, or null (no limit).
     condition     = alltrue([for job in values(var.jobs) : try(job.max_lateness_seconds >= 60 && floor(job.max_lateness_seconds) == job.max_lateness_seconds, job.max_lateness_seconds == null)])
     error_message = "jobs: each max_lateness_seconds must be a whole number of seconds, at least 60 (omit it for no limit). Given: ${jsonencode({ for id, job in var.jobs : id => job.max_lateness_seconds })}."
+  }
+
+  validation {
+    # The same ranges as var.timing's and var.retry's (rules.ATTEMPT_DEADLINE_RANGE, MAX_RETRY_COUNT,
+    # MAX_BACKOFF_SECONDS, parse_seconds), on the numbers a job sets for itself.
+    condition = alltrue([for job in values(var.jobs) : alltrue([
+      job.attempt_deadline_seconds == null || try(job.attempt_deadline_seconds >= 15 && job.attempt_deadline_seconds <= 1800, false),
+      alltrue([for v in [job.attempt_deadline_seconds, job.retry_count, job.min_backoff_seconds, job.max_backoff_seconds, job.max_doublings, job.max_retry_duration_seconds] : v == null || try(v >= 0 && floor(v) == v, false)]),
+      job.retry_count == null || try(job.retry_count <= 5, false),
+      job.max_doublings == null || try(job.max_doublings <= 16, false),
+      alltrue([for v in [job.min_backoff_seconds, job.max_backoff_seconds] : v == null || try(v <= 3600, false)]),
+      job.min_backoff_seconds == null || job.max_backoff_seconds == null || try(job.max_backoff_seconds >= job.min_backoff_seconds, false),
+    ])])
+    error_message = "jobs: a job's own attempt_deadline_seconds must be 15-1800, retry_count 0-5, min_backoff_seconds and max_backoff_seconds 0-3600 (max at least min), max_doublings 0-16, max_retry_duration_seconds whole and non-negative."
   }
 
   validation {
@@ -71,8 +102,8 @@ variable "jobs" {
 
   validation {
     # rules.check_schedule at a glance: five fields, each of the characters its field may hold (local.cron_shape).
-    # The full grammar (each field's bounds and names, ranges not backwards, steps not 0) is the hook's, and
-    # the baked tests/test_schedule_rules.py checks it, with the schedule rules, on the jobs in terraform/main.tf.
+    # The full grammar (each field's bounds and names, ranges not backwards, steps not 0) is the baked rules.py's:
+    # `python config.py` and the baked tests/test_config.py check it, with the schedule rules, on config.yaml.
     condition     = alltrue([for job in values(var.jobs) : can(regex(local.cron_shape, job.schedule))])
     error_message = "jobs: each schedule must be 5-field unix-cron such as '0 3 * * *': minute, hour and day of month of digits and * , - /, month and day of week also of letters (jan-dec, sun-sat). Groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees the X-CloudScheduler-ScheduleTime header for unix-cron. Given: ${jsonencode({ for id, job in var.jobs : id => job.schedule })}."
   }
@@ -85,12 +116,25 @@ variable "jobs" {
   }
 }
 
+variable "task_queue" {
+  description = "The deliveries queue (tasks.tf) that carries re-runs, backfills and catch-ups to the function. enqueuers: principals (user:, group:, serviceAccount:, principal:, principalSet:) granted roles/cloudtasks.enqueuer on that one queue: they may re-run and backfill runs from a laptop with tools/runs.py (docs/iam.md)."
+  type = object({
+    enqueuers = optional(list(string), [])
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # IAM principal identifiers ("Principal identifiers" in IAM's docs): a type prefix, a colon, an identity.
+    condition     = alltrue([for member in var.task_queue.enqueuers : can(regex("^(user|group|serviceAccount|domain|principal|principalSet):[^:\\s]+$", member))])
+    error_message = "task_queue.enqueuers: each must be an IAM principal such as user:ana@example.com, group:oncall@example.com or serviceAccount:ops@p.iam.gserviceaccount.com. Given: ${jsonencode(var.task_queue.enqueuers)}."
+  }
+}
+
 variable "timing" {
-  description = "Seconds. attempt_deadline: how long Cloud Scheduler waits for an answer (15-1800). function_timeout: >= attempt_deadline, <= 3600. lease: how long a claimed run stays locked, >= function_timeout + 30. retention: how long a run record lives (Firestore TTL), >= lease + the retry window."
+  description = "Seconds. attempt_deadline: how long Cloud Scheduler waits for an answer (15-1800), for the audit job and every job that sets none; the function's timeout is the largest deadline. retention: how long a run record lives (Firestore TTL). The rules between the numbers (lease, retries, retention, each job's schedule) are the baked rules.py's, checked by `make deploy` before Terraform runs."
   type = object({
     attempt_deadline_seconds = optional(number, 300)
-    function_timeout_seconds = optional(number, 300)
-    lease_seconds            = optional(number, 360)
     retention_seconds        = optional(number, 604800)
   })
   default  = {}
@@ -107,48 +151,10 @@ variable "timing" {
     condition     = var.timing.attempt_deadline_seconds >= 15 && var.timing.attempt_deadline_seconds <= 1800
     error_message = "timing.attempt_deadline_seconds=${var.timing.attempt_deadline_seconds}: must be 15-1800."
   }
-
-  validation {
-    # rules.MAX_FUNCTION_TIMEOUT_SECONDS and rules.check_timing (timeout >= deadline).
-    condition     = var.timing.function_timeout_seconds >= var.timing.attempt_deadline_seconds && var.timing.function_timeout_seconds <= 3600
-    error_message = "timing.function_timeout_seconds=${var.timing.function_timeout_seconds}: must be at least attempt_deadline_seconds (${var.timing.attempt_deadline_seconds}) and at most 3600, or Scheduler gives up on runs the function still finishes."
-  }
-
-  validation {
-    # rules.LEASE_MARGIN_SECONDS (local.lease_margin_seconds here).
-    condition     = var.timing.lease_seconds >= var.timing.function_timeout_seconds + local.lease_margin_seconds
-    error_message = "timing.lease_seconds=${var.timing.lease_seconds}: must be at least function_timeout_seconds + ${local.lease_margin_seconds} (${var.timing.function_timeout_seconds + local.lease_margin_seconds}), or a retry takes over a run that is still going."
-  }
-
-  validation {
-    # rules.check_timing: retention >= lease + rules.retry_window_seconds (local.retry_window_seconds here).
-    # The formula is local.retry_window_seconds, spelled out (a validation cannot use a local
-    # computed from its own variable).
-    condition = var.timing.retention_seconds >= var.timing.lease_seconds + max(
-      (var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds,
-      var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
-    )
-    error_message = "timing.retention_seconds=${var.timing.retention_seconds}: must be at least lease_seconds + the retry window (${var.timing.lease_seconds} + ${max((var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds, var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0)}), or a late retry finds no record and runs again."
-  }
-
-  validation {
-    # Also in the template's hooks/rules.py (check_timing, with retry_intervals_seconds): with retries, Cloud
-    # Scheduler's waits before them must add up to more than the lease, or a run whose instance
-    # crashed right after its claim meets 409 until Scheduler gives up, and never runs. The waits
-    # start at min_backoff, double max_doublings times, then grow linearly by
-    # min_backoff * 2^max_doublings, capped at max_backoff (10, 20, 40, 80, 160, 240, 300 for
-    # 10 / 300 / 3). retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs it.
-    # Spelled out twice: a validation cannot use a local computed from its own variable. It sits
-    # here, not under var.retry, because var.timing's validations read var.retry already (a
-    # validation of var.retry reading var.timing would make a cycle); it names retry.retry_count,
-    # the value to raise first.
-    condition     = var.retry.retry_count <= 0 || sum(concat([0], [for i in range(var.retry.retry_count) : min(var.retry.max_backoff_seconds, i <= var.retry.max_doublings ? var.retry.min_backoff_seconds * pow(2, i) : var.retry.min_backoff_seconds * pow(2, var.retry.max_doublings) * (i - var.retry.max_doublings + 1))])) > var.timing.lease_seconds
-    error_message = "retry.retry_count=${var.retry.retry_count}: the retries (${join("+", [for i in range(var.retry.retry_count) : min(var.retry.max_backoff_seconds, i <= var.retry.max_doublings ? var.retry.min_backoff_seconds * pow(2, i) : var.retry.min_backoff_seconds * pow(2, var.retry.max_doublings) * (i - var.retry.max_doublings + 1))])} = ${sum(concat([0], [for i in range(var.retry.retry_count) : min(var.retry.max_backoff_seconds, i <= var.retry.max_doublings ? var.retry.min_backoff_seconds * pow(2, i) : var.retry.min_backoff_seconds * pow(2, var.retry.max_doublings) * (i - var.retry.max_doublings + 1))]))} s) end before the lease (${var.timing.lease_seconds} s) expires, so a run whose instance crashed is never retried; raise retry_count or min_backoff_seconds, or shorten lease_seconds."
-  }
 }
 
 variable "retry" {
-  description = "Cloud Scheduler retry_config. max_retry_duration_seconds = 0 means only retry_count limits the retries. With retry_count > 0, the waits before the retries must add up to more than timing.lease_seconds."
+  description = "Cloud Scheduler retry_config. max_retry_duration_seconds = 0 means only retry_count limits the retries. With retry_count > 0, the waits before the retries must add up to more than the lease (the baked rules.py checks it)."
   type = object({
     retry_count                = optional(number, 5)
     min_backoff_seconds        = optional(number, 30)
@@ -350,14 +356,11 @@ variable "audit" {
     error_message = "audit.interval_minutes: must be one of 5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720."
   }
 
-  validation {
-    # rules.check_audit_interval: interval + lease + retry window <= min(1 day, retention) (the baked
-    # audit.py's AUDIT_LOOKBACK), or a run could go missing between two audits. The retry window is
-    # local.retry_window_seconds, spelled out (a validation cannot use a local computed from the variables).
-    condition = var.audit == null || try(var.audit.interval_minutes * 60 + var.timing.lease_seconds + max(
-      (var.retry.retry_count + 1) * var.timing.attempt_deadline_seconds + var.retry.retry_count * var.retry.max_backoff_seconds,
-      var.retry.max_retry_duration_seconds > 0 ? var.retry.max_retry_duration_seconds + var.retry.max_backoff_seconds + var.timing.attempt_deadline_seconds : 0,
-    ) <= min(86400, var.timing.retention_seconds), false)
-    error_message = "audit.interval_minutes: the interval + lease + retry window must fit in the audit's lookback (min(1 day, retention_seconds)), or a run could go missing between two audits."
-  }
+}
+
+variable "follows_executions" {
+  description = "The function is a proxy target's (a Cloud Run job, a workflow): it starts an execution per run and follows it (a proxy bake's executions module), logging one line per ended execution. true: a log-based metric counts the failed and cancelled executions by job, and an alert fires on any (executions.tf). The baked root sets it for the proxy targets."
+  type        = bool
+  default     = false
+  nullable    = false
 }

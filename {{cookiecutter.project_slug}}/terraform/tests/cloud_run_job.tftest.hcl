@@ -45,11 +45,25 @@ run "job" {
     condition = (
       google_cloud_run_v2_job.this.template[0].template[0].service_account == google_service_account.job.email &&
       google_cloud_run_v2_job.this.template[0].template[0].containers[0].image == var.job.image &&
-      google_cloud_run_v2_job_iam_member.runtime_executor.name == google_cloud_run_v2_job.this.name &&
-      google_cloud_run_v2_job_iam_member.runtime_executor.role == "roles/run.jobsExecutorWithOverrides" &&
-      google_cloud_run_v2_job_iam_member.runtime_executor.member == "serviceAccount:${var.runtime_service_account_email}"
+      google_cloud_run_v2_job_iam_member.runtime["executor"].name == google_cloud_run_v2_job.this.name &&
+      google_cloud_run_v2_job_iam_member.runtime["executor"].role == "roles/run.jobsExecutorWithOverrides" &&
+      google_cloud_run_v2_job_iam_member.runtime["executor"].member == "serviceAccount:${var.runtime_service_account_email}"
     )
     error_message = "The Cloud Run job must run the given image as its own account, and the runtime account may run that job only."
+  }
+
+  assert {
+    condition = (
+      google_cloud_run_v2_job_iam_member.runtime["viewer"].name == google_cloud_run_v2_job.this.name &&
+      google_cloud_run_v2_job_iam_member.runtime["viewer"].role == "roles/run.viewer" &&
+      google_cloud_run_v2_job_iam_member.runtime["viewer"].member == "serviceAccount:${var.runtime_service_account_email}"
+    )
+    error_message = "The runtime account follows the executions it starts (run.executions.get): roles/run.viewer on that one job, not the project."
+  }
+
+  assert {
+    condition     = length(google_cloud_run_v2_job_iam_member.runtime) == 2
+    error_message = "The runtime account holds exactly two roles on the job: the executor and the viewer."
   }
 
   assert {
@@ -57,7 +71,7 @@ run "job" {
       google_project_iam_member.datastore_user.member == google_service_account.job.member &&
       google_project_iam_member.datastore_user.role == "roles/datastore.user" &&
       google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\"" &&
-      google_cloud_run_v2_job_iam_member.runtime_executor.member != google_service_account.job.member
+      google_cloud_run_v2_job_iam_member.runtime["executor"].member != google_service_account.job.member
     )
     error_message = "The Cloud Run job's account must hold exactly roles/datastore.user, narrowed to the one database."
   }

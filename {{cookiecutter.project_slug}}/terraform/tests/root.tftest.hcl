@@ -1,5 +1,4 @@
-# `terraform test` for this project's main.tf as it stands (the values rendered at bake time, or
-# whatever they were edited to since): it plans and applies against mock providers, so a value
+# `terraform test` for this project's main.tf and ../config.yaml as they stand: it plans and applies against mock providers, so a value
 # that breaks a rule fails here, and the outputs a user needs are there.
 
 mock_provider "google" {}
@@ -34,18 +33,18 @@ run "main" {
 {%- endif %}
 
   assert {
-    condition     = length(output.scheduler_job_names) == {{ cookiecutter.jobs | length }}
-    error_message = "One Cloud Scheduler job per baked job."
+    condition     = keys(output.scheduler_job_names) == keys(local.config.jobs)
+    error_message = "One Cloud Scheduler job per job of config.yaml."
   }
 
   assert {
-    condition     = alltrue([for id, name in output.scheduler_job_names : name == "{{ cookiecutter.project_slug }}-${id}"])
+    condition     = alltrue([for id, name in output.scheduler_job_names : name == "${local.config.slug}-${id}"])
     error_message = "Scheduler job names derive from the slug."
   }
 
   assert {
-    condition     = output.firestore_collection == "{{ cookiecutter.firestore_collection }}" && output.firestore_database == "{{ cookiecutter.firestore_database }}"
-    error_message = "Run records go to the baked database and collection."
+    condition     = output.firestore_collection == local.config.collection && output.firestore_database == local.config.database
+    error_message = "Run records go to config.yaml's database and collection."
   }
 
   assert {
@@ -54,7 +53,7 @@ run "main" {
   }
 
   assert {
-    condition     = length(output.log_metric_names) == 9
+    condition     = length(output.log_metric_names) == 10
     error_message = "One log-based metric per outcome."
   }
 
@@ -77,7 +76,7 @@ run "main" {
   # The composition: the job's module gets the core's runtime account and database, and the core the
   # job's name and collections.
   assert {
-    condition     = module.scheduled_dedup.function_environment_variables["PROXY_JOB_NAME"] == "projects/${var.project_id}/locations/${var.region}/jobs/${output.cloud_run_job_name}"
+    condition     = module.scheduled_dedup.function_environment_variables["PROXY_JOB_NAME"] == "projects/${local.config.project}/locations/${local.config.region}/jobs/${output.cloud_run_job_name}"
     error_message = "main.tf passes the job's name to the function (PROXY_JOB_NAME)."
   }
 
@@ -90,7 +89,7 @@ run "main" {
   # The composition: the workflow's module gets the core's runtime account and database, and the core
   # the workflow's name, collection and API.
   assert {
-    condition     = module.scheduled_dedup.function_environment_variables["PROXY_WORKFLOW_NAME"] == "projects/${var.project_id}/locations/${var.region}/workflows/${output.workflow_name}"
+    condition     = module.scheduled_dedup.function_environment_variables["PROXY_WORKFLOW_NAME"] == "projects/${local.config.project}/locations/${local.config.region}/workflows/${output.workflow_name}"
     error_message = "main.tf passes the workflow's name to the function (PROXY_WORKFLOW_NAME)."
   }
 

@@ -29,39 +29,28 @@ mock_provider "http" {
   }
 }
 
+# This project's ../config.yaml, passed as main.tf passes it (no job or timing is written here).
 variables {
-  project_id = "{{ cookiecutter.gcp_project_id }}"
-  region     = "{{ cookiecutter.region }}"
-  slug       = "{{ cookiecutter.project_slug }}"
+  project_id = yamldecode(file("../config.yaml")).project
+  region     = yamldecode(file("../config.yaml")).region
+  slug       = yamldecode(file("../config.yaml")).slug
   source_dir = ".."
 
-  jobs = {
-{%- for job_id, job in cookiecutter.jobs | dictsort %}
-    {{ job_id | tojson }} = {
-      schedule  = {{ job.schedule | tojson }}
-      time_zone = {{ job.time_zone | tojson }}
-    }
-{%- endfor %}
-  }
+  jobs = yamldecode(file("../config.yaml")).jobs
 
   timing = {
-    attempt_deadline_seconds = {{ cookiecutter.attempt_deadline_seconds }}
-    function_timeout_seconds = {{ cookiecutter.function_timeout_seconds }}
-    lease_seconds            = {{ cookiecutter.lease_seconds }}
-    retention_seconds        = {{ cookiecutter.retention_seconds }}
+    attempt_deadline_seconds = yamldecode(file("../config.yaml")).defaults.attempt_deadline_seconds
+    retention_seconds        = yamldecode(file("../config.yaml")).retention_seconds
   }
 
   retry = {
-    retry_count                = {{ cookiecutter.retry_count }}
-    min_backoff_seconds        = {{ cookiecutter.min_backoff_seconds }}
-    max_backoff_seconds        = {{ cookiecutter.max_backoff_seconds }}
-    max_doublings              = {{ cookiecutter.max_doublings }}
-    max_retry_duration_seconds = {{ cookiecutter.max_retry_duration_seconds }}
+    for key in ["retry_count", "min_backoff_seconds", "max_backoff_seconds", "max_doublings", "max_retry_duration_seconds"] :
+    key => yamldecode(file("../config.yaml")).defaults[key]
   }
 
   firestore = {
-    database        = "{{ cookiecutter.firestore_database }}"
-    collection      = "{{ cookiecutter.firestore_collection }}"
+    database        = yamldecode(file("../config.yaml")).database
+    collection      = yamldecode(file("../config.yaml")).collection
     create_database = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
   }
 }
@@ -124,19 +113,17 @@ run "baked_values" {
 
   assert {
     condition = alltrue([
-      for job in google_cloud_scheduler_job.this : job.attempt_deadline == "${var.timing.attempt_deadline_seconds}s"
+      for id, job in google_cloud_scheduler_job.this :
+      job.attempt_deadline == "${coalesce(var.jobs[id].attempt_deadline_seconds, var.timing.attempt_deadline_seconds)}s"
     ])
-    error_message = "Every Scheduler job's attempt_deadline must be the configured attempt deadline."
+    error_message = "Every Scheduler job's attempt_deadline must be its own, else timing's."
   }
 
   assert {
-    condition     = var.timing.attempt_deadline_seconds <= google_cloudfunctions2_function.this.service_config[0].timeout_seconds
-    error_message = "The attempt deadline must not exceed the function timeout, or Scheduler retries runs that are still going."
-  }
-
-  assert {
-    condition     = google_cloudfunctions2_function.this.service_config[0].timeout_seconds == var.timing.function_timeout_seconds
-    error_message = "The function's timeout must be timing.function_timeout_seconds."
+    condition = google_cloudfunctions2_function.this.service_config[0].timeout_seconds == max(
+      var.timing.attempt_deadline_seconds, [for job in google_cloud_scheduler_job.this : tonumber(trimsuffix(job.attempt_deadline, "s"))]...
+    )
+    error_message = "The function's timeout must be the largest attempt deadline, or Scheduler retries runs that are still going."
   }
 
   assert {
@@ -173,14 +160,14 @@ run "baked_values" {
 
   assert {
     condition = alltrue([
-      for job in google_cloud_scheduler_job.this :
-      job.retry_config[0].retry_count == var.retry.retry_count &&
-      job.retry_config[0].max_retry_duration == "${var.retry.max_retry_duration_seconds}s" &&
-      job.retry_config[0].min_backoff_duration == "${var.retry.min_backoff_seconds}s" &&
-      job.retry_config[0].max_backoff_duration == "${var.retry.max_backoff_seconds}s" &&
-      job.retry_config[0].max_doublings == var.retry.max_doublings
+      for id, job in google_cloud_scheduler_job.this :
+      job.retry_config[0].retry_count == coalesce(var.jobs[id].retry_count, var.retry.retry_count) &&
+      job.retry_config[0].max_retry_duration == "${coalesce(var.jobs[id].max_retry_duration_seconds, var.retry.max_retry_duration_seconds)}s" &&
+      job.retry_config[0].min_backoff_duration == "${coalesce(var.jobs[id].min_backoff_seconds, var.retry.min_backoff_seconds)}s" &&
+      job.retry_config[0].max_backoff_duration == "${coalesce(var.jobs[id].max_backoff_seconds, var.retry.max_backoff_seconds)}s" &&
+      job.retry_config[0].max_doublings == coalesce(var.jobs[id].max_doublings, var.retry.max_doublings)
     ])
-    error_message = "Every Scheduler job's retry_config must carry var.retry."
+    error_message = "Every Scheduler job's retry_config must carry the job's own numbers, else var.retry."
   }
 
   # --- Firestore: TTL on expire_at, no single-field indexes ---
@@ -225,15 +212,8 @@ run "baked_values" {
   }
 
   assert {
-    condition = (
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_PROJECT"] == var.project_id &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_LOCATION"] == var.region &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_DATABASE"] == var.firestore.database &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_COLLECTION"] == var.firestore.collection &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_LEASE_SECONDS"] == tostring(var.timing.lease_seconds) &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_RETENTION_SECONDS"] == tostring(var.timing.retention_seconds)
-    )
-    error_message = "The function must get the DEDUP_* settings the handler reads."
+    condition     = length([for name in keys(google_cloudfunctions2_function.this.service_config[0].environment_variables) : name if startswith(name, "DEDUP_")]) == 0
+    error_message = "The function reads its settings from config.yaml in its source: no DEDUP_* variable, no second copy."
   }
 
   assert {
@@ -321,7 +301,7 @@ run "baked_values" {
   # --- observability ---
 
   assert {
-    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late"]) && alltrue([
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_late", "skipped_overlap"]) && alltrue([
       for outcome, metric in google_logging_metric.outcome :
       strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
     ])
@@ -453,12 +433,11 @@ run "the_handler_stops_the_work_not_functions_framework" {
 
   assert {
     condition = (
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"] == "{{ cookiecutter.function_timeout_seconds | int }}" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"] == tostring(google_cloudfunctions2_function.this.service_config[0].timeout_seconds) &&
       google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "false" &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADS"] == "2" &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_ATTEMPT_DEADLINE_SECONDS"] == "{{ cookiecutter.attempt_deadline_seconds | int }}"
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADS"] == "2"
     )
-    error_message = "The handler stops the work at the attempt deadline ({{ cookiecutter.attempt_deadline_seconds }} s): DEDUP_ATTEMPT_DEADLINE_SECONDS=${google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_ATTEMPT_DEADLINE_SECONDS"]}; functions-framework's threaded timeout must be off (THREADED_TIMEOUT_ENABLED=\"false\"), CLOUD_RUN_TIMEOUT_SECONDS the function timeout ({{ cookiecutter.function_timeout_seconds }} s) and THREADS above 1 (2 for one request at a time)."
+    error_message = "The handler stops the work at each job's attempt deadline (stop.py): functions-framework's threaded timeout must be off (THREADED_TIMEOUT_ENABLED=\"false\"), CLOUD_RUN_TIMEOUT_SECONDS the function timeout (${google_cloudfunctions2_function.this.service_config[0].timeout_seconds} s, gunicorn's backstop): ${google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"]}, and THREADS above 1 (2 for one request at a time)."
   }
 }
 
@@ -537,11 +516,16 @@ run "knows_no_proxy_target" {
     condition     = length([for name in keys(output.function_environment_variables) : name if startswith(name, "PROXY_")]) == 0
     error_message = "Without a proxy target's settings the function gets no PROXY_* name."
   }
+
+  assert {
+    condition     = length(google_logging_metric.execution_failed) == 0 && !contains(keys(google_monitoring_alert_policy.outcome), "execution_failed")
+    error_message = "A function that starts no executions gets no metric or alert for failed ones."
+  }
 }
 
-# --- the same rules as the bake hook (the template's hooks/rules.py) refuse bad values at plan ---
-
-run "rejects_attempt_deadline_above_function_timeout" {
+# A proxy target's function logs one line per ended execution (a proxy bake's executions module, log_end):
+# jsonPayload.execution_outcome = succeeded | failed | cancelled, jsonPayload.job = the followed run's job.
+run "counts_and_alerts_on_failed_executions" {
   command = plan
 
   module {
@@ -549,21 +533,115 @@ run "rejects_attempt_deadline_above_function_timeout" {
   }
 
   variables {
-    timing = {
-      attempt_deadline_seconds = 600
-      function_timeout_seconds = 300
-      lease_seconds            = 660
-      retention_seconds        = 604800
-    }
-    # Waits past the 660 s lease (60 + 120 + 240 + 480 + 600 = 1500 s), whatever the baked ones are.
-    retry = {
-      retry_count         = 5
-      min_backoff_seconds = 60
-      max_backoff_seconds = 600
+    follows_executions = true
+  }
+
+  assert {
+    condition = (
+      google_logging_metric.execution_failed[0].name == "${var.slug}-execution-failed" &&
+      google_logging_metric.execution_failed[0].filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${var.slug}\" AND jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")" &&
+      google_logging_metric.execution_failed[0].label_extractors["job"] == "EXTRACT(jsonPayload.job)" &&
+      contains([for label in google_logging_metric.execution_failed[0].metric_descriptor[0].labels : label.key], "job")
+    )
+    error_message = "One metric counts the function's failed and cancelled execution lines (not succeeded ones), with a job label."
+  }
+
+  assert {
+    condition = (
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-execution-failed\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].threshold_value == 0 &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].comparison == "COMPARISON_GT" &&
+      google_monitoring_alert_policy.outcome["execution_failed"].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
+      google_monitoring_alert_policy.outcome["execution_failed"].severity == "ERROR" &&
+      strcontains(google_monitoring_alert_policy.outcome["execution_failed"].documentation[0].content, "schedules-and-manual-runs.md")
+    )
+    error_message = "One alert policy, grouped by job, fires on any failed or cancelled execution and says how to re-run it."
+  }
+}
+
+run "passes_each_jobs_overlap_rule_to_the_function" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      often = { schedule = "*/5 * * * *", overlap = "start" }
+      daily = { schedule = "0 3 * * *" }
     }
   }
 
-  expect_failures = [var.timing]
+  assert {
+    condition = (
+      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-often"].overlap == "start" &&
+      !contains(keys(jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"])["${var.slug}-daily"]), "overlap")
+    )
+    error_message = "DEDUP_JOBS carries a job's overlap rule when it has one (dedup.py's default, skip, otherwise)."
+  }
+}
+
+run "rejects_an_unknown_overlap_rule" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      often = { schedule = "*/5 * * * *", overlap = "queue" }
+    }
+  }
+
+  expect_failures = [var.jobs]
+}
+
+# --- shapes: the module refuses values out of their ranges at plan (the rules between numbers are rules.py's) ---
+
+# Shapes only: the rules between the numbers are rules.py's (tests/test_config.py, `make deploy`).
+run "rejects_a_jobs_attempt_deadline_above_30_minutes" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "0 3 * * *", time_zone = "Etc/UTC", attempt_deadline_seconds = 1801 }
+    }
+  }
+
+  expect_failures = [var.jobs]
+}
+
+run "a_jobs_own_deadline_and_retries_reach_its_scheduler_job_and_the_timeout" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      long  = { schedule = "0 2 * * *", time_zone = "Europe/Berlin", attempt_deadline_seconds = 600, retry_count = 3 }
+      short = { schedule = "*/15 * * * *" }
+    }
+    timing = { attempt_deadline_seconds = 300 }
+  }
+
+  assert {
+    condition = (
+      google_cloud_scheduler_job.this["long"].attempt_deadline == "600s" &&
+      google_cloud_scheduler_job.this["long"].retry_config[0].retry_count == 3 &&
+      google_cloud_scheduler_job.this["short"].attempt_deadline == "300s" &&
+      google_cloud_scheduler_job.this["short"].retry_config[0].retry_count == var.retry.retry_count &&
+      google_cloudfunctions2_function.this.service_config[0].timeout_seconds == 600
+    )
+    error_message = "Each Scheduler job gets its own deadline and retries (else timing's and retry's); the function's timeout is the largest deadline."
+  }
 }
 
 run "rejects_non_cron_schedule" {
@@ -583,7 +661,7 @@ run "rejects_non_cron_schedule" {
 }
 
 # Quartz's "last day of the month" is no unix-cron: a letter where only numbers go. (An out-of-range value
-# such as "0 24 * * *" is the hook's and tests/test_schedule_rules.py's to refuse: Terraform checks the shape.)
+# such as "0 24 * * *" is rules.py's and tests/test_config.py's to refuse: Terraform checks the shape.)
 run "rejects_a_letter_in_a_numeric_cron_field" {
   command = plan
 
@@ -598,78 +676,6 @@ run "rejects_a_letter_in_a_numeric_cron_field" {
   }
 
   expect_failures = [var.jobs]
-}
-
-run "rejects_lease_shorter_than_timeout_plus_margin" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 329
-      retention_seconds        = 604800
-    }
-  }
-
-  expect_failures = [var.timing]
-}
-
-run "rejects_retention_shorter_than_lease_plus_retry_window" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 360
-      retention_seconds        = 3659 # lease 360 + window (5+1)*300 + 5*300 = 3300 -> 3660 needed
-    }
-    retry = {
-      retry_count                = 5
-      min_backoff_seconds        = 30
-      max_backoff_seconds        = 300
-      max_doublings              = 3
-      max_retry_duration_seconds = 0
-    }
-  }
-
-  expect_failures = [var.timing]
-}
-
-run "rejects_retries_ending_before_the_lease" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 360
-      retention_seconds        = 604800
-    }
-    # Retries at +10, +30, +70 s all meet the live lease (until +360 s): a crashed run would never run.
-    retry = {
-      retry_count                = 3
-      min_backoff_seconds        = 10
-      max_backoff_seconds        = 300
-      max_doublings              = 3
-      max_retry_duration_seconds = 0
-    }
-  }
-
-  expect_failures = [var.timing] # the rule reads timing and retry; it sits with timing's
 }
 
 run "rejects_retry_count_above_five" {
@@ -793,15 +799,8 @@ run "audit_job_metrics_alert_and_dashboard" {
   }
 
   assert {
-    condition = (
-      jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
-        "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600 }
-        "${var.slug}-madrid"  = { job_id = "madrid", schedule = "30 2 * * *", time_zone = "Europe/Madrid" }
-      } &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_AUDIT_JOB"] == google_cloud_scheduler_job.audit[0].name &&
-      tonumber(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_RETRY_WINDOW_SECONDS"]) + var.timing.lease_seconds <= var.timing.retention_seconds
-    )
-    error_message = "The function gets the jobs by their Scheduler names with their job ids (DEDUP_JOBS), the audit job's name and the retry window."
+    condition     = google_cloud_scheduler_job.audit[0].name == "${var.slug}_audit"
+    error_message = "The audit's Scheduler job is <slug>_audit, the name config.py's Config.audit_job_name gives the function."
   }
 
   assert {
@@ -856,6 +855,84 @@ run "audit_job_metrics_alert_and_dashboard" {
   }
 }
 
+# Issue 18: a paused job is paused in Scheduler and the function knows it; the deliveries queue routes every task
+# to the function as the invoker (queue-level routing); the enqueuers, and the runtime only with catch_up, may queue.
+run "deliveries_queue_and_paused_jobs" {
+  command = apply
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    jobs = {
+      nightly = { schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      report  = { schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    task_queue = {
+      enqueuers = ["user:ana@example.com", "group:oncall@example.com"]
+    }
+  }
+
+  override_resource {
+    target = google_cloudfunctions2_function.this
+    values = {
+      service_config = {
+        uri = "https://{{ cookiecutter.project_slug }}-mock-ew.a.run.app"
+      }
+    }
+  }
+
+  assert {
+    condition     = google_cloud_scheduler_job.this["nightly"].paused && !google_cloud_scheduler_job.this["report"].paused
+    error_message = "A job paused in the configuration is paused in Scheduler, and only that one."
+  }
+
+  assert {
+    condition = jsondecode(google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_JOBS"]) == {
+      "${var.slug}-nightly" = { job_id = "nightly", schedule = "0 3 * * *", time_zone = "Etc/UTC", paused = true }
+      "${var.slug}-report"  = { job_id = "report", schedule = "30 8 * * *", time_zone = "Etc/UTC", max_lateness_seconds = 3600, catch_up = true }
+    }
+    error_message = "The function gets paused and catch_up per job (DEDUP_JOBS), as dedup.parse_jobs reads them."
+  }
+
+  assert {
+    condition = (
+      google_cloud_tasks_queue.deliveries.name == "${var.slug}-deliveries" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["DEDUP_TASKS_QUEUE"] == "projects/${var.project_id}/locations/${var.region}/queues/${var.slug}-deliveries" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].host == "{{ cookiecutter.project_slug }}-mock-ew.a.run.app" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].scheme == "HTTPS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].uri_override_enforce_mode == "ALWAYS" &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
+      google_cloud_tasks_queue.deliveries.retry_config[0].max_attempts == var.retry.retry_count + 1
+    )
+    error_message = "The deliveries queue sends every task to the function's URI with the invoker's OIDC token, retrying like Scheduler, and the function knows its name."
+  }
+
+  assert {
+    condition = (
+      toset([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.member]) == toset(["user:ana@example.com", "group:oncall@example.com"]) &&
+      alltrue([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.role == "roles/cloudtasks.enqueuer"]) &&
+      one(google_cloud_tasks_queue_iam_member.runtime_catch_up[*].member) == google_service_account.runtime.member
+    )
+    error_message = "The enqueuers, and the runtime (a job has catch_up), hold roles/cloudtasks.enqueuer on the queue."
+  }
+}
+
+run "no_catch_up_grant_without_catch_up" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  assert {
+    condition     = length(google_cloud_tasks_queue_iam_member.runtime_catch_up) == 0 && length(google_cloud_tasks_queue_iam_member.enqueuers) == 0
+    error_message = "Without catch_up the runtime may not queue, and nobody is an enqueuer unless named."
+  }
+}
+
 run "no_audit_without_var_audit" {
   command = plan
 
@@ -878,34 +955,6 @@ run "rejects_audit_interval_not_dividing_an_hour_or_a_day" {
 
   variables {
     audit = { interval_minutes = 7 }
-  }
-
-  expect_failures = [var.audit]
-}
-
-run "rejects_audit_whose_interval_and_settle_exceed_the_lookback" {
-  command = plan
-
-  module {
-    source = "./modules/scheduled-dedup"
-  }
-
-  variables {
-    audit = { interval_minutes = 5 }
-    # settle = lease 360 + retry window 3300 = 3660 s: with the minimal retention no audit can judge a run.
-    timing = {
-      attempt_deadline_seconds = 300
-      function_timeout_seconds = 300
-      lease_seconds            = 360
-      retention_seconds        = 3660
-    }
-    retry = {
-      retry_count                = 5
-      min_backoff_seconds        = 30
-      max_backoff_seconds        = 300
-      max_doublings              = 3
-      max_retry_duration_seconds = 0
-    }
   }
 
   expect_failures = [var.audit]

@@ -71,8 +71,9 @@ run "workflow" {
   }
 
   assert {
-    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && output.apis == ["workflows.googleapis.com"] && contains(output.source_excludes, "workflow/**")
-    error_message = "The core gets the guards' collection (TTL), the Workflows API and the workflow/ directory to leave out of the zip."
+    # The function calls the Workflow Executions API (CreateExecution, GetExecution), a service of its own.
+    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && toset(output.apis) == toset(["workflows.googleapis.com", "workflowexecutions.googleapis.com"]) && contains(output.source_excludes, "workflow/**")
+    error_message = "The core gets the guards' collection (TTL), the Workflows and Workflow Executions APIs and the workflow/ directory to leave out of the zip."
   }
 }
 

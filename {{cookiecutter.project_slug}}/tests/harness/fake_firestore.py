@@ -5,9 +5,10 @@ Point FIRESTORE_EMULATOR_HOST at `FaultyFirestore.host` and every call passes th
 calls of that method through, then answers every later one with the status code, as a real Firestore
 answers NOT_FOUND for a missing database or UNAVAILABLE in an outage. `hold(method, seconds, after=n)`
 delays the call after those n by `seconds`, then passes it on. The client (google-cloud-firestore)
-sends a create, an update and a delete as `Commit`, and reads a document with `BatchGetDocuments`
-(server streaming); other methods are answered UNIMPLEMENTED, so a client that started using one
-would show up as a failing test.
+sends a create, an update and a delete as `Commit`, reads a document with `BatchGetDocuments` and
+runs a query (a proxy target's started runs, dedup.RunLedger.started_runs) with `RunQuery` (both server
+streaming); other methods are answered UNIMPLEMENTED, so a client that started using one would show
+up as a failing test.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import grpc
 SERVICE = "google.firestore.v1.Firestore"
 COMMIT = f"/{SERVICE}/Commit"
 BATCH_GET_DOCUMENTS = f"/{SERVICE}/BatchGetDocuments"
+RUN_QUERY = f"/{SERVICE}/RunQuery"
 UNARY_METHODS = {COMMIT}
-STREAMING_METHODS = {BATCH_GET_DOCUMENTS}
+STREAMING_METHODS = {BATCH_GET_DOCUMENTS, RUN_QUERY}
 
 
 @dataclasses.dataclass(frozen=True)

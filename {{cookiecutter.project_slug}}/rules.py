@@ -1,9 +1,11 @@
-"""The rules a bake must satisfy, as small functions the hooks call and the tests import.
+"""The rules of this project's configuration, once: the bake's hook ran them on the answers, config.py runs them on
+config.yaml (at every load; with the schedule rules under `python config.py`, which `make deploy` runs first),
+and the tests import them.
 
-Every rule that Terraform also enforces says so next to it: the same rule lives in
-`terraform/modules/scheduled-dedup/variables.tf` (a `validation` block) and both are tested.
-Each refusal is a `RuleError` whose message is one line: the variable, the value given, the rule.
-Standard library only: a hook runs in whatever Python runs cookiecutter.
+Terraform checks shapes only (ranges, ids, the cron's five fields): each such check says so next to it, and
+`terraform/modules/scheduled-dedup/variables.tf` holds the same shape. The rules between numbers are here alone.
+Each refusal is a `RuleError` whose message is one line: the key, the value given, the rule.
+Standard library only: the bake's hook runs it in whatever Python runs cookiecutter.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import unicodedata
 import zoneinfo
 from collections.abc import Iterator, Mapping
 
-# Also in Terraform (locals.lease_margin_seconds): how much longer than the function timeout a lease lasts.
+# How much longer than the stop (the job's attempt deadline) a lease lasts, at the least.
 LEASE_MARGIN_SECONDS = 30
 # Cloud Scheduler HTTP targets accept attempt deadlines of 15 s to 30 min.
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
@@ -258,8 +260,8 @@ def check_schedule(job_id: str, schedule: str) -> str:
     """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
 
     Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
-    this full grammar runs in the hook and, on the jobs in terraform/main.tf, in the baked
-    tests/test_schedule_rules.py. The template's tests/test_terraform.py says which cases each refuses."""
+    this full grammar runs in the hook and, on config.yaml, in config.py and tests/test_config.py. The
+    template's tests/test_terraform.py says which cases each refuses."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
@@ -289,9 +291,10 @@ def iana_time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones() - {"localtime"})
 
 
-def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
+def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
+    """The jobs' shape: each id, schedule, zone and option; the timing numbers are check_config's (per job)."""
     if not isinstance(jobs, Mapping) or not jobs:
-        raise RuleError("jobs", jobs, 'must be a non-empty JSON object {"job-id": {"schedule": ..., "time_zone": ...}}')
+        raise RuleError("jobs", jobs, 'must be a non-empty mapping {"job-id": {"schedule": ..., "time_zone": ...}}')
     checked = {}
     for job_id, job in jobs.items():
         check_pattern(
@@ -300,22 +303,62 @@ def check_jobs(jobs: object) -> dict[str, dict[str, str]]:
             JOB_ID,
             "each job id must be 1-40 chars of lowercase letters, digits and hyphens, starting with a letter or digit",
         )
-        if not isinstance(job, Mapping) or not {"schedule", "time_zone"} <= set(job) <= JOB_KEYS:
+        if not isinstance(job, Mapping) or "schedule" not in job or not set(job) <= JOB_KEYS:
             raise RuleError(
                 f"jobs.{job_id}",
                 job,
-                'must be {"schedule": ..., "time_zone": ...} and nothing else but an optional "max_lateness_seconds"',
+                f"must hold a schedule, and nothing else but {', '.join(sorted(JOB_KEYS - {'schedule'}))}",
             )
         checked[job_id] = {
             "schedule": check_schedule(job_id, job["schedule"]),
-            "time_zone": check_time_zone(job_id, job["time_zone"]),
+            "time_zone": check_time_zone(job_id, job.get("time_zone", DEFAULT_TIME_ZONE)),
         }
         if "max_lateness_seconds" in job:
             checked[job_id]["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
+        for key, allowed in JOB_CHOICES.items():
+            if key in job:
+                checked[job_id][key] = check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
+        checked[job_id].update({key: job[key] for key in TIMING_KEYS if key in job})
     return checked
 
 
-JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds"}
+# A job without a time_zone is read in UTC (also the Terraform module's optional() default).
+DEFAULT_TIME_ZONE = "Etc/UTC"
+# The timing numbers a job may set for itself, or the project for every job under `defaults:`.
+TIMING_KEYS = (
+    "attempt_deadline_seconds",
+    "lease_seconds",
+    "retry_count",
+    "min_backoff_seconds",
+    "max_backoff_seconds",
+    "max_doublings",
+    "max_retry_duration_seconds",
+)
+# What Terraform gives each Scheduler job as written (the job's, else the defaults block's): never derived, since a
+# derivation in Terraform would be a second copy of the formula (derive_timing). check_config refuses a file
+# that leaves one out, naming the value derive_timing would give. lease_seconds is the function's alone: derived.
+SCHEDULER_KEYS = tuple(key for key in TIMING_KEYS if key != "lease_seconds")
+# Per-job options with a fixed set of values (issue 18's; paused is also Terraform's, scheduler.tf).
+JOB_CHOICES: dict[str, tuple[object, ...]] = {
+    "paused": (False, True),
+    "catch_up": (False, True),
+    "dst_gap": ("end_of_gap", "skip"),
+    "overlap": ("skip", "start"),
+}
+JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", *TIMING_KEYS, *JOB_CHOICES}
+JOB_FLAGS = tuple(key for key, allowed in JOB_CHOICES.items() if allowed == (False, True))
+
+
+def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> object:
+    """One of `allowed`; a true/false option also as text (cookiecutter may hand a nested value over so)."""
+    if allowed == (False, True):
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise RuleError(field, value, "must be true or false")
+    if value not in allowed:
+        raise RuleError(field, value, f"must be one of {', '.join(map(str, allowed))}")
+    return value
 
 
 def check_max_lateness(job_id: str, value: object) -> int:
@@ -348,7 +391,7 @@ def check_audit_interval(values: Mapping[str, object], timing: Mapping[str, int]
 
     A run is judged once lease + retry window (settle) has passed since its schedule time, so every
     run is seen by at least one audit only if interval + settle fits in the lookback.
-    Also in Terraform: a validation of var.audit in terraform/modules/scheduled-dedup/variables.tf.
+    Terraform checks only that the interval is one of AUDIT_INTERVALS_MINUTES.
     """
     field = "audit_interval_minutes"
     minutes = parse_seconds(field, values[field], 1)
@@ -376,7 +419,7 @@ def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: i
 
     Conservative: every wait counts as max_backoff. Cloud Scheduler keeps retrying until both
     retry_count and max_retry_duration are reached, so the longer of the two bounds wins.
-    Also in Terraform: locals.retry_window_seconds.
+    Here alone (config.py gives each job's to the function).
     """
     by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
     by_duration = max_retry_duration + max_backoff + attempt_deadline if max_retry_duration else 0
@@ -402,70 +445,72 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
 def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int, max_doublings: int) -> list[int]:
     """The waits before each of the `retry_count` retries (retry_wait_seconds for 0 ... retry_count - 1).
 
-    Also in Terraform, spelled out in a validation of var.timing in terraform/modules/scheduled-dedup/variables.tf.
+    Here alone: Terraform takes the retry numbers as written.
     """
     return [retry_wait_seconds(retry, min_backoff, max_backoff, max_doublings) for retry in range(retry_count)]
 
 
-def check_timing(values: Mapping[str, object]) -> dict[str, int]:
-    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window.
+def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
+    """Deadline <= stop <= lease - margin; retries reach past the lease; retention covers lease + retry window.
 
-    cookiecutter.json derives each default from the answers before it so that these rules, the schedule rule
-    and the audit's hold whatever one number is changed (timeout = deadline, lease = timeout + 60, backoffs
-    that outlast the lease); the template's tests/test_cookiecutter_json.py changes each one: change a rule,
-    check it there.
+    One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
+    The work is stopped at the job's attempt deadline (dedup.DedupConfig.stop_after), so the stop is the
+    deadline unless `function_timeout_seconds` says otherwise (the model's tests vary it).
     """
-    deadline = parse_seconds("attempt_deadline_seconds", values["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
-    timeout = parse_seconds(
-        "function_timeout_seconds", values["function_timeout_seconds"], 1, MAX_FUNCTION_TIMEOUT_SECONDS
-    )
-    if timeout < deadline:
-        raise RuleError(
-            "function_timeout_seconds",
-            values["function_timeout_seconds"],
-            f"must be at least attempt_deadline_seconds ({deadline}), "
-            "or Scheduler gives up on runs the function still finishes",
-        )
-    lease = parse_seconds("lease_seconds", values["lease_seconds"], 1)
+
+    def number(name: str, low: int = 0, high: int | None = None) -> int:
+        return parse_seconds(prefix + name, values[name], low, high)
+
+    def refuse(name: str, rule: str) -> RuleError:
+        return RuleError(prefix + name, values[name], rule)
+
+    deadline = number("attempt_deadline_seconds", *ATTEMPT_DEADLINE_RANGE)
+    timeout = deadline
+    if "function_timeout_seconds" in values:
+        timeout = number("function_timeout_seconds", 1, MAX_FUNCTION_TIMEOUT_SECONDS)
+        if timeout < deadline:
+            raise refuse(
+                "function_timeout_seconds",
+                f"must be at least attempt_deadline_seconds ({deadline}), "
+                "or Scheduler gives up on runs the function still finishes",
+            )
+    lease = number("lease_seconds", 1)
     if lease < timeout + LEASE_MARGIN_SECONDS:
-        raise RuleError(
+        raise refuse(
             "lease_seconds",
-            values["lease_seconds"],
-            f"must be at least function_timeout_seconds + {LEASE_MARGIN_SECONDS} ({timeout + LEASE_MARGIN_SECONDS}), "
-            "or a retry takes over a run that is still going",
+            f"must be at least the stop (attempt_deadline_seconds) + {LEASE_MARGIN_SECONDS} "
+            f"({timeout + LEASE_MARGIN_SECONDS}), or a retry takes over a run that is still going",
         )
-    retry_count = parse_seconds("retry_count", values["retry_count"], 0, MAX_RETRY_COUNT)
-    min_backoff = parse_seconds("min_backoff_seconds", values["min_backoff_seconds"], 0, MAX_BACKOFF_SECONDS)
-    max_backoff = parse_seconds("max_backoff_seconds", values["max_backoff_seconds"], 0, MAX_BACKOFF_SECONDS)
+    retry_count = number("retry_count", 0, MAX_RETRY_COUNT)
+    min_backoff = number("min_backoff_seconds", 0, MAX_BACKOFF_SECONDS)
+    max_backoff = number("max_backoff_seconds", 0, MAX_BACKOFF_SECONDS)
     if max_backoff < min_backoff:
-        raise RuleError(
+        raise refuse(
             "max_backoff_seconds",
-            values["max_backoff_seconds"],
             f"must be at least min_backoff_seconds ({min_backoff})",
         )
-    max_doublings = parse_seconds("max_doublings", values["max_doublings"], 0, 16)
-    max_retry_duration = parse_seconds("max_retry_duration_seconds", values["max_retry_duration_seconds"], 0)
+    max_doublings = number("max_doublings", 0, 16)
+    max_retry_duration = number("max_retry_duration_seconds", 0)
     # With retries, the last one must come after the lease ends: a run whose instance crashed right after
     # its claim is then taken over by a retry, instead of meeting 409 until Scheduler gives up (at-most-once).
     # retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs the run.
-    # Also in Terraform: a validation of var.timing in terraform/modules/scheduled-dedup/variables.tf
-    # (it reads var.retry; the reverse would be a cycle), with the same one-line message.
     waits = retry_intervals_seconds(retry_count, min_backoff, max_backoff, max_doublings)
     if waits and sum(waits) <= lease:
-        raise RuleError(
+        raise refuse(
             "retry_count",
-            values["retry_count"],
             f"the retries ({'+'.join(map(str, waits))} = {sum(waits)} s) end before the lease ({lease} s) expires, "
             "so a run whose instance crashed is never retried; "
             "raise retry_count or min_backoff_seconds, or shorten lease_seconds",
         )
     window = retry_window_seconds(deadline, retry_count, max_backoff, max_retry_duration)
+    # A project-level number: named as itself, with the job whose numbers it must cover.
     retention = parse_seconds("retention_seconds", values["retention_seconds"], 1)
     if retention < lease + window:
+        whose = f"{prefix}lease_seconds" if prefix else "lease_seconds"
         raise RuleError(
             "retention_seconds",
             values["retention_seconds"],
-            f"must be at least lease_seconds + the retry window ({lease} + {window} = {lease + window}), "
+            f"must be at least {whose} + the retry window ({lease} + {window} = {lease + window}), "
             "or a late retry finds no record and runs again",
         )
     return {
@@ -828,14 +873,14 @@ def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
 
 
 def check_schedule_timing(
-    jobs: Mapping[str, Mapping[str, str]], timing: Mapping[str, int], start: dt.date
+    jobs: Mapping[str, Mapping[str, str]], timing: Mapping[str, int], start: dt.date, prefix: str = ""
 ) -> list[str]:
     """No fault loses a run (retries permitting), and no run overlaps the next: each job's smallest gap G must
     exceed the longest one fault keeps a run busy (which is at least the function timeout). Cloud Scheduler
     retries a run "retry_count times, or until the next scheduled execution time, whichever comes first", or
     else "the next scheduled execution time might be skipped if the retries continue through that time": a run
-    still busy at the next fire time is lost either way. Terraform cannot expand a cron: the baked
-    tests/test_schedule_rules.py checks this rule on the baked terraform/main.tf. Returns warnings."""
+    still busy at the next fire time is lost either way. Terraform cannot expand a cron: `python config.py` and
+    tests/test_config.py check this rule on config.yaml. Returns warnings."""
     retries = SchedulerRetries.of(timing)
     outcomes = busy_after_one_fault(timing)
     lost = [outcome for outcome in outcomes if outcome.seconds is None]
@@ -843,7 +888,7 @@ def check_schedule_timing(
         unlimited = busy_after_one_fault({**timing, "max_retry_duration_seconds": 10**9})
         needed = max(outcome.recovered_by or 0 for outcome in unlimited)
         raise RuleError(
-            "max_retry_duration_seconds",
+            prefix + "max_retry_duration_seconds",
             str(timing["max_retry_duration_seconds"]),
             f"with retry_count {timing['retry_count']} it alone bounds the retries, and it ends before a "
             f"{lost[0].fault} is recovered ({lost[0].story}); it must be 0 (no retries at all) or more than {needed}",
@@ -856,9 +901,11 @@ def check_schedule_timing(
                 f"jobs.{job_id}.schedule",
                 job["schedule"],
                 f"fires only {gap.seconds} s apart in {job['time_zone']} ({gap.where(job['time_zone'])}), "
-                f"but one fault can keep a run busy for {busiest.seconds} s ({busiest.fault}: {busiest.story}), "
-                "so a run would be lost or overlap the next: the gap must exceed that; "
-                "choose a sparser schedule, or shorten function_timeout_seconds, lease_seconds or the backoff",
+                f"with attempt_deadline_seconds {timing['attempt_deadline_seconds']}, lease_seconds "
+                f"{timing['lease_seconds']} and retry_count {timing['retry_count']} one fault can keep a run busy "
+                f"for {busiest.seconds} s ({busiest.fault}: {busiest.story}), so a run would be lost or overlap "
+                f"the next: choose a schedule whose runs are at least {busiest.seconds + 1} s apart, or "
+                f"{passing_deadline_hint(timing, gap.seconds)}",
             )
     if not retries.retries_at_all:
         return [
@@ -869,9 +916,217 @@ def check_schedule_timing(
     return []
 
 
+# ---------------------------------------------------------------- the configuration file (config.yaml)
+
+# How much longer than its deadline a job's lease lasts when the file does not say (a retry comes after it).
+LEASE_AFTER_DEADLINE_SECONDS = 60
+# The project-level keys of config.yaml (config.py reads them; Terraform's root too).
+CONFIG_KEYS = (
+    "slug",
+    "project",
+    "region",
+    "database",
+    "collection",
+    "retention_seconds",
+    "audit_interval_minutes",
+    "serve",
+    "defaults",
+    "jobs",
+)
+
+
+def derive_timing(
+    deadline: int, retry_count: int = 5, lease: int | None = None, min_backoff: int | None = None
+) -> dict[str, int]:
+    """The numbers a deadline implies when nothing else is said: the lease outlasts the deadline by a minute,
+    and the retries' waits outlast the lease (check_timing), 30 s at the least, at most 3600 s each.
+    The one copy of these formulas: the bake writes what they give into config.yaml, config.py applies the lease."""
+    lease = deadline + LEASE_AFTER_DEADLINE_SECONDS if lease is None else lease
+    retries = min(max(retry_count, 0), MAX_RETRY_COUNT)
+    # Waits of b, 2b, 4b, 8b, 16b... with 3 doublings: 1, 1+2, 1+2+4, 1+2+4+8, 1+2+4+8+8 (+ the cap) times b.
+    growth = (1, 1, 3, 7, 15, 25)[retries]
+    doubling = max(30, (lease + growth) // growth)
+    if min_backoff is not None:  # given: the longest wait follows it
+        pass
+    elif retries == 0:
+        min_backoff = 30
+    elif doubling <= 360:
+        min_backoff = doubling
+    else:
+        min_backoff = min((lease + retries) // retries, MAX_BACKOFF_SECONDS)
+    fifth_wait = lease + 1 - 15 * min_backoff if retry_count == MAX_RETRY_COUNT else 0
+    max_backoff = min(max(10 * min_backoff, fifth_wait), MAX_BACKOFF_SECONDS)
+    return {"lease_seconds": lease, "min_backoff_seconds": min_backoff, "max_backoff_seconds": max_backoff}
+
+
+def resolve_job_timing(
+    job_id: str, job: Mapping[str, object], defaults: Mapping[str, object], prefix: str | None = None
+) -> dict[str, object]:
+    """A job's numbers: its own, else the defaults block's; its lease, unless it sets one, its own deadline + 60
+    when it sets its own deadline (else the defaults block's lease, else the deadline + 60).
+    A Scheduler number in neither is refused with the value derive_timing gives (Terraform reads it as written)."""
+    prefix = f"jobs.{job_id}." if prefix is None else prefix
+    merged = {**defaults, **{key: job[key] for key in TIMING_KEYS if key in job}}
+    for key in SCHEDULER_KEYS:
+        if key not in merged:
+            deadline = parse_seconds(
+                f"{prefix}attempt_deadline_seconds",
+                merged.get("attempt_deadline_seconds", 0),
+                *ATTEMPT_DEADLINE_RANGE,
+            )
+            hint = derive_timing(deadline, int(str(merged.get("retry_count", MAX_RETRY_COUNT))))
+            suggestion = f"e.g. {hint[key]}" if key in hint else "e.g. the template's default"
+            raise RuleError(
+                f"{prefix}{key}",
+                None,
+                f"is set neither for the job nor under defaults: Terraform takes it as written, so write it "
+                f"({suggestion})",
+            )
+    if "lease_seconds" not in job and ("attempt_deadline_seconds" in job or "lease_seconds" not in merged):
+        deadline = parse_seconds(
+            f"{prefix}attempt_deadline_seconds", merged["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE
+        )
+        merged["lease_seconds"] = deadline + LEASE_AFTER_DEADLINE_SECONDS
+    return merged
+
+
+def passing_deadline_hint(timing: Mapping[str, int], gap: int) -> str:
+    """The largest attempt_deadline_seconds (its lease as far beyond it) with which one fault keeps a run busy
+    for less than `gap`, for a refusal's "a value that would pass"."""
+    slack = timing["lease_seconds"] - timing["attempt_deadline_seconds"]
+
+    def fits(deadline: int) -> bool:
+        shorter = {
+            **timing,
+            "attempt_deadline_seconds": deadline,
+            "function_timeout_seconds": deadline,
+            "lease_seconds": deadline + slack,
+        }
+        busy = [outcome.seconds for outcome in busy_after_one_fault(shorter)]
+        return None not in busy and max(busy) < gap
+
+    low, high = ATTEMPT_DEADLINE_RANGE[0], timing["attempt_deadline_seconds"] - 1
+    if high < low or not fits(low):
+        return "a sparser schedule is the only fix with these retries (no attempt_deadline_seconds fits the gap)"
+    while low < high:  # the busy time grows with the deadline
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return f"an attempt_deadline_seconds of at most {low} (lease_seconds {low + slack})"
+
+
+def check_serve(value: object, project: str, region: str) -> list[dict[str, str]]:
+    """The project/location pairs the function takes deliveries for; default: only its own."""
+    if value is None:
+        return [{"project": project, "location": region}]
+    rule = "must be a list of {project: <GCP project id>, location: <region>}"
+    if not isinstance(value, list) or not value:
+        raise RuleError("serve", value, rule)
+    for entry in value:
+        if not isinstance(entry, Mapping) or set(entry) != {"project", "location"}:
+            raise RuleError("serve", entry, rule)
+        check_pattern("serve.project", entry["project"], PROJECT_ID, "must be a GCP project id")
+        check_pattern("serve.location", entry["location"], REGION, "must be a GCP region such as europe-west1")
+    return [dict(entry) for entry in value]
+
+
+def check_config(
+    raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
+) -> dict[str, object]:
+    """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`).
+
+    The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key: the bake's
+    answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also the
+    schedule rules (each job's smallest gap over the coming years, in its zone) against its numbers, from `start`;
+    the function's load skips them (the bake, the tests and `make deploy` run them).
+    Returns the checked file plus `warnings`; the first broken rule raises RuleError."""
+    if not isinstance(raw, Mapping):
+        raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
+    unknown = sorted(set(raw) - set(CONFIG_KEYS))
+    missing = sorted({"slug", "project", "region", "database", "collection", "jobs"} - set(raw))
+    if unknown or missing:
+        raise RuleError(
+            "config.yaml",
+            sorted(raw),
+            f"unknown key(s) {unknown} or missing key(s) {missing}: the keys are {', '.join(CONFIG_KEYS)}",
+        )
+    project, region = check_project_id(raw["project"]), check_region(raw["region"])
+    checked: dict[str, object] = {
+        "slug": check_slug(raw["slug"]),
+        "project": project,
+        "region": region,
+        "database": check_database(raw["database"]),
+        "collection": check_collection(raw["collection"]),
+        "serve": check_serve(raw.get("serve"), project, region),
+    }
+    defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, Mapping) or not set(defaults) <= set(TIMING_KEYS):
+        raise RuleError("defaults", defaults, f"must be a mapping of some of {', '.join(TIMING_KEYS)}")
+    jobs = check_jobs(raw["jobs"])
+    retention = raw.get("retention_seconds", 604800)
+    start = start or dt.date.today()
+    # The audit job's numbers, and every job's where it says nothing.
+    audit_timing = check_timing(
+        {**resolve_job_timing("audit", {}, defaults, defaults_prefix), "retention_seconds": retention},
+        defaults_prefix,
+    )
+    warnings = check_schedule_timing({}, audit_timing, start, defaults_prefix)
+    for job_id, job in jobs.items():
+        prefix = f"jobs.{job_id}."
+        values = {**resolve_job_timing(job_id, job, defaults), "retention_seconds": retention}
+        timing = check_timing(values, prefix)
+        job["timing"] = timing
+        if schedules:
+            own = check_schedule_timing({job_id: job}, timing, start, prefix)
+            if {"retry_count", "max_retry_duration_seconds"} & set(job):  # else the defaults' warning says it
+                warnings.extend(f"{prefix.rstrip('.')}: {warning}" for warning in own)
+    checked["retention_seconds"] = parse_seconds("retention_seconds", retention, 1)
+    interval = raw.get("audit_interval_minutes", 60)
+    for timing in [audit_timing, *(job["timing"] for job in jobs.values())]:
+        checked["audit_interval_minutes"] = check_audit_interval({"audit_interval_minutes": interval}, timing)
+    checked["defaults"] = audit_timing
+    checked["jobs"] = jobs
+    checked["warnings"] = warnings
+    return checked
+
+
+# The answers that become config.yaml's defaults block ("" in cookiecutter.json: derive_timing's value).
+DERIVED_ANSWERS = ("lease_seconds", "min_backoff_seconds", "max_backoff_seconds")
+
+
+def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
+    """The first config.yaml, from the bake's answers: defaults from the timing answers, derive_timing's value
+    for a derived answer left empty. The answers stay as given (cookiecutter hands numbers over as text: a
+    refusal shows them so); config.render writes them as numbers."""
+    deadline = parse_seconds("attempt_deadline_seconds", context["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
+    retry_count = parse_seconds("retry_count", context["retry_count"], 0, MAX_RETRY_COUNT)
+    given = {
+        key: parse_seconds(key, context.get(key, ""), 0) if context.get(key, "") != "" else None
+        for key in ("lease_seconds", "min_backoff_seconds")
+    }
+    derived = derive_timing(deadline, retry_count, given["lease_seconds"], given["min_backoff_seconds"])
+    defaults: dict[str, object] = {}
+    for key in SCHEDULER_KEYS[:1] + ("lease_seconds",) + SCHEDULER_KEYS[1:]:
+        answer = context.get(key, "")
+        if answer != "":
+            defaults[key] = answer
+        elif key in DERIVED_ANSWERS and key != "lease_seconds":  # the lease is derived per job, from its deadline
+            defaults[key] = derived[key]
+    return {
+        "slug": context["project_slug"],
+        "project": context["gcp_project_id"],
+        "region": context["region"],
+        "database": context["firestore_database"],
+        "collection": context["firestore_collection"],
+        "retention_seconds": context["retention_seconds"],
+        "audit_interval_minutes": context["audit_interval_minutes"],
+        "defaults": defaults,
+        "jobs": context["jobs"],
+    }
+
+
 def validate(context: Mapping[str, object]) -> dict[str, object]:
-    """All rules, in prompt order (the timing numbers as one group); the first broken one raises.
-    Returns the normalised answers and `warnings`."""
+    """All rules, in prompt order; the first broken one raises. Returns the normalised answers, `config` (what the
+    bake writes as config.yaml) and `warnings`."""
     checked: dict[str, object] = {
         "project_name": check_project_name(context["project_name"]),
         "project_slug": check_slug(context["project_slug"]),
@@ -880,14 +1135,17 @@ def validate(context: Mapping[str, object]) -> dict[str, object]:
         "target": check_target(context["target"]),
         "jobs": check_jobs(context["jobs"]),
     }
-    checked.update(check_timing(context))
-    # Not an answer: what the hook prints as WARNING lines before it bakes.
-    checked["warnings"] = check_schedule_timing(checked["jobs"], checked, dt.date.today())
-    checked["audit_interval_minutes"] = check_audit_interval(context, checked)
+    config = config_from_answers(context)
+    resolved = check_config(config, dt.date.today(), defaults_prefix="")
+    checked.update(resolved["defaults"])
+    checked["warnings"] = resolved["warnings"]
+    checked["audit_interval_minutes"] = resolved["audit_interval_minutes"]
+    checked["retention_seconds"] = resolved["retention_seconds"]
     checked["firestore_database"] = check_database(context["firestore_database"])
     checked["create_firestore_database"] = check_create_database(context["create_firestore_database"])
     checked["firestore_collection"] = check_collection(context["firestore_collection"])
     checked["alert_email"] = check_alert_email(context["alert_email"])
     checked["state_bucket"] = check_state_bucket(context["state_bucket"])
     checked["repository"] = check_repository(context["repository"], checked["state_bucket"])
+    checked["config"] = config
     return checked

@@ -1,0 +1,285 @@
+"""Paused jobs, re-runs, backfill and catch-up through the deliveries queue (issue 18), on the Firestore emulator.
+
+The clock is moved in process with time-machine; where the behaviour crosses processes, a real functions-framework
+server (tests/harness/live_server.py) is fed by a local stand-in of the Cloud Tasks queue
+(tests/harness/tasks_standin.py) that tools/runs.py and the audit reach over the client library's REST transport.
+"""
+
+import datetime as dt
+import json
+import logging
+
+import pytest
+import runs
+import time_machine
+from conftest import records, scheduler_headers
+from firestore_emulator import free_port
+from tasks_standin import TasksStandin
+
+import audit
+import dedup
+import task_queue
+
+UTC = dt.UTC
+QUEUE = "projects/dedup-test-project/locations/europe-west1/queues/test-deliveries"
+
+
+def at(text):
+    return dedup.parse_schedule_time(text)
+
+
+def hourly(monkeypatch, **flags):
+    """One job, every hour on the hour, with the flags given (paused, catch_up, max_lateness_seconds)."""
+    job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", **flags}
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": job}))
+    monkeypatch.setenv("DEDUP_TASKS_QUEUE", QUEUE)
+    return dedup.DedupConfig.from_env()
+
+
+def audit_at(http, config, moment, caplog):
+    """Deliver the audit job's run for `moment` with the clock at `moment`; the audited states, by schedule time."""
+    caplog.clear()
+    with time_machine.travel(moment + dt.timedelta(seconds=5)):
+        answer = http.post("/", headers=scheduler_headers(config.audit_job, audit.rfc3339(moment)))
+    assert answer.status_code == 200 and answer.text.startswith("processed:"), answer.text
+    return [r.json_fields for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
+
+
+# ---------------------------------------------------------------- pause
+
+
+def test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap(
+    monkeypatch, http, collection, caplog
+):
+    caplog.set_level(logging.INFO)
+    # Forward only: gRPC deadlines are wall-clock instants, so a clock moved back would expire every call at once.
+    day = (dt.datetime.now(UTC) + dt.timedelta(days=1)).replace(minute=0, second=0, microsecond=0)
+    config = hourly(monkeypatch, paused=True)
+    ledger = dedup.RunLedger(config)
+    audit_at(http, config, day, caplog)  # the first audit that sees the pause starts judging from here
+    later = day + dt.timedelta(hours=12)
+    # What the incremental audit at `later` judges: the fire times after the pause was seen, settled by then.
+    judged = [h for h in range(1, 12) if day + dt.timedelta(hours=h) < later - config.settle]
+    assert audit_at(http, config, later, caplog) == []  # nothing logged as needing a person
+    with time_machine.travel(later):
+        found = audit.audit_runs(ledger, config.jobs, day, later, dedup.utcnow(), starts={"hourly": day})
+    assert [f.state for f in found] == [audit.State.PAUSED] * 12
+    summary = next(r.json_fields for r in caplog.records if "audit_summary" in r.json_fields)
+    assert summary["audit_summary"] == {"paused": len(judged)} and judged
+    assert ledger.read_audit_cursor(["hourly"]).jobs["hourly"]["paused"] is True
+
+    # Resumed by a deploy: the next audit restarts the job's judging, the paused hours are never missing.
+    config = hourly(monkeypatch)
+    resumed = later + dt.timedelta(hours=1)
+    assert audit_at(http, config, resumed, caplog) == []
+    entry = ledger.read_audit_cursor(["hourly"]).jobs["hourly"]
+    assert "paused" not in entry and dt.timedelta(0) <= entry["since"] - resumed < dt.timedelta(minutes=1)
+    # Hours after the resume that Scheduler did not deliver are missing again.
+    next_day = resumed + dt.timedelta(hours=20)
+    missing = audit_at(http, config, next_day, caplog)
+    assert missing and all(at(f["schedule_time"]) >= resumed for f in missing)
+    assert {f["audit_state"] for f in missing} == {"missing"}
+
+
+def test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue(monkeypatch):
+    for flag in ("paused", "catch_up"):
+        hourly_job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", flag: "yes"}
+        monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": hourly_job}))
+        with pytest.raises(dedup.Misconfigured, match=rf"^DEDUP_JOBS\.hourly\.{flag}='yes': must be true or false$"):
+            dedup.DedupConfig.from_env()
+    monkeypatch.setenv("DEDUP_TASKS_QUEUE", "")
+    job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", "catch_up": True}
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": job}))
+    with pytest.raises(
+        dedup.Misconfigured, match=r"^DEDUP_JOBS\.hourly\.catch_up=true: .*DEDUP_TASKS_QUEUE is not set"
+    ):
+        dedup.DedupConfig.from_env()
+    monkeypatch.setenv("DEDUP_TASKS_QUEUE", "queues/x")
+    with pytest.raises(dedup.Misconfigured, match=r"^DEDUP_TASKS_QUEUE='queues/x': must be projects/"):
+        dedup.DedupConfig.from_env()
+
+
+# ---------------------------------------------------------------- re-run (in process)
+
+
+def rerun_headers(time, rerun_id, by="ana@example.com", reason="the export was wrong"):
+    return scheduler_headers("nightly", time, **{"X-Rerun-Id": rerun_id, "X-Rerun-By": by, "X-Rerun-Reason": reason})
+
+
+def test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why(http, collection, now, work):
+    time = audit.rfc3339(now - dt.timedelta(hours=2))
+    assert http.post("/", headers=scheduler_headers("nightly", time)).text.startswith("processed:")
+    asked = now + dt.timedelta(hours=1)
+    with time_machine.travel(asked):
+        first = http.post("/", headers=rerun_headers(time, "r1"))
+    assert first.status_code == 200 and first.text.startswith("processed:"), first.text
+    assert len(work.calls) == 2 and work.calls[1].rerun_id == "r1" and work.calls[0].rerun_id is None
+    (record,) = records(collection).values()
+    assert record["status"] == "completed" and record["rerun_id"] == "r1"
+    (entry,) = record["reruns"]
+    assert entry.pop("at") - asked < dt.timedelta(seconds=30)  # when it was asked, by the moved clock
+    assert entry == {"rerun_id": "r1", "by": "ana@example.com", "reason": "the export was wrong",
+                     "previous_status": "completed"}  # fmt: skip
+    # Retries of the same request (Cloud Tasks redelivers on a lost answer) and Scheduler's own: duplicates.
+    assert http.post("/", headers=rerun_headers(time, "r1")).text.startswith("duplicate:")
+    assert http.post("/", headers=scheduler_headers("nightly", time)).text.startswith("duplicate:")
+    assert len(work.calls) == 2
+    # A second request on purpose runs it once more.
+    assert http.post("/", headers=rerun_headers(time, "r2", reason="again")).text.startswith("processed:")
+    assert len(work.calls) == 3 and [e["rerun_id"] for e in records(collection)[record_id(time)]["reruns"]] == [
+        "r1",
+        "r2",
+    ]
+
+
+def record_id(time, job="nightly"):
+    config = dedup.DedupConfig.from_env()
+    return dedup.RunKey(config.project, config.location, job, at(time)).run_id
+
+
+def test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness(monkeypatch, http, collection, now, work):
+    jobs = {
+        "nightly": {"job_id": "nightly", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 60}
+    }
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
+    time = audit.rfc3339(now - dt.timedelta(hours=5))
+    ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
+    claim = ledger.claim(dedup.RunKey(ledger.config.project, ledger.config.location, "nightly", at(time)), now)
+    busy = http.post("/", headers=rerun_headers(time, "r1"))
+    assert busy.status_code == 409 and busy.text.startswith("in_progress:") and work.calls == []
+    ledger.complete(claim, now)
+    late = http.post("/", headers=rerun_headers(time, "r1"))  # 5 h late, limit 60 s: a person asked for it
+    assert late.text.startswith("processed:") and len(work.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"X-Rerun-Id": "r 1", "X-Rerun-By": "a", "X-Rerun-Reason": "b"}, "X-Rerun-Id='r 1': must be 1-100 letters"),
+        ({"X-Rerun-Id": "r1", "X-Rerun-Reason": "b"}, "missing X-Rerun-By header"),
+        ({"X-Rerun-Id": "r1", "X-Rerun-By": "a"}, "missing X-Rerun-Reason header"),
+        ({"X-Rerun-Id": "r1", "X-Rerun-By": "a", "X-Rerun-Reason": "x\ty"}, "X-Rerun-Reason='x\\ty': must say why"),
+    ],
+)
+def test_a_bad_rerun_request_is_refused_in_one_line_and_changes_nothing(http, collection, now, work, extra, message):
+    answer = http.post("/", headers=scheduler_headers("nightly", audit.rfc3339(now), **extra))
+    assert answer.status_code == 400 and answer.text.startswith("invalid_delivery:") and message in answer.text
+    assert records(collection) == {} and work.calls == []
+
+
+# ---------------------------------------------------------------- through the queue, end to end
+
+
+@pytest.fixture
+def queue_to(fleet, monkeypatch):
+    """A stand-in of the deliveries queue routing to a real server of this test's collection."""
+    monkeypatch.setenv("DEDUP_TASKS_QUEUE", QUEUE)
+    server = fleet.start()
+    server.wait_ready()
+    standin = TasksStandin(QUEUE, f"http://127.0.0.1:{server.port}/")
+    monkeypatch.setenv(task_queue.EMULATOR_ENV, standin.host)
+    yield standin
+    standin.close()
+
+
+def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, fleet, queue_to, now, capsys):
+    time = audit.rfc3339(now - dt.timedelta(hours=1))
+    server = fleet.servers[0]
+    job = runs.scheduler_job_name("nightly", dedup.DedupConfig.from_env())  # as Scheduler sends it
+    assert server.deliver(scheduler_headers(job, time)).text.startswith("processed:")
+    args = ["rerun", "nightly", time, "--reason", "bad input fixed", "--by", "ana@example.com", "--rerun-id", "fix-1"]
+    assert runs.main(args) == 0
+    assert runs.main(args) == 0  # the same request twice (a retried command): Cloud Tasks refuses the name
+    queue_to.wait_idle()
+    out = capsys.readouterr().out
+    assert "queued before (same task id)" in out
+    run_id = record_id(time, job)
+    assert fleet.executions() == [run_id, run_id]  # the scheduled run and one re-run
+    (attempt,) = queue_to.attempts
+    assert attempt.status == 200 and attempt.headers["X-Rerun-By"] == "ana@example.com"
+    assert attempt.headers["Authorization"].startswith("Bearer ")  # the queue's OIDC token, not the laptop's
+    reruns = records_of(fleet)[run_id]["reruns"]
+    assert [(e["rerun_id"], e["by"], e["reason"]) for e in reruns] == [("fix-1", "ana@example.com", "bad input fixed")]
+
+
+def records_of(fleet):
+    config = dedup.DedupConfig.from_env()
+    return records(dedup.firestore_client(config.project, config.database).collection(fleet.collection))
+
+
+def test_backfill_through_the_queue_delivers_each_missing_run_once(monkeypatch, fleet, queue_to, now, capsys):
+    monkeypatch.setenv(
+        "DEDUP_JOBS", json.dumps({"ten": {"job_id": "ten", "schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}})
+    )
+    since = audit.rfc3339(now.replace(minute=0) - dt.timedelta(hours=3))
+    until = audit.rfc3339(at(since) + dt.timedelta(minutes=30))
+    assert runs.main(["backfill", "--since", since, "--until", until, "--queue"]) == 0
+    assert runs.main(["backfill", "--since", since, "--until", until, "--queue"]) == 0  # asked twice
+    queue_to.wait_idle()
+    config = dedup.DedupConfig.from_env()
+    run_ids = [dedup.RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
+               for m in (0, 10, 20)]  # fmt: skip
+    assert sorted(fleet.executions()) == sorted(run_ids)
+    # One task per run: the second backfill found each run done, or its task queued already (same name).
+    assert sorted(a.task for a in queue_to.attempts) == sorted(f"{run_id}-backfill" for run_id in run_ids)
+    assert all(a.status == 200 for a in queue_to.attempts)
+    capsys.readouterr()
+    assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_bad_queue_or_rerun_argument_is_one_line(monkeypatch, collection, capsys):
+    monkeypatch.setenv("DEDUP_TASKS_QUEUE", QUEUE)
+    assert runs.main(["rerun", "nightly", "2026-01-01T03:00:00Z", "--reason", "x", "--by", "a", "--queue", "q"]) == 2
+    assert capsys.readouterr().err.startswith("--queue='q': must be projects/PROJECT/locations/REGION/queues/QUEUE")
+    assert runs.main(["rerun", "nightly", "yesterday", "--reason", "x", "--by", "a"]) == 2
+    assert capsys.readouterr().err.startswith("TIME='yesterday':")
+    assert runs.main(["rerun", "nightly", "2026-01-01T03:00:00Z", "--reason", "", "--by", "a"]) == 2
+    assert capsys.readouterr().err.startswith("--reason='':")
+
+
+# ---------------------------------------------------------------- catch-up
+
+
+def test_the_audit_catches_up_a_missing_run_within_max_lateness_only(monkeypatch, http, fleet, queue_to, caplog):
+    caplog.set_level(logging.INFO)
+    # The audit's clock at the next half hour: every boundary (the lookback, settle, the limit) falls half an hour
+    # from a fire time. The server's clock runs behind it, so what is within the limit for the audit is for the
+    # server too.
+    real = dt.datetime.now(UTC)
+    now = real.replace(minute=30, second=0, microsecond=0) + dt.timedelta(hours=1 if real.minute >= 30 else 0)
+    hour = now.replace(minute=0)
+    limit = 4 * 3600
+    config = hourly(monkeypatch, catch_up=True, max_lateness_seconds=limit)
+    ledger = dedup.RunLedger(config)
+    long_ago = now - dt.timedelta(days=2)
+    ledger.write_audit_cursor(dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
+    audit_at(http, config, now, caplog)
+    queue_to.wait_idle()
+    fire_times = [hour - dt.timedelta(hours=h) for h in range(25)]
+    settled = [t for t in fire_times if now - audit.lookback(config) <= t <= now - config.settle]
+    within = [t for t in settled if (now - t).total_seconds() <= limit]
+    assert within and len(within) < len(settled)
+    expected = sorted(dedup.RunKey(config.project, config.location, "hourly", t).run_id for t in within)
+    assert sorted(fleet.executions()) == expected  # caught up: each once; older ones left to a person
+    queued = [r.json_fields for r in caplog.records if r.json_fields.get("catch_up") == "queued"]
+    assert sorted(f["run_id"] for f in queued) == expected
+    # The next audit sees them completed and queues nothing more.
+    caplog.clear()
+    audit_at(http, config, now + dt.timedelta(minutes=5), caplog)
+    assert not [r for r in caplog.records if "catch_up" in r.json_fields]
+
+
+def test_a_catch_up_the_queue_refuses_is_one_line_and_the_audit_still_completes(monkeypatch, http, collection, caplog):
+    caplog.set_level(logging.INFO)
+    now = dt.datetime.now(UTC).replace(microsecond=0)
+    config = hourly(monkeypatch, catch_up=True)
+    long_ago = now - dt.timedelta(days=2)
+    dedup.RunLedger(config).write_audit_cursor(
+        dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}})
+    )
+    monkeypatch.setenv(task_queue.EMULATOR_ENV, f"127.0.0.1:{free_port()}")  # nothing listens there
+    missing = audit_at(http, config, now, caplog)  # the audit's own run is processed all the same
+    assert len(missing) > 1
+    (failed,) = [r for r in caplog.records if r.json_fields.get("catch_up")]  # one line, then it stops
+    assert failed.levelname == "ERROR" and failed.json_fields["catch_up"] == "failed" and "not queued" in failed.message
