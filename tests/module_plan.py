@@ -20,13 +20,13 @@ PREAMBLE = """\
 mock_provider "google" {}
 mock_provider "archive" {}
 mock_provider "time" {}
-mock_provider "http" {}
 
 variables {
-  project_id = "dashboard-project"
-  region     = "europe-west1"
-  slug       = "dash"
-  source_dir = "."
+  project_id   = "dashboard-project"
+  region       = "europe-west1"
+  slug         = "dash"
+  source_dir   = "."
+  source_files = ["versions.tf"]
 }
 """
 

@@ -91,7 +91,7 @@ def test_bootstrap_validate(bootstrap):
 def test_bootstrap_terraform_test(bootstrap):
     result = run_tf(bootstrap, "test")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Success! 2 passed, 0 failed" in result.stdout, result.stdout
+    assert "Success! 5 passed, 0 failed" in result.stdout, result.stdout
 
 
 def test_bootstrap_checkov(bootstrap):
@@ -120,6 +120,16 @@ def test_bootstrap_test_fails_when_the_condition_admits_any_repository(bootstrap
 # --- who may plan, who may deploy: the provider's CEL, evaluated ----------------------------------
 
 POOL = "projects/123456789/locations/global/workloadIdentityPools/github-pool"
+# The repository's and its owner's numeric ids, as the bootstrap's variables give them (its tftest's).
+REPOSITORY_ID, OWNER_ID = "123456789", "987654"
+VARIABLES = {"${var.github_repository_id}": REPOSITORY_ID, "${var.github_repository_owner_id}": OWNER_ID}
+
+
+def resolved(expression: str) -> str:
+    for reference, value in VARIABLES.items():
+        expression = expression.replace(reference, value)
+    assert "${" not in expression, expression
+    return expression
 
 
 def bootstrap_config(project: Path) -> dict:
@@ -137,7 +147,7 @@ def cel(expression: str):
 
 def admitted(project: Path, token: dict) -> bool:
     """The provider's attribute condition: does Google's STS accept this token at all?"""
-    condition = bootstrap_locals(project)["attribute_condition"]
+    condition = resolved(bootstrap_locals(project)["attribute_condition"])
     return bool(cel(condition).evaluate({"assertion": celpy.json_to_cel(token)}))
 
 
@@ -165,17 +175,25 @@ def binding_member(project: Path, binding: str) -> str:
     ]
     member = block["member"]
     repository = bootstrap_locals(project)["repository"]
-    return member.replace("${google_iam_workload_identity_pool.github.name}", POOL).replace(
-        "${local.repository}", repository
-    )
+    member = member.replace("${google_iam_workload_identity_pool.github.name}", POOL)
+    return resolved(member.replace("${local.repository}", repository))
 
 
 def tokens(repository: str) -> dict[str, tuple[dict, bool, bool]]:
     """name: (claims, may plan, may deploy)."""
     owner, name = repository.split("/")
 
-    def token(repo: str, sub: str, ref: str) -> dict:
-        return {"repository": repo, "repository_owner": repo.split("/")[0], "sub": f"repo:{repo}:{sub}", "ref": ref}
+    def token(repo: str, sub: str, ref: str, ids: tuple[str, str] | None = None) -> dict:
+        # GitHub's claims (OpenID Connect reference): the name, and the ids that survive no re-creation.
+        repository_id, owner_id = ids or ((REPOSITORY_ID, OWNER_ID) if repo == repository else ("5550001", "5550002"))
+        return {
+            "repository": repo,
+            "repository_owner": repo.split("/")[0],
+            "repository_id": repository_id,
+            "repository_owner_id": owner_id,
+            "sub": f"repo:{repo}:{sub}",
+            "ref": ref,
+        }
 
     return {
         "pull request": (token(repository, "pull_request", "refs/pull/7/merge"), True, False),
@@ -208,6 +226,17 @@ def tokens(repository: str) -> dict[str, tuple[dict, bool, bool]]:
             False,
             False,
         ),
+        # The name alone proves nothing: a repository deleted and re-created, or an owner name taken over.
+        "the same name, re-created (new id)": (
+            token(repository, "environment:production", "refs/heads/main", ("5550003", OWNER_ID)),
+            False,
+            False,
+        ),
+        "the same name under a new owner account (new owner id)": (
+            token(repository, "environment:production", "refs/heads/main", (REPOSITORY_ID, "5550004")),
+            False,
+            False,
+        ),
     }
 
 
@@ -220,7 +249,8 @@ def test_only_this_repository_plans_and_only_production_on_main_deploys(bake_nam
     verdicts = {}
     for name, (claims, may_plan, may_deploy) in tokens(repository).items():
         # The condition alone keeps every other repository out, whatever the bindings say.
-        assert admitted(project, claims) == (claims["repository"] == repository), (name, claims)
+        ours = (claims["repository_id"], claims["repository_owner_id"]) == (REPOSITORY_ID, OWNER_ID)
+        assert admitted(project, claims) == ours, (name, claims)
         found = principals(project, claims)
         verdicts[name] = (planner in found, deployer in found)
         assert verdicts[name] == (may_plan, may_deploy), (name, claims, found)
@@ -258,6 +288,10 @@ ROLE_FOR_RESOURCE = {
     "google_storage_bucket": "roles/storage.admin",
     "google_storage_bucket_object": "roles/storage.admin",
     "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
+    # The deliveries queue and its enqueuer grants (IAM "Cloud Tasks roles and permissions": queueAdmin
+    # holds cloudtasks.queues.*, setIamPolicy included).
+    "google_cloud_tasks_queue": "roles/cloudtasks.queueAdmin",
+    "google_cloud_tasks_queue_iam_member": "roles/cloudtasks.queueAdmin",
     "google_firestore_database": "roles/datastore.owner",
     "google_firestore_field": "roles/datastore.owner",
     "google_logging_metric": "roles/logging.configWriter",
@@ -319,3 +353,125 @@ def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
     (module / "topic.tf").write_text('resource "google_pubsub_topic" "this" {}\n')
     with pytest.raises(AssertionError, match="google_pubsub_topic"):
         roles_needed(project)
+
+
+# --- least privilege: what the deployer may grant, what the planner may read (issue 19) -------------
+
+
+def module_project_roles(project: Path) -> set[str]:
+    """Every role the bake's modules grant on the project (google_project_iam_member), literal or in a local."""
+    roles = set()
+    for path in (project / "terraform" / "modules").glob("*/*.tf"):
+        text = path.read_text()
+        for block in re.findall(r'resource "google_project_iam_member" "\w+" \{\n(.*?)\n\}', text, re.S):
+            literal = re.search(r'^  role += "(roles/[\w.]+)"', block, re.M)
+            if literal:
+                roles.add(literal.group(1))
+            else:  # for_each over a local set of roles (iam.tf, build_roles)
+                local = re.search(r"for_each = local\.(\w+)", block).group(1)
+                listed = re.search(rf"^  {local} = toset\(\[(.*?)\]\)", text, re.M | re.S).group(1)
+                roles |= set(re.findall(r'"(roles/[\w.]+)"', listed))
+    return roles
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_deployer_may_grant_only_the_roles_the_modules_grant(bake_name, tmp_path):
+    """An unconditional projectIamAdmin lets the deployer grant itself roles/owner. IAM "Set limits on
+    granting roles": a condition api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([...])."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    local = bootstrap_locals(project)
+    assert sorted(local["grantable_roles"]) == sorted(module_project_roles(project))
+    conditions = local["deployer_conditions"]
+    expression = conditions["roles/resourcemanager.projectIamAdmin"]["expression"]
+    listed = '${join(", ", [for role in local.grantable_roles : "\'${role}\'"])}'
+    assert expression == f"api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([{listed}])"
+    assert "roles/resourcemanager.projectIamAdmin" in local["deployer_roles"]
+    # storage.admin reaches the source bucket the module names <project>-<slug>-src, and no other bucket.
+    assert local["source_bucket"] == "${var.project_id}-" + answers_of(project)["project_slug"] + "-src"
+    assert (
+        "resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
+        in (conditions["roles/storage.admin"]["expression"])
+    )
+
+
+def test_module_project_roles_reads_literals_and_the_build_roles(tmp_path):
+    project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
+    assert {"roles/datastore.user", "roles/logging.logWriter", "roles/artifactregistry.writer"} <= (
+        module_project_roles(project)
+    )
+
+
+# What a plan's refresh reads of each resource type the modules make: get (and getIamPolicy for a
+# *_iam_member), never data. Permissions as IAM's "Understanding roles" lists them under each viewer role.
+READ_FOR_RESOURCE = {
+    "google_project_service": {"serviceusage.services.get", "serviceusage.services.list"},
+    "google_service_account": {"iam.serviceAccounts.get"},
+    "google_project_iam_member": {"resourcemanager.projects.get", "resourcemanager.projects.getIamPolicy"},
+    "google_cloudfunctions2_function": {"cloudfunctions.functions.get"},
+    "google_cloud_run_v2_service_iam_member": {"run.services.get", "run.services.getIamPolicy"},
+    "google_cloud_run_v2_job": {"run.jobs.get"},
+    "google_cloud_run_v2_job_iam_member": {"run.jobs.getIamPolicy"},
+    "google_storage_bucket": {"storage.buckets.get"},
+    "google_storage_bucket_object": {"storage.objects.get"},
+    "google_cloud_scheduler_job": {"cloudscheduler.jobs.get"},
+    "google_cloud_tasks_queue": {"cloudtasks.queues.get"},
+    "google_cloud_tasks_queue_iam_member": {"cloudtasks.queues.getIamPolicy"},
+    "google_firestore_database": {"datastore.databases.getMetadata"},
+    "google_firestore_field": {"datastore.indexes.get", "datastore.indexes.list"},
+    "google_logging_metric": {"logging.logMetrics.get"},
+    "google_monitoring_alert_policy": {"monitoring.alertPolicies.get"},
+    "google_monitoring_dashboard": {"monitoring.dashboards.get"},
+    "google_monitoring_notification_channel": {"monitoring.notificationChannels.get"},
+    "google_workflows_workflow": {"workflows.workflows.get"},
+}
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_planner_reads_metadata_of_what_the_modules_make_and_no_data(bake_name, tmp_path):
+    """Not roles/viewer: it holds datastore.entities.get/list, every Firestore document of the project."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    local = bootstrap_locals(project)
+    assert "planner_roles" not in local
+    types = module_resource_types(project)
+    assert not types - set(READ_FOR_RESOURCE), f"give {types - set(READ_FOR_RESOURCE)} its read permissions"
+    needed = set().union(*(READ_FOR_RESOURCE[t] for t in types))
+    assert sorted(local["planner_permissions"]) == sorted(needed)
+    assert not [p for p in needed if p.startswith("datastore.entities.") or not re.search(r"\.(get|list)\w*$", p)]
+    resources = bootstrap_config(project)["resource"]
+    (planner,) = [
+        r["google_project_iam_member"]["planner"]
+        for r in resources
+        if "google_project_iam_member" in r and "planner" in r["google_project_iam_member"]
+    ]
+    assert planner["role"] == "${google_project_iam_custom_role.planner.name}"
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_state_grants_reach_only_this_bakes_prefix(bake_name, tmp_path):
+    """Bootstraps sharing a bucket must not read or overwrite each other's state: both grants carry
+    the prefix condition (resource.name of objects; objectListPrefix for the backend's listing)."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    local = bootstrap_locals(project)
+    slug = answers_of(project)["project_slug"]
+    assert local["state_prefix"] == f"{slug}/"
+    assert local["state_condition"] == (
+        "resource.name.startsWith('projects/_/buckets/${local.state_bucket}/objects/${local.state_prefix}') || "
+        "(resource.type == 'storage.googleapis.com/Bucket' && "
+        "api.getAttribute('storage.googleapis.com/objectListPrefix', '').startsWith('${local.state_prefix}'))"
+    )
+    resources = bootstrap_config(project)["resource"]
+    grants = {name: body for r in resources for name, body in r.get("google_storage_bucket_iam_member", {}).items()}
+    assert set(grants) == {"state_deployer", "state_planner"}
+    assert all(grant["condition"][0]["expression"] == "${local.state_condition}" for grant in grants.values())
+
+
+def test_the_bootstrap_waits_after_enabling_the_apis(bootstrap, tmp_path):
+    """Everything the bootstrap makes is ordered after a time_sleep that follows the APIs (the same
+    rule as the module's, on `terraform graph`)."""
+    from test_terraform import dependency_graph, unwaited
+
+    graph = dependency_graph(bootstrap, tmp_path)
+    nodes = set(graph) | {n for targets in graph.values() for n in targets}
+    made = sorted(n for n in nodes if n.startswith("google_") and not n.startswith("google_project_service."))
+    assert len(made) >= 8, made
+    assert {n: unwaited(graph, n, {"google_project_service.this"}) for n in made} == {n: [] for n in made}

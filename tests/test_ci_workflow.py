@@ -194,7 +194,11 @@ def test_each_job_asks_for_its_own_permissions(bakes, name):
 
 
 @pytest.mark.parametrize("name", MATRIX)
-def test_pull_requests_plan_read_only_and_main_applies_after_approval(bakes, name):
+def test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied(bakes, name):
+    """Issue 19: the plan is made in an ungated job, as the read-only planner, and shown in the run's
+    summary; the `production`-gated job applies exactly that saved plan (downloaded, never re-planned),
+    with the providers' lock file and the function's zip it needs (HashiCorp, "Running Terraform in
+    automation": plan and apply on different machines carry the plan and the working directory over)."""
     project = bakes[name]
     parsed = workflow_of(project)[1]
     if not has_bucket(project):
@@ -205,8 +209,10 @@ def test_pull_requests_plan_read_only_and_main_applies_after_approval(bakes, nam
     plan, apply = parsed["jobs"]["plan"], parsed["jobs"]["apply"]
 
     assert plan["if"] == (
-        "github.event_name == 'pull_request' && github.event.pull_request.head.repo.full_name == github.repository"
+        "github.event_name == 'push' || github.event.pull_request.head.repo.full_name == github.repository"
     )
+    assert "environment" not in plan  # ungated: its plan exists before anyone approves
+    assert plan["needs"] == ["python", "terraform"]
     plan_auth = uses(parsed, "plan")["google-github-actions/auth"]["with"]
     assert plan_auth["service_account"] == account(answers["project_slug"], "plan", answers["gcp_project_id"])
     assert plan_auth["workload_identity_provider"] == "${{ secrets.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
@@ -214,14 +220,32 @@ def test_pull_requests_plan_read_only_and_main_applies_after_approval(bakes, nam
     assert "terraform plan -input=false -lock=false -out=tfplan" in plan_runs
     assert any("terraform show -no-color tfplan" in r and '>> "$GITHUB_STEP_SUMMARY"' in r for r in plan_runs)
     assert not any("apply" in r for r in plan_runs)
+    upload = uses(parsed, "plan")["actions/upload-artifact"]
+    assert upload["if"] == "github.event_name == 'push'"
+    assert upload["with"]["name"] == "tfplan"
+    assert upload["with"]["path"].split() == [
+        "terraform/tfplan",
+        "terraform/.terraform.lock.hcl",
+        "terraform/.terraform/scheduled-dedup/",  # the function's zip (modules/scheduled-dedup/function.tf)
+    ]
+    # upload-artifact >= 4.4 leaves hidden files out (.terraform.lock.hcl, .terraform/) unless told.
+    assert upload["with"]["include-hidden-files"] is True
+    assert upload["with"]["if-no-files-found"] == "error"
 
     assert apply["if"] == "github.event_name == 'push' && github.ref == 'refs/heads/main'"
     assert apply["environment"] == "production"
     assert apply["concurrency"] == {"group": "terraform-apply-production", "cancel-in-progress": False}
-    assert apply["needs"] == ["python", "terraform"]
+    assert apply["needs"] == ["plan"]
+    download = uses(parsed, "apply")["actions/download-artifact"]
+    assert download["with"] == {"name": "tfplan", "path": "terraform"}
     apply_auth = uses(parsed, "apply")["google-github-actions/auth"]["with"]
     assert apply_auth["service_account"] == account(answers["project_slug"], "deploy", answers["gcp_project_id"])
-    assert runs(parsed, "apply")[-1] == "terraform apply -input=false -lock-timeout=10m tfplan"
+    apply_runs = runs(parsed, "apply")
+    assert not any("terraform plan" in r for r in apply_runs)  # never a plan nobody saw
+    assert apply_runs == [
+        "terraform init -input=false -lockfile=readonly",
+        "terraform apply -input=false -lock-timeout=10m tfplan",
+    ]
 
 
 # --- pre-commit --------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ FILES_THE_USER_MAKES = {
     "terraform/.terraform.lock.hcl",  # `terraform init` writes it; the README says to commit it
     "terraform/terraform.tfstate",  # local state, written by the first apply of a bake without a state bucket
     "terraform/bootstrap/backend.tf",  # the README's step: move the bootstrap's state into the bucket
+    "terraform/tfplan",  # ci.yml's plan job writes the saved plan the apply job applies
+    "terraform/.terraform/scheduled-dedup",  # `terraform plan` writes the function's zip there (function.tf)
 }
 SITE_PACKAGES = {Path(sysconfig.get_paths()[key]) for key in ("purelib", "platlib")}
 SKIPPED_DIRECTORIES = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".terraform", "node_modules"}

@@ -22,6 +22,7 @@ import zoneinfo
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import bake
 from cronsim import CronSim
 from firestore_emulator import free_port
@@ -49,14 +50,14 @@ class StandIn(http.server.ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def force_run(self, job_name: str) -> None:
-        job = json.loads(self.settings["DEDUP_JOBS"])[job_name]
-        zone = zoneinfo.ZoneInfo(job["time_zone"])
+        job = self.settings["jobs"][job_name.removeprefix(self.settings["slug"] + "-")]
+        zone = zoneinfo.ZoneInfo(job.get("time_zone", "Etc/UTC"))
         next_fire = next(CronSim(job["schedule"], dt.datetime.now(zone))).astimezone(dt.UTC)
         headers = {
             "X-CloudScheduler-JobName": job_name,
             "X-CloudScheduler-ScheduleTime": self.schedule_time_header or next_fire.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "X-Scheduler-Project": self.settings["DEDUP_PROJECT"],
-            "X-Scheduler-Location": self.settings["DEDUP_LOCATION"],
+            "X-Scheduler-Project": self.settings["project"],
+            "X-Scheduler-Location": self.settings["region"],
         }
         request = urllib.request.Request(self.function_url, data=b"", headers=headers, method="POST")
         with contextlib.suppress(urllib.error.HTTPError):  # the answer is the function's: smoke.py reads its line
@@ -126,8 +127,7 @@ class StandInHandler(http.server.BaseHTTPRequestHandler):
 def deployed(tmp_path_factory, emulator_host):
     """A default bake served by a real functions-framework server, and the stand-in APIs in front of it."""
     project = bake(tmp_path_factory.mktemp("smoke"))
-    settings = json.loads((project / "settings.json").read_text())
-    settings = {k: v if isinstance(v, str) else json.dumps(v) for k, v in settings.items()}
+    settings = yaml.safe_load((project / "config.yaml").read_text())  # the bake's one configuration file
     collection = f"smoke-{os.getpid()}"
     env = {
         **os.environ,
@@ -197,7 +197,7 @@ def test_a_healthy_deployment_passes_every_step_and_the_run_is_recorded(deployed
     run_id = re.search(r"run_id=([0-9a-f]{64})", result.stdout).group(1)
     from google.cloud import firestore  # the record smoke.py read is really there, completed
 
-    client = firestore.Client(project=stand_in.settings["DEDUP_PROJECT"], database=stand_in.settings["DEDUP_DATABASE"])
+    client = firestore.Client(project=stand_in.settings["project"], database=stand_in.settings["database"])
     assert client.collection(collection).document(run_id).get().to_dict()["status"] == "completed"
 
 

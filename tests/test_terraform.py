@@ -79,14 +79,11 @@ def default_bake(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def broken_copy(default_bake, tmp_path) -> Path:
-    """A fresh copy of the default bake's terraform/ to break (modules, tests and .terraform too), beside the
-    project's own files (config.yaml, which main.tf reads, config.py and rules.py, which check it)."""
-    target = tmp_path / "project" / "terraform"
-    shutil.copytree(default_bake, target, symlinks=True)
-    for path in default_bake.parent.iterdir():
-        if path.is_file():
-            shutil.copy2(path, target.parent / path.name)
-    return target
+    """A fresh copy of the default bake to break (modules, tests and .terraform too); returns its terraform/.
+    The whole bake: the function's zip reads its source files from the project root."""
+    project = tmp_path / "project"
+    shutil.copytree(default_bake.parent, project, symlinks=True)
+    return project / "terraform"
 
 
 def copy_of_bake(baked: Path, tmp_path: Path) -> Path:
@@ -238,13 +235,13 @@ PARITY_PREAMBLE = textwrap.dedent(
     mock_provider "google" {}
     mock_provider "archive" {}
     mock_provider "time" {}
-    mock_provider "http" {}
 
     variables {
       project_id = "parity-project"
       region     = "europe-west1"
       slug       = "parity"
       source_dir = "."
+      source_files = ["versions.tf"]
       jobs       = { job = { schedule = "0 3 * * *" } }
     }
     """
@@ -284,7 +281,8 @@ def dependency_graph(workdir: Path, scratch: Path) -> dict[str, set[str]]:
 
     `graph` insists on an initialised backend, and a bake with a state bucket has a gcs one: the graph
     is drawn on a copy (in `scratch`) whose backend an override file makes local, initialised offline."""
-    if 'backend "gcs"' in (workdir / "backend.tf").read_text():
+    backend = workdir / "backend.tf"  # terraform/bootstrap has none: its state starts local
+    if backend.is_file() and 'backend "gcs"' in backend.read_text():
         # The whole project: main.tf reads ../config.yaml.
         shutil.copytree(workdir.parent, scratch / "graph" / workdir.parent.name, symlinks=True)
         copy = scratch / "graph" / workdir.parent.name / workdir.name
@@ -341,6 +339,10 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
         rule(policy, metrics, "a new metric is 404 for up to 10 minutes")
     # The function, after its build account's grants (the build runs as that account).
     rule("google_cloudfunctions2_function.this", {"google_project_iam_member.build"}, "IAM propagation")
+    # The Scheduler jobs, after the invoker's grant on the function has propagated: a first tick before
+    # it is a 403 (IAM "Access change propagation"; issue 19).
+    for job in ["google_cloud_scheduler_job.this", "google_cloud_scheduler_job.audit"]:
+        rule(job, {"google_cloud_run_v2_service_iam_member.invoker"}, "IAM propagation")
     # The database, the function and the Scheduler jobs, after the APIs.
     for dependent in [
         "google_firestore_database.this",
@@ -424,6 +426,16 @@ WAIT_BREAKS = {
         "audit.tf",
         [('audit_job_name}\\"`."\n  }\n\n  depends_on = [time_sleep.metrics]\n', 'audit_job_name}\\"`."\n  }\n')],
         "google_monitoring_alert_policy.audit_silent does not wait after google_logging_metric.audit_ran",
+    ),
+    "scheduler-jobs-without-invoker-wait": (
+        "scheduler.tf",
+        [("    time_sleep.invoker,\n", "    google_cloud_run_v2_service_iam_member.invoker,\n")],
+        "google_cloud_scheduler_job.this does not wait after google_cloud_run_v2_service_iam_member.invoker",
+    ),
+    "audit-job-without-invoker-wait": (
+        "audit.tf",
+        [("    time_sleep.invoker,\n", "    google_cloud_run_v2_service_iam_member.invoker,\n")],
+        "google_cloud_scheduler_job.audit does not wait after google_cloud_run_v2_service_iam_member.invoker",
     ),
     "function-without-grants-wait": (
         "function.tf",

@@ -45,6 +45,7 @@ BASELINES: dict[str, dict[str, object]] = {
         "region": "europe-west1",
         "slug": "valid",
         "source_dir": ".",
+        "source_files": ["versions.tf"],
         "jobs": {"nightly": {"schedule": "0 3 * * *"}},
     },
     CLOUD_RUN_JOB: {**SIBLING_BASELINE, "job": {"image": "europe-west1-docker.pkg.dev/valid-project/jobs/job:1"}},
@@ -53,7 +54,7 @@ BASELINES: dict[str, dict[str, object]] = {
         "workflow": {"source_contents": "main:\n  steps:\n    - done:\n        return: 1\n"},
     },
 }
-MOCKED_PROVIDERS = {CORE: ("google", "archive", "time", "http"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
+MOCKED_PROVIDERS = {CORE: ("google", "archive", "time"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +74,16 @@ CASES = [
     Refusal("project_id_5_chars", "project_id", "a GCP project id is 6-30 chars", {"project_id": "abcde"}),
     Refusal("region_not_a_region", "region", "must be a GCP region such as", {"region": "moon"}),
     Refusal("slug_2_chars", "slug", "slug: must be 3-20 chars", {"slug": "ab"}),
+    # The function's zip by allow-list (issue 19): files inside source_dir only, at least one.
+    Refusal("source_files_empty", "source_files", "must list at least one file", {"source_files": []}),
+    Refusal(
+        "source_files_leaves_the_project",
+        "source_files",
+        "must list at least one file",
+        {"source_files": ["versions.tf", "../.env"]},
+    ),
+    Refusal("source_files_absolute", "source_files", "must list at least one file", {"source_files": ["/etc/passwd"]}),
+    Refusal("source_files_a_directory", "source_files", "must list at least one file", {"source_files": ["tests/"]}),
     Refusal("slug_21_chars", "slug", "slug: must be 3-20 chars", {"slug": "a" * 21}),
     Refusal("jobs_empty", "jobs", "jobs: must name at least one job", {"jobs": {}}),
     Refusal(

@@ -1441,6 +1441,97 @@ MUTANTS = [
 
     # --- issue 19: security, pipeline, drift (branch i19secure) ---
     # (new mutants of this branch go here)
+    Mutant(
+        "i19-source-list-misses-a-module",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        '    "run_context.py",\n',
+        "",
+        "the function's zip lists every module main.py imports",
+        ("tests/test_function_source.py::test_the_bakes_list_is_exactly_what_the_handler_needs",),
+    ),
+    Mutant(
+        "i19-zip-from-the-directory",
+        "terraform/modules/scheduled-dedup/function.tf",
+        '  output_file_mode = "0644"\n',
+        '  output_file_mode = "0644"\n  excludes         = [".git"]\n',
+        "the function's zip is an allow-list, never a directory with excludes",
+        ("tests/test_function_source.py::test_the_module_zips_the_list_as_content_and_never_a_directory",),
+    ),
+    Mutant(
+        "i19-source-files-may-leave-the-project",
+        VARIABLES,
+        '!contains(split("/", f), "..")',
+        "true",
+        "source_files stay inside source_dir",
+        validations("source_files_leaves_the_project"),
+    ),
+    Mutant(
+        "i19-lifecycle-deletes-the-live-source",
+        "terraform/modules/scheduled-dedup/function.tf",
+        '      days_since_noncurrent_time = 7\n      with_state                 = "ARCHIVED"\n',
+        "      age = 30\n",
+        "no lifecycle rule deletes the deployed source object",
+        ("tests/test_state_and_drift.py::test_no_lifecycle_rule_deletes_a_live_object",),
+    ),
+    Mutant(
+        "i19-scheduler-without-invoker-wait",
+        "terraform/modules/scheduled-dedup/scheduler.tf",
+        "    time_sleep.invoker,\n",
+        "    google_cloud_run_v2_service_iam_member.invoker,\n",
+        "the Scheduler jobs wait after the invoker grant has propagated",
+        ("tests/test_terraform.py::test_graph_orders_every_wait", "-k", "defaults"),
+    ),
+    Mutant(
+        "i19-workflow-without-executions-api",
+        "terraform/modules/scheduled-dedup-workflow/outputs.tf",
+        '["workflows.googleapis.com", "workflowexecutions.googleapis.com"]',
+        '["workflows.googleapis.com"]',
+        "the workflow target enables the Workflow Executions API its function calls",
+        ("tests/test_apis.py::test_every_api_the_code_calls_is_enabled",),
+    ),
+    Mutant(
+        "i19-deployer-may-grant-owner",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/artifactregistry.writer",\n    "roles/datastore.user",\n',
+        '    "roles/artifactregistry.writer",\n    "roles/owner",\n    "roles/datastore.user",\n',
+        "the deployer may grant only the roles the modules grant",
+        ("tests/test_bootstrap.py::test_the_deployer_may_grant_only_the_roles_the_modules_grant",),
+    ),
+    Mutant(
+        "i19-planner-is-viewer",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "  role    = google_project_iam_custom_role.planner.name\n",
+        '  role    = "roles/viewer"\n',
+        "the planner reads metadata, never Firestore documents",
+        ("tests/test_bootstrap.py::test_the_planner_reads_metadata_of_what_the_modules_make_and_no_data",),
+    ),
+    Mutant(
+        "i19-state-grants-whole-bucket",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '  state_prefix = "{{ cookiecutter.project_slug }}/"\n',
+        '  state_prefix = ""\n',
+        "state grants reach this bake's prefix only",
+        ("tests/test_bootstrap.py::test_state_grants_reach_only_this_bakes_prefix",),
+    ),
+    Mutant(
+        "i19-pool-trusts-the-name",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "  attribute_condition = \"assertion.repository_id == '${var.github_repository_id}' && "
+        "assertion.repository_owner_id == '${var.github_repository_owner_id}'\"\n",
+        "  attribute_condition = \"assertion.repository == '{{ cookiecutter.repository }}'\"\n",
+        "the pool trusts the repository by its numeric id and its owner's",
+        ("tests/test_bootstrap.py::test_only_this_repository_plans_and_only_production_on_main_deploys",),
+    ),
+    Mutant(
+        "i19-apply-plans-again",
+        "{{cookiecutter.project_slug}}/.github/workflows/ci.yml",
+        "      - name: terraform apply\n        run: terraform apply -input=false -lock-timeout=10m tfplan\n",
+        "      - name: terraform plan\n        run: terraform plan -input=false -out=tfplan\n\n"
+        "      - name: terraform apply\n        run: terraform apply -input=false -lock-timeout=10m tfplan\n",
+        "the approved job applies the plan that was shown, never a new one",
+        ("tests/test_ci_workflow.py::test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied",),
+    ),
+
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
     Mutant(

@@ -2,11 +2,11 @@
 {%- if cookiecutter.target == "cloud_run_job" %}
 # The function starts the Cloud Run job of module "cloud_run_job" (modules/scheduled-dedup-cloud-run-job):
 # that module takes the core's runtime account, database and API wait, and gives the core the job's
-# name, collections and source excludes.
+# name and collections.
 {%- elif cookiecutter.target == "workflow" %}
 # The function starts the workflow of module "workflow" (modules/scheduled-dedup-workflow): that module
 # takes the core's runtime account, database and API wait, and gives the core the workflow's name,
-# collections, API and source excludes.
+# collections and APIs.
 {%- endif %}
 
 # The project's schedule configuration: ../config.yaml is the one file of the jobs and their timing (config.py
@@ -23,13 +23,31 @@ module "scheduled_dedup" {
   region     = local.config.region
   slug       = local.config.slug
 
-  # The function's source is this project's root (terraform/, tests/, caches are left out).
+  # The function's source, by allow-list: exactly these files of this project's root, and nothing
+  # else that lies there (in CI, google-github-actions/auth's gha-creds-*.json; caches, .terraform/).
+  # Add a file here when the handler imports a new module or reads a new file; the template's
+  # tests/test_function_source.py checks this list against main.py's imports.
   source_dir = "${path.root}/.."
+  source_files = [
+    "audit.py",
+    "config.py",
+    "config.yaml", # the jobs and their timing, the same file this root reads
+    "dedup.py",
+{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
+    "executions.py", # follows the executions the function starts
+{%- endif %}
+    "job.py",
+    "main.py",
+    "requirements.txt",
+    "rules.py", # config.py checks config.yaml with it
+    "run_context.py",
+    "task_queue.py",
+  ]
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
 {%- set proxy = "module." ~ cookiecutter.target %}
 
   # What the proxy target's module hands the core: the PROXY_* name of what the function starts,
-  # the collections its code writes (TTL), {% if cookiecutter.target == "workflow" %}the API it needs, {% endif %}its code's directory (not zipped).
+  # the collections its code writes (TTL){% if cookiecutter.target == "workflow" %}, the APIs it needs{% endif %}.
   function = {
     environment_variables = {{ proxy }}.environment_variables
   }
@@ -37,7 +55,6 @@ module "scheduled_dedup" {
 {%- if cookiecutter.target == "workflow" %}
   apis            = {{ proxy }}.apis
 {%- endif %}
-  source_excludes = {{ proxy }}.source_excludes
   # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
   follows_executions = true
 {%- endif %}

@@ -17,10 +17,6 @@ terraform {
       source  = "hashicorp/time"
       version = ">= 0.13, < 1.0"
     }
-    http = {
-      source  = "hashicorp/http"
-      version = ">= 3.4, < 4.0"
-    }
   }
 }
 

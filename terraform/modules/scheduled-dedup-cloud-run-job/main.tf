@@ -1,8 +1,8 @@
 # scheduled-dedup-cloud-run-job: the proxy target of the core module (../scheduled-dedup). After the
 # function claims a run it starts one execution of this job, passing the run id in the container
 # overrides; the job's tasks checkpoint per item and write each output put-if-absent keyed by
-# (run id, item id). The baked root passes environment_variables, ttl_collections and
-# source_excludes (outputs.tf) into the core module.
+# (run id, item id). The baked root passes environment_variables and ttl_collections (outputs.tf)
+# into the core module.
 #
 # Who holds what:
 #   <slug>-job  the job's identity: roles/datastore.user on the one Firestore database

@@ -10,11 +10,6 @@ output "ttl_collections" {
   value       = local.collections
 }
 
-output "source_excludes" {
-  description = "For the core module's source_excludes: the job's code ships as its own image, not in the function's zip."
-  value       = ["cloud_run_job", "cloud_run_job/**"]
-}
-
 output "job_name" {
   description = "The Cloud Run job the function starts."
   value       = google_cloud_run_v2_job.this.name

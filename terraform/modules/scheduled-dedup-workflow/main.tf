@@ -1,8 +1,7 @@
 # scheduled-dedup-workflow: the proxy target of the core module (../scheduled-dedup). After the
 # function claims a run it starts one execution of this workflow with the run id in the argument;
 # the workflow guards its side effect with a Firestore create-by-id keyed by the run id. The baked
-# root passes environment_variables, ttl_collections, apis and source_excludes (outputs.tf) into
-# the core module.
+# root passes environment_variables, ttl_collections and apis (outputs.tf) into the core module.
 #
 # Who holds what:
 #   <slug>-wf   the workflow's identity: roles/datastore.user on the one Firestore database,

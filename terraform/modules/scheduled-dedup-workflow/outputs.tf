@@ -15,11 +15,6 @@ output "apis" {
   value       = ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
 }
 
-output "source_excludes" {
-  description = "For the core module's source_excludes: the workflow is its own resource, not part of the function's zip."
-  value       = ["workflow", "workflow/**"]
-}
-
 output "workflow_name" {
   description = "The workflow the function starts."
   value       = google_workflows_workflow.this.name

@@ -9,8 +9,7 @@
 # tier applies to one database per project, the first one created ("Quotas and limits"; the older
 # "Firestore pricing" page says only (default) qualifies), so a named database next to an existing
 # one is billed from the first read; TTL deletes are never free. create_database = false uses an
-# existing database, which plan reads (data.http.existing_database, below) and refuses when it is
-# missing or in Datastore mode, instead of a 404 halfway through the apply.
+# existing database (below: checked at apply, not at plan).
 
 resource "google_firestore_database" "this" {
   count = var.firestore.create_database ? 1 : 0
@@ -31,32 +30,15 @@ resource "google_firestore_database" "this" {
   depends_on = [time_sleep.apis]
 }
 
-# create_database = false: read the database at plan. The google provider (8.x) has no data source
-# for a Firestore database (its firestore service has data_source_google_firestore_document only),
-# so this calls the Firestore Admin REST API (GET projects/P/databases/D) with the deployer's own
-# access token; the token (valid for an hour) is stored in the state with this data source, marked
-# sensitive, as data.google_client_config already stores it. X-Goog-User-Project bills the call to
-# the project, which user credentials (gcloud auth application-default login) need.
-data "google_client_config" "deployer" {
-  count = var.firestore.create_database ? 0 : 1
-}
-
-data "http" "existing_database" {
-  count = var.firestore.create_database ? 0 : 1
-
-  url = "https://firestore.googleapis.com/v1/${local.firestore_database_name}"
-  request_headers = {
-    Authorization       = "Bearer ${data.google_client_config.deployer[0].access_token}"
-    X-Goog-User-Project = var.project_id
-  }
-
-  lifecycle {
-    postcondition {
-      condition     = self.status_code == 200 && try(jsondecode(self.response_body).type, "") == "FIRESTORE_NATIVE"
-      error_message = "firestore.database=${jsonencode(var.firestore.database)}: with create_database = false the database must exist in project ${var.project_id} in Firestore Native mode, but GET ${local.firestore_database_name} answered ${self.status_code}${self.status_code == 200 ? " with type ${try(jsondecode(self.response_body).type, "unknown")}" : ""} (404: it does not exist, set create_database = true; 403: the Firestore API is off or the deployer may not read it)."
-    }
-  }
-}
+# create_database = false: the database is not read at plan. The google provider (8.x) has no data
+# source for a Firestore database, and the check this module made instead (data "http" calling the
+# Firestore Admin API with data.google_client_config's access token in an Authorization header)
+# stored the deployer's token in the state: the http provider keeps request_headers there, not
+# marked sensitive, and in CI the planner reads that state (terraform-provider-google issues 11451
+# and 15247 on tokens in state; no ephemeral variant exists yet to replace them: google provider
+# issue 24318 and terraform-provider-http issue 508 / PR 576 are open). So a missing database, or one in Datastore mode, is met at apply, by the
+# first resource in it (google_firestore_field: 404 "Project or database does not exist"; see
+# docs/troubleshooting.md), and nothing secret is in the state.
 
 locals {
   # The database id, taken from the created resource when there is one (an implicit dependency).

@@ -1,37 +1,30 @@
 # The handler: a gen2 Cloud Run function built from the baked project's own source.
 
-locals {
-  # Never part of the function's source: Terraform, tests, dev tools, docs, virtualenvs, caches,
-  # build output, VCS (a proxy target's code comes in var.source_excludes from its module). The
-  # same list as the baked .gcloudignore, for `gcloud` deploys.
-  source_excludes = concat(
-    [
-      "terraform", "terraform/**",
-      "tests", "tests/**",
-      "tools", "tools/**", "benchmarks", "benchmarks/**", "docs", "docs/**",
-      "*.md", "Makefile", "requirements-dev.txt", ".gcloudignore", ".cookiecutter.json", ".cruft.json",
-      # Dev-tool settings only (ruff, pytest): the build does not need it. Google's Python buildpack
-      # installs requirements.txt, which "takes precedence" when both files are present (Cloud Run
-      # "Specify dependencies in Python"); leaving it out keeps the build from reading it at all.
-      "pyproject.toml",
-      ".venv", ".venv/**", "venv", "venv/**",
-      "build", "build/**", "dist", "dist/**",
-      ".git", ".git/**", ".github", ".github/**",
-      "__pycache__", "**/__pycache__", "**/__pycache__/**", "**/*.pyc",
-      ".pytest_cache", ".pytest_cache/**", ".ruff_cache", ".ruff_cache/**", ".mypy_cache", ".mypy_cache/**",
-      ".terraform", ".terraform/**", "**/.terraform/**",
-      ".env", "*.zip",
-    ],
-    var.source_excludes,
-  )
-}
-
+# The function's source, by allow-list: exactly var.source_files, each read from var.source_dir.
+# Never the directory: in CI the checkout is source_dir, and google-github-actions/auth writes the
+# job's credentials there as gha-creds-<random>.json (its src/main.ts, createCredentialsFile; its
+# README: add it to .gitignore and .dockerignore), which a deny-list of excludes would zip and deploy.
+#
+# Reproducible: `source` blocks go through the archive provider's ArchiveMultiple
+# (hashicorp/terraform-provider-archive, internal/provider/zip_archiver.go), which sorts the names and
+# writes each entry with zip.Writer.Create: no file mode, no modification time, so the zip (and its
+# md5, in the object's name) depends on the names and contents alone, whatever the checkout's modes,
+# times or umask. source_dir/source_file instead copy each file's mode from the disk
+# (zip.FileInfoHeader), so a laptop's 0664 and CI's 0644 made two zips of the same code.
+# output_file_mode pins the mode too, should the archive ever be built from files again.
 data "archive_file" "source" {
-  type       = "zip"
-  source_dir = var.source_dir
-  excludes   = local.source_excludes
-  # Under .terraform/: ignored by every Terraform .gitignore and never inside the zipped tree.
+  type             = "zip"
+  output_file_mode = "0644"
+  # Under .terraform/: ignored by every Terraform .gitignore and never one of the zipped files.
   output_path = "${path.root}/.terraform/scheduled-dedup/${var.slug}-function-source.zip"
+
+  dynamic "source" {
+    for_each = toset(var.source_files)
+    content {
+      filename = source.value
+      content  = file("${var.source_dir}/${source.value}")
+    }
+  }
 }
 
 resource "google_storage_bucket" "source" {
@@ -48,20 +41,15 @@ resource "google_storage_bucket" "source" {
     enabled = true
   }
 
-  # Each deploy writes a new object (its name carries the zip's md5); old ones are only needed
-  # for a rollback by hand, so keep them a while.
-  lifecycle_rule {
-    condition {
-      age = 30
-    }
-    action {
-      type = "Delete"
-    }
-  }
-
+  # Each deploy writes a new object (its name carries the zip's md5) and Terraform deletes the one
+  # before, which versioning keeps as a noncurrent version for a rollback by hand; this rule removes
+  # those a week later. No rule on age: Object Lifecycle Management's `age` matches live objects too
+  # (cloud.google.com/storage/docs/lifecycle, "Age"), so an `age = 30` Delete removed the deployed
+  # source a month after each deploy, and the next plan wanted it back (a redeploy).
   lifecycle_rule {
     condition {
       days_since_noncurrent_time = 7
+      with_state                 = "ARCHIVED"
     }
     action {
       type = "Delete"

@@ -115,6 +115,21 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
   }
 }
 
+# The Scheduler jobs wait for the invoker's grant to propagate (IAM "Access change propagation":
+# usually about 2 minutes, sometimes 7 or more): a job created right after it can fire before Cloud
+# Run honours it, and that delivery gets 403, an attempt failure that pages someone. Waits again only
+# when the grant is made again (a re-created function's new service).
+resource "time_sleep" "invoker" {
+  create_duration = "${var.waits.iam_seconds}s"
+
+  triggers = {
+    service = google_cloud_run_v2_service_iam_member.invoker.name
+    member  = google_cloud_run_v2_service_iam_member.invoker.member
+  }
+
+  depends_on = [google_cloud_run_v2_service_iam_member.invoker]
+}
+
 # The runtime's grant was one of a for_each over the accounts that use Firestore while this module
 # also made the proxy targets' accounts: a bake applied then keeps its grant, instead of a
 # destroy-and-create that would leave deliveries without access for a moment.

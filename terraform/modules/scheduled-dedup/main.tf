@@ -8,8 +8,8 @@
 #
 # It knows no proxy target: a sibling module, vendored only into a bake of its target, makes what
 # the function starts, and the baked root passes the sibling's environment variables, collections,
-# APIs and source excludes in here (var.function.environment_variables, var.ttl_collections,
-# var.apis, var.source_excludes); the sibling takes runtime_service_account_email, firestore_*,
+# APIs in here (var.function.environment_variables, var.ttl_collections,
+# var.apis); the sibling takes runtime_service_account_email, firestore_*,
 # labels and apis_ready from outputs.tf.
 
 locals {

@@ -46,7 +46,7 @@ resource "google_cloud_scheduler_job" "this" {
 
   depends_on = [
     time_sleep.apis,
-    # No delivery before the invoker may call the function.
-    google_cloud_run_v2_service_iam_member.invoker,
+    # No delivery before the invoker may call the function (the grant, then its propagation: iam.tf).
+    time_sleep.invoker,
   ]
 }

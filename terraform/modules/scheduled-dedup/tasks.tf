@@ -13,7 +13,7 @@
 # nor needs iam.serviceAccounts.actAs on the invoker (only whoever configures the queue, i.e. the deployer).
 
 locals {
-  # Also the baked settings.json's DEDUP_TASKS_QUEUE. A deleted queue's name cannot be reused for 7 days.
+  # Also the baked config.py's Config.task_queue. A deleted queue's name cannot be reused for 7 days.
   task_queue_name = "${var.slug}-deliveries"
   task_queue_id   = "projects/${var.project_id}/locations/${var.region}/queues/${local.task_queue_name}"
   function_host   = trimsuffix(trimprefix(google_cloudfunctions2_function.this.service_config[0].uri, "https://"), "/")

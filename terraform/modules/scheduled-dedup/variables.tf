@@ -191,7 +191,7 @@ variable "retry" {
 }
 
 variable "firestore" {
-  description = "Where run records live. create_database = true (the default: a new project has no database) creates the database in location_id (default: region); false uses an existing one, which plan reads and refuses unless it exists in Firestore Native mode (firestore.tf, data.http.existing_database). delete_protection: see firestore.tf."
+  description = "Where run records live. create_database = true (the default: a new project has no database) creates the database in location_id (default: region); false uses an existing one, which must exist in Firestore Native mode (not read at plan: firestore.tf says why; the first apply fails on a missing one). delete_protection: see firestore.tf."
   type = object({
     database          = optional(string, "(default)")
     collection        = optional(string, "scheduler_runs")
@@ -217,15 +217,20 @@ variable "firestore" {
 }
 
 variable "source_dir" {
-  description = "Directory zipped as the function's source (the baked project root). terraform/, tests/, virtualenvs, caches and build output are left out."
+  description = "Directory the function's source files are read from (the baked project root)."
   type        = string
 }
 
-variable "source_excludes" {
-  description = "More paths or glob patterns (relative to source_dir) to leave out of the function's zip (a proxy target's module gives its code's)."
+variable "source_files" {
+  description = "The function's source, by allow-list: every file of the zip, as a path relative to source_dir (the handler's modules, its configuration file, requirements.txt). Nothing else in source_dir is ever zipped (function.tf)."
   type        = list(string)
-  default     = []
   nullable    = false
+
+  validation {
+    # A path that leaves source_dir (.., absolute) or names a directory cannot be one zip entry.
+    condition     = length(var.source_files) > 0 && alltrue([for f in var.source_files : f != "" && !startswith(f, "/") && !endswith(f, "/") && !contains(split("/", f), "..")])
+    error_message = "source_files=${jsonencode(var.source_files)}: must list at least one file, each a path relative to source_dir without \"..\", a leading or a trailing \"/\"."
+  }
 }
 
 variable "function" {
@@ -296,7 +301,7 @@ variable "alert_email" {
 
 # metrics_seconds 600: issue 11102 documents the 404 "it could take up to 10 minutes to become available".
 variable "waits" {
-  description = "Seconds to wait for eventual consistency on a first apply: apis (after enabling project services), iam (after the build and runtime grants, before the function), metrics (after creating log-based metrics, before the alert policies that read them: up to 10 minutes, terraform-provider-google issue 11102). Each wait runs again only when what it waits for changes."
+  description = "Seconds to wait for eventual consistency on a first apply: apis (after enabling project services), iam (after the build and runtime grants, before the function; after the invoker grant, before the Scheduler jobs), metrics (after creating log-based metrics, before the alert policies that read them: up to 10 minutes, terraform-provider-google issue 11102). Each wait runs again only when what it waits for changes."
   type = object({
     apis_seconds    = optional(number, 60)
     iam_seconds     = optional(number, 120)

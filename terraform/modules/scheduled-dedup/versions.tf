@@ -19,11 +19,5 @@ terraform {
       source  = "hashicorp/time"
       version = ">= 0.13, < 1.0"
     }
-    # data "http" (>= 3.0: a non-2xx status is returned, not an error): reads an existing Firestore
-    # database at plan (firestore.tf).
-    http = {
-      source  = "hashicorp/http"
-      version = ">= 3.4, < 4.0"
-    }
   }
 }

@@ -1,7 +1,8 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: what the deploy pipeline needs before its first run.
 # The state bucket, a Workload Identity pool whose provider trusts GitHub's OIDC tokens of one
-# repository only, and two service accounts: a planner (pull requests; reads, never writes) and a
-# deployer (only a job of the `production` environment on the default branch). No keys anywhere:
+# repository only (by its numeric id and its owner's), and two service accounts: a planner (every
+# plan, shown before any approval; reads metadata, never writes) and a deployer (only a job of the
+# `production` environment on the default branch, applying the plan it was shown). No keys anywhere:
 # google-github-actions/auth exchanges the job's OIDC token for a short-lived one.
 # https://cloud.google.com/iam/docs/workload-identity-federation-with-deployment-pipelines
 
@@ -13,9 +14,11 @@ locals {
   # makes (the README's "The deployer's roles" lists the same, with what each is for; the template's
   # tests/test_bootstrap.py keeps the two, and the module's resource types, in step).
   # Roles: https://cloud.google.com/iam/docs/understanding-roles
+  # Two of them are narrowed by an IAM condition (deployer_conditions, below).
   deployer_roles = [
     "roles/cloudfunctions.admin",
     "roles/cloudscheduler.admin",
+    "roles/cloudtasks.queueAdmin",
     "roles/datastore.owner",
     "roles/iam.serviceAccountAdmin",
     "roles/iam.serviceAccountUser",
@@ -32,26 +35,102 @@ locals {
 {%- endif %}
   ]
 
-  # A plan refreshes every resource in the state: read access to all of them, write access to none.
-  # Pull request plans run code from the branch, so this account must never be able to change anything.
-  planner_roles = [
-    "roles/storage.objectViewer", # the state and the function's source objects (roles/viewer reads no objects)
-    "roles/viewer",
+  # The project-level roles ../modules grant (iam.tf: the build account's three and the runtime's
+  # conditional datastore.user{% if cookiecutter.target == "workflow" %}; the workflow module's workflows.invoker and logging.logWriter{% endif %}{% if cookiecutter.target == "cloud_run_job" %}; the job module's datastore.user{% endif %}): the only
+  # ones the deployer may grant or revoke. Without the condition roles/resourcemanager.projectIamAdmin
+  # lets it grant anyone (itself) roles/owner. IAM "Set limits on granting roles"
+  # (cloud.google.com/iam/docs/setting-limits-on-granting-roles): a conditional projectIamAdmin whose
+  # condition is api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([...]).
+  # The template's tests/test_bootstrap.py keeps this list equal to the modules' project grants.
+  grantable_roles = [
+    "roles/artifactregistry.writer",
+    "roles/datastore.user",
+    "roles/logging.logWriter",
+    "roles/storage.objectViewer",
+{%- if cookiecutter.target == "workflow" %}
+    "roles/workflows.invoker",
+{%- endif %}
   ]
 
+  # ../modules/scheduled-dedup names its source bucket <project>-<slug>-src (main.tf, bucket_name).
+  source_bucket = "${var.project_id}-{{ cookiecutter.project_slug }}-src"
+
+  # Cloud Storage takes IAM conditions on resource.name, projects/_/buckets/B[/objects/O] (IAM
+  # "Resource attributes for IAM Conditions"); any other resource type the role covers (the project,
+  # where buckets are created) is left as it is.
+  deployer_conditions = {
+    "roles/resourcemanager.projectIamAdmin" = {
+      title      = "only-the-modules-project-roles"
+      expression = "api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([${join(", ", [for role in local.grantable_roles : "'${role}'"])}])"
+    }
+    "roles/storage.admin" = {
+      title      = "only-this-bakes-source-bucket"
+      expression = "!(resource.type in ['storage.googleapis.com/Bucket', 'storage.googleapis.com/Object']) || resource.name == 'projects/_/buckets/${local.source_bucket}' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
+    }
+  }
+
+  # A plan refreshes every resource in the state: it reads each one's metadata and IAM policy, and
+  # nothing else. Plans run code from a branch before anyone approved it, so this account must never
+  # change anything, nor read data: not roles/viewer, whose datastore.entities.get/list read every
+  # Firestore document of the project (the run records) and whose storage/logging reads reach every
+  # bucket's metadata and log. A custom role of the get/list/getIamPolicy permissions of exactly the
+  # resource types ../modules make (IAM "Understanding roles" lists each permission under its role);
+  # the template's tests/test_bootstrap.py keeps it in step with the modules' resource types.
+  planner_permissions = [
+    "cloudfunctions.functions.get",
+    "cloudscheduler.jobs.get",
+    "cloudtasks.queues.get",
+    "cloudtasks.queues.getIamPolicy",
+    "datastore.databases.getMetadata",
+    "datastore.indexes.get",
+    "datastore.indexes.list",
+    "iam.serviceAccounts.get",
+    "logging.logMetrics.get",
+    "monitoring.alertPolicies.get",
+    "monitoring.dashboards.get",
+    "monitoring.notificationChannels.get",
+    "resourcemanager.projects.get",
+    "resourcemanager.projects.getIamPolicy",
+{%- if cookiecutter.target == "cloud_run_job" %}
+    "run.jobs.get",
+    "run.jobs.getIamPolicy",
+{%- endif %}
+    "run.services.get",
+    "run.services.getIamPolicy",
+    "serviceusage.services.get",
+    "serviceusage.services.list",
+    "storage.buckets.get",
+    "storage.objects.get",
+{%- if cookiecutter.target == "workflow" %}
+    "workflows.workflows.get",
+{%- endif %}
+  ]
+
+  # The state objects of this bake: <prefix>/<workspace>.tfstate and .tflock (the gcs backend puts the
+  # prefix, with a slash, in front of every object name). Several bakes share one bucket: each
+  # account reaches its own prefix only.
+  state_prefix = "{{ cookiecutter.project_slug }}/"
+  # Objects under the prefix, and listing the bucket with a prefix inside it (the gcs backend lists
+  # <prefix> for its workspaces): the storage.googleapis.com/objectListPrefix API attribute (IAM
+  # "Resource attributes for IAM Conditions", Cloud Storage; "Conditions attribute reference").
+  state_condition = "resource.name.startsWith('projects/_/buckets/${local.state_bucket}/objects/${local.state_prefix}') || (resource.type == 'storage.googleapis.com/Bucket' && api.getAttribute('storage.googleapis.com/objectListPrefix', '').startsWith('${local.state_prefix}'))"
+
   # Evaluated by Google on every token exchange (CEL): a token of any other repository is refused
-  # before any binding is looked at.
-  # https://docs.github.com/en/actions/security-for-github-actions/security-hardening-your-deployments/about-security-hardening-with-openid-connect
-  attribute_condition = "assertion.repository == '{{ cookiecutter.repository }}'"
+  # before any binding is looked at. By the repository's numeric id and its owner's, not by name: a
+  # repository renamed, deleted and re-created, or an owner's name taken over, keeps the name but not
+  # the ids (GitHub "OpenID Connect reference": repository_id, repository_owner_id claims;
+  # google-github-actions/auth README, "Security considerations": map and check the ids).
+  attribute_condition = "assertion.repository_id == '${var.github_repository_id}' && assertion.repository_owner_id == '${var.github_repository_owner_id}'"
 
   # attribute.deploy is "true" for exactly one kind of job: one in the `production` environment
   # (its token's sub is repo:<owner>/<name>:environment:production) running on the default branch,
   # main (the branch .github/workflows/ci.yml applies from).
   # A pull request's job has ref refs/pull/<n>/merge, another branch's refs/heads/<branch>.
   attribute_mapping = {
-    "google.subject"       = "assertion.sub"
-    "attribute.repository" = "assertion.repository"
-    "attribute.deploy"     = "assertion.sub == 'repo:{{ cookiecutter.repository }}:environment:production' && assertion.ref == 'refs/heads/main' ? 'true' : 'false'"
+    "google.subject"          = "assertion.sub"
+    "attribute.repository"    = "assertion.repository"
+    "attribute.repository_id" = "assertion.repository_id"
+    "attribute.deploy"        = "assertion.sub == 'repo:{{ cookiecutter.repository }}:environment:production' && assertion.ref == 'refs/heads/main' ? 'true' : 'false'"
   }
 }
 
@@ -68,6 +147,20 @@ resource "google_project_service" "this" {
   project            = var.project_id
   service            = each.key
   disable_on_destroy = false
+}
+
+# An enabled API answers before it has propagated: a pool, an account or a bucket created right after
+# `services.enable` returns can still meet "API not enabled" / 403 for a while (the same wait as
+# ../modules/scheduled-dedup/apis.tf; the template's tests/test_bootstrap.py checks the order on
+# `terraform graph`). Everything below that calls one of these APIs depends on this wait.
+resource "time_sleep" "apis" {
+  create_duration = "${var.apis_wait_seconds}s"
+
+  triggers = {
+    apis = join(",", sort(keys(google_project_service.this)))
+  }
+
+  depends_on = [google_project_service.this]
 }
 
 # The Terraform state of ../ (prefix "{{ cookiecutter.project_slug }}"; others' projects use their own slug).
@@ -103,19 +196,31 @@ resource "google_storage_bucket" "state" {
     prevent_destroy = true
   }
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_storage_bucket_iam_member" "state_deployer" {
   bucket = var.create_state_bucket ? google_storage_bucket.state[0].name : local.state_bucket
   role   = "roles/storage.objectUser" # read, write and lock the state
   member = google_service_account.deployer.member
+
+  condition {
+    title       = "{{ cookiecutter.project_slug }}-state-only"
+    description = "The state objects under ${local.state_prefix} only: other bakes' state in this bucket stays out of reach."
+    expression  = local.state_condition
+  }
 }
 
 resource "google_storage_bucket_iam_member" "state_planner" {
   bucket = var.create_state_bucket ? google_storage_bucket.state[0].name : local.state_bucket
-  role   = "roles/storage.objectViewer" # pull request plans run with -lock=false: reading is all they do
+  role   = "roles/storage.objectViewer" # plans run with -lock=false: reading is all they do
   member = google_service_account.planner.member
+
+  condition {
+    title       = "{{ cookiecutter.project_slug }}-state-only"
+    description = "The state objects under ${local.state_prefix} only: other bakes' state in this bucket stays out of reach."
+    expression  = local.state_condition
+  }
 }
 
 resource "google_iam_workload_identity_pool" "github" {
@@ -124,11 +229,11 @@ resource "google_iam_workload_identity_pool" "github" {
   display_name              = "GitHub Actions"
   description               = "Workflows of ${local.repository} (terraform/bootstrap of {{ cookiecutter.project_slug }})"
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_iam_workload_identity_pool_provider" "github" {
-  # checkov:skip=CKV_GCP_125: The condition pins assertion.repository rather than sub: this one provider serves pull request, push and environment jobs, whose sub differ; the deployer is bound to attribute.deploy, which reads sub and ref.
+  # checkov:skip=CKV_GCP_125: The condition pins the repository and owner ids rather than sub: this one provider serves pull request, push and environment jobs, whose sub differ; the deployer is bound to attribute.deploy, which reads sub and ref.
   project                            = var.project_id
   workload_identity_pool_id          = google_iam_workload_identity_pool.github.workload_identity_pool_id
   workload_identity_pool_provider_id = "github-actions"
@@ -144,9 +249,9 @@ resource "google_iam_workload_identity_pool_provider" "github" {
 resource "google_service_account" "planner" {
   project      = var.project_id
   account_id   = "{{ cookiecutter.project_slug }}-plan"
-  display_name = "{{ cookiecutter.project_slug }} CI planner (pull requests, read-only)"
+  display_name = "{{ cookiecutter.project_slug }} CI planner (every plan, read-only)"
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "deployer" {
@@ -154,14 +259,14 @@ resource "google_service_account" "deployer" {
   account_id   = "{{ cookiecutter.project_slug }}-deploy"
   display_name = "{{ cookiecutter.project_slug }} CI deployer (production environment, main only)"
 
-  depends_on = [google_project_service.this]
+  depends_on = [time_sleep.apis]
 }
 
-# Any workflow run of the repository may plan as the planner.
+# Any workflow run of the repository (by its id) may plan as the planner.
 resource "google_service_account_iam_member" "planner_workload_identity" {
   service_account_id = google_service_account.planner.name
   role               = "roles/iam.workloadIdentityUser"
-  member             = "principalSet://iam.googleapis.com/${google_iam_workload_identity_pool.github.name}/attribute.repository/${local.repository}"
+  member             = "principalSet://iam.googleapis.com/${google_iam_workload_identity_pool.github.name}/attribute.repository_id/${var.github_repository_id}"
 }
 
 # Only the production environment's jobs on the default branch may act as the deployer.
@@ -179,13 +284,34 @@ resource "google_project_iam_member" "deployer" {
   project = var.project_id
   role    = each.key
   member  = google_service_account.deployer.member
+
+  dynamic "condition" {
+    for_each = contains(keys(local.deployer_conditions), each.key) ? [local.deployer_conditions[each.key]] : []
+    content {
+      title      = condition.value.title
+      expression = condition.value.expression
+    }
+  }
+}
+
+resource "google_project_iam_custom_role" "planner" {
+  project     = var.project_id
+  role_id     = "{{ cookiecutter.project_slug | replace("-", "_") }}_planner"
+  title       = "{{ cookiecutter.project_slug }} CI planner"
+  description = "Reads the metadata and IAM policies of what terraform/ of {{ cookiecutter.project_slug }} makes; no data, no writes."
+  permissions = local.planner_permissions
+
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_project_iam_member" "planner" {
-  # checkov:skip=CKV_GCP_117: A plan refreshes every kind of resource the module makes, so its account reads them all; roles/viewer is the read-only role that covers them and writes nothing.
-  for_each = toset(local.planner_roles)
-
   project = var.project_id
-  role    = each.key
+  role    = google_project_iam_custom_role.planner.name
   member  = google_service_account.planner.member
+
+  # storage.objects.get reaches this bake's source objects only, not every bucket's objects.
+  condition {
+    title      = "{{ cookiecutter.project_slug }}-source-objects-only"
+    expression = "resource.type != 'storage.googleapis.com/Object' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
+  }
 }

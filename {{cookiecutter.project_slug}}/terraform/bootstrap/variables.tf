@@ -15,3 +15,39 @@ variable "create_state_bucket" {
   type        = bool
   default     = true
 }
+
+# GitHub's numeric ids, which the pool trusts instead of the name (main.tf, attribute_condition):
+#   gh api repos/{{ cookiecutter.repository }} --jq '.id, .owner.id'
+variable "github_repository_id" {
+  description = "Numeric id of {{ cookiecutter.repository }} (the repository_id claim of its OIDC tokens)."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[1-9][0-9]{0,19}$", var.github_repository_id))
+    error_message = "github_repository_id=${jsonencode(var.github_repository_id)}: must be the repository's numeric id (digits only), e.g. from `gh api repos/{{ cookiecutter.repository }} --jq .id`."
+  }
+}
+
+variable "github_repository_owner_id" {
+  description = "Numeric id of the owner of {{ cookiecutter.repository }} (the repository_owner_id claim)."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[1-9][0-9]{0,19}$", var.github_repository_owner_id))
+    error_message = "github_repository_owner_id=${jsonencode(var.github_repository_owner_id)}: must be the owner's numeric id (digits only), e.g. from `gh api repos/{{ cookiecutter.repository }} --jq .owner.id`."
+  }
+}
+
+variable "apis_wait_seconds" {
+  description = "Seconds to wait after enabling the APIs, before creating what calls them (an enabled API takes a while to propagate)."
+  type        = number
+  default     = 60
+  nullable    = false
+
+  validation {
+    condition     = var.apis_wait_seconds >= 0 && var.apis_wait_seconds <= 1800 && floor(var.apis_wait_seconds) == var.apis_wait_seconds
+    error_message = "apis_wait_seconds=${var.apis_wait_seconds}: must be a whole number of seconds, 0-1800."
+  }
+}

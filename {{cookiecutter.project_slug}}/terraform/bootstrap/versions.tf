@@ -8,6 +8,11 @@ terraform {
       source  = "hashicorp/google"
       version = ">= 8.0, < 9.0"
     }
+    # time_sleep: the wait after enabling the APIs (main.tf).
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.13, < 1.0"
+    }
   }
 }
 

@@ -6,16 +6,6 @@ mock_provider "google" {}
 mock_provider "archive" {}
 
 mock_provider "time" {}
-
-# With create_firestore_database = false, plan reads the existing database: it answers as a Native one.
-mock_provider "http" {
-  mock_data "http" {
-    defaults = {
-      status_code   = 200
-      response_body = "{\"type\": \"FIRESTORE_NATIVE\"}"
-    }
-  }
-}
 {%- if cookiecutter.target == "cloud_run_job" %}
 
 # job_image has no default: a test image stands in for the one built from the job's Dockerfile.

@@ -72,8 +72,8 @@ run "workflow" {
 
   assert {
     # The function calls the Workflow Executions API (CreateExecution, GetExecution), a service of its own.
-    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && toset(output.apis) == toset(["workflows.googleapis.com", "workflowexecutions.googleapis.com"]) && contains(output.source_excludes, "workflow/**")
-    error_message = "The core gets the guards' collection (TTL), the Workflows and Workflow Executions APIs and the workflow/ directory to leave out of the zip."
+    condition     = output.ttl_collections == ["${var.firestore.collection}_workflow"] && toset(output.apis) == toset(["workflows.googleapis.com", "workflowexecutions.googleapis.com"])
+    error_message = "The core gets the guards' collection (TTL), and the Workflows and Workflow Executions APIs."
   }
 }
 

@@ -4,12 +4,20 @@
 
 mock_provider "google" {}
 
+mock_provider "time" {}
+
+# The repository's and its owner's numeric ids (`gh api repos/OWNER/NAME --jq '.id, .owner.id'`).
+variables {
+  github_repository_id       = "123456789"
+  github_repository_owner_id = "987654"
+}
+
 run "bootstrap" {
   command = apply
 
   assert {
-    condition     = google_iam_workload_identity_pool_provider.github.attribute_condition == "assertion.repository == '{{ cookiecutter.repository }}'"
-    error_message = "The provider admits tokens of {{ cookiecutter.repository }} only."
+    condition     = google_iam_workload_identity_pool_provider.github.attribute_condition == "assertion.repository_id == '123456789' && assertion.repository_owner_id == '987654'"
+    error_message = "The provider admits tokens of {{ cookiecutter.repository }} only, by its numeric id and its owner's."
   }
 
   assert {
@@ -28,7 +36,7 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = endswith(google_service_account_iam_member.planner_workload_identity.member, "/attribute.repository/{{ cookiecutter.repository }}")
+    condition     = endswith(google_service_account_iam_member.planner_workload_identity.member, "/attribute.repository_id/123456789")
     error_message = "The planner is for this repository's workflow runs."
   }
 
@@ -38,8 +46,18 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = alltrue([for grant in google_project_iam_member.planner : grant.member == google_service_account.planner.member && !can(regex("admin|editor|owner|[uU]ser$", grant.role))])
-    error_message = "The planner only reads: no admin, editor, owner or user role."
+    condition     = google_project_iam_member.planner.member == google_service_account.planner.member && alltrue([for permission in google_project_iam_custom_role.planner.permissions : can(regex("\\.(get|list|getIamPolicy|getMetadata)$", permission))])
+    error_message = "The planner only reads metadata and IAM policies: get, list, getIamPolicy, getMetadata."
+  }
+
+  assert {
+    condition     = length(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition) == 1 && strcontains(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition[0].expression, "iam.googleapis.com/modifiedGrantsByRole")
+    error_message = "The deployer may grant only the roles the modules grant (a condition on projectIamAdmin)."
+  }
+
+  assert {
+    condition     = length(google_project_iam_member.deployer["roles/storage.admin"].condition) == 1 && length(google_project_iam_member.deployer["roles/cloudfunctions.admin"].condition) == 0
+    error_message = "storage.admin reaches this bake's source bucket only; the other roles are unconditional."
   }
 
   assert {
@@ -57,6 +75,14 @@ run "bootstrap" {
     condition     = google_storage_bucket_iam_member.state_deployer.role == "roles/storage.objectUser" && google_storage_bucket_iam_member.state_planner.role == "roles/storage.objectViewer"
     error_message = "The deployer reads and writes the state; the planner only reads it."
   }
+
+  assert {
+    condition = alltrue([
+      for grant in [google_storage_bucket_iam_member.state_deployer, google_storage_bucket_iam_member.state_planner] :
+      length(grant.condition) == 1 && strcontains(grant.condition[0].expression, "resource.name.startsWith('projects/_/buckets/{{ cookiecutter.state_bucket }}/objects/{{ cookiecutter.project_slug }}/')")
+    ])
+    error_message = "Both state grants reach this bake's prefix only."
+  }
 }
 
 run "bucket_made_elsewhere" {
@@ -71,4 +97,37 @@ run "bucket_made_elsewhere" {
     condition     = length(google_storage_bucket.state) == 0 && google_storage_bucket_iam_member.state_deployer.bucket == "{{ cookiecutter.state_bucket }}"
     error_message = "An existing bucket is not created again, and the grants on it are still made."
   }
+}
+
+run "refuses_a_repository_name_for_its_id" {
+  command   = plan
+  state_key = "refusals"
+
+  variables {
+    github_repository_id = "{{ cookiecutter.repository }}"
+  }
+
+  expect_failures = [var.github_repository_id]
+}
+
+run "refuses_an_owner_id_with_letters" {
+  command   = plan
+  state_key = "refusals"
+
+  variables {
+    github_repository_owner_id = "98a7"
+  }
+
+  expect_failures = [var.github_repository_owner_id]
+}
+
+run "refuses_a_fractional_wait" {
+  command   = plan
+  state_key = "refusals"
+
+  variables {
+    apis_wait_seconds = 1.5
+  }
+
+  expect_failures = [var.apis_wait_seconds]
 }

@@ -1,0 +1,95 @@
+"""Every target enables every Google API its code calls (issue 19).
+
+An API the code calls but the bake never enables fails at the first delivery, not at apply: the
+workflow target's function starts executions through the Workflow Executions API
+(workflowexecutions.googleapis.com), a service apart from the Workflows API that creates the
+workflow, and no bake enabled it. For each matrix bake this reads the Google client libraries the
+deployed code imports (the function's files, a Cloud Run job's code) and the connectors a workflow
+calls, maps each to its service, and checks the service is in what the bake enables: the core
+module's apis.tf plus the `apis` a proxy target's module hands it through terraform/main.tf.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from conftest import MATRIX, bake
+
+pytestmark = pytest.mark.bake
+
+# Client library module -> the service its calls go to (each library's README names its API).
+CLIENT_API = {
+    "google.cloud.firestore": "firestore.googleapis.com",
+    "google.cloud.firestore_v1": "firestore.googleapis.com",
+    "google.cloud.run_v2": "run.googleapis.com",
+    "google.cloud.tasks_v2": "cloudtasks.googleapis.com",
+    "google.cloud.workflows.executions_v1": "workflowexecutions.googleapis.com",
+    "google.cloud.workflows_v1": "workflows.googleapis.com",
+}
+# Imported, but no API call: StructuredLogHandler prints JSON lines to stdout, which Cloud Run ships
+# to Cloud Logging itself; api_core and auth are plumbing.
+NO_API = ("google.cloud.logging.handlers", "google.api_core", "google.auth")
+# A workflow's `call: googleapis.<service>.<version>...` connector, and sys.log (Cloud Logging).
+CONNECTOR = re.compile(r"call:\s*googleapis\.(\w+)\.")
+
+
+def imported_google_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("google.")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("google."):
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def service_of(module: str) -> str | None:
+    if module.startswith(NO_API):
+        return None
+    for library, service in CLIENT_API.items():
+        if module == library or module.startswith(f"{library}."):
+            return service
+    raise AssertionError(f"{module}: which API does it call? Add it to CLIENT_API (or NO_API) in {__file__}")
+
+
+def called_apis(project: Path) -> set[str]:
+    code = [*project.glob("*.py"), *project.glob("cloud_run_job/*.py")]
+    services = {service_of(module) for path in code for module in imported_google_modules(path)} - {None}
+    for workflow in project.glob("workflow/*.yaml"):
+        text = workflow.read_text()
+        services |= {f"{name}.googleapis.com" for name in CONNECTOR.findall(text)}
+        if re.search(r"call:\s*sys\.log\b", text):
+            services.add("logging.googleapis.com")
+    return services
+
+
+def quoted_services(text: str) -> set[str]:
+    return set(re.findall(r'"([a-z0-9]+\.googleapis\.com)"', text))
+
+
+def enabled_apis(project: Path) -> set[str]:
+    terraform = project / "terraform"
+    enabled = quoted_services((terraform / "modules" / "scheduled-dedup" / "apis.tf").read_text())
+    root = (terraform / "main.tf").read_text()
+    for call, source in re.findall(r'module "(\w+)" \{\n  source = "\./modules/([\w-]+)"', root):
+        if call != "scheduled_dedup" and f"apis            = module.{call}.apis" in root:
+            outputs = (terraform / "modules" / source / "outputs.tf").read_text()
+            enabled |= quoted_services(outputs.split('output "apis" {', 1)[1].split("\n}\n", 1)[0])
+    return enabled
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_every_api_the_code_calls_is_enabled(name, tmp_path):
+    project = bake(tmp_path, **MATRIX[name])
+    called = called_apis(project)
+    assert "firestore.googleapis.com" in called  # the helper reads the code at all
+    assert called - enabled_apis(project) == set()
+
+
+def test_an_unmapped_client_library_fails_with_a_hint(tmp_path):
+    (tmp_path / "job.py").write_text("from google.cloud import pubsub_v1\n")
+    with pytest.raises(AssertionError, match="google.cloud.pubsub_v1: which API"):
+        called_apis(tmp_path)

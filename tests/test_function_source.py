@@ -1,0 +1,168 @@
+"""The function's source zip: an allow-list of files, the same bytes on any machine (issue 19).
+
+In CI the checkout is the zipped directory, and google-github-actions/auth writes the job's credentials
+into it as gha-creds-<random>.json (its src/main.ts, createCredentialsFile; its README says to ignore
+the file). A deny-list of excludes zipped, uploaded and deployed it, and its random name changed the
+zip's md5 on every run. The module now zips only var.source_files, as `source` blocks of content
+(terraform/modules/scheduled-dedup/function.tf), and each bake lists its files in terraform/main.tf.
+
+What is checked here, offline: the bake's list is exactly what the handler needs (main.py's local
+imports, followed, the files those modules read beside themselves, and requirements.txt); the module
+zips that list and nothing else; and, modelled on the archive provider's own code, a zip built from
+`source` blocks does not change with the files' modes or times while one built from a directory does.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import hcl2
+import pytest
+from conftest import MATRIX, ROOT, bake
+
+pytestmark = pytest.mark.bake
+
+FUNCTION_TF = ROOT / "terraform" / "modules" / "scheduled-dedup" / "function.tf"
+HCL = hcl2.SerializationOptions(with_comments=False, explicit_blocks=False, strip_string_quotes=True)
+CREDENTIALS = "gha-creds-4f1c2a9d0b7e.json"  # google-github-actions/auth: gha-creds-<random hex>.json
+
+
+@pytest.fixture(scope="module", params=list(MATRIX), ids=list(MATRIX))
+def project(request, tmp_path_factory) -> Path:
+    return bake(tmp_path_factory.mktemp(f"source-{request.param}"), **MATRIX[request.param])
+
+
+def source_files(project: Path) -> list[str]:
+    """The bake's allow-list: module "scheduled_dedup"'s source_files in terraform/main.tf."""
+    with (project / "terraform" / "main.tf").open() as file:
+        parsed = hcl2.load(file, serialization_options=HCL)
+    (call,) = [block["scheduled_dedup"] for block in parsed["module"] if "scheduled_dedup" in block]
+    return call["source_files"]
+
+
+# A file a module reads beside itself: Path(__file__).with_name("x") or Path(__file__).parent / "x".
+READ_BESIDE = re.compile(r"""with_name\(\s*["']([^"']+)["']\s*\)|\.parent\s*/\s*["']([^"']+)["']""")
+
+
+def needed_files(project: Path) -> set[str]:
+    """main.py and every module of the project it imports, followed; the files they read beside
+    themselves; requirements.txt (what Google's Python buildpack installs)."""
+    local = {path.stem for path in project.glob("*.py")}
+    needed, todo = set(), ["main"]
+    while todo:
+        name = todo.pop()
+        if f"{name}.py" in needed:
+            continue
+        needed.add(f"{name}.py")
+        source = (project / f"{name}.py").read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                todo += [alias.name.split(".")[0] for alias in node.names if alias.name.split(".")[0] in local]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                todo += [node.module.split(".")[0]] if node.module.split(".")[0] in local else []
+        needed |= {a or b for a, b in READ_BESIDE.findall(source)}
+    return needed | {"requirements.txt"}
+
+
+def test_the_bakes_list_is_exactly_what_the_handler_needs(project):
+    listed = source_files(project)
+    assert len(listed) == len(set(listed)), listed
+    assert set(listed) == needed_files(project)
+    assert all((project / name).is_file() for name in listed), listed
+
+
+def test_needed_files_follows_imports_and_files_read_beside_a_module(tmp_path):
+    """The helper can fail: a new module imported by job.py, and the file it reads, are needed."""
+    (tmp_path / "main.py").write_text("import job\nimport os\n")
+    (tmp_path / "job.py").write_text("from helpers import x\n")
+    (tmp_path / "helpers.py").write_text('import pathlib\nDATA = pathlib.Path(__file__).with_name("table.csv")\n')
+    (tmp_path / "unused.py").write_text("")
+    assert needed_files(tmp_path) == {"main.py", "job.py", "helpers.py", "table.csv", "requirements.txt"}
+
+
+def archive_file() -> dict:
+    with FUNCTION_TF.open() as file:
+        parsed = hcl2.load(file, serialization_options=HCL)
+    (block,) = [data["archive_file"]["source"] for data in parsed["data"] if "archive_file" in data]
+    return block
+
+
+def test_the_module_zips_the_list_as_content_and_never_a_directory():
+    """function.tf: no source_dir / source_file / excludes (a deny-list zips whatever else lies in the
+    checkout), one `source` block per listed file, and a fixed output_file_mode."""
+    block = archive_file()
+    assert not {"source_dir", "source_file", "source_content", "excludes"} & set(block), sorted(block)
+    assert block["output_file_mode"] == "0644"
+    (dynamic,) = block["dynamic"]
+    assert dynamic["source"]["for_each"] == "${toset(var.source_files)}"
+    (content,) = dynamic["source"]["content"]
+    assert content == {"filename": "${source.value}", "content": '${file("${var.source_dir}/${source.value}")}'}
+
+
+# --- the archive provider's zip, modelled ---------------------------------------------------------
+# hashicorp/terraform-provider-archive, internal/provider/zip_archiver.go: ArchiveMultiple (`source`
+# blocks) sorts the names and adds each with zip.Writer.Create(name): a header with the name and
+# Deflate only, so no mode (external attributes 0, MS-DOS creator) and no time (the zero DOS date,
+# 1980-01-01). ArchiveDir (`source_dir`) walks the directory and builds each header with
+# zip.FileInfoHeader(info): the file's own mode, unless output_file_mode overrides it. Python's
+# deflate is not Go's, so the bytes differ from Terraform's; what is shown is which inputs count.
+
+
+def zip_of_sources(root: Path, names: list[str]) -> bytes:
+    """ArchiveMultiple: sorted names, content only."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name in sorted(names):
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.create_system, entry.external_attr, entry.compress_type = 0, 0, zipfile.ZIP_DEFLATED
+            archive.writestr(entry, (root / name).read_bytes())
+    return out.getvalue()
+
+
+def zip_of_directory(root: Path, excludes: set[str]) -> bytes:
+    """ArchiveDir without output_file_mode: every file not excluded, each with its own mode."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            name = path.relative_to(root).as_posix()
+            if name in excludes:
+                continue
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.create_system, entry.external_attr = 3, (path.stat().st_mode & 0xFFFF) << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(entry, path.read_bytes())
+    return out.getvalue()
+
+
+def checkout(tmp_path: Path, project: Path, name: str, mode: int, mtime: int) -> Path:
+    """A copy of the bake's top level as a checkout on some machine: its own file modes and times,
+    and google-github-actions/auth's credentials file beside the code."""
+    target = tmp_path / name
+    target.mkdir()
+    for path in project.iterdir():
+        if path.is_file():
+            (target / path.name).write_bytes(path.read_bytes())
+            (target / path.name).chmod(mode)
+            os.utime(target / path.name, (mtime, mtime))
+    (target / CREDENTIALS).write_text('{"type": "external_account", "credential_source": {"url": "..."}}')
+    return target
+
+
+def test_two_checkouts_give_the_same_zip_and_no_credentials(tmp_path):
+    project = bake(tmp_path / "bake", **MATRIX["defaults"])
+    names = source_files(project)
+    laptop = checkout(tmp_path, project, "laptop", 0o664, 1_700_000_000)
+    ci = checkout(tmp_path, project, "ci", 0o644, 1_800_000_000)
+    from_sources = [zip_of_sources(root, names) for root in (laptop, ci)]
+    assert hashlib.md5(from_sources[0]).digest() == hashlib.md5(from_sources[1]).digest()
+    assert zipfile.ZipFile(io.BytesIO(from_sources[1])).namelist() == sorted(names)
+    # What a directory with a deny-list did: another hash per machine, and the credentials inside.
+    from_directory = [zip_of_directory(root, set()) for root in (laptop, ci)]
+    assert hashlib.md5(from_directory[0]).digest() != hashlib.md5(from_directory[1]).digest()
+    assert CREDENTIALS in zipfile.ZipFile(io.BytesIO(from_directory[1])).namelist()
