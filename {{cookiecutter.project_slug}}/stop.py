@@ -6,11 +6,12 @@ channel's lock owned by a thread that will never release it, and every later cal
 hangs. A killed process takes its channels and locks with it; the handler's own threads, clients and
 Firestore calls are never interrupted, so it can always release the claim and answer.
 
-Where the process comes from. Forking the handler's process is unsafe: its gRPC threads run, and gRPC
-supports fork only before any gRPC object exists ("use after fork", grpc/grpc doc/fork_support.md).
-So the work's process is forked from multiprocessing's fork server: a single-threaded process started
-once (on the instance's first run) that imports the work's modules and never makes a gRPC object;
-each child makes its own clients. A child costs a fork, not an interpreter start (docs/performance.md).
+Where the process comes from. Forking the handler's process is unsafe: its gRPC threads run, and gRPC supports
+fork only before any gRPC object exists ("use after fork",
+github.com/grpc/grpc/blob/master/doc/fork_support.md). So the work's process is forked from multiprocessing's
+fork server: a single-threaded process started once (on the instance's first run) that imports the work's
+modules and never makes a gRPC object; each child makes its own clients. A child costs a fork, not an
+interpreter start (the template's docs/performance.md).
 
 What comes back. The child reports how the work ended as an `Ending` of plain strings: the result (a proxy
 target's: the execution it started), or the error's type, message and traceback, each stringified so that a

@@ -119,7 +119,8 @@ resource "google_cloudfunctions2_function" "this" {
         # worker runs each request under request_timeout.ThreadingTimeout, which raises an exception
         # into the request's thread (PyThreadState_SetAsyncExc) at an arbitrary instruction; inside
         # gRPC client code that leaves the channel's lock held for ever and wedges the instance
-        # (functions-framework 3.10.2, _http/gunicorn.py GunicornApplication, request_timeout.py).
+        # (functions-framework 3.10.2: functions_framework/_http/gunicorn.py GunicornApplication,
+        # functions_framework/request_timeout.py).
         # Off, CLOUD_RUN_TIMEOUT_SECONDS becomes gunicorn's worker `timeout`, kept as the last-resort
         # backstop: the arbiter kills a worker whose main loop has stopped for that long (a whole
         # process, never a thread mid-call). The gthread worker's main loop beats while requests run,
