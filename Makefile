@@ -23,12 +23,16 @@ venv: $(STAMP)  ## Create .venv with the pinned dependencies
 demo: $(STAMP)  ## Bake a sample project under build/, run it on the emulator, print a transcript
 	@$(BIN)/python tests/demo.py
 
-.PHONY: bench
+.PHONY: bench proofs
 bench: $(STAMP)  ## Benchmark a default bake against the seed's sample; writes docs/performance.md
 	@rm -rf build/bench && $(BIN)/cookiecutter --no-input -o build/bench $(CURDIR) >/dev/null
-	@cd build/bench/* && LOAD_JSON=load.json ../../../$(BIN)/python -m pytest -q -p no:cacheprovider -m load \
-		&& ../../../$(BIN)/python $(CURDIR)/benchmarks/run.py --runs 200 --import-runs 15 --load-json load.json \
-		--write ../../../docs/performance.md
+	@cd build/bench/* && LOAD_JSON=$(CURDIR)/build/bench/load.json $(CURDIR)/$(BIN)/python $(CURDIR)/tests/proofs/prove.py . \
+		tests/test_load.py && ../../../$(BIN)/python $(CURDIR)/benchmarks/run.py --runs 200 --import-runs 15 \
+		--load-json ../load.json --write ../../../docs/performance.md
+
+proofs: $(STAMP)  ## Run the template's proofs of the protocol (faults, outages, load...) on a bake: make proofs BAKE=<dir>
+	@test -n "$(BAKE)" || { echo "usage: make proofs BAKE=<a baked project's directory>"; exit 2; }
+	@$(BIN)/python tests/proofs/prove.py $(BAKE)
 
 $(DOCS_CHECK): tests/docs-check/package-lock.json
 	@echo "==> installing the pinned mermaid parser for the docs test (npm ci in tests/docs-check)"

@@ -25,7 +25,7 @@ CONFIG_FILE = "config.yaml"
 # Paths (relative to the baked project) that only the given targets use; a path listed under two
 # targets is kept for either.
 TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
-    "function": (),
+    "function": ("tests/test_job.py",),  # the example test of the work; a proxy's has its own
     "cloud_run_job": (
         "cloud_run_job",
         "executions.py",

@@ -19,10 +19,12 @@ from cookiecutter.prompt import prompt_for_config
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
 sys.path.insert(0, str(TEMPLATE_PROJECT / "tools"))
-sys.path.insert(0, str(TEMPLATE_PROJECT / "tests" / "harness"))  # the baked fault tests' harness (tests/test_rules.py)
+sys.path.insert(0, str(ROOT / "tests" / "proofs" / "harness"))  # the proofs' harness (tests/test_rules.py)
+sys.path.insert(0, str(ROOT / "tests" / "proofs"))
 sys.path.insert(0, str(ROOT / "hooks"))
 sys.path.insert(0, str(TEMPLATE_PROJECT))  # rules.py, the rules the hook, the bake and its tests share
 
+import prove  # noqa: E402  (tests/proofs/prove.py: lays the proofs into a copy of a bake)
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
@@ -104,6 +106,11 @@ def bake(output_dir: Path, **answers: object) -> Path:
     )
 
 
+def proved(project: Path) -> Path:
+    """A copy of the bake beside it with the template's proofs laid in (tests/proofs/prove.py)."""
+    return prove.lay(project, project.parent / "proved" / project.name)
+
+
 @pytest.fixture(scope="session")
 def emulator_host():
     """FIRESTORE_EMULATOR_HOST if set, else one emulator started for the whole session."""
@@ -130,3 +137,9 @@ def run_baked_suite(project: Path, emulator_host: str, *pytest_args: str) -> sub
         text=True,
         timeout=900,
     )
+
+
+def run_proofs(project: Path, emulator_host: str, *pytest_args: str) -> subprocess.CompletedProcess[str]:
+    """The template's proofs in a laid-in copy of the bake (`proved`), against the shared emulator."""
+    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_TEST_PROJECT": f"proofs-{project.name}"[:30]}
+    return prove.run(proved(project), *pytest_args, env=env, capture_output=True, text=True, timeout=1500)

@@ -1,6 +1,6 @@
 """A deterministic discrete-event model of Cloud Scheduler delivering one scheduled run, one fault injected.
 
-What is modelled, from Cloud Scheduler's documentation (sources in a bake's docs/choosing-the-numbers.md):
+What is modelled, from Cloud Scheduler's documentation (sources in docs/choosing-the-numbers.md):
 - the first attempt arrives at the fire time; each attempt fails when the handler answers non-2xx, when its
   connection breaks (the instance was SIGKILLed) or at the attempt deadline without an answer;
 - after attempt i fails, the next comes rules.retry_wait_seconds(i) later (min_backoff doubling max_doublings

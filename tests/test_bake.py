@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import MATRIX, ROOT, bake, run_baked_suite
+from conftest import MATRIX, ROOT, bake, run_baked_suite, run_proofs
 
 pytestmark = pytest.mark.bake
 
@@ -44,6 +44,25 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
     result = run_baked_suite(baked, emulator_host)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\d+ passed", result.stdout)
+
+
+def test_the_template_s_proofs_pass_in_a_copy_of_the_bake(baked, emulator_host):
+    """tests/proofs/ (faults, outages, store errors, timeouts, load, fuzz, the window), laid into a copy of
+    this bake so that its conftest and its dedup.py apply; the copy's laid-in tests lint clean too."""
+    result = run_proofs(baked, emulator_host)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert re.search(r"\d+ passed", result.stdout) and " skipped" not in result.stdout, result.stdout[-2000:]
+    copy = baked.parent / "proved" / baked.name
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "tests"], cwd=copy, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_the_bake_keeps_no_proof(baked):
+    """The proofs live in the template only (the bake's own suite stays fast): no file of tests/proofs/ is baked."""
+    import prove
+
+    laid = {(ROOT / "tests" / "proofs" / path).name for path in prove.proof_files()}
+    assert not laid & {path.name for path in baked_files(baked)}
 
 
 def test_the_bakes_rules_are_the_hooks_rules(baked):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import MATRIX, bake
@@ -75,3 +78,43 @@ def test_the_file_list_check_sees_a_missing_and_an_extra_file(tmp_path):
     assert files_of(tmp_path) - listed_files(readme) == {"tools/new.py"}
     with pytest.raises(AssertionError, match="no .## Every file. section"):
         listed_files("# a README\n")
+
+
+ANSWER_ROW = re.compile(r"^\| (\d{3}) \| `(\w+)` \| .+ \|$", re.M)
+
+
+def test_the_readme_says_what_each_answer_means(project):
+    """One row per outcome the handler can answer, with the status main.ANSWERS gives it."""
+    readme = (project / "README.md").read_text()
+    section = readme.split("## What each answer means", 1)[1].split("\n## ", 1)[0]
+    answers = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, main; print(json.dumps({o.value: s for o, (s, _) in main.ANSWERS.items()}))",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert {outcome: int(status) for status, outcome in ANSWER_ROW.findall(section)} == json.loads(answers)
+
+
+# The budgets of issue 17 for a default bake: the README a reader finishes, few words about the template.
+README_LINES = 150
+TEMPLATE_LINES_OUTSIDE_README = 3
+TEMPLATE = re.compile(r"\b(?:the|this) template\b|\btemplate's\b", re.I)
+
+
+def test_a_default_bake_keeps_to_its_reading_budgets(tmp_path):
+    project = bake(tmp_path)
+    assert len((project / "README.md").read_text().splitlines()) <= README_LINES
+    naming = [
+        f"{path.relative_to(project)}: {line.strip()}"
+        for path in sorted(project.rglob("*"))
+        if path.is_file() and path != project / "README.md"
+        for line in path.read_text(errors="ignore").splitlines()
+        if TEMPLATE.search(line)
+    ]
+    assert len(naming) <= TEMPLATE_LINES_OUTSIDE_README, "\n".join(naming)

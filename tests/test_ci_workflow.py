@@ -313,7 +313,7 @@ def test_pre_commit_hooks_pass_on_a_fresh_bake(bakes, hook_env, tmp_path):
     result = pre_commit(repository, "run", "--all-files", env=hook_env)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
-    for hook in ("ruff check", "ruff format --check", "terraform fmt -check", "pytest (not faults, not load)"):
+    for hook in ("ruff check", "ruff format --check", "terraform fmt -check", "pytest"):
         assert re.search(rf"^{re.escape(hook)}\.+Passed$", result.stdout, re.M), out
 
 

@@ -22,16 +22,22 @@ MERMAID_BLOCK = re.compile(r"^```mermaid\n(.*?)^```", re.M | re.S)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 PAGES = sorted(DOCS.glob("*.md"))
 # What is about the template, and what a bake's user needs.
-TEMPLATE_TOPICS = {"README.md", "targets.md", "performance.md", "delivery.md", "upgrading.md"}
+TEMPLATE_TOPICS = {
+    "README.md",
+    "targets.md",
+    "performance.md",
+    "delivery.md",
+    "upgrading.md",
+    "faults.md",
+    "choosing-the-numbers.md",
+}
 BAKED_TOPICS = {
     "how-it-works.md",
-    "choosing-the-numbers.md",
     "schedules-and-manual-runs.md",
     "iam.md",
     "operations.md",
     "troubleshooting.md",
     "security.md",
-    "faults.md",
     "audit.md",
     "cost.md",
 }

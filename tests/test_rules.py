@@ -13,7 +13,7 @@ import cronsim
 import pytest
 import rules
 from conftest import TEMPLATE_PROJECT
-from live_server import RetryPolicy  # the baked fault tests' model of Scheduler's retries (tests/harness/)
+from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
 
 
 def refusal(check, *args) -> rules.RuleError:

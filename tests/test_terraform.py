@@ -25,7 +25,7 @@ from pathlib import Path
 import baking  # the bake hook's vendoring (conftest puts hooks/ on the path)
 import pytest
 import rules  # the bake's rules.py, the hook's, to compare with Terraform's (conftest puts it on the path)
-from conftest import MATRIX, ROOT, bake
+from conftest import MATRIX, ROOT, bake, proved
 
 from tests.terraform_offline import checkov, terraform
 
@@ -59,8 +59,8 @@ def output_of(result) -> str:
 
 @pytest.fixture(scope="module", params=list(MATRIX), ids=list(MATRIX))
 def baked(request, tmp_path_factory) -> Path:
-    """Every bake of the template's matrix (tests/conftest.py), initialised once; returns its terraform/."""
-    project = bake(tmp_path_factory.mktemp(f"tf-{request.param}"), **MATRIX[request.param])
+    """Every bake of the matrix (tests/conftest.py), the proofs' module tftest laid in, initialised; its terraform/."""
+    project = proved(bake(tmp_path_factory.mktemp(f"tf-{request.param}"), **MATRIX[request.param]))
     workdir = project / "terraform"
     result = run_tf(workdir, "init", "-backend=false")
     assert result.returncode == 0, output_of(result)
@@ -70,7 +70,7 @@ def baked(request, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def default_bake(tmp_path_factory) -> Path:
     """A default bake (initialised), the original the negative tests copy and break."""
-    project = bake(tmp_path_factory.mktemp("tf-negative"))
+    project = proved(bake(tmp_path_factory.mktemp("tf-negative")))
     workdir = project / "terraform"
     result = run_tf(workdir, "init", "-backend=false")
     assert result.returncode == 0, output_of(result)

@@ -253,8 +253,8 @@ class JobSpec:
 @functools.lru_cache(maxsize=8)
 def parse_jobs(text: str) -> Mapping[str, JobSpec]:
     """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
-    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?, "overlap"?}},
-    or Misconfigured.
+    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?,
+    "overlap"?}}, or Misconfigured.
     Cached: a delivery does not parse the table again, nor build a cron parser per job."""
     try:
         jobs = json.loads(text)

@@ -260,8 +260,7 @@ def check_schedule(job_id: str, schedule: str) -> str:
     """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
 
     Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
-    this full grammar runs in the hook and, on config.yaml, in config.py and tests/test_config.py. The
-    template's tests/test_terraform.py says which cases each refuses."""
+    this full grammar runs in the hook and, on config.yaml, in config.py and tests/test_config.py."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
@@ -432,8 +431,8 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
     RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
     linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
     10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The baked tests/harness/live_server.py (RetryPolicy.delays)
-    models the same shape for the fault tests; the template's tests/test_rules.py checks that the two agree.
+    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays)
+    models the same shape for the fault tests; a test checks that the two agree.
     """
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
@@ -975,7 +974,7 @@ def resolve_job_timing(
                 *ATTEMPT_DEADLINE_RANGE,
             )
             hint = derive_timing(deadline, int(str(merged.get("retry_count", MAX_RETRY_COUNT))))
-            suggestion = f"e.g. {hint[key]}" if key in hint else "e.g. the template's default"
+            suggestion = f"e.g. {hint[key]}" if key in hint else "e.g. the default"
             raise RuleError(
                 f"{prefix}{key}",
                 None,

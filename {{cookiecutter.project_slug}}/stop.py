@@ -18,7 +18,7 @@ target's: the execution it started), or the error's type, message and traceback,
 `__str__` or `__repr__` that fails cannot stop the report. A child that ends without a report (os._exit, a
 signal, out of memory) is `Ended.DIED`; one still running at the deadline is killed (SIGKILL: no cleanup code
 of the work runs) and is `Ended.STOPPED`. Processes the work starts itself are not stopped with it
-(docs/faults.md).
+(the template's docs/faults.md).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from google.cloud import tasks_v2
 import dedup
 
 # Where a local stand-in of the Cloud Tasks API listens (host:port, plain HTTP, like FIRESTORE_EMULATOR_HOST):
-# the tests' tests/harness/tasks_standin.py. Unset: the real API with your credentials.
+# a stand-in the protocol's proofs run. Unset: the real API with your credentials.
 EMULATOR_ENV = "CLOUD_TASKS_EMULATOR_HOST"
 # The API requires a task URL; the queue's uri_override (enforce mode ALWAYS) replaces it with the function's.
 # An unresolvable name, so a task that somehow escaped the override reaches nothing.

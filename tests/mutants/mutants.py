@@ -1695,5 +1695,36 @@ MUTANTS = [
         ("tests/test_smoke.py",),
     ),
     # --- spare section (branch i17slim) ---
-    # (new mutants of this branch go here)
+    Mutant(
+        "contract-terminal-failure-retried",
+        MAIN,
+        'dedup.Outcome.TERMINAL_FAILURE: (200, "ERROR"),',
+        'dedup.Outcome.TERMINAL_FAILURE: (500, "ERROR"),',
+        "the bake's own contract test holds each answer: a terminal failure is a 2xx, so Scheduler stops",
+        ("tests/test_contract.py",),
+    ),
+    Mutant(
+        "job-unknown-work-runs-the-first",
+        "baked/job.py",
+        "    work = WORK.get(context.job_id)\n",
+        "    work = WORK.get(context.job_id, next(iter(WORK.values())))\n",
+        "the example test of the work: a job without work is refused, never given another job's work",
+        ("tests/test_job.py",),
+    ),
+    Mutant(
+        "proofs-harness-not-laid",
+        "tests/proofs/prove.py",
+        'PLACES = {"harness": Path("tests") / "harness", "terraform": Path("terraform") / "tests"}',
+        'PLACES = {"harness": Path("tests") / "proof-harness", "terraform": Path("terraform") / "tests"}',
+        "the proofs run inside a copy of the bake, their harness where the bake's pythonpath finds it",
+        ("tests/test_bake.py::test_the_template_s_proofs_pass_in_a_copy_of_the_bake", "-k", "defaults"),
+    ),
+    Mutant(
+        "readme-answer-row-dropped",
+        "{{cookiecutter.project_slug}}/README.md",
+        "| 409 | `superseded` | this attempt's lease expired and another took the run over |\n",
+        "",
+        "the README says what each answer the handler can give means",
+        ("tests/test_baked_readme.py::test_the_readme_says_what_each_answer_means",),
+    ),
 ]

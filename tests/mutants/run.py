@@ -6,7 +6,8 @@
 
 Not part of `make test` (pyproject.toml keeps pytest out of tests/mutants). Everything happens on copies
 in a temporary directory: the template (without .git, build output and venvs) and one default bake of it
-(plus a bake of each proxy target, made only when a mutant of its code is run: BAKES).
+(plus a bake of each proxy target, made only when a mutant of its code is run: BAKES), each with the
+template's proofs laid in (tests/proofs/prove.py), so "tests/test_faults.py" names the laid-in proof.
 Each mutant edits one file of a copy, runs its tests with -x, then restores the file. One Firestore
 emulator serves every baked run. First, the unmutated code must pass the union of the tests, or a
 "killed" would mean nothing. A mutant whose original is missing or not unique is an error, never skipped.
@@ -31,7 +32,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}" / "tools"))
+sys.path.insert(0, str(ROOT / "tests" / "proofs"))
 
+import prove  # noqa: E402  (tests/proofs/prove.py)
 from firestore_emulator import Emulator  # noqa: E402
 from mutants import MUTANTS, Mutant  # noqa: E402
 
@@ -75,7 +78,10 @@ class Workspace:
             answers = [f"{key}={value}" for key, value in BAKES[prefix].items()]
             command = [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output), str(self.template)]
             subprocess.run([*command, *answers], check=True, env=ENV, capture_output=True, timeout=300)
-            (self.bakes[prefix],) = output.iterdir()
+            (baked,) = output.iterdir()
+            # The template's proofs laid in (tests/proofs/): a mutant's baked tests may be the bake's own or a proof.
+            proved = self.root / ("proved" + prefix.removeprefix("baked").rstrip("/")) / baked.name
+            self.bakes[prefix] = prove.lay(baked, proved)
         return self.bakes[prefix]
 
     def path_of(self, mutant: Mutant) -> Path:
@@ -207,7 +213,8 @@ def run_all(
 ) -> int:
     union = test_union([mutant for mutant in chosen if not problems[mutant.id]])
     for baked in sorted({prefix for prefix, _ in union}):
-        cwd, env = (workspace.bake_dir(baked), baked_env) if baked else (workspace.template, ENV)
+        cwd = workspace.bake_dir(baked) if baked else workspace.template
+        env = prove.proof_env(cwd, baked_env) if baked else ENV  # the proofs' plugin and harness
         for run_args in baseline_args(union, baked):
             print(f"==> unmutated: pytest {' '.join(run_args)}", flush=True)
             returncode, output = pytest(cwd, run_args, env)
@@ -224,7 +231,8 @@ def run_all(
         else:
             baked = bake_of(mutant)
             with mutated(workspace.path_of(mutant), mutant):
-                returncode, output = pytest(workspace.cwd_of(mutant), mutant.tests, baked_env if baked else ENV)
+                cwd = workspace.cwd_of(mutant)
+                returncode, output = pytest(cwd, mutant.tests, prove.proof_env(cwd, baked_env) if baked else ENV)
             status = verdict(returncode)
             detail = f"pytest exit status {returncode}\n{output}" if status == "error" else ""
         seconds = time.monotonic() - started

@@ -25,8 +25,8 @@ module "scheduled_dedup" {
 
   # The function's source, by allow-list: exactly these files of this project's root, and nothing
   # else that lies there (in CI, google-github-actions/auth's gha-creds-*.json; caches, .terraform/).
-  # Add a file here when the handler imports a new module or reads a new file; the template's
-  # tests/test_function_source.py checks this list against main.py's imports.
+  # Add a file here when the handler imports a new module or reads a new file; a test checks this
+  # list against main.py's imports.
   source_dir = "${path.root}/.."
   source_files = [
     "audit.py",

@@ -12,12 +12,10 @@ import time
 import uuid
 
 import pytest
-from fake_firestore import FaultyFirestore
 from firestore_emulator import EmulatorNotFound, running_emulator
 from functions_framework import create_app
 from google.cloud import firestore
 from google.cloud.logging.handlers import StructuredLogHandler
-from live_server import Fleet
 
 import dedup
 import stop
@@ -66,14 +64,6 @@ def collection(monkeypatch, emulator_host):
 
 
 @pytest.fixture
-def fleet(collection, tmp_path):
-    """Real functions-framework server processes on this test's collection (harness/live_server.py); killed after."""
-    servers = Fleet(collection.id, tmp_path)
-    yield servers
-    servers.stop_all()
-
-
-@pytest.fixture
 def http(app, collection):
     return app.test_client()
 
@@ -86,36 +76,6 @@ def log_lines():
     previous = handler.setStream(stream)
     yield lambda: [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
     handler.setStream(previous)
-
-
-@pytest.fixture(scope="session")
-def faulty_firestore(emulator_host):
-    """A gRPC server in front of the emulator that fails the calls a test arms (tests/harness/fake_firestore.py)."""
-    fake = FaultyFirestore(emulator_host).start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def firestore_through(faulty_firestore, monkeypatch):
-    """The handler's Firestore client talks to the emulator through faulty_firestore; disarmed after."""
-    client = firestore_client_of(faulty_firestore.host)
-    monkeypatch.setattr(dedup, "firestore_client", lambda project, database: client)
-    yield faulty_firestore
-    faulty_firestore.clear()
-
-
-def firestore_client_of(host):
-    """A client of the Firestore at `host` (a client reads FIRESTORE_EMULATOR_HOST when it is made)."""
-    previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    os.environ["FIRESTORE_EMULATOR_HOST"] = host
-    try:
-        return firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
-    finally:
-        if previous is None:
-            del os.environ["FIRESTORE_EMULATOR_HOST"]
-        else:
-            os.environ["FIRESTORE_EMULATOR_HOST"] = previous
 
 
 @pytest.fixture

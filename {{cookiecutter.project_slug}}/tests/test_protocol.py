@@ -250,7 +250,9 @@ def test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle(monkeypatch, 
         dedup.baked_settings.cache_clear()
     long, short = (config.load(tmp_path / "config.yaml").scheduler_job_name(job) for job in ("long", "short"))
     assert settings.lease_for(long) == dt.timedelta(seconds=660)
-    default_lease = dt.timedelta(seconds=raw["defaults"]["attempt_deadline_seconds"] + 60)
+    default_lease = dt.timedelta(
+        seconds=raw["defaults"].get("lease_seconds", raw["defaults"]["attempt_deadline_seconds"] + 60)
+    )
     assert settings.lease_for(short) == settings.lease == default_lease
     window = rules.retry_window_seconds(600, raw["defaults"]["retry_count"], raw["defaults"]["max_backoff_seconds"], 0)
     assert settings.settle_for(long) == dt.timedelta(seconds=660 + window)

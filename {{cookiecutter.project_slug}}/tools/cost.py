@@ -75,7 +75,7 @@ PRICES = {
 
 # What the module creates (terraform/modules/scheduled-dedup): one condition per alert policy, the
 # same whatever the jobs: 4 outcomes, Scheduler attempts, missed and stuck runs, the audit stopping.
-# The template's tests/test_monitoring.py checks it against the module's plan.
+# Checked against the module's plan (test_monitoring).
 ALERT_CONDITIONS = 8
 
 

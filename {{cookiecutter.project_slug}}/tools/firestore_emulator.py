@@ -1,6 +1,6 @@
 """Start, wait for, reset and stop Google's Firestore emulator (the official one: transactions isolate).
 
-Used by the tests' fixture, `make dev` and the template's demo. As a script:
+Used by the tests' fixture and `make dev`. As a script:
     python tools/firestore_emulator.py start [--port N]   # prints FIRESTORE_EMULATOR_HOST=..., runs until killed
 """
 

@@ -1,5 +1,5 @@
 # Project services the module needs, behind var.enable_apis. Never disabled on destroy: another
-# project baked from the template (or anything else) in the same GCP project may still use them.
+# project (or anything else) in the same GCP project may still use them.
 
 locals {
   apis = concat(
@@ -36,7 +36,7 @@ resource "google_project_service" "this" {
 # An enabled API answers before it has propagated: resources created right after
 # `services.enable` returns can still meet "API not enabled" / 403 for a while. Everything that
 # calls one of these APIs depends on this wait, not on google_project_service directly
-# (the template's tests/test_terraform.py, test_graph_ordering, checks it on every bake's `terraform graph`).
+# (checked on every bake's `terraform graph`, test_graph_ordering).
 # Re-created (and so waits again) only when the set of APIs changes.
 resource "time_sleep" "apis" {
   create_duration = "${var.waits.apis_seconds}s"

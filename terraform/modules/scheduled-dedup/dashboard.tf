@@ -4,8 +4,7 @@
 # and a dashboard filter on the metrics' `job` label that narrows every chart to one job. A dashboard
 # holds at most 100 widgets (Cloud Monitoring quotas and limits, "Dashboards": widgets per
 # dashboard), which one row per job passed at 26 jobs. The JSON is the Monitoring API's Dashboard
-# type; the template's tests/test_dashboard.py parses it with google-cloud-monitoring-dashboards,
-# which refuses unknown fields.
+# type, checked by parsing it with google-cloud-monitoring-dashboards, which refuses unknown fields.
 
 resource "google_logging_metric" "work_duration" {
   project     = var.project_id

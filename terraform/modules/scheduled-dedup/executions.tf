@@ -52,7 +52,7 @@ locals {
       severity  = "ERROR"
       threshold = 0
       window    = 300
-      content   = "An execution the ${var.slug} function started (a Cloud Run job or workflow execution) failed or was cancelled; nothing retries it. Its run is recorded `failed` in Firestore (${var.firestore.collection}) with the reason in `last_error`. In Logs Explorer: `jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")`; `jsonPayload.execution` names the execution, `jsonPayload.run_id` the run. Re-run it: docs/schedules-and-manual-runs.md."
+      content   = "An execution the ${var.slug} function started (a Cloud Run job or Workflows execution) failed or was cancelled; nothing retries it. Its run is recorded `failed` in Firestore (${var.firestore.collection}) with the reason in `last_error`. In Logs Explorer: `jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")`; `jsonPayload.execution` names the execution, `jsonPayload.run_id` the run. Re-run it: docs/schedules-and-manual-runs.md."
     }
   } : {}
   execution_metric_filter = {

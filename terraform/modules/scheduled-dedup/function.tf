@@ -124,7 +124,7 @@ resource "google_cloudfunctions2_function" "this" {
         # Off, CLOUD_RUN_TIMEOUT_SECONDS becomes gunicorn's worker `timeout`, kept as the last-resort
         # backstop: the arbiter kills a worker whose main loop has stopped for that long (a whole
         # process, never a thread mid-call). The gthread worker's main loop beats while requests run,
-        # so it never ends a request that runs long (tests/test_timeout.py). Set to the function timeout
+        # so it never ends a request that runs long (the timeout proofs). Set to the function timeout
         # (the largest job deadline): whether the platform sets the variable is not documented
         # (GoogleCloudPlatform/functions-framework-go PR 244 leaves it open).
         CLOUD_RUN_TIMEOUT_SECONDS = tostring(local.function_timeout_seconds)

@@ -28,7 +28,7 @@ variable "region" {
 }
 
 variable "slug" {
-  description = "Short name every resource name derives from, so two projects baked from the template apply side by side in one GCP project. Service-account ids are '<slug>-run', '<slug>-invoker', '<slug>-build' (a proxy target's module adds '<slug>-job' or '<slug>-wf')."
+  description = "Short name every resource name derives from, so two projects apply side by side in one GCP project. Service-account ids are '<slug>-run', '<slug>-invoker', '<slug>-build' (a proxy target's module adds '<slug>-job' or '<slug>-wf')."
   type        = string
 
   validation {
@@ -364,7 +364,7 @@ variable "audit" {
 }
 
 variable "follows_executions" {
-  description = "The function is a proxy target's (a Cloud Run job, a workflow): it starts an execution per run and follows it (a proxy bake's executions module), logging one line per ended execution. true: a log-based metric counts the failed and cancelled executions by job, and an alert fires on any (executions.tf). The baked root sets it for the proxy targets."
+  description = "The function is a proxy target's (a Cloud Run job or a Workflows execution): it starts an execution per run and follows it (a proxy bake's executions module), logging one line per ended execution. true: a log-based metric counts the failed and cancelled executions by job, and an alert fires on any (executions.tf). The baked root sets it for the proxy targets."
   type        = bool
   default     = false
   nullable    = false

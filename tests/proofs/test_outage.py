@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import firestore_client_of, records, scheduler_headers
+from conftest import records, scheduler_headers
 from firestore_emulator import Emulator
 from live_server import RetryPolicy, wait_for_file
+from proof_fixtures import firestore_client_of
 
 pytestmark = pytest.mark.faults
 
