@@ -11,14 +11,13 @@ fork only before any gRPC object exists ("use after fork",
 github.com/grpc/grpc/blob/master/doc/fork_support.md). So the work's process is forked from multiprocessing's
 fork server: a single-threaded process started once (on the instance's first run) that imports the work's
 modules and never makes a gRPC object; each child makes its own clients. A child costs a fork, not an
-interpreter start (the template's docs/performance.md).
+interpreter start.
 
 What comes back. The child reports how the work ended as an `Ending` of plain strings: the result (a proxy
 target's: the execution it started), or the error's type, message and traceback, each stringified so that a
 `__str__` or `__repr__` that fails cannot stop the report. A child that ends without a report (os._exit, a
 signal, out of memory) is `Ended.DIED`; one still running at the deadline is killed (SIGKILL: no cleanup code
-of the work runs) and is `Ended.STOPPED`. Processes the work starts itself are not stopped with it
-(the template's docs/faults.md).
+of the work runs) and is `Ended.STOPPED`. Processes the work starts itself are not stopped with it.
 """
 
 from __future__ import annotations

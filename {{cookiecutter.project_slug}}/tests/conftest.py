@@ -36,7 +36,7 @@ def emulator_host():
 def in_this_process(work, context, fields, stop_at, preload=()):
     """main.run_until_stopped for the in-process suites: the work runs in the test's process, where a test
     can hold it, count its calls and fake its clients; how it ended is judged by stop.ending_of, as in the
-    work's own process. The process and its kill are tested on real servers (test_stop.py, test_timeout.py)."""
+    work's own process. The process and its kill are tested on real servers (the proofs of the stop and the timeout)."""
     return stop.ending_of(work, context)
 
 
