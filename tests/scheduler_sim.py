@@ -63,20 +63,22 @@ def protocol() -> ModuleType:
     environment = StrictEnvironment(context={"cookiecutter": answers}, keep_trailing_newline=True)
     rendered = Path(tempfile.mkdtemp(prefix="scheduler-sim-"))
     modules = {}
-    for name in ("run_context", "dedup"):
+    dependencies = ("run_context", "schedules")  # dedup.py imports them by these names
+    for name in (*dependencies, "dedup"):
         source = (TEMPLATE_PROJECT / f"{name}.py").read_text(encoding="utf-8")
         (rendered / f"{name}.py").write_text(environment.from_string(source).render(cookiecutter=answers))
         spec = importlib.util.spec_from_file_location(f"scheduler_sim_{name}", rendered / f"{name}.py")
         modules[name] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        previous = sys.modules.get("run_context")
-        sys.modules["run_context"] = modules["run_context"]  # dedup.py imports it by that name
+        previous = {dependency: sys.modules.get(dependency) for dependency in dependencies}
+        sys.modules.update({dependency: modules[dependency] for dependency in dependencies if dependency in modules})
         try:
             spec.loader.exec_module(modules[name])
         finally:
-            if previous is None:
-                del sys.modules["run_context"]
-            else:
-                sys.modules["run_context"] = previous
+            for dependency, module in previous.items():
+                if module is None:
+                    sys.modules.pop(dependency, None)
+                else:
+                    sys.modules[dependency] = module
     return modules["dedup"]
 
 

@@ -12,6 +12,7 @@ import zoneinfo
 import cronsim
 import pytest
 import rules
+import schedules  # the bake's (plain Python in the template): the function's expansion
 from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
 
@@ -1018,7 +1019,8 @@ def test_validate_checks_the_schedule_against_the_timing_and_returns_warnings():
     # Only the job's own numbers count: a tighter job beside a slow one passes (issue 17).
     export = {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin", "attempt_deadline_seconds": "600"}
     sync = {"schedule": "*/15 * * * *"}
-    assert rules.validate(answers(jobs={"export": export, "sync": sync}))["warnings"] == []
+    (warning,) = rules.validate(answers(jobs={"export": export, "sync": sync}))["warnings"]
+    assert warning.startswith("jobs.export.schedule='0 2 * * *' in Europe/Berlin: daylight saving")  # not timing
     assert_refused(
         rules.validate,
         [answers(attempt_deadline_seconds="600", lease_seconds="", jobs={"export": export, "sync": sync})],
@@ -1163,7 +1165,8 @@ def test_each_job_is_checked_with_its_own_deadline_and_lease():
     export, sync = checked["jobs"]["export"]["timing"], checked["jobs"]["sync"]["timing"]
     assert (export["attempt_deadline_seconds"], export["lease_seconds"]) == (600, 660)
     assert (sync["attempt_deadline_seconds"], sync["lease_seconds"]) == (300, 360)
-    assert checked["warnings"] == []
+    (warning,) = checked["warnings"]  # no timing warning: the one is export's daylight saving dates (Berlin, 02:00)
+    assert warning.startswith("jobs.export.schedule='0 2 * * *' in Europe/Berlin: daylight saving")
 
 
 def test_one_deadline_for_every_job_refuses_the_sync_naming_a_deadline_that_passes():
@@ -1228,3 +1231,69 @@ def test_config_from_answers_writes_the_derived_numbers_as_defaults():
         "max_retry_duration_seconds": "0",
     }
     assert rules.config_from_answers(answers(lease_seconds="1000"))["defaults"]["lease_seconds"] == "1000"
+
+
+# ---------------------------------------------------------------- a cron that never fires, daylight saving (i16accept)
+
+
+@pytest.mark.parametrize("schedule", ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31 2 */2", "0 0 30,31 feb *"])
+def test_a_schedule_that_never_fires_is_refused(schedule):
+    assert_refused(rules.check_schedule, ["nightly", schedule], "jobs.nightly.schedule", schedule, "never fires")
+    # The function's cronsim refuses it too: every delivery would answer misconfigured.
+    with pytest.raises(cronsim.CronSimError):
+        cronsim.CronSim(schedule, dt.datetime(2026, 1, 1))
+
+
+@pytest.mark.parametrize("schedule", ["0 0 29 2 *", "0 0 30 2 1", "0 0 31 * *", "0 0 31 1-2 *", "0 0 * 2 1"])
+def test_a_schedule_that_fires_rarely_is_accepted(schedule):
+    assert rules.check_schedule("nightly", schedule) == schedule
+    assert next(cronsim.CronSim(schedule, dt.datetime(2026, 1, 1))) < dt.datetime(2029, 1, 1)
+
+
+def test_dst_gap_accepts_each_rule_and_refuses_others():
+    job = {"schedule": "30 2 * * *", "time_zone": "Europe/Berlin"}
+    for rule in ("end_of_gap", "skip"):
+        assert rules.check_jobs({"j": {**job, "dst_gap": rule}})["j"]["dst_gap"] == rule
+    bad = [{"j": {**job, "dst_gap": "later"}}]
+    assert_refused(rules.check_jobs, bad, "jobs.j.dst_gap", "later", "must be one of end_of_gap, skip")
+
+
+def test_dst_hits_name_each_date_a_zone_repeats_or_skips_a_fire_time():
+    hits = rules.dst_hits("30 2 * * *", "Europe/Berlin", START, years=2)
+    assert [(str(hit.day), hit.kind, [f"{wall:%H:%M}" for wall in hit.walls]) for hit in hits] == [
+        ("2026-03-29", "skipped", ["02:30"]),
+        ("2026-10-25", "repeated", ["02:30"]),
+        ("2027-03-28", "skipped", ["02:30"]),
+        ("2027-10-31", "repeated", ["02:30"]),
+    ]
+    assert rules.dst_hits("30 3 * * *", "Europe/Berlin", START) == []  # 03:30 happens once every day
+    assert rules.dst_hits("30 2 * * *", "Etc/UTC", START) == []
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone"),
+    [
+        ("30 2 * * *", "Europe/Berlin"),
+        ("0 * * * *", "America/New_York"),
+        ("15 1,2 * * 0", "Australia/Lord_Howe"),
+        ("*/20 0-3 * * *", "America/Santiago"),
+        ("30 1 * 11 0", "America/New_York"),
+    ],
+)
+def test_dst_hits_agree_with_the_bakes_schedules_module(schedule, zone):
+    """Two expansions, one rule: the hook's (stdlib, it runs before any dependency exists) and the function's."""
+    hits = {(hit.day, hit.kind) for hit in rules.dst_hits(schedule, zone, START, years=3)}
+    since, until = (dt.datetime.combine(day, dt.time(), dt.UTC) for day in (START, dt.date(2029, 1, 1)))
+    fires = schedules.dst_fire_times(schedules.Schedule(schedule, zone), since, until)
+    kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
+    assert hits and hits == {(fire.wall.date(), kinds[fire.dst]) for fire in fires}
+
+
+def test_validate_warns_of_every_daylight_saving_date_of_a_job():
+    ny = {"nightly": {"schedule": "30 1 * * *", "time_zone": "America/New_York"}}
+    (warning,) = rules.validate(answers(jobs=ny))["warnings"]
+    assert warning.startswith("jobs.nightly.schedule='30 1 * * *' in America/New_York: daylight saving")
+    assert warning.count("(repeated 01:30)") == rules.DST_WARNING_YEARS and "\n" not in warning
+    skip = {"nightly": {"schedule": "30 2 * * *", "time_zone": "Europe/Berlin", "dst_gap": "skip"}}
+    (warning,) = rules.validate(answers(jobs=skip))["warnings"]
+    assert "(skipped 02:30)" in warning and "a skipped one not at all (dst_gap=skip)" in warning

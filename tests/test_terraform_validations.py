@@ -156,6 +156,18 @@ CASES = [
         {"jobs": {"n": {"schedule": "0 3 * * *", "attempt_deadline_seconds": 1801}}},
     ),
     Refusal(
+        "overlap_unknown",
+        "jobs",
+        "each overlap must be",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "overlap": "queue"}}},
+    ),
+    Refusal(
+        "dst_gap_unknown",
+        "jobs",
+        "each dst_gap must be end_of_gap or skip",
+        {"jobs": {"n": {"schedule": "0 3 * * *", "dst_gap": "later"}}},
+    ),
+    Refusal(
         "time_zone_trailing_slash",
         "jobs",
         "each time_zone must be an IANA time zone",

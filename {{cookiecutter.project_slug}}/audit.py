@@ -7,12 +7,9 @@ of their records (dedup.RunLedger.read_runs). Each expected run is then one of `
 `missing` only once `config.settle` (the lease plus the retry window) has passed since its schedule
 time: until then Scheduler may still deliver it, and it is `pending`.
 
-Cloud Scheduler runs on wall-clock time and warns that daylight saving can make a job "run or not
-run unexpectedly" (cloud.google.com/scheduler/docs/configuring/cron-job-schedules), so a fire time
-whose wall-clock time happens twice (fall back) or never (spring forward) is `dst_ambiguous` /
-`dst_nonexistent` when no record is found, never `missing`. Candidates are read for both: the two
-instants of an ambiguous time; for a skipped time the instant at the end of the gap (what Debian
-cron and cronsim's zone-aware mode run), and the time read with the offset before and after it.
+Fire times come from schedules.py, which the handler keys deliveries by too: a time daylight saving
+repeats or skips is one expected run at the instant the handler keys it (its `dst` says which), so the
+audit expects exactly the runs the handler would make, and a missing one is `missing`.
 
 `run` is the audit job's work (main.py sends the DEDUP_AUDIT_JOB's deliveries here). It is
 incremental: each run of a job is judged once, by the first audit after it settled (`config.settle`
@@ -39,12 +36,10 @@ import dataclasses
 import datetime as dt
 import enum
 import logging
-import zoneinfo
 from collections.abc import Callable, Iterator, Mapping
 
-from cronsim import CronSim
-
 import dedup
+import schedules
 import task_queue
 from run_context import RunContext
 
@@ -55,9 +50,6 @@ UTC = dt.UTC
 # Also in rules.py (AUDIT_LOOKBACK_SECONDS): the audit
 # interval plus settle must fit in it, so that every run is judged by at least one audit.
 AUDIT_LOOKBACK = dt.timedelta(days=1)
-# Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): iterate the cron this far
-# beyond the window's ends, so that no fire time whose instant falls inside it is left out.
-WALL_CLOCK_MARGIN = dt.timedelta(hours=3)
 # How often an audit re-judges the whole lookback instead of only the newly settled runs.
 FULL_SWEEP_EVERY = dt.timedelta(days=1)
 
@@ -71,8 +63,6 @@ class State(enum.StrEnum):
     STUCK = "stuck"  # in_progress, lease expired: the attempt died and no retry took it over (yet)
     MISSING = "missing"  # no record, and settle has passed: no delivery will come by itself
     PENDING = "pending"  # no record yet, but Scheduler may still deliver it
-    DST_AMBIGUOUS = "dst_ambiguous"
-    DST_NONEXISTENT = "dst_nonexistent"
     PAUSED = "paused"  # no record, and the job is paused: Scheduler does not deliver it, nobody needs to act
 
 
@@ -80,23 +70,21 @@ class State(enum.StrEnum):
 NEEDS_DELIVERY = (State.MISSING, State.STUCK)
 
 
-class Dst(enum.StrEnum):
-    AMBIGUOUS = "ambiguous"
-    NONEXISTENT = "nonexistent"
+Dst = schedules.Dst
 
 
 @dataclasses.dataclass(frozen=True)
 class ExpectedRun:
-    """One fire time of a job's cron, and the run key(s) a delivery for it would carry."""
+    """One fire time of a job's cron, and the run key a delivery for it is keyed by."""
 
     job: str
     wall_time: dt.datetime  # naive: the time on the zone's wall clock, as the cron means it
-    keys: tuple[dedup.RunKey, ...]  # one, except for a time daylight saving skips (candidates)
+    key: dedup.RunKey
     dst: Dst | None = None
 
     @property
     def schedule_time(self) -> dt.datetime:
-        return self.keys[0].schedule_time
+        return self.key.schedule_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,56 +112,19 @@ def rfc3339(moment: dt.datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _utc(wall: dt.datetime, zone: zoneinfo.ZoneInfo, fold: int) -> dt.datetime:
-    return wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
-
-
-def _gap_end(before: dt.datetime, after: dt.datetime, zone: zoneinfo.ZoneInfo) -> dt.datetime:
-    """The instant the clock jumps forward, between `before` (old offset) and `after` (new offset)."""
-    old = before.astimezone(zone).utcoffset()
-    while after - before > dt.timedelta(minutes=1):
-        middle = before + (after - before) / 2
-        if middle.astimezone(zone).utcoffset() == old:
-            before = middle
-        else:
-            after = middle
-    return after.replace(second=0, microsecond=0)
-
-
 def expected_runs(
     name: str, job: dedup.JobSpec, since: dt.datetime, until: dt.datetime, project: str, location: str
 ) -> list[ExpectedRun]:
     """The runs `job` should have had with a schedule time in [since, until), in time order."""
-    zone = zoneinfo.ZoneInfo(job.time_zone)
-
-    def key(instant: dt.datetime) -> dedup.RunKey:
-        return dedup.RunKey(project=project, location=location, job_name=name, schedule_time=instant)
-
-    start = since.astimezone(zone).replace(tzinfo=None) - WALL_CLOCK_MARGIN
-    end = until.astimezone(zone).replace(tzinfo=None) + WALL_CLOCK_MARGIN
-    regular: list[ExpectedRun] = []
-    ambiguous: list[ExpectedRun] = []
-    skipped: list[tuple[dt.datetime, list[dt.datetime]]] = []
-    # Naive datetimes: cronsim walks the wall clock itself, with no daylight saving rule of its own.
-    for wall in CronSim(job.schedule, start):
-        if wall >= end:
-            break
-        first, second = _utc(wall, zone, 0), _utc(wall, zone, 1)
-        if first == second:
-            regular.append(ExpectedRun(name, wall, (key(first),)))
-        elif first.astimezone(zone).replace(tzinfo=None) == wall:  # happens twice: fold 0 is the first
-            ambiguous += [ExpectedRun(name, wall, (key(moment),), Dst.AMBIGUOUS) for moment in (first, second)]
-        else:  # never happens: fold 0 reads it with the old offset (later), fold 1 with the new one
-            skipped.append((wall, [_gap_end(second, first, zone), first, second]))
-    # A candidate that is another fire time's own instant (an hourly cron at 02:00) is that run's.
-    taken = {run.schedule_time for run in regular}
-    nonexistent = []
-    for wall, candidates in skipped:
-        free = [moment for moment in dict.fromkeys(candidates) if moment not in taken]
-        if free:
-            nonexistent.append(ExpectedRun(name, wall, tuple(key(moment) for moment in free), Dst.NONEXISTENT))
-    runs = [run for run in regular + ambiguous + nonexistent if since <= run.schedule_time < until]
-    return sorted(runs, key=lambda run: run.schedule_time)
+    return [
+        ExpectedRun(
+            name,
+            fire.wall,
+            dedup.RunKey(project=project, location=location, job_name=name, schedule_time=fire.instant),
+            fire.dst,
+        )
+        for fire in schedules.runs(job.fire_rule, since, until)
+    ]
 
 
 def judge(
@@ -183,28 +134,17 @@ def judge(
     settle: dt.timedelta,
     paused: bool = False,
 ):
-    """The expected run's state, from the first of its keys that has a record; without one, paused for a paused job."""
-    for key in run.keys:
-        record = records.get(key.run_id)
-        if record is None:
-            continue
-        status = dedup.Status(record["status"])
-        if status is dedup.Status.IN_PROGRESS:
-            state = State.STUCK if record["lease_expires"] <= now else State.IN_PROGRESS
-        else:
-            state = State(status.value)
-        return AuditedRun(run.job, key.schedule_time, key.run_id, state, run.wall_time, run.dst)
-    if paused:
+    """The expected run's state, from its record; without one, paused for a paused job."""
+    record = records.get(run.key.run_id)
+    if record is None and paused:
         state = State.PAUSED
-    elif run.dst is Dst.AMBIGUOUS:
-        state = State.DST_AMBIGUOUS
-    elif run.dst is Dst.NONEXISTENT:
-        state = State.DST_NONEXISTENT
-    elif now < run.schedule_time + settle:
-        state = State.PENDING
+    elif record is None:
+        state = State.PENDING if now < run.schedule_time + settle else State.MISSING
+    elif (status := dedup.Status(record["status"])) is dedup.Status.IN_PROGRESS:
+        state = State.STUCK if record["lease_expires"] <= now else State.IN_PROGRESS
     else:
-        state = State.MISSING
-    return AuditedRun(run.job, run.schedule_time, run.keys[0].run_id, state, run.wall_time, run.dst)
+        state = State(status.value)
+    return AuditedRun(run.job, run.schedule_time, run.key.run_id, state, run.wall_time, run.dst)
 
 
 def audit_runs(
@@ -226,7 +166,7 @@ def audit_runs(
         for name, job in jobs.items()
         for run in expected_runs(name, job, max(since, starts.get(name, since)), until, *place)
     ]
-    run_ids = list(dict.fromkeys(key.run_id for run in expected for key in run.keys))
+    run_ids = list(dict.fromkeys(run.key.run_id for run in expected))
     records: dict[str, dict[str, object]] = {}
     for start in range(0, len(run_ids), dedup.READ_BATCH):
         records |= ledger.read_runs(run_ids[start : start + dedup.READ_BATCH])

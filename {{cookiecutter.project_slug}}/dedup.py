@@ -43,6 +43,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 import config
 import rules
+import schedules
 from run_context import RunContext
 
 UTC = dt.UTC
@@ -108,6 +109,10 @@ def baked_settings() -> Mapping[str, str]:
         "DEDUP_JOBS": json.dumps(jobs),
         "DEDUP_AUDIT_JOB": loaded.audit_job_name,
         "DEDUP_TASKS_QUEUE": loaded.task_queue,
+        # config.yaml's `serve`; its default (only the function's own place) is left out, so that an overridden
+        # DEDUP_PROJECT / DEDUP_LOCATION stays the one place served (DedupConfig.served).
+        **({"DEDUP_SERVE": json.dumps([{"project": p, "location": loc} for p, loc in loaded.serve])}
+           if loaded.serve != ((loaded.project, loaded.region),) else {}),
     })  # fmt: skip
 
 
@@ -181,6 +186,8 @@ class Outcome(enum.StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"
     MISCONFIGURED = "misconfigured"  # a DEDUP_* setting, its database or the work for a job: a deploy fixes it
     SKIPPED_LATE = "skipped_late"  # past max_lateness_seconds: recorded `skipped`, the work does not run
+    SKIPPED_DST_GAP = "skipped_dst_gap"  # a time the clocks skip, of a job with dst_gap: skip; nothing written
+    METHOD_NOT_ALLOWED = "method_not_allowed"  # not a POST: Cloud Scheduler's HTTP jobs send POST (terraform/)
     SKIPPED_OVERLAP = "skipped_overlap"  # the job's previous execution still runs (overlap: skip): recorded `skipped`
 
 
@@ -222,6 +229,16 @@ class SkippedLate(RunNotProcessed):
     outcome = Outcome.SKIPPED_LATE
 
 
+class SkippedDstGap(RunNotProcessed):
+    """A wall-clock time daylight saving skips, of a job whose dst_gap is skip: nothing is written or run."""
+
+    outcome = Outcome.SKIPPED_DST_GAP
+
+
+class MethodNotAllowed(RunNotProcessed):
+    outcome = Outcome.METHOD_NOT_ALLOWED
+
+
 class SkippedOverlap(RunNotProcessed):
     """A proxy target's job whose previous execution still runs, with overlap "skip": recorded `skipped`."""
 
@@ -248,13 +265,19 @@ class JobSpec:
     attempt_deadline: dt.timedelta | None = None
     lease: dt.timedelta | None = None
     retry_window: dt.timedelta | None = None
+    dst_gap: str = schedules.END_OF_GAP  # a wall-clock time the clocks skip: run at the gap's end, or skip
+
+    @property
+    def fire_rule(self) -> schedules.Schedule:
+        """When the job fires: what schedules.py computes fire times from."""
+        return schedules.Schedule(self.schedule, self.time_zone, self.dst_gap)
 
 
 @functools.lru_cache(maxsize=8)
 def parse_jobs(text: str) -> Mapping[str, JobSpec]:
     """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
-    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?,
-    "overlap"?}}, or Misconfigured.
+    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?, "overlap"?,
+    "dst_gap"?}}, or Misconfigured.
     Cached: a delivery does not parse the table again, nor build a cron parser per job."""
     try:
         jobs = json.loads(text)
@@ -294,6 +317,9 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
         overlap = job.get("overlap", "skip")
         if overlap not in OVERLAP_RULES:
             raise Misconfigured(f"{field}.overlap={overlap!r}: must be one of {', '.join(OVERLAP_RULES)}")
+        dst_gap = job.get("dst_gap", schedules.END_OF_GAP)
+        if dst_gap not in schedules.DST_GAP_RULES:
+            raise Misconfigured(f"{field}.dst_gap={dst_gap!r}: must be one of {', '.join(schedules.DST_GAP_RULES)}")
         specs[name] = JobSpec(
             job_id=job["job_id"],
             schedule=str(job["schedule"]),
@@ -305,6 +331,7 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
             paused=job.get("paused", False),
             catch_up=job.get("catch_up", False),
             overlap=overlap,
+            dst_gap=dst_gap,
         )
     return MappingProxyType(specs)
 
@@ -324,6 +351,31 @@ def overridden(jobs: Mapping[str, JobSpec], environ: Mapping[str, str]) -> Mappi
     return MappingProxyType({name: dataclasses.replace(job, **cleared) for name, job in jobs.items()})
 
 
+def parse_serve(text: str | None) -> tuple[tuple[str, str], ...]:
+    """DEDUP_SERVE, [{"project", "location"}, ...]: where the runs this function accepts may be keyed
+    (`serve` in the configuration); unset: () (DedupConfig.served: only its own). Or Misconfigured."""
+    if text is None:
+        return ()
+    try:
+        places = json.loads(text)
+    except ValueError as error:
+        raise Misconfigured(f"DEDUP_SERVE={_shown(text)}: is not JSON ({error})") from None
+    rule = 'must be a non-empty JSON list of {"project": "<GCP project id>", "location": "<GCP region>"}'
+    if not isinstance(places, list) or not places:
+        raise Misconfigured(f"DEDUP_SERVE={_shown(text)}: {rule}")
+    served = []
+    for place in places:
+        if (
+            not isinstance(place, dict)
+            or set(place) != {"project", "location"}
+            or not PROJECT.fullmatch(str(place["project"]))
+            or not LOCATION.fullmatch(str(place["location"]))
+        ):
+            raise Misconfigured(f"DEDUP_SERVE={_shown(json.dumps(place))}: {rule}")
+        served.append((place["project"], place["location"]))
+    return tuple(served)
+
+
 @dataclasses.dataclass(frozen=True)
 class DedupConfig:
     project: str
@@ -341,6 +393,12 @@ class DedupConfig:
     # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (projects/P/locations/L/queues/Q);
     # None: not deployed with one (the job catch_up needs it).
     tasks_queue: str | None = None
+    # Where a run may be keyed (project, location): `serve` in the configuration; empty: only the function's own.
+    serve: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def served(self) -> tuple[tuple[str, str], ...]:
+        return self.serve or ((self.project, self.location),)
 
     @property
     def settle(self) -> dt.timedelta:
@@ -404,6 +462,7 @@ class DedupConfig:
             jobs=overridden(parse_jobs(value("DEDUP_JOBS")), environ),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
             attempt_deadline=attempt_deadline(),
+            serve=parse_serve(environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE")),
             tasks_queue=optional_queue(),
         )
         for name, job in config.jobs.items():
@@ -438,11 +497,19 @@ class RunKey:
     location: str
     job_name: str
     schedule_time: dt.datetime  # UTC
+    # A delivery dated later than now (beyond schedules.CLOCK_MARGIN): a Force run, keyed apart from the scheduled run.
+    manual: bool = False
 
     @property
     def run_id(self) -> str:
-        material = "\n".join((self.project, self.location, self.job_name, self.schedule_time.isoformat()))
+        parts = (self.project, self.location, self.job_name, self.schedule_time.isoformat())
+        material = "\n".join(parts + (("manual",) if self.manual else ()))
         return hashlib.sha256(material.encode()).hexdigest()
+
+    @property
+    def trigger(self) -> str:
+        """How the run came: `scheduled`, or `manual` (a Force run before its schedule time)."""
+        return "manual" if self.manual else "scheduled"
 
 
 def _shown(value: str) -> str:
@@ -481,10 +548,19 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
     job_name = header(JOB_NAME_HEADER, JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')")
     project = header(PROJECT_HEADER, PROJECT, "must be a GCP project id", config.project)
     location = header(LOCATION_HEADER, LOCATION, "must be a GCP region such as europe-west1", config.location)
+    if (project, location) not in config.served:
+        served = ", ".join(f"{p}/{loc}" for p, loc in config.served)
+        raise InvalidDelivery(
+            f"{PROJECT_HEADER}={_shown(project)}, {LOCATION_HEADER}={_shown(location)}: this function serves "
+            f"only {served} (`serve` in the configuration); a run keyed elsewhere would never be audited"
+        )
     raw_time = lowered.get(SCHEDULE_TIME_HEADER.lower())
     if raw_time is None:
+        # Google's dedup guide: a Force run sends the next scheduled time "or can be omitted".
         raise InvalidDelivery(
-            f"missing {SCHEDULE_TIME_HEADER} header: Cloud Scheduler sends it for unix-cron jobs only"
+            f"missing {SCHEDULE_TIME_HEADER} header: Cloud Scheduler sends it for unix-cron jobs, and a Force run "
+            "may omit it; a run without it cannot be deduplicated, so nothing ran. Force-run the job again, or "
+            "send the header yourself (docs/schedules-and-manual-runs.md)"
         )
     try:
         schedule_time = parse_schedule_time(raw_time)
@@ -497,12 +573,40 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
             f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: older than the retention window "
             f"({int(config.retention.total_seconds())} s); refusing a run that may already have happened"
         )
-    if schedule_time > now + config.max_future:
-        raise InvalidDelivery(
-            f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: more than "
-            f"{int(config.max_future.total_seconds())} s in the future"
+    # Dated later than now: a Force run, which sends the next fire time; a scheduled delivery never comes early.
+    # The time as sent decides: a reading of a daylight saving time may be keyed at a later instant.
+    manual = schedule_time > now + schedules.CLOCK_MARGIN
+    job = config.jobs.get(job_name)
+    if job is None:  # the audit job, or a job the configuration lacks: no cron to check against
+        if schedule_time > now + config.max_future:
+            raise InvalidDelivery(
+                f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: more than "
+                f"{int(config.max_future.total_seconds())} s in the future"
+            )
+    else:
+        schedule_time = _fire_time(job, schedule_time, raw_time, now)
+    return RunKey(project=project, location=location, job_name=job_name, schedule_time=schedule_time, manual=manual)
+
+
+def _fire_time(job: JobSpec, schedule_time: dt.datetime, raw_time: str, now: dt.datetime) -> dt.datetime:
+    """The schedule time a delivery of `job` is keyed by: the fire time it is a reading of (schedules.py: a
+    time daylight saving repeats or skips has one), or InvalidDelivery past the job's next fire time, or
+    SkippedDstGap for a skipped time the job skips."""
+    fire = schedules.fire_time_of(job.fire_rule, schedule_time)
+    if fire is not None and fire.instant is None:
+        raise SkippedDstGap(
+            f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: {fire.wall:%Y-%m-%d %H:%M} does not exist in "
+            f"{job.time_zone} (daylight saving) and the job's dst_gap is {schedules.SKIP}; the work does not run"
         )
-    return RunKey(project=project, location=location, job_name=job_name, schedule_time=schedule_time)
+    keyed = fire.instant if fire is not None else schedule_time
+    latest = schedules.next_fire_after(job.fire_rule, now + schedules.CLOCK_MARGIN)
+    if latest is None or keyed > latest:
+        raise InvalidDelivery(
+            f"{SCHEDULE_TIME_HEADER}={_shown(raw_time)}: later than the job's next fire time after now "
+            f"({latest.isoformat() if latest else 'none'}) plus the clock margin "
+            f"({int(schedules.CLOCK_MARGIN.total_seconds())} s); Cloud Scheduler never sends that"
+        )
+    return keyed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -582,6 +686,7 @@ class Claim:
             attempt=self.attempt,
             project=self.key.project,
             location=self.key.location,
+            trigger=self.key.trigger,
             rerun_id=self.rerun_id,
         )
 
@@ -689,6 +794,11 @@ class RunLedger:
         decision = decide(current, now)
         fresh_rerun = rerun is not None and current.get("rerun_id") != rerun.rerun_id
         if decision is Decision.DUPLICATE and not fresh_rerun:
+            if key.manual:
+                raise Duplicate(
+                    f"a manual run for {key.schedule_time.isoformat()} is already {current['status']}: a Force run "
+                    "before a schedule time runs the work once; the scheduled run at that time still runs"
+                )
             raise Duplicate(f"run already {current['status']}; the work does not run again")
         if decision is Decision.IN_PROGRESS:
             raise InProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
@@ -723,11 +833,15 @@ class RunLedger:
 
     def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
         """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing.
-        A re-run is late on purpose: a person asked for it, so the limit does not apply to it."""
+        Judged on a run's first claim only: a takeover continues a run claimed in time (the work may have
+        started), so it is finished or retried, never recorded as never run. A re-run is late on purpose: a person
+        asked for it, so the limit does not apply to it."""
         job = self.config.jobs.get(claim.key.job_name)
         if claim.rerun_id is not None:
             return
-        if job is None or job.max_lateness is None or now - claim.key.schedule_time <= job.max_lateness:
+        if claim.taken_over_from is not None or job is None or job.max_lateness is None:
+            return
+        if now - claim.key.schedule_time <= job.max_lateness:
             return
         late = int((now - claim.key.schedule_time).total_seconds())
         limit = int(job.max_lateness.total_seconds())
@@ -835,6 +949,7 @@ class RunLedger:
             "schedule_time": key.schedule_time,
             "project": key.project,
             "location": key.location,
+            "trigger": key.trigger,
         }
 
     def _finish(self, claim: Claim, fields: dict[str, object] | None) -> None:

@@ -40,6 +40,8 @@ ANSWERS: Mapping[dedup.Outcome, tuple[int, str]] = MappingProxyType({
     dedup.Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
     dedup.Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
     dedup.Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+    dedup.Outcome.SKIPPED_DST_GAP: (200, "INFO"),  # the job's own rule (dst_gap: skip): 2xx so Scheduler stops
+    dedup.Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
     dedup.Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
 })  # fmt: skip
 
@@ -51,19 +53,26 @@ def handle_scheduled_job(request: flask.Request) -> tuple[str, int]:
     """Runs the scheduled work once per scheduled run, however often the run is delivered."""
     token = RUN_FIELDS.set({})
     try:
-        outcome, detail = handle_delivery(request.headers)
+        outcome, detail = handle_delivery(request.headers, request.method)
     finally:
         RUN_FIELDS.reset(token)
     return f"{outcome}: {detail}\n", ANSWERS[outcome][0]
 
 
-def handle_delivery(headers) -> tuple[dedup.Outcome, str]:
+def handle_delivery(headers, method: str = "POST") -> tuple[dedup.Outcome, str]:
     now = dedup.utcnow()
     arrived = time.monotonic()
     try:
+        if method != "POST":  # Cloud Scheduler's HTTP jobs send POST (scheduler.tf): anything else is not a delivery
+            raise dedup.MethodNotAllowed(f"method {method!r}: only POST runs a job; nothing ran")
         config = dedup.DedupConfig.from_env()
         key = dedup.read_run_key(headers, config, now)
-        RUN_FIELDS.set({"run_id": key.run_id, "job": key.job_name, "schedule_time": key.schedule_time.isoformat()})
+        RUN_FIELDS.set({
+            "run_id": key.run_id,
+            "job": key.job_name,
+            "schedule_time": key.schedule_time.isoformat(),
+            "trigger": key.trigger,
+        })  # fmt: skip
         rerun = dedup.read_rerun(headers)
         ledger = dedup.RunLedger(config)
         claim = ledger.claim(key, now, rerun)

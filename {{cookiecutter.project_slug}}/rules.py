@@ -273,6 +273,10 @@ def check_schedule(job_id: str, schedule: str) -> str:
         except ValueError as error:
             # Some groc forms have five words ("1st monday of sep 17:00"): say why groc is refused there too.
             raise RuleError(field, schedule, f"not valid unix-cron: {error}; {GROC_REFUSED}") from None
+    if not Cron.parse(schedule).fires_ever():
+        # Terraform and Scheduler take it; the function's cronsim refuses it ("Bad day-of-month"), so every job
+        # and the audit would answer `misconfigured` until a deploy.
+        raise RuleError(field, schedule, "never fires: no month in its month field has that day of month")
     return schedule
 
 
@@ -590,6 +594,25 @@ class Cron:
     def day_minutes(self) -> tuple[int, ...]:
         return tuple(sorted(hour * 60 + minute for hour in self.hours for minute in self.minutes))
 
+    def fires_ever(self) -> bool:
+        """False for a day of month no month of the schedule has ('0 0 30 2 *'); when day of month and day of
+        week are both restricted either matches, and every month has every weekday."""
+        if not self.days_and_weekdays:
+            return True
+        return any(day <= LONGEST_MONTH_DAYS[month - 1] for month in self.months for day in self.days)
+
+    def fires_at(self, wall: dt.datetime) -> bool:
+        """Whether the schedule names this wall-clock minute."""
+        return self.fires_on(wall.date()) and wall.hour * 60 + wall.minute in self.day_minute_set
+
+    @functools.cached_property
+    def day_minute_set(self) -> frozenset[int]:
+        return frozenset(self.day_minutes)
+
+
+# Days per month in a leap year: a Feb 29 schedule does fire.
+LONGEST_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
 
 def _epoch_seconds(naive: dt.datetime) -> int:
     return int((naive - EPOCH).total_seconds())
@@ -730,6 +753,72 @@ def smallest_gap(schedule: str, time_zone: str, start: dt.date, years: int = GAP
         return None
     seconds, first, second = best
     return Gap(seconds, dt.datetime.fromtimestamp(first, dt.UTC), dt.datetime.fromtimestamp(second, dt.UTC))
+
+
+# ---------------------------------------------------------------- daylight saving (a warning, not a refusal)
+
+# How many years ahead the bake and the baked configuration check name the dates daylight saving hits a job.
+DST_WARNING_YEARS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class DstHit:
+    """A local day on which a zone's clocks repeat (`repeated`) or skip (`skipped`) fire times of a schedule."""
+
+    day: dt.date
+    kind: str
+    walls: tuple[dt.time, ...]  # the fire times (wall clock) that happen twice, or never
+
+
+def dst_hits(schedule: str, time_zone: str, start: dt.date, years: int = DST_WARNING_YEARS) -> list[DstHit]:
+    """Every offset change of the zone within `years` from `start` that repeats or skips a fire time."""
+    cron = Cron.parse(schedule)
+    zone = zoneinfo.ZoneInfo(time_zone)
+    last = dt.date(start.year + years, start.month, 1) - dt.timedelta(days=1)
+    hits = []
+    for instant in zone_transitions(time_zone, start, last):
+        at = EPOCH + dt.timedelta(seconds=instant)  # naive UTC
+        old = at + dt.datetime.fromtimestamp(instant - 1, zone).utcoffset()  # the wall clock just before
+        new = at + dt.datetime.fromtimestamp(instant, zone).utcoffset()  # and from the change on
+        kind, first, end = ("skipped", old, new) if new > old else ("repeated", new, old)
+        minute = first.replace(second=0) + (dt.timedelta(minutes=1) if first.second else dt.timedelta())
+        walls = []
+        while minute < end:
+            if cron.fires_at(minute):
+                walls.append(minute)
+            minute += dt.timedelta(minutes=1)
+        if walls and start <= walls[0].date() <= last:
+            hits.append(DstHit(walls[0].date(), kind, tuple(wall.time() for wall in walls)))
+    return hits
+
+
+def dst_warnings(jobs: Mapping[str, Mapping[str, str]], start: dt.date) -> list[str]:
+    """One line per job whose fire times daylight saving repeats or skips, naming every such date."""
+    warnings = []
+    for job_id, job in jobs.items():
+        hits = dst_hits(job["schedule"], job["time_zone"], start)
+        if not hits:
+            continue
+        gap = job.get("dst_gap", JOB_CHOICES["dst_gap"][0])
+        minute, hour = cron_fields(job["schedule"])[:2]
+        if minute.startswith("*") or hour.startswith("*"):
+            # Debian cron, and cronsim in the function: a '*' minute or hour runs on the new time as it comes.
+            rule = "a '*' minute or hour field runs a repeated time at both instants and a skipped one not at all"
+        else:
+            rule = (
+                "a repeated time runs once (the first), a skipped one "
+                f"{'once at the end of the gap' if gap == 'end_of_gap' else 'not at all'} (dst_gap={gap})"
+            )
+        dates = ", ".join(
+            f"{hit.day} ({hit.kind} {'/'.join(f'{wall:%H:%M}' for wall in hit.walls[:3])}"
+            f"{'...' if len(hit.walls) > 3 else ''})"
+            for hit in hits
+        )
+        warnings.append(
+            f"jobs.{job_id}.schedule={job['schedule']!r} in {job['time_zone']}: daylight saving repeats or skips "
+            f"its fire times on {dates}: {rule}; docs/schedules-and-manual-runs.md#daylight-saving"
+        )
+    return warnings
 
 
 # ---------------------------------------------------------------- one fault against the schedule
@@ -1082,6 +1171,8 @@ def check_config(
     interval = raw.get("audit_interval_minutes", 60)
     for timing in [audit_timing, *(job["timing"] for job in jobs.values())]:
         checked["audit_interval_minutes"] = check_audit_interval({"audit_interval_minutes": interval}, timing)
+    if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
+        warnings.extend(dst_warnings(jobs, start))
     checked["defaults"] = audit_timing
     checked["jobs"] = jobs
     checked["warnings"] = warnings

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -256,11 +257,12 @@ def test_a_release_and_a_new_claim_between_a_failed_create_and_its_read_leave_th
     assert records(collection)[run_id_of("nightly", now)]["attempt_id"] == work.calls[1].attempt_id
 
 
-def test_a_forced_run_more_than_the_retention_ahead_makes_the_real_delivery_a_duplicate(
+def test_a_forced_run_more_than_the_retention_ahead_is_a_manual_run_whose_record_outlives_its_time(
     http, collection, work, monkeypatch
 ):
-    """A "Force run" sends the next scheduled time (a month ahead for a monthly job): its record must live
-    until that time + the retention, or the real delivery at that time finds it expired and runs again."""
+    """A "Force run" sends the next scheduled time (a month ahead for a monthly job): a manual run of its own,
+    whose record must live until that time + the retention, or a Force run retried then would run again.
+    The real delivery at that time is the scheduled run, and runs (tests/test_accept.py)."""
     monkeypatch.setenv("DEDUP_RETENTION_SECONDS", "3600")
     scheduled = (dedup.utcnow() + dt.timedelta(hours=2)).replace(microsecond=0)
 
@@ -269,10 +271,10 @@ def test_a_forced_run_more_than_the_retention_ahead_makes_the_real_delivery_a_du
     real = http.post("/", headers=scheduler_headers("monthly", iso(scheduled)))
 
     assert forced.status_code == 200 and forced.text.startswith("processed")
-    assert real.status_code == 200 and real.text.startswith("duplicate")
-    assert len(work.calls) == 1
-    (record,) = records(collection).values()
-    assert record["expire_at"] >= scheduled + dt.timedelta(seconds=3600)
+    assert real.status_code == 200 and real.text.startswith("processed")
+    assert [call.trigger for call in work.calls] == ["manual", "scheduled"]
+    manual = next(record for record in records(collection).values() if record["trigger"] == "manual")
+    assert manual["expire_at"] >= scheduled + dt.timedelta(seconds=3600)
 
 
 def test_retryable_failure_releases_the_run_for_an_immediate_retry(http, collection, work, now):
@@ -324,8 +326,10 @@ def test_record_past_expire_at_counts_as_absent(app, collection, work, now):
     assert "last_error" not in record and "result" not in record
 
 
-def test_project_and_location_disambiguate_runs(http, collection, work, now):
+def test_project_and_location_disambiguate_runs(http, collection, work, now, monkeypatch):
     time_header = iso(now)
+    served = [(PROJECT, BAKED_LOCATION), ("other-proj-1", BAKED_LOCATION), (PROJECT, "us-east1")]
+    monkeypatch.setenv("DEDUP_SERVE", json.dumps([{"project": p, "location": loc} for p, loc in served]))
 
     def deliver(**extra):
         return http.post("/", headers=scheduler_headers("nightly", time_header, **extra))
@@ -458,7 +462,7 @@ def test_no_write_goes_out_with_a_retry_policy(http, collection, work, now, monk
     """Every Firestore write is a Commit RPC; the client retries one unless `retry=None` (its default
     policy retries Commit on UNAVAILABLE for 60 s). A retried create would find its own claim and answer
     409 until the lease ends; a retried finish would report `superseded` for a run that completed."""
-    collection.document(run_id_of("nightly", now + dt.timedelta(minutes=3))).set(crashed_claim())  # to take over
+    collection.document(run_id_of("nightly", now - dt.timedelta(minutes=3))).set(crashed_claim())  # to take over
     commits = []  # (kinds of the writes, the retry the Commit went out with)
     real_commit = FirestoreClient.commit
 
@@ -476,10 +480,10 @@ def test_no_write_goes_out_with_a_retry_policy(http, collection, work, now, monk
     deliver(now)  # create, complete
     deliver(now)  # a failed create
     work.errors[1] = RuntimeError("retryable")
-    deliver(now + dt.timedelta(minutes=1))  # create, release (delete)
+    deliver(now - dt.timedelta(minutes=1))  # create, release (delete)
     work.errors[2] = TerminalJobError("terminal")
-    deliver(now + dt.timedelta(minutes=2))  # create, fail
-    deliver(now + dt.timedelta(minutes=3))  # a failed create, the takeover's update, complete
+    deliver(now - dt.timedelta(minutes=2))  # create, fail
+    deliver(now - dt.timedelta(minutes=3))  # a failed create, the takeover's update, complete
 
     assert len(work.calls) == 4
     assert set().union(*(kinds for kinds, _ in commits)) == {"create", "update", "delete"}
@@ -513,7 +517,7 @@ def test_every_outcome_has_one_answer_and_only_finished_runs_stop_scheduler(hand
     so a 2xx must mean the run needs no further delivery: done, recorded finished, or recorded skipped."""
     assert set(handler_module.ANSWERS) == set(dedup.Outcome)
     stops = {outcome.value for outcome, (status, _) in handler_module.ANSWERS.items() if 200 <= status < 300}
-    assert stops == {"processed", "duplicate", "terminal_failure", "skipped_late", "skipped_overlap"}
+    assert stops == {"processed", "duplicate", "terminal_failure", "skipped_late", "skipped_overlap", "skipped_dst_gap"}
     assert handler_module.ANSWERS[dedup.Outcome.IN_PROGRESS][0] == 409  # never 503: retries stay counted
 
 

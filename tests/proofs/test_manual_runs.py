@@ -150,6 +150,9 @@ def test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness(monkeypatch, 
     ledger.complete(claim, now)
     late = http.post("/", headers=rerun_headers(time, "r1"))  # 5 h late, limit 60 s: a person asked for it
     assert late.text.startswith("processed:") and len(work.calls) == 1
+    # A backfill of a run that has no record (a first claim, not a takeover) is late on purpose too.
+    backfill = http.post("/", headers=rerun_headers(audit.rfc3339(now - dt.timedelta(hours=6)), "r2"))
+    assert backfill.text.startswith("processed:") and len(work.calls) == 2
 
 
 @pytest.mark.parametrize(

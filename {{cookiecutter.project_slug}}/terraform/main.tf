@@ -41,6 +41,7 @@ module "scheduled_dedup" {
     "requirements.txt",
     "rules.py", # config.py checks config.yaml with it
     "run_context.py",
+    "schedules.py", # when each job fires: dedup.py and audit.py compute fire times with it
     "task_queue.py",
   ]
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}

@@ -1,8 +1,9 @@
 """The audit (audit.py), max_lateness_seconds and tools/runs.py missed/backfill, against Google's Firestore emulator.
 
-Fire times come from cronsim on each zone's wall clock; the DST cases are the 2026 transitions of
-America/New_York (8 Mar, 1 Nov) and Europe/Madrid (29 Mar, 25 Oct). Records are written through the
-protocol itself (RunLedger.claim / complete) at the times a test chooses, so old schedule times work.
+Fire times come from schedules.py (cronsim in each zone, Debian cron's daylight saving rule); the DST
+cases are the 2026 transitions of America/New_York (8 Mar, 1 Nov) and Europe/Madrid (29 Mar, 25 Oct).
+Records are written through the protocol itself (RunLedger.claim / complete) at the times a test chooses,
+so old schedule times work.
 """
 
 import datetime as dt
@@ -43,12 +44,21 @@ def test_spring_forward_new_york_a_skipped_time_is_nonexistent_once():
     ]
 
 
-def test_fall_back_new_york_both_instants_of_an_ambiguous_time_are_ambiguous():
+def test_fall_back_new_york_a_repeated_time_is_one_run_at_its_first_instant():
     assert fire_times("30 1 * * *", "America/New_York", "2026-10-31T00:00:00Z", "2026-11-03T00:00:00Z") == [
         ("2026-10-31T05:30:00Z", None),
         ("2026-11-01T05:30:00Z", "ambiguous"),
-        ("2026-11-01T06:30:00Z", "ambiguous"),
         ("2026-11-02T06:30:00Z", None),
+    ]
+
+
+def test_an_hourly_schedule_runs_the_repeated_hour_twice_like_debian_cron():
+    # A '*' in the hour field runs on the new time as it comes (Debian cron, cronsim): 01:00 EDT and 01:00 EST.
+    assert fire_times("0 * * * *", "America/New_York", "2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z") == [
+        ("2026-11-01T04:00:00Z", None),
+        ("2026-11-01T05:00:00Z", "ambiguous"),
+        ("2026-11-01T06:00:00Z", "ambiguous"),
+        ("2026-11-01T07:00:00Z", None),
     ]
 
 
@@ -60,16 +70,15 @@ def test_madrid_spring_forward_and_fall_back():
     assert fire_times("30 2 * * *", "Europe/Madrid", "2026-10-24T00:00:00Z", "2026-10-26T00:00:00Z") == [
         ("2026-10-24T00:30:00Z", None),
         ("2026-10-25T00:30:00Z", "ambiguous"),
-        ("2026-10-25T01:30:00Z", "ambiguous"),
     ]
 
 
-def test_an_hourly_schedule_skips_the_gap_without_a_nonexistent_entry():
-    # 02:00 EST never happens; its candidate instants are the 01:00 and 03:00 runs' own.
+def test_an_hourly_schedule_adds_no_run_for_the_gap():
+    # 02:00 EST never happens; the 03:00 EDT run (07:00Z) stands for it too, so it is named by the skipped time.
     assert fire_times("0 * * * *", "America/New_York", "2026-03-08T05:00:00Z", "2026-03-08T09:00:00Z") == [
         ("2026-03-08T05:00:00Z", None),
         ("2026-03-08T06:00:00Z", None),
-        ("2026-03-08T07:00:00Z", None),
+        ("2026-03-08T07:00:00Z", "nonexistent"),
         ("2026-03-08T08:00:00Z", None),
     ]
 
@@ -161,6 +170,7 @@ def test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst(monkeyp
         ("ny", "2026-10-29T05:30:00Z"),
         ("ny", "2026-10-30T05:30:00Z"),
         ("ny", "2026-11-02T06:30:00Z"),
+        ("madrid", "2026-10-25T00:30:00Z"),  # 02:30 happened twice; the first is the run, and it never came
         ("madrid", "2026-10-27T01:30:00Z"),
         ("madrid", "2026-10-28T01:30:00Z"),
         ("madrid", "2026-10-29T01:30:00Z"),
@@ -171,26 +181,21 @@ def test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst(monkeyp
     ]
     assert by_state == {
         "completed": [("ny", "2026-10-31T05:30:00Z"), ("ny", "2026-11-01T05:30:00Z")],
-        "dst_ambiguous": [
-            ("ny", "2026-11-01T06:30:00Z"),
-            ("madrid", "2026-10-25T00:30:00Z"),
-            ("madrid", "2026-10-25T01:30:00Z"),
-        ],
         "failed": [("madrid", "2026-10-24T00:30:00Z")],
         "stuck": [("madrid", "2026-10-26T01:30:00Z")],
     }
 
 
-def test_a_skipped_spring_forward_time_is_found_at_any_candidate_and_never_missing(monkeypatch, collection):
+def test_a_skipped_spring_forward_time_is_expected_at_the_gaps_end_where_the_handler_keys_it(monkeypatch, collection):
     ledger = ledger_at(monkeypatch, {"ny": {"job_id": "ny", "schedule": "30 2 * * *", "time_zone": "America/New_York"}})
     window = (at("2026-03-08T00:00:00Z"), at("2026-03-09T00:00:00Z"))
     now = at("2026-03-10T00:00:00Z")
     assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [
-        ("ny", "2026-03-08T07:00:00Z", "dst_nonexistent")
+        ("ny", "2026-03-08T07:00:00Z", "missing")  # a run the handler would have made: missing if none came
     ]
-    run_to(ledger, "ny", "2026-03-08T06:30:00Z", "completed")  # Scheduler read 02:30 with the new offset
+    run_to(ledger, "ny", "2026-03-08T07:00:00Z", "completed")
     assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [
-        ("ny", "2026-03-08T06:30:00Z", "completed")
+        ("ny", "2026-03-08T07:00:00Z", "completed")
     ]
 
 
@@ -479,12 +484,15 @@ def test_the_plan_keeps_first_seen_and_never_moves_the_bookmark_back(monkeypatch
 def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collection):
     """Per-job timing (config.yaml): a job with its own longer lease and retry window settles later; no run of it is
     judged (and so bookmarked) before it settles."""
+    project = ledger_at(monkeypatch, hourly_jobs(1)).config  # the bake's own numbers: h1 outlasts them by 600 s
+    lease, window = int(project.lease.total_seconds()) + 300, int(project.retry_window.total_seconds()) + 300
     jobs = hourly_jobs(2)
-    jobs["h1"] |= {"lease_seconds": 660, "retry_window_seconds": 5100}
+    jobs["h1"] |= {"lease_seconds": lease, "retry_window_seconds": window}
     config = ledger_at(monkeypatch, jobs).config
     now = at("2026-03-01T12:00:00Z")
-    assert config.settle_for("h1") == dt.timedelta(seconds=5760) > config.settle_for("h0") == config.settle
-    assert audit.plan(dedup.AuditCursor({}), ["h0", "h1"], now, config).until == now - dt.timedelta(seconds=5760)
+    slowest = dt.timedelta(seconds=lease + window)
+    assert config.settle_for("h1") == slowest > config.settle_for("h0") == config.settle
+    assert audit.plan(dedup.AuditCursor({}), ["h0", "h1"], now, config).until == now - slowest
 
 
 def test_two_audits_from_one_bookmark_cannot_both_move_it(monkeypatch, collection):

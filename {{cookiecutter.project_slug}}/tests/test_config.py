@@ -1,11 +1,13 @@
 """config.yaml, the one file of the jobs and their timing: it passes rules.py (the rules Terraform cannot check:
 a cron's smallest gap against what one fault keeps a run busy, per job), its jobs are job.py's, and each schedule
-lives in it alone. cronsim expands each job's cron independently of rules.py."""
+lives in it alone. cronsim expands each job's cron independently of rules.py; the daylight saving dates rules.py
+warns of are the ones schedules.py (the function's expansion) finds."""
 
 import datetime as dt
 import re
 import subprocess
 import sys
+import warnings
 import zoneinfo
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import yaml
 
 import config
 import rules
+import schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = config.CONFIG_FILE.read_text(encoding="utf-8")
@@ -84,7 +87,8 @@ def test_each_schedule_string_lives_in_config_yaml_alone():
     the vendored modules hold no job: their messages quote an example schedule, which a job may share; so does
     tools/cost.py's model of N hourly jobs.)"""
     schedules = {job.schedule for job in CONFIG.jobs.values()}
-    skipped = {"docs", "tests", ".venv", ".git", ".terraform", "__pycache__", ".ruff_cache", ".pytest_cache", "modules"}
+    skipped = {"docs", "tests", ".venv", ".git", ".terraform", "__pycache__", ".ruff_cache", ".pytest_cache", "modules",
+               ".hypothesis"}  # fmt: skip
     holders = {}
     for path in ROOT.rglob("*"):
         relative = path.relative_to(ROOT)
@@ -153,3 +157,40 @@ def test_a_broken_file_is_one_line_naming_what(text, error):
     with pytest.raises(config.ConfigError, match=error) as refusal:
         config.parse(text)
     assert "\n" not in str(refusal.value)
+
+
+@pytest.mark.parametrize("job_id", sorted(CONFIG.jobs))
+def test_each_jobs_daylight_saving_dates_are_the_ones_the_function_keys(job_id):
+    """Not a refusal: the dates the job's zone repeats or skips one of its fire times in the coming years, as
+    `python config.py` prints them; rules.py's stdlib expansion (the bake hook runs it before any dependency
+    exists) must agree with schedules.py, which the function runs by."""
+    job = CONFIG.jobs[job_id]
+    start = dt.date.today()
+    hits = {(hit.day, hit.kind) for hit in rules.dst_hits(job.schedule, job.time_zone, start)}
+    since = dt.datetime.combine(start, dt.time(), dt.UTC)
+    until = dt.datetime.combine(dt.date(start.year + rules.DST_WARNING_YEARS, start.month, 1), dt.time(), dt.UTC)
+    rule = schedules.Schedule(job.schedule, job.time_zone, job.options.get("dst_gap", schedules.END_OF_GAP))
+    kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
+    fires = {(fire.wall.date(), kinds[fire.dst]) for fire in schedules.dst_fire_times(rule, since, until)}
+    # The windows' ends differ by a zone's offset: compare away from them.
+    inner = {hit for hit in hits | fires if start + dt.timedelta(days=1) < hit[0] < until.date() - dt.timedelta(days=1)}
+    assert {hit for hit in hits if hit in inner} == {fire for fire in fires if fire in inner}
+    for warning in CONFIG.warnings:
+        if warning.startswith(f"jobs.{job_id}.schedule="):
+            warnings.warn(warning, UserWarning, stacklevel=1)
+
+
+def test_the_check_command_warns_of_each_daylight_saving_date_of_a_job(tmp_path, capsys):
+    """A job moved to 02:30 in Europe/Berlin: `python config.py` names every spring-forward and fall-back date of the
+    coming years on one WARNING line, with the job's dst_gap rule, and still passes (a warning, not a refusal)."""
+    raw = yaml.safe_load(TEXT)
+    job_id = sorted(raw["jobs"])[0]
+    raw["jobs"][job_id].update(schedule="30 2 * * *", time_zone="Europe/Berlin", dst_gap="skip")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert config.main([str(path)]) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if f"jobs.{job_id}.schedule=" in line]
+    assert line.startswith(f"WARNING: jobs.{job_id}.schedule='30 2 * * *' in Europe/Berlin: daylight saving")
+    # One of each a year; the window ends on a month's first day, so a date in that month may fall outside it.
+    assert min(line.count("(skipped 02:30)"), line.count("(repeated 02:30)")) >= rules.DST_WARNING_YEARS - 1
+    assert "a skipped one not at all (dst_gap=skip)" in line

@@ -170,15 +170,22 @@ def api(monkeypatch, handler_module):
     fake.server.stop(grace=None)
 
 
+# The function's clock: a minute after the schedule time of the last delivery (deliver sets it).
+CLOCK = [SCHEDULED + dt.timedelta(minutes=1)]
+
+
 @pytest.fixture(autouse=True)
 def recent_schedule(monkeypatch):
     """SCHEDULED is inside the accepted window whatever today is."""
-    monkeypatch.setattr("dedup.utcnow", lambda: SCHEDULED + dt.timedelta(minutes=1))
+    CLOCK[0] = SCHEDULED + dt.timedelta(minutes=1)
+    monkeypatch.setattr("dedup.utcnow", lambda: CLOCK[0])
 
 
 def deliver(http, hours_later=0, job="nightly"):
-    """The delivery of SCHEDULED (or of the hourly run `hours_later`)."""
+    """The delivery of SCHEDULED (or of the hourly run `hours_later`), a minute after its time as Scheduler sends
+    it: one dated ahead of the clock would be a Force run, a manual run of its own (tests/test_accept.py)."""
     moment = SCHEDULED + dt.timedelta(hours=hours_later)
+    CLOCK[0] = max(CLOCK[0], moment + dt.timedelta(minutes=1))
     return http.post("/", headers=scheduler_headers(job, moment.isoformat().replace("+00:00", "Z")))
 
 

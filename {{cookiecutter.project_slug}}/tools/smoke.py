@@ -21,14 +21,12 @@ import os
 import sys
 import time
 import urllib.parse
-import zoneinfo
 from collections.abc import Callable
 from pathlib import Path
 
-from cronsim import CronSim
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
 import dedup  # noqa: E402
+import schedules  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
 API_ROOTS = {
@@ -116,9 +114,8 @@ class Apis:
 
 
 def next_fire_time(job: dedup.JobSpec, after: dt.datetime) -> dt.datetime:
-    """The schedule time a Force run sends now: the job's next fire time, in UTC."""
-    zone = zoneinfo.ZoneInfo(job.time_zone)
-    return next(CronSim(job.schedule, after.astimezone(zone))).astimezone(dt.UTC)
+    """The schedule time a Force run sends now: the job's next fire time, in UTC (the handler keys it so too)."""
+    return schedules.next_fire_after(job.fire_rule, after)
 
 
 def wait_for(read: Callable[[], list[dict]], seconds: float, sleep=time.sleep, clock=time.monotonic) -> list[dict]:

@@ -50,6 +50,8 @@ variable "jobs" {
     catch_up = optional(bool, false)
     # A delivery later than this after its schedule time is recorded skipped (2xx) and never runs the work.
     max_lateness_seconds = optional(number)
+    # A wall-clock time daylight saving skips: run once at the end of the gap, or skip it (schedules.py).
+    dst_gap = optional(string, "end_of_gap")
     # Proxy targets: what a new run does while the job's previous execution still runs; null: "skip".
     overlap = optional(string)
     # The job's own timing (config.yaml); null: var.timing's and var.retry's (local.jobs looks them up).
@@ -61,6 +63,12 @@ variable "jobs" {
     max_retry_duration_seconds = optional(number)
   }))
   nullable = false
+
+  validation {
+    # rules.JOB_CHOICES["dst_gap"]
+    condition     = alltrue([for job in values(var.jobs) : contains(["end_of_gap", "skip"], job.dst_gap)])
+    error_message = "jobs: each dst_gap must be end_of_gap or skip. Given: ${jsonencode({ for id, job in var.jobs : id => job.dst_gap })}."
+  }
 
   validation {
     # dedup.OVERLAP_RULES (the baked dedup.py refuses any other value as misconfigured).

@@ -1,0 +1,177 @@
+"""When a job fires: the one module that expands a job's cron (cronsim) in its time zone, for the handler
+(dedup.read_run_key: the latest schedule time it accepts, the fire time a delivery stands for), the audit
+(audit.expected_runs) and the baked configuration check (tests/test_config.py).
+
+The cron names wall-clock times of the job's zone (cronsim's naive mode walks them, Debian cron semantics:
+day of month and day of week both restricted means either). Daylight saving makes some of them happen twice
+(fall back) or never (spring forward). One rule per job, like Debian cron (and cronsim's zone-aware mode):
+- a time that happens twice runs once, at its first instant;
+- a time that does not exist runs once at the end of the gap (`dst_gap: end_of_gap`, the default), or not at
+  all (`dst_gap: skip`); several skipped times, or a skipped time and a real fire time at the gap's end, are
+  one run.
+What Cloud Scheduler sends for such a time is not documented: it "runs on wall clock time" and warns that
+around a daylight saving change a job may "run or not run unexpectedly"
+(https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules#time_zone). So every instant a
+delivery may carry for one wall-clock time (both readings of a repeated time; for a skipped time, the gap's
+end and the time read with the offset before and after it) is a *reading* of that fire time, and the handler
+keys the run by the fire time's one instant whichever reading arrives: a time delivered twice runs once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import zoneinfo
+from collections.abc import Iterator
+
+from cronsim import CronSim
+
+import rules
+
+UTC = dt.UTC
+# A job's rule for a wall-clock time the clocks skip (config.yaml's dst_gap; rules.JOB_CHOICES lists it).
+DST_GAP_RULES = rules.JOB_CHOICES["dst_gap"]
+END_OF_GAP, SKIP = DST_GAP_RULES
+# How far apart the function's clock and Scheduler's may be: a delivery dated up to this far after now is
+# the scheduled run (a slow clock here), anything later is a manual run (a Force run: dedup.read_run_key),
+# and the latest schedule time accepted is the job's next fire time after now plus this.
+CLOCK_MARGIN = dt.timedelta(seconds=60)
+# Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): walk the cron this far beyond
+# a window's ends, so that no fire time whose instant falls inside it is left out.
+WALL_CLOCK_MARGIN = dt.timedelta(hours=3)
+# How far ahead the next fire time is looked for (a Feb 29 schedule fires every 4 years, 8 across 2100).
+SEARCH_YEARS = 9
+
+
+class Dst(enum.StrEnum):
+    AMBIGUOUS = "ambiguous"  # the wall-clock time happens twice: runs at the first
+    NONEXISTENT = "nonexistent"  # the clocks skip it: runs at the gap's end, or not (dst_gap: skip)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """A job's cron, the zone it is read in, and its rule for a skipped wall-clock time."""
+
+    cron: str
+    time_zone: str
+    dst_gap: str = END_OF_GAP
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.time_zone)
+
+
+@dataclasses.dataclass(frozen=True)
+class FireTime:
+    """One wall-clock time the cron names, and when the job runs for it."""
+
+    wall: dt.datetime  # naive: the time on the zone's wall clock, as the cron means it
+    instant: dt.datetime | None  # UTC: the run's schedule time; None when dst_gap is skip and the time is skipped
+    readings: tuple[dt.datetime, ...]  # every instant a delivery for it may carry (UTC)
+    dst: Dst | None = None
+
+    @property
+    def moment(self) -> dt.datetime:
+        """Where the fire time sits on the time line: its instant, or for a skipped one the gap's end."""
+        return self.instant or self.readings[0]
+
+
+def _utc(wall: dt.datetime, zone: zoneinfo.ZoneInfo, fold: int) -> dt.datetime:
+    return wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+
+
+def _gap_end(before: dt.datetime, after: dt.datetime, zone: zoneinfo.ZoneInfo) -> dt.datetime:
+    """The instant the clock jumps forward, between `before` (old offset) and `after` (new offset)."""
+    old = before.astimezone(zone).utcoffset()
+    while after - before > dt.timedelta(minutes=1):
+        middle = before + (after - before) / 2
+        if middle.astimezone(zone).utcoffset() == old:
+            before = middle
+        else:
+            after = middle
+    return after.replace(second=0, microsecond=0)
+
+
+def _readings(wall: dt.datetime, zone: zoneinfo.ZoneInfo) -> tuple[tuple[dt.datetime, ...], Dst | None]:
+    """Every instant a delivery for the wall-clock time `wall` may carry, the likeliest first."""
+    first, second = _utc(wall, zone, 0), _utc(wall, zone, 1)
+    if first == second:
+        return (first,), None
+    if first.astimezone(zone).replace(tzinfo=None) == wall:  # happens twice: fold 0 is the first
+        return (first, second), Dst.AMBIGUOUS
+    # Never happens: fold 0 reads it with the old offset (later), fold 1 with the new one.
+    return (_gap_end(second, first, zone), first, second), Dst.NONEXISTENT
+
+
+def fire_times(schedule: Schedule, since: dt.datetime, until: dt.datetime) -> list[FireTime]:
+    """The fire times whose moment lies in [since, until), in time order (skipped ones included, instant None).
+
+    When the job runs is cronsim's zone-aware mode, Debian cron's rule: a fixed time that happens twice runs
+    at the first, one the clocks skip at the gap's end; a cron with '*' in its minute or hour field runs on
+    the new time as it comes (a repeated hour twice, a skipped one not at all). The naive walk adds, per
+    wall-clock time, the other instants a delivery for it may carry."""
+    zone = schedule.zone
+    low, high = since - WALL_CLOCK_MARGIN, until + WALL_CLOCK_MARGIN
+    run_at: list[dt.datetime] = []
+    for moment in CronSim(schedule.cron, (low - dt.timedelta(microseconds=1)).astimezone(zone)):
+        if moment.astimezone(UTC) >= high:
+            break
+        run_at.append(moment.astimezone(UTC))
+    runs_at = set(run_at)
+    on_time: set[dt.datetime] = set()  # run at a reading of their own wall time, not moved by a gap
+    owned: dict[dt.datetime, FireTime] = {}
+    skipped: dict[dt.datetime, FireTime] = {}
+    start = low.astimezone(zone).replace(tzinfo=None) - WALL_CLOCK_MARGIN
+    end = high.astimezone(zone).replace(tzinfo=None) + WALL_CLOCK_MARGIN
+    for wall in CronSim(schedule.cron, start):  # naive: cronsim walks the wall clock, no DST rule of its own
+        if wall >= end:
+            break
+        readings, dst = _readings(wall, zone)
+        running = [moment for moment in readings if moment in runs_at]
+        if dst is not Dst.NONEXISTENT:
+            on_time.update(running)
+        if not running:  # a skipped time cronsim does not run: one entry per gap
+            other = skipped.get(readings[0])
+            merged = tuple(dict.fromkeys((other.readings if other else ()) + readings))
+            skipped[readings[0]] = FireTime((other or FireTime(wall, None, ())).wall, None, merged, dst)
+            continue
+        for moment in running:  # a reading that is a run's own instant is that run's; the earliest wall names it
+            if moment not in owned:
+                owned[moment] = FireTime(wall, moment, (moment,), dst)
+        owner = owned[running[0]]
+        extra = tuple(moment for moment in readings if moment not in runs_at)
+        owned[running[0]] = dataclasses.replace(owner, readings=tuple(dict.fromkeys(owner.readings + extra)))
+    fires = list(skipped.values())
+    for moment, fire in owned.items():
+        moved = moment not in on_time
+        fires.append(dataclasses.replace(fire, instant=None) if moved and schedule.dst_gap == SKIP else fire)
+    return sorted((fire for fire in fires if since <= fire.moment < until), key=lambda fire: fire.moment)
+
+
+def runs(schedule: Schedule, since: dt.datetime, until: dt.datetime) -> list[FireTime]:
+    """The fire times in [since, until) the job runs for (what the audit expects)."""
+    return [fire for fire in fire_times(schedule, since, until) if fire.instant is not None]
+
+
+def next_fire_after(schedule: Schedule, instant: dt.datetime) -> dt.datetime | None:
+    """The first schedule time the job runs for after `instant`; None if none within SEARCH_YEARS."""
+    after = instant + dt.timedelta(microseconds=1)
+    for days in (2, 62, 400, SEARCH_YEARS * 366):
+        found = runs(schedule, after, instant + dt.timedelta(days=days))
+        if found:
+            return found[0].instant
+    return None
+
+
+def fire_time_of(schedule: Schedule, delivered: dt.datetime) -> FireTime | None:
+    """The fire time a delivery's schedule time is a reading of; None if it is none (a schedule since changed)."""
+    for fire in fire_times(schedule, delivered - WALL_CLOCK_MARGIN, delivered + WALL_CLOCK_MARGIN):
+        if delivered in fire.readings:
+            return fire
+    return None
+
+
+def dst_fire_times(schedule: Schedule, since: dt.datetime, until: dt.datetime) -> Iterator[FireTime]:
+    """The fire times in [since, until) that daylight saving repeats or skips."""
+    return (fire for fire in fire_times(schedule, since, until) if fire.dst is not None)
