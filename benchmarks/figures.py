@@ -108,6 +108,23 @@ def table(results: dict, runs: int, import_runs: int) -> str:
             "",
         )
     )
+    stop = results["stop"]
+    rows.append(
+        (
+            f"**The stop per delivery** ({runs} runs each, empty work; reference: today's in-thread call of the work)",
+            "",
+            "",
+            "",
+            "",
+            "",
+        )
+    )
+    for stat, label in (("median_ms", "wall time, median"), ("p95_ms", "wall time, p95")):
+        ours, theirs = stop["process"][stat], stop["thread"][stat]
+        rows.append((label, f"{ours:.2f} ms", f"{theirs:.3f} ms", f"{ours / theirs:.0f}", "", ""))
+    rows.append(("first run on an instance (starts the fork server)", f"{stop['first_ms']:.0f} ms", "", "", "", ""))
+    rows.append(("fork server RSS (once per instance)", f"{stop['fork_server_rss_mb']:.1f} MB", "", "", "", ""))
+    rows.append(("work process's own memory (per run)", f"{stop['work_process_private_mb']:.1f} MB", "", "", "", ""))
     rows.append(("**Load** (issue 5: 8 clients, 50 runs × 4 duplicate deliveries, real server)", "", "", "", "", ""))
     load = results["load"]
     if load is None:

@@ -7,6 +7,9 @@ Measures, in one run:
 - median and p95 latency of a fresh run for both, and their ratio;
 - cold import time and peak RSS of the baked main.py against a bare functions-framework function that
   imports google-cloud-firestore (benchmarks/bare_function.py), each in fresh processes;
+- the stop's cost per delivery (the baked stop.py: the work in a process of its own, forked from a fork server)
+  against today's in-thread call of the work: wall time per delivery, the first run's (which starts the fork
+  server), the fork server's memory and each work process's own;
 - the load figures of the load test, if it hands them over with --load-json (see LOAD_FIELDS).
 
 It proves the template against the seed, so it lives in the template, not in a bake. Run it from a
@@ -42,6 +45,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(BENCHMARKS)]
 import dedup  # noqa: E402
 import grpc  # noqa: E402
 import seed_sample  # noqa: E402
+import stop_probe  # noqa: E402
 from figures import LOAD_FIELDS, document, over_target, read_load, summary, table  # noqa: E402
 from firestore_emulator import Emulator, EmulatorNotFound  # noqa: E402
 from google.cloud import firestore  # noqa: E402
@@ -126,8 +130,10 @@ class Baked(Side):
 
         self.main = main
         # The work is empty on both sides, as in the seed's sample: what is measured is the protocol
-        # (whatever job.py the chosen target bakes, e.g. one that calls a Google API).
-        main.run = lambda context: seed_sample.run_job_logic()
+        # (whatever job.py the chosen target bakes, e.g. one that calls a Google API). The RPCs are counted
+        # with the work in its own process (the stop, as deployed); the latency against the seed with the
+        # work called in-thread, as the seed does: the stop's own cost is measured on its own (measure_stop).
+        main.run = stop_probe.empty_work
         self.config = dedup.DedupConfig.from_env()
         self.counter = count_rpcs(dedup.firestore_client(self.config.project, self.config.database))
         self.setup = dedup.RunLedger(self.config, client=setup_client)
@@ -184,6 +190,24 @@ def measure_rpcs(side: Side, schedule_time: dt.datetime) -> dict[str, collection
     expect(side, "takeover", side.deliver(takeover), 200)
     counts["takeover"] = side.counter.take()
     return counts
+
+
+def measure_stop(runs: int) -> dict:
+    """The stop's figures (stop_probe.measure), in a fresh process of its own: its first run starts the fork
+    server, as the first run on a new instance does, and its `__main__` (`-c`, as functions-framework's is a
+    small script) is not run again in every work process, which a multiprocessing child does with a script's."""
+    probe = f"import json, stop_probe; print(json.dumps(stop_probe.measure({runs})))"
+    pythonpath = os.pathsep.join([str(ROOT), str(BENCHMARKS)])
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": pythonpath},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def time_fresh_runs(sides: list[Side], runs: int, schedule_time: dt.datetime) -> dict[str, list[float]]:
@@ -244,6 +268,7 @@ def benchmark(host: str, runs: int, import_runs: int, load: dict | None) -> dict
     setup = firestore.Client(project=PROJECT, database=database)
     # A just-started emulator's first answer can take longer than the handler's RPC timeout.
     setup.collection(f"bench-{run}-warmup").document("warmup").get(timeout=60)
+    stop_figures = measure_stop(runs)  # first: its first call starts the fork server
     baked = Baked(setup)
     seed = Seed(firestore.Client(project=PROJECT, database=database), setup, f"bench-{run}-seed")
     # The function's JSON log lines are still formatted (part of its cost), then dropped.
@@ -254,11 +279,13 @@ def benchmark(host: str, runs: int, import_runs: int, load: dict | None) -> dict
         # A minute ago: inside the retention window, and keyed like a real Scheduler run.
         schedule_time = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) - dt.timedelta(minutes=1)
         rpcs = {"baked": measure_rpcs(baked, schedule_time), "seed": measure_rpcs(seed, schedule_time)}
+        baked.main.run_until_stopped = stop_probe.in_thread
         seconds = time_fresh_runs([baked, seed], runs, schedule_time)
     return {
         "rpcs": rpcs,
         "latency": {"baked": summary(seconds[baked.name]), "seed": summary(seconds[seed.name])},
         "import": measure_imports(import_runs),
+        "stop": stop_figures,
         "load": load,
     }
 

@@ -14,8 +14,9 @@ What runs is the protocol's own code: every delivery calls the template's dedup.
 uses dedup.decide; complete; release) on an in-memory Firestore with Firestore's preconditions (a create
 fails if the document exists; an update or delete guarded by last_update_time fails if it changed). The
 handler's branches are main.py's: a claimed run works, then completes (2xx); an exception releases the run
-(500); Duplicate answers 2xx, InProgress 409. The function's timeout stops work at
-function_timeout_seconds and releases the run (THREADED_TIMEOUT_ENABLED in the module's function.tf).
+(500); Duplicate answers 2xx, InProgress 409. Work that hangs is stopped and the run released at
+function_timeout_seconds: the baked handler kills it sooner, at the attempt deadline less 10 s (its stop.py,
+dedup.DedupConfig.stop_after), so the simulation's hang lasts as long as one possibly could.
 
 `python tests/scheduler_sim.py --table` prints the fault -> outcome table of each matrix bake.
 """
@@ -246,6 +247,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         retry_window=dt.timedelta(0),  # the audit's and max_lateness' settings: neither is simulated
         jobs={},
         audit_job="",
+        attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
     )
     ledger = dedup.RunLedger(config, client=MemoryFirestore(now))
     key = dedup.RunKey(config.project, config.location, "sim-job", FIRE_TIME)

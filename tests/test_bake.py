@@ -103,7 +103,16 @@ def test_two_default_bakes_share_no_collection(tmp_path):
 
 # The protocol and its adapter: no answer is rendered into them, so a template change to them reaches
 # every bake as the same diff (the answers live in config.yaml, which dedup.py reads through config.py).
-PROTOCOL_FILES = ("dedup.py", "main.py", "run_context.py", "config.py", "rules.py", "schedules.py")
+PROTOCOL_FILES = (
+    "dedup.py",
+    "main.py",
+    "run_context.py",
+    "config.py",
+    "rules.py",
+    "schedules.py",
+    "stop.py",
+    "run_log.py",
+)
 
 
 def test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake(tmp_path):

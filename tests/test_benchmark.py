@@ -63,6 +63,15 @@ def test_table_shows_both_handlers_side_by_side(measured):
     assert "pass `--load-json FILE` from the load test" in table
 
 
+def test_the_stop_is_measured_next_to_todays_in_thread_call(measured):
+    """The stop's cost per delivery (the work in its own process) beside the in-thread call it replaced."""
+    stop, table = measured[0]["stop"], measured[1]
+    assert stop["process"]["median_ms"] > stop["thread"]["median_ms"] > 0  # a fork costs more than a call
+    assert stop["first_ms"] > 0 and stop["fork_server_rss_mb"] > 0 and stop["work_process_private_mb"] > 0
+    for row in ("| wall time, median |", "| first run on an instance (starts the fork server) |", "| fork server RSS"):
+        assert row in table, row
+
+
 def test_run_outside_a_bake_is_refused_in_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py")], cwd=tmp_path, capture_output=True, text=True, timeout=60

@@ -95,6 +95,7 @@ def baked_settings() -> Mapping[str, str]:
         "DEDUP_COLLECTION": loaded.collection,
         # The audit job's (and a job's that sets none): the defaults block's.
         "DEDUP_LEASE_SECONDS": str(defaults["lease_seconds"]),
+        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(defaults["attempt_deadline_seconds"]),
         "DEDUP_RETRY_WINDOW_SECONDS": str(
             rules.retry_window_seconds(
                 defaults["attempt_deadline_seconds"],
@@ -114,6 +115,12 @@ def baked_settings() -> Mapping[str, str]:
            if loaded.serve != ((loaded.project, loaded.region),) else {}),
     })  # fmt: skip
 
+
+# The stop (stop.py): a run's work is killed this long before its job's attempt deadline, so that the
+# release (one Firestore write, RPC_TIMEOUT_SECONDS at most) and the answer reach Cloud Scheduler before
+# it gives up on the attempt: two Firestore deadlines, as the kill and the answer take milliseconds.
+RELEASE_MARGIN = dt.timedelta(seconds=10)
+DEADLINE_RULE = f"must be a whole number of seconds above the release margin ({RELEASE_MARGIN.seconds} s)"
 
 # Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
 # was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
@@ -254,7 +261,7 @@ class JobSpec:
     paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
     catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
     overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
-    # The job's own numbers (config.yaml); None: the project's (DedupConfig.lease, .retry_window).
+    # The job's own numbers (config.yaml); None: the project's (DedupConfig.attempt_deadline, .lease, .retry_window).
     attempt_deadline: dt.timedelta | None = None
     lease: dt.timedelta | None = None
     retry_window: dt.timedelta | None = None
@@ -301,6 +308,9 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
             if number is not None and (type(number) is not int or number <= 0):
                 raise Misconfigured(f"{field}.{key}={number!r}: must be a positive whole number or null")
             numbers[key] = dt.timedelta(seconds=number) if number is not None else None
+        deadline = job.get("attempt_deadline_seconds")  # a whole number by now
+        if deadline is not None and deadline <= RELEASE_MARGIN.total_seconds():  # stopped before it could start
+            raise Misconfigured(f"{field}.attempt_deadline_seconds={deadline!r}: {DEADLINE_RULE}")
         for flag in ("paused", "catch_up"):
             if type(job.get(flag, False)) is not bool:
                 raise Misconfigured(f"{field}.{flag}={job[flag]!r}: must be true or false")
@@ -327,9 +337,11 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
 
 
 def overridden(jobs: Mapping[str, JobSpec], environ: Mapping[str, str]) -> Mapping[str, JobSpec]:
-    """A DEDUP_LEASE_SECONDS or DEDUP_RETRY_WINDOW_SECONDS of the environment (a test's, a local run's) holds for
-    every job, over each job's own from config.yaml."""
+    """A DEDUP_ATTEMPT_DEADLINE_SECONDS, DEDUP_LEASE_SECONDS or DEDUP_RETRY_WINDOW_SECONDS of the environment (a
+    test's, a local run's) holds for every job, over each job's own from config.yaml."""
     cleared = {}
+    if environ.get("DEDUP_ATTEMPT_DEADLINE_SECONDS"):
+        cleared["attempt_deadline"] = None
     if environ.get("DEDUP_LEASE_SECONDS"):
         cleared["lease"] = None
     if environ.get("DEDUP_RETRY_WINDOW_SECONDS"):
@@ -376,6 +388,8 @@ class DedupConfig:
     retry_window: dt.timedelta
     jobs: Mapping[str, JobSpec]
     audit_job: str
+    # Cloud Scheduler's attempt deadline of the audit job and of a job that sets none of its own (the defaults').
+    attempt_deadline: dt.timedelta
     # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (projects/P/locations/L/queues/Q);
     # None: not deployed with one (the job catch_up needs it).
     tasks_queue: str | None = None
@@ -429,6 +443,13 @@ class DedupConfig:
                 raise Misconfigured(f"{name}={text!r}: must be a positive whole number of seconds")
             return dt.timedelta(seconds=int(text))
 
+        def attempt_deadline() -> dt.timedelta:
+            name = "DEDUP_ATTEMPT_DEADLINE_SECONDS"
+            text = value(name, WHOLE_NUMBER, DEADLINE_RULE)
+            if int(text) <= RELEASE_MARGIN.total_seconds():
+                raise Misconfigured(f"{name}={text!r}: {DEADLINE_RULE}")
+            return dt.timedelta(seconds=int(text))
+
         config = cls(
             project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
             location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
@@ -440,6 +461,7 @@ class DedupConfig:
             retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
             jobs=overridden(parse_jobs(value("DEDUP_JOBS")), environ),
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
+            attempt_deadline=attempt_deadline(),
             serve=parse_serve(environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE")),
             tasks_queue=optional_queue(),
         )
@@ -450,6 +472,13 @@ class DedupConfig:
                     "and DEDUP_TASKS_QUEUE is not set"
                 )
         return config
+
+    def stop_after(self, job_name: str) -> dt.timedelta:
+        """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
+        release margin, so that the release and the answer reach Scheduler in time. The one place that says it."""
+        job = self.jobs.get(job_name)
+        deadline = job.attempt_deadline if job and job.attempt_deadline else self.attempt_deadline
+        return deadline - RELEASE_MARGIN
 
     def job_id(self, job_name: str) -> str | None:
         """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job DEDUP_JOBS lacks."""

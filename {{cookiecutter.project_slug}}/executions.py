@@ -96,22 +96,21 @@ def following(
     ledger: dedup.RunLedger,
     claim: dedup.Claim,
     config: dedup.DedupConfig,
-    work: Callable[[RunContext], object],
     poll: Poll,
-) -> Callable[[RunContext], object]:
-    """`work`, preceded by following the executions started earlier: all of them for the audit job; the
-    job's own otherwise, then its overlap rule (SkippedOverlap, the run recorded `skipped`)."""
+) -> Callable[[RunContext], None]:
+    """What a delivery does before its work, in the handler's process (it writes through `ledger`; only the work
+    runs in a process of its own, stop.py): follows the executions started earlier, all of them for the audit job;
+    the job's own otherwise, then its overlap rule (SkippedOverlap, the run recorded `skipped`)."""
 
-    def follow_then_work(context: RunContext) -> object:
+    def follow_first(context: RunContext) -> None:
         now = dedup.utcnow()
         if context.job_name == config.audit_job:
             follow(ledger, now, poll)
-            return work(context)
+            return
         running = follow(ledger, now, poll, context.job_name)
         job = config.jobs.get(context.job_name)
         if running and (job.overlap if job else "skip") == "skip":
             names = ", ".join(started.execution for started in running)
             ledger.skip_overlapping(claim, now, f"the job's previous execution still runs ({names}); overlap: skip")
-        return work(context)
 
-    return follow_then_work
+    return follow_first

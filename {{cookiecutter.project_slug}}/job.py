@@ -7,9 +7,12 @@ Rules of the room:
   effect but before recording it (see docs/how-it-works.md). Key every side effect by
   `context.run_id` (put-if-absent, or an idempotency token downstream) and a repeat is harmless.
 - Raise `TerminalJobError` when retrying cannot help; raise anything else to get a retry.
+- The work runs in a process of its own, killed at the job's attempt deadline less 10 s (stop.py): no
+  cleanup code runs then, so a repeat after a kill must be harmless too.
+  Make no client and call no API at import: this module is imported once into the fork server.
 - `WORK` gives each job id its function: `context.job_id` is the id as you wrote it, the same under
   `make fire` and deployed. A job WORK lacks is refused `misconfigured` and retried, so its runs still
-  happen once a deploy gives it its work. Adding a job: its entry in the answers' jobs, a function, a line in WORK.
+  happen once a deploy gives it its work. Adding a job: its entry in config.yaml, a function, a line in WORK.
 """
 
 import logging

@@ -3,28 +3,27 @@
 The protocol lives in dedup.py and the work in job.py (audit.py for the audit job's deliveries); this
 file translates between HTTP and them, and writes one structured log line per delivery (plus a
 `takeover` line when a lease is taken over), which carries the work's duration_ms when the work ran.
+The work runs in a process of its own that is killed at the job's deadline (stop.py); this process
+is never interrupted, so it always finishes the claim and answers.
 """
 
-import contextvars
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import flask
 import functions_framework
-from functions_framework.exceptions import RequestTimeoutException
-from google.cloud.logging.handlers import StructuredLogHandler
 
 import audit
 import dedup
 {%- if cookiecutter.target != "function" %}
 import executions
 {%- endif %}
+import stop
 from job import {% if cookiecutter.target != "function" %}execution_end, {% endif %}run
-from run_context import RunContext, Started, TerminalJobError, UnknownJob
+from run_context import RunContext
+from run_log import RUN_FIELDS, configure_logging
 
 logger = logging.getLogger("scheduled_run")
 
@@ -46,31 +45,6 @@ ANSWERS: Mapping[dedup.Outcome, tuple[int, str]] = MappingProxyType({
     dedup.Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
 })  # fmt: skip
 
-# The run's identity, stamped on every line logged while a delivery is handled (the job's too).
-RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
-    "run_fields", default=MappingProxyType({})
-)
-
-
-class RunFieldsFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.json_fields = {**RUN_FIELDS.get(), **getattr(record, "json_fields", {})}
-        return True
-
-
-def configure_logging() -> None:
-    """One JSON line on stdout per record, which Cloud Run turns into a structured entry: no Logging API
-    call per line. Ours is the root logger's only handler: functions-framework (3.10.2, create_app)
-    adds its own before it loads this file (with LOG_EXECUTION_ID, which the function gets, a handler
-    on the WSGI error stream; with ENTRY_POINT, two more), and each would print every record again,
-    without severity or outcome: twice the log volume and its cost."""
-    handler = StructuredLogHandler(stream=sys.stdout)
-    handler.addFilter(RunFieldsFilter())
-    root = logging.getLogger()
-    root.handlers = [handler]
-    root.setLevel(logging.INFO)
-
-
 configure_logging()
 
 
@@ -87,6 +61,7 @@ def handle_scheduled_job(request: flask.Request) -> tuple[str, int]:
 
 def handle_delivery(headers, method: str = "POST") -> tuple[dedup.Outcome, str]:
     now = dedup.utcnow()
+    arrived = time.monotonic()
     try:
         if method != "POST":  # Cloud Scheduler's HTTP jobs send POST (scheduler.tf): anything else is not a delivery
             raise dedup.MethodNotAllowed(f"method {method!r}: only POST runs a job; nothing ran")
@@ -112,67 +87,71 @@ def handle_delivery(headers, method: str = "POST") -> tuple[dedup.Outcome, str]:
             )
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
+        stop_at = arrived + config.stop_after(key.job_name).total_seconds()
 {%- if cookiecutter.target != "function" %}
         # First the executions started earlier: recorded once ended; the job's overlap rule if one still runs.
-        work = executions.following(ledger, claim, config, work, execution_end)
+        # In this process, which holds the ledger's client: only the work goes to the work's process.
+        first = executions.following(ledger, claim, config, execution_end)
+        outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
+{%- else %}
+        outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at)
 {%- endif %}
-        outcome, detail, error = work_then_finish(ledger, claim, work, config.job_id(key.job_name))
-    except dedup.RunNotProcessed as stop:
-        outcome, detail, error = stop.outcome, str(stop), None
-    except RequestTimeoutException:  # the stop landed in a claim or finish call (see work_then_finish)
-        outcome = dedup.Outcome.RETRYABLE_FAILURE
-        detail = f"{stopped_at_the_timeout()} during a Firestore call; a claim it made waits for its lease"
-        error = None
+    except dedup.RunNotProcessed as refusal:
+        outcome, detail, traceback = refusal.outcome, str(refusal), ""
     http_status, severity = ANSWERS[outcome]
     logger.log(
         logging.getLevelNamesMapping()[severity],
-        detail,
-        exc_info=error,
+        f"{detail}\n{traceback}".rstrip("\n"),
         extra={"json_fields": {"outcome": outcome.value, "http_status": http_status}},
     )
     return outcome, detail
 
 
+# Runs the work until its deadline (stop.py); the in-process suites put stop.ending_of in its place.
+run_until_stopped = stop.run_until_stopped
+
+
 def work_then_finish(
-    ledger: dedup.RunLedger, claim: dedup.Claim, work: Callable[[RunContext], object], job_id: str | None
-) -> tuple[dedup.Outcome, str, BaseException | None]:
-    """Runs the work, then records how it ended; the raised error, if any, goes into the log line."""
+    ledger: dedup.RunLedger,
+    claim: dedup.Claim,
+    work: Callable[[RunContext], object],
+    job_id: str | None,
+    stop_at: float,
+    first: Callable[[RunContext], object] | None = None,
+) -> tuple[dedup.Outcome, str, str]:
+    """Runs `first` here (a proxy's following: it writes through this process's ledger), then the work in its own
+    process until `stop_at` (time.monotonic()), then records how it ended.
+
+    Returns the outcome, its one-line detail, and the work's traceback for the log line ("" if none)."""
     started = time.monotonic()
+    context = claim.context(job_id)
     try:
-        try:
-            result = work(claim.context(job_id))
-        finally:
-            # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
-            RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
-    except dedup.SkippedOverlap:  # a proxy's overlap rule, recorded `skipped` already: the delivery's outcome
+        if first is not None:
+            first(context)
+        ending = run_until_stopped(work, context, RUN_FIELDS.get(), stop_at, preload=(audit.__name__, run.__module__))
+    except dedup.RunNotProcessed:  # from `first`: the overlap rule's SkippedOverlap (recorded already), a store error
         raise
-    except TerminalJobError as error:
-        ledger.fail(claim, str(error), dedup.utcnow())
-        return dedup.Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {error}", None
-    except UnknownJob as error:  # a deploy gives the job its work: keep the run for the retry after it
-        ledger.release(claim)
-        return dedup.Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {error}", None
-    except RequestTimeoutException as error:  # raised into the work by functions-framework: see below
-        ledger.release(claim)
-        return (
-            dedup.Outcome.RETRYABLE_FAILURE,
-            f"{stopped_at_the_timeout()} in the work; run released for a retry",
-            error,
-        )
-    except Exception as error:
-        ledger.release(claim)
-        detail = f"retryable failure, run released for a retry: {type(error).__name__}: {error}"
-        return dedup.Outcome.RETRYABLE_FAILURE, detail, error
-    if isinstance(result, Started):  # a proxy target: followed until the execution ends
-        ledger.start(claim, dedup.utcnow(), result.execution)
-        return dedup.Outcome.PROCESSED, f"run processed: started execution {result.execution}", None
-    ledger.complete(claim, dedup.utcnow(), result)
-    return dedup.Outcome.PROCESSED, "run processed", None
-
-
-def stopped_at_the_timeout() -> str:
-    """functions-framework (3.10.2, functions_framework/request_timeout.py) stops a request that outlives
-    CLOUD_RUN_TIMEOUT_SECONDS by raising RequestTimeoutException in its thread, at the next Python
-    instruction: a call blocked in C code (a socket read, time.sleep) is stopped only once it returns.
-    The Terraform sets the variables that switch this on (function.tf, environment_variables)."""
-    return f"stopped at the request timeout (CLOUD_RUN_TIMEOUT_SECONDS={os.environ.get('CLOUD_RUN_TIMEOUT_SECONDS')})"
+    except Exception as error:  # from `first`: an API error while following; the run is released for a retry
+        ending = stop.ending_after(error)
+    finally:
+        # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
+        RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
+    if ending.how is stop.Ended.RETURNED:
+        ledger.complete(claim, dedup.utcnow(), ending.result)
+        return dedup.Outcome.PROCESSED, "run processed", ""
+    if ending.how is stop.Ended.STARTED:  # a proxy target: followed until the execution ends
+        ledger.start(claim, dedup.utcnow(), ending.execution)
+        return dedup.Outcome.PROCESSED, f"run processed: started execution {ending.execution}", ""
+    if ending.how is stop.Ended.TERMINAL:
+        ledger.fail(claim, ending.message, dedup.utcnow())
+        return dedup.Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {ending.message}", ""
+    ledger.release(claim)
+    if ending.how is stop.Ended.UNKNOWN_JOB:  # a deploy gives the job its work: keep the run for the retry after it
+        return dedup.Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {ending.message}", ""
+    why = {
+        stop.Ended.RAISED: f"{ending.error}",
+        stop.Ended.DIED: f"the work's process ended without an answer (exit code {ending.exit_code})",
+        stop.Ended.STOPPED: f"stopped at the job's deadline, {stop_at - started:.1f} s into the work",
+        stop.Ended.NOT_STARTED: f"the work's process could not start: {ending.error}",
+    }[ending.how]
+    return dedup.Outcome.RETRYABLE_FAILURE, f"retryable failure, run released for a retry: {why}", ending.traceback

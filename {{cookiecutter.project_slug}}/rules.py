@@ -841,7 +841,8 @@ def dst_warnings(jobs: Mapping[str, Mapping[str, str]], start: dt.date) -> list[
 
 # The faults one run may meet, in the order the tables show them. A SIGKILL ends the attempt at once (the
 # connection breaks) and leaves the claim to its lease; a retryable error releases the claim (main.py);
-# a hang is work past the function timeout, which stops it and releases the claim (THREADED_TIMEOUT_ENABLED);
+# a hang is work that runs until it is stopped and the claim released: modelled at the function timeout, the
+# latest it can be (the baked handler kills it at the attempt deadline less 10 s, its stop.py);
 # a lost 2xx is a run completed whose answer Scheduler never gets, so it fails at the attempt deadline.
 FAULTS = (
     "none",

@@ -3,6 +3,7 @@
 import datetime as dt
 import hashlib
 import json
+import logging
 import threading
 import time
 
@@ -549,6 +550,16 @@ def test_a_job_without_work_is_misconfigured_released_and_retried(
     (line,) = [line for line in log_lines() if "outcome" in line]
     assert (line["outcome"], line["severity"], line["http_status"]) == ("misconfigured", "ERROR", 500)
     assert records(collection) == {}
+
+
+def test_a_line_logged_after_a_delivery_no_longer_carries_its_runs_fields(http, work, now, log_lines):
+    """main.RUN_FIELDS is reset when the delivery ends: a later line on the same thread names no finished run."""
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    logging.getLogger("after").warning("after the delivery")
+
+    outcome, after = [line for line in log_lines() if "outcome" in line or line.get("message") == "after the delivery"]
+    assert outcome["run_id"] == work.calls[0].run_id
+    assert not {"run_id", "attempt_id", "job", "duration_ms"} & set(after), after
 {%- if cookiecutter.target == "function" %}
 
 

@@ -28,5 +28,10 @@ def test_every_record_is_one_json_line_with_its_severity(fleet, now):
     assert [line["outcome"] for line in outcomes] == ["processed", "duplicate", "invalid_delivery"]
     for line in outcomes:
         assert [other.get("message") for other in lines].count(line["message"]) == 1, line["message"]
-    # The rest: google-cloud-logging's own one-time line naming its version.
-    assert all("logging.googleapis.com/diagnostic" in line for line in lines if "outcome" not in line)
+    # The rest: the work's own line (served_job.py), from its process, and google-cloud-logging's one-time
+    # line naming its version, once for the server (not once more per run's process).
+    rest = [line for line in lines if "outcome" not in line]
+    assert [line.get("message") for line in rest if "logging.googleapis.com/diagnostic" not in line] == [
+        "served work started"
+    ]
+    assert sum("logging.googleapis.com/diagnostic" in line for line in rest) == 1

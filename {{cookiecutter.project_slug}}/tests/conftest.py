@@ -18,6 +18,7 @@ from google.cloud import firestore
 from google.cloud.logging.handlers import StructuredLogHandler
 
 import dedup
+import stop
 
 PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
@@ -32,10 +33,19 @@ def emulator_host():
         pytest.fail(str(error), pytrace=False)
 
 
+def in_this_process(work, context, fields, stop_at, preload=()):
+    """main.run_until_stopped for the in-process suites: the work runs in the test's process, where a test
+    can hold it, count its calls and fake its clients; how it ended is judged by stop.ending_of, as in the
+    work's own process. The process and its kill are tested on real servers (the proofs of the stop and the timeout)."""
+    return stop.ending_of(work, context)
+
+
 @pytest.fixture(scope="session")
 def app(emulator_host):
     os.environ["DEDUP_PROJECT"] = PROJECT
-    return create_app("handle_scheduled_job", os.path.join(os.path.dirname(__file__), "..", "main.py"))
+    served = create_app("handle_scheduled_job", os.path.join(os.path.dirname(__file__), "..", "main.py"))
+    sys.modules["main"].run_until_stopped = in_this_process
+    return served
 
 
 @pytest.fixture

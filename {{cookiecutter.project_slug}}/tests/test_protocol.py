@@ -2,6 +2,7 @@
 
 import datetime as dt
 import hashlib
+import json
 import subprocess
 import sys
 import textwrap
@@ -190,6 +191,48 @@ def test_a_broken_config_file_is_misconfigured_naming_it(monkeypatch, tmp_path, 
             dedup.DedupConfig.from_env({})
     finally:
         dedup.baked_settings.cache_clear()
+
+
+def test_the_work_is_stopped_at_its_jobs_attempt_deadline_less_the_release_margin():
+    """dedup.DedupConfig.stop_after is the one place that says when (stop.py): a job's own deadline, else the
+    defaults' (config.yaml: the audit job's and any job DEDUP_JOBS does not list); an environment's
+    DEDUP_ATTEMPT_DEADLINE_SECONDS (a test's) holds for every job."""
+    jobs = {
+        "quick": {"job_id": "quick", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": 60},
+        "plain": {"job_id": "plain", "schedule": "0 4 * * *", "time_zone": "Etc/UTC"},
+    }
+    config = dedup.DedupConfig.from_env({"DEDUP_JOBS": json.dumps(jobs)})
+    defaults = dt.timedelta(seconds=int(dedup.baked_settings()["DEDUP_ATTEMPT_DEADLINE_SECONDS"]))
+
+    assert dt.timedelta(seconds=10) == dedup.RELEASE_MARGIN
+    assert defaults > dt.timedelta(seconds=60)
+    assert config.stop_after("quick") == dt.timedelta(seconds=50)
+    assert config.stop_after("plain") == config.stop_after(config.audit_job) == defaults - dedup.RELEASE_MARGIN
+    assert config.stop_after("unlisted") == defaults - dedup.RELEASE_MARGIN
+    overridden = dedup.DedupConfig.from_env({"DEDUP_JOBS": json.dumps(jobs), "DEDUP_ATTEMPT_DEADLINE_SECONDS": "30"})
+    assert {overridden.stop_after(name) for name in ("quick", "plain", "unlisted")} == {dt.timedelta(seconds=20)}
+
+
+def test_the_baked_lease_outlasts_every_jobs_stop_and_release():
+    """A lease that ended while the work still ran, or before its release was written, would let a retry take
+    the run over and run the work twice; the baked settings (as Terraform deploys them) keep it longer."""
+    config = dedup.DedupConfig.from_env({})
+    for name in [*config.jobs, config.audit_job]:
+        assert config.lease_for(name) >= config.stop_after(name) + dedup.RELEASE_MARGIN, name
+
+
+@pytest.mark.parametrize("value", ["10", "0", "abc", "1.5", "-20"])
+def test_an_attempt_deadline_within_the_release_margin_is_refused_naming_it(value):
+    rule = r"must be a whole number of seconds above the release margin \(10 s\)"
+    with pytest.raises(dedup.Misconfigured, match=rf"DEDUP_ATTEMPT_DEADLINE_SECONDS='{value}': {rule}"):
+        dedup.DedupConfig.from_env({"DEDUP_ATTEMPT_DEADLINE_SECONDS": value})
+
+
+@pytest.mark.parametrize("value", [10, 5, "60", True, 12.5])
+def test_a_jobs_attempt_deadline_within_the_release_margin_is_refused_naming_the_job(value):
+    job = {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": value}
+    with pytest.raises(dedup.Misconfigured, match=rf"DEDUP_JOBS.j.attempt_deadline_seconds={value!r}: must be"):
+        dedup.parse_jobs(json.dumps({"j": job}))
 
 
 def test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle(monkeypatch, tmp_path):

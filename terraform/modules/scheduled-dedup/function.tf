@@ -112,24 +112,26 @@ resource "google_cloudfunctions2_function" "this" {
       { LOG_EXECUTION_ID = "true" },
       var.function.environment_variables,
       {
-        # The request timeout that stops the work. functions-framework 3.10.2 (the baked pin) stops a
-        # request that outlives CLOUD_RUN_TIMEOUT_SECONDS only when that is above 0, THREADS is above 1
-        # and THREADED_TIMEOUT_ENABLED is "true" (functions_framework/_http/gunicorn.py,
-        # GunicornApplication): then its gthread worker raises RequestTimeoutException in the request's
-        # thread (functions_framework/request_timeout.py), main.py releases the claim and answers 500, and the next delivery
-        # runs the work. Without one of them the work runs on after Cloud Run's 504, beside the retry
-        # that takes the run over once the lease is past; with one thread, gunicorn's sync worker is
-        # killed instead, and nothing is logged or released. The timeout proofs run all four cases.
-        # Whether the platform sets CLOUD_RUN_TIMEOUT_SECONDS is not documented (the question is open on
-        # GoogleCloudPlatform/functions-framework-go PR 244), so it is set here: 10 s (two Firestore
-        # deadlines, dedup.RPC_TIMEOUT_SECONDS = 5) before Cloud Run's own timeout, so that the release is
-        # written and the answer sent while the request still holds its CPU (Cloud Run "Set request
-        # timeout", cloud.google.com/run/docs/configuring/request-timeout: the code keeps running after
-        # the 504; track the time left, clean up and return early). timing keeps the timeout >= 15 s.
-        CLOUD_RUN_TIMEOUT_SECONDS = tostring(local.function_timeout_seconds - 10)
-        THREADED_TIMEOUT_ENABLED  = "true"
+        # The work is stopped by the handler itself: it runs in a process of its own that main.py kills
+        # at the job's attempt deadline less the release margin (stop.py, dedup.DedupConfig.stop_after),
+        # then releases the claim and answers. functions-framework's own stop stays off: with
+        # THREADED_TIMEOUT_ENABLED "true" (and THREADS > 1, CLOUD_RUN_TIMEOUT_SECONDS > 0) its gthread
+        # worker runs each request under request_timeout.ThreadingTimeout, which raises an exception
+        # into the request's thread (PyThreadState_SetAsyncExc) at an arbitrary instruction; inside
+        # gRPC client code that leaves the channel's lock held for ever and wedges the instance
+        # (functions-framework 3.10.2: functions_framework/_http/gunicorn.py GunicornApplication,
+        # functions_framework/request_timeout.py).
+        # Off, CLOUD_RUN_TIMEOUT_SECONDS becomes gunicorn's worker `timeout`, kept as the last-resort
+        # backstop: the arbiter kills a worker whose main loop has stopped for that long (a whole
+        # process, never a thread mid-call). The gthread worker's main loop beats while requests run,
+        # so it never ends a request that runs long (the timeout proofs). Set to the function timeout
+        # (the largest job deadline): whether the platform sets the variable is not documented
+        # (GoogleCloudPlatform/functions-framework-go PR 244 leaves it open).
+        CLOUD_RUN_TIMEOUT_SECONDS = tostring(local.function_timeout_seconds)
+        THREADED_TIMEOUT_ENABLED  = "false"
         # A thread per request the instance takes at once (functions-framework's default is 4 per CPU
-        # it sees), and never just one. WORKERS is left at its default, 1: it plays no part in the stop.
+        # it sees), and never just one: with one, gunicorn's sync worker makes the timeout above a
+        # per-request kill of the whole worker, with nothing logged or released. WORKERS stays 1.
         THREADS = tostring(max(2, var.function.max_instance_request_concurrency))
         # No DEDUP_* setting: the function reads the jobs, their timing and its database from config.yaml,
         # which its zipped source carries (source_dir), the same file this Terraform's root read.

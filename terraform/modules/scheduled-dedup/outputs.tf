@@ -14,7 +14,7 @@ output "runtime_service_account_email" {
 }
 
 output "function_environment_variables" {
-  description = "The function's environment: the module's DEDUP_* settings and the request timeout's, with var.function.environment_variables (a proxy target's PROXY_* name)."
+  description = "The function's environment: functions-framework's settings (the threaded timeout off; no DEDUP_* setting: config.yaml), with var.function.environment_variables (a proxy target's PROXY_* name)."
   value       = google_cloudfunctions2_function.this.service_config[0].environment_variables
 }
 

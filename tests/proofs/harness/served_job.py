@@ -14,11 +14,16 @@ no test hooks, this module wraps it from outside. Environment:
   SERVED_FIRST_RUN_SECONDS  the work's first execution of a run takes this long before its effect
                      (later ones do not), in 10 ms steps of Python code, between which a request
                      timeout can stop it; with SERVED_FIRST_RUN_BLOCKING=1, in one time.sleep call
-                     (C code), which nothing stops before it returns
+                     (C code)
+  SERVED_FIRST_RUN_DOES  what the work's first execution of a run does instead of its effect (later ones
+                     do the effect): a name `_misbehave` knows (loops over Firestore calls, exits,
+                     raises what cannot be printed)
 """
 
 import contextlib
+import logging
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -27,9 +32,10 @@ from google.cloud import firestore
 
 import dedup
 import main
-from run_context import RunContext
+from run_context import RunContext, TerminalJobError
 
 handle_scheduled_job = main.handle_scheduled_job
+logger = logging.getLogger("served_job")
 
 
 def _stop_here(point: str) -> None:
@@ -61,8 +67,53 @@ def _take_long() -> None:
         time.sleep(0.01)
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this error cannot be printed")
+
+    __repr__ = __str__
+
+
+class UnprintableTerminal(TerminalJobError):
+    def __str__(self) -> str:
+        raise RuntimeError("this terminal error cannot be printed")
+
+
+class NotAnException(BaseException):
+    """What a library may raise that `except Exception` does not catch."""
+
+
+def _loop_over_firestore(client: firestore.Client) -> None:
+    """Firestore calls without end: the stop lands inside one of them sooner or later."""
+    probe = client.collection(os.environ["SERVED_OUTPUTS"]).document("probe")
+    while True:
+        probe.get(timeout=dedup.RPC_TIMEOUT_SECONDS)
+
+
+def _misbehave(misdeed: str) -> None:
+    config = dedup.DedupConfig.from_env()
+    if misdeed == "loop_firestore_shared":  # the process's cached client, as the handler's own code uses it
+        _loop_over_firestore(dedup.firestore_client(config.project, config.database))
+    if misdeed == "loop_firestore_own":  # a client of the work's own
+        _loop_over_firestore(firestore.Client(project=config.project, database=config.database))
+    if misdeed == "sys_exit":
+        sys.exit(2)
+    if misdeed == "os_exit":
+        os._exit(3)
+    if misdeed == "base_exception":
+        raise NotAnException("not an Exception")
+    if misdeed == "keyboard_interrupt":
+        raise KeyboardInterrupt
+    if misdeed == "unprintable_error":
+        raise Unprintable
+    if misdeed == "unprintable_terminal":
+        raise UnprintableTerminal
+    raise AssertionError(f"SERVED_FIRST_RUN_DOES={misdeed!r}: not a misdeed")
+
+
 def put_if_absent_job(context: RunContext) -> None:
     """Records the call, then writes its one effect keyed by run_id: a repeat finds it there and stops."""
+    logger.info("served work started")  # from the work's process: the line must carry the run's fields
     _stop_here("before_work")
     executions = Path(os.environ["SERVED_EXECUTIONS"])
     first_run = not executions.exists() or context.run_id not in executions.read_text().split()
@@ -74,6 +125,8 @@ def put_if_absent_job(context: RunContext) -> None:
         os.close(descriptor)
     if first_run and os.environ.get("SERVED_FIRST_RUN_SECONDS"):
         _take_long()
+    if first_run and os.environ.get("SERVED_FIRST_RUN_DOES"):
+        _misbehave(os.environ["SERVED_FIRST_RUN_DOES"])
     config = dedup.DedupConfig.from_env()
     outputs = dedup.firestore_client(config.project, config.database).collection(os.environ["SERVED_OUTPUTS"])
     # AlreadyExists: an earlier attempt of this run wrote it, so the effect happened once.

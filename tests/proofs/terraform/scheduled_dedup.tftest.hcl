@@ -420,10 +420,11 @@ run "rejects_a_uuid_like_database_id" {
   expect_failures = [var.firestore]
 }
 
-# The three settings under which functions-framework 3.10.2 stops a request at its timeout
-# (functions_framework/_http/gunicorn.py; see function.tf): tests/test_timeout.py serves the handler
-# with them and without each one.
-run "request_timeout_stops_the_work" {
+# functions-framework's own stop stays off (it raises into the request's thread and can wedge gRPC:
+# function.tf); CLOUD_RUN_TIMEOUT_SECONDS is then gunicorn's worker timeout, the backstop, at the
+# function timeout; the handler stops the work itself at the attempt deadline (stop.py).
+# tests/test_timeout.py and tests/test_stop.py serve the handler with these settings.
+run "the_handler_stops_the_work_not_functions_framework" {
   command = plan
 
   module {
@@ -432,15 +433,15 @@ run "request_timeout_stops_the_work" {
 
   assert {
     condition = (
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"] == tostring(google_cloudfunctions2_function.this.service_config[0].timeout_seconds - 10) &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "true" &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"] == tostring(google_cloudfunctions2_function.this.service_config[0].timeout_seconds) &&
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "false" &&
       google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADS"] == "2"
     )
-    error_message = "The function must stop the work 10 s before its timeout: CLOUD_RUN_TIMEOUT_SECONDS=${google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"]}, THREADED_TIMEOUT_ENABLED=\"true\" and THREADS above 1 (2 for one request at a time)."
+    error_message = "The handler stops the work at each job's attempt deadline (stop.py): functions-framework's threaded timeout must be off (THREADED_TIMEOUT_ENABLED=\"false\"), CLOUD_RUN_TIMEOUT_SECONDS the function timeout (${google_cloudfunctions2_function.this.service_config[0].timeout_seconds} s, gunicorn's backstop): ${google_cloudfunctions2_function.this.service_config[0].environment_variables["CLOUD_RUN_TIMEOUT_SECONDS"]}, and THREADS above 1 (2 for one request at a time)."
   }
 }
 
-run "request_timeout_threads_follow_the_concurrency" {
+run "request_threads_follow_the_concurrency" {
   command = plan
 
   module {
@@ -450,17 +451,17 @@ run "request_timeout_threads_follow_the_concurrency" {
   variables {
     function = {
       max_instance_request_concurrency = 8
-      # A user's own value cannot switch the stop off: the module's settings win.
-      environment_variables = { THREADS = "1", THREADED_TIMEOUT_ENABLED = "false" }
+      # A user's own value cannot switch the threaded timeout on: the module's settings win.
+      environment_variables = { THREADS = "1", THREADED_TIMEOUT_ENABLED = "true" }
     }
   }
 
   assert {
     condition = (
       google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADS"] == "8" &&
-      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "true"
+      google_cloudfunctions2_function.this.service_config[0].environment_variables["THREADED_TIMEOUT_ENABLED"] == "false"
     )
-    error_message = "THREADS must be max_instance_request_concurrency (8 here), whatever function.environment_variables says."
+    error_message = "THREADS must be max_instance_request_concurrency (8 here) and THREADED_TIMEOUT_ENABLED \"false\", whatever function.environment_variables says."
   }
 }
 

@@ -1,0 +1,76 @@
+"""The stop's cost per delivery (the baked stop.py) against today's in-thread call of the work; run.py runs
+`measure` in a fresh process from the baked project's directory. The works are module-level, so that the
+stop can send them to the work's process by name, as it sends job.run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing.forkserver
+import statistics
+import time
+from pathlib import Path
+
+import seed_sample
+
+PRELOAD = ("audit", "job")  # what the baked main.py has the fork server import
+
+
+def empty_work(context) -> None:
+    """The seed sample's empty work: what is measured is the call around it."""
+    seed_sample.run_job_logic()
+
+
+def private_memory_kb(context) -> int:
+    """The work's process's own memory (not shared with the fork server it was forked from), in kB."""
+    lines = Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]
+    fields = dict(line.split(":", 1) for line in lines)
+    return sum(int(fields[name].split()[0]) for name in ("Private_Clean", "Private_Dirty"))
+
+
+def in_thread(work, context, fields, stop_at, preload=()):
+    """Today's in-thread call, in the shape of the baked main.run_until_stopped: the work called right here."""
+    import stop
+
+    return stop.ending_of(work, context)
+
+
+def _ms(seconds: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in seconds]
+    return {"median_ms": statistics.median(ms), "p95_ms": statistics.quantiles(ms, n=20, method="inclusive")[18]}
+
+
+def measure(runs: int) -> dict:
+    """Wall time per delivery through the stop and in-thread (interleaved: the same machine load), the first
+    run's (it starts the fork server), the fork server's RSS and a work process's own memory."""
+    import stop
+    from run_context import RunContext
+
+    context = RunContext("0" * 64, "probe", "probe", dt.datetime.now(dt.UTC), "attempt", 1, "p-123456", "europe-west1")
+
+    def in_process(work=empty_work):
+        ending = stop.run_until_stopped(work, context, {}, time.monotonic() + 60, preload=PRELOAD)
+        if ending.how is not stop.Ended.RETURNED:
+            raise RuntimeError(f"the stop's run ended {ending}")
+        return ending
+
+    def in_this_thread():
+        return in_thread(empty_work, context, {}, 0)
+
+    start = time.perf_counter()
+    in_process()
+    first = time.perf_counter() - start
+    seconds: dict[str, list[float]] = {"process": [], "thread": []}
+    for _ in range(runs):
+        for name, call in (("process", in_process), ("thread", in_this_thread)):
+            start = time.perf_counter()
+            call()
+            seconds[name].append(time.perf_counter() - start)
+    server = multiprocessing.forkserver._forkserver._forkserver_pid  # this process's fork server
+    rss = next(line for line in Path(f"/proc/{server}/status").read_text().splitlines() if line.startswith("VmRSS:"))
+    return {
+        "process": _ms(seconds["process"]),
+        "thread": _ms(seconds["thread"]),
+        "first_ms": first * 1000,
+        "fork_server_rss_mb": int(rss.split()[1]) / 1024,
+        "work_process_private_mb": int(in_process(private_memory_kb).result) / 1024,
+    }

@@ -1,0 +1,232 @@
+"""The stop and the one answer per delivery, on real functions-framework servers with the deployed threading and
+timeout settings (terraform/modules/scheduled-dedup/function.tf, environment_variables).
+
+The work runs in a process of its own, killed at the job's deadline (stop.py); the handler is never interrupted,
+so every delivery is answered with one outcome line whatever the work does, and the instance serves on. The
+deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (dedup.DedupConfig.stop_after).
+"""
+
+import concurrent.futures
+import datetime as dt
+import time
+
+import pytest
+from conftest import records, scheduler_headers
+
+import dedup
+import stop
+from run_context import RunContext, Started, TerminalJobError, UnknownJob
+
+pytestmark = pytest.mark.faults
+
+
+def deployed_env(stop_after_seconds: int, threads: int = 2) -> dict[str, str]:
+    """What function.tf sets (CLOUD_RUN_TIMEOUT_SECONDS: the function timeout, gunicorn's backstop), with a short
+    deadline; THREADS follows max_instance_request_concurrency there."""
+    deadline = int(dedup.RELEASE_MARGIN.total_seconds()) + stop_after_seconds
+    return {
+        "CLOUD_RUN_TIMEOUT_SECONDS": "300",
+        "THREADED_TIMEOUT_ENABLED": "false",
+        "THREADS": str(threads),
+        "LOG_EXECUTION_ID": "true",
+        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(deadline),
+    }
+
+
+# The looping work is stopped after 1 s; work that ends by itself gets 8 s (the first run on a server also
+# starts its fork server, stop.py).
+LOOP_STOP_SECONDS = 1
+DEPLOYED_ENV = deployed_env(8)
+DELIVERIES = 40
+# Generous bounds for a loaded machine: a stopped delivery is answered at the stop plus a kill and one write.
+STOPPED_WITHIN_SECONDS = LOOP_STOP_SECONDS + 15
+NEXT_ANSWER_WITHIN_SECONDS = 10
+
+
+def outcome_lines(server, job):
+    """The job's delivery outcome lines (a `takeover` line has no http_status)."""
+    return [line for line in server.log_lines() if line.get("job") == job and "http_status" in line]
+
+
+def schedule_times(now, count):
+    return [(now - dt.timedelta(minutes=minute)).isoformat() for minute in range(count)]
+
+
+def deliver_runs(server, job, now, count, clients):
+    """`count` runs of `job` (its fire times of the last minutes), `clients` at a time: their answers."""
+    deliveries = [scheduler_headers(job, time) for time in schedule_times(now, count)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=clients) as pool:
+        return list(pool.map(lambda headers: server.deliver(headers, timeout=60), deliveries))
+
+
+@pytest.mark.parametrize("clients", [4, 1], ids=["4-at-a-time", "1-at-a-time"])
+def test_work_looping_over_firestore_past_the_deadline_is_stopped_and_every_delivery_answered(
+    fleet, collection, now, clients
+):
+    """Each delivery's own Firestore loop (through either client) is killed at the deadline; the handler's client
+    is never touched by the stop, so every delivery releases its claim and answers, and the instance serves on."""
+    jobs = {"loop_firestore_shared": "loops-shared", "loop_firestore_own": "loops-own"}
+    env = deployed_env(LOOP_STOP_SECONDS, threads=max(2, clients))
+    servers = {misdeed: fleet.start(**env, SERVED_FIRST_RUN_DOES=misdeed) for misdeed in jobs}
+    for server in servers.values():
+        server.wait_ready()
+
+    for misdeed, server in servers.items():
+        answers = deliver_runs(server, jobs[misdeed], now, DELIVERIES // len(jobs), clients)
+
+        for answer in answers:
+            assert answer.status == 500, answer
+            assert answer.text.startswith(
+                "retryable_failure: retryable failure, run released for a retry: stopped at the job's deadline"
+            ), answer.text
+            assert answer.seconds < STOPPED_WITHIN_SECONDS, answer
+        lines = outcome_lines(server, jobs[misdeed])
+        assert len(lines) == len(answers) == DELIVERIES // len(jobs)
+        assert {(line["outcome"], line["http_status"]) for line in lines} == {("retryable_failure", 500)}
+        assert len({line["run_id"] for line in lines}) == len(lines)  # one line per delivery, none twice
+
+        # The next delivery of a run whose first execution looped (not one stopped while the first run on the
+        # server started its fork server) does the work, and promptly.
+        looped = next(line for line in reversed(lines) if line["run_id"] in fleet.executions())
+        retried = server.deliver(scheduler_headers(jobs[misdeed], looped["schedule_time"]), timeout=60)
+
+        assert retried.status == 200 and retried.text.startswith("processed"), retried
+        assert retried.seconds < NEXT_ANSWER_WITHIN_SECONDS
+    statuses = [record["status"] for record in records(collection).values()]
+    assert statuses == ["completed", "completed"]  # every stopped claim was released: only the two retried runs
+
+
+MISDEEDS = {
+    # misdeed: (the answer's status, the start of its text)
+    "sys_exit": (500, "retryable_failure: retryable failure, run released for a retry: SystemExit: 2"),
+    "os_exit": (
+        500,
+        "retryable_failure: retryable failure, run released for a retry: the work's process ended without an "
+        "answer (exit code 3)",
+    ),
+    "base_exception": (500, "retryable_failure: retryable failure, run released for a retry: NotAnException: "),
+    "keyboard_interrupt": (500, "retryable_failure: retryable failure, run released for a retry: KeyboardInterrupt"),
+    "unprintable_error": (
+        500,
+        "retryable_failure: retryable failure, run released for a retry: Unprintable: <Unprintable whose str() and "
+        "repr() fail>",
+    ),
+}
+
+
+def test_whatever_the_work_does_each_delivery_gets_one_answer_and_the_next_runs_the_work(fleet, collection, now):
+    """sys.exit, os._exit, a BaseException, KeyboardInterrupt, an error whose str() and repr() fail: each
+    answered 5xx with one outcome line and released, and the next delivery (one server each, at once) runs it."""
+    servers = {misdeed: fleet.start(**DEPLOYED_ENV, SERVED_FIRST_RUN_DOES=misdeed) for misdeed in MISDEEDS}
+    for server in servers.values():
+        server.wait_ready()
+
+    for misdeed, (status, text) in MISDEEDS.items():
+        server, headers = servers[misdeed], scheduler_headers(misdeed, now.isoformat())
+        answer = server.deliver(headers, timeout=60)
+
+        assert (answer.status, answer.text[: len(text)]) == (status, text), (misdeed, answer)
+        (line,) = outcome_lines(server, misdeed)
+        assert (line["outcome"], line["http_status"], line["severity"]) == ("retryable_failure", 500, "ERROR")
+
+        retried = server.deliver(headers, timeout=60)
+
+        assert retried.status == 200 and retried.text.startswith("processed"), (misdeed, retried)
+        assert len(outcome_lines(server, misdeed)) == 2
+    runs = {record["job_name"]: record["status"] for record in records(collection).values()}
+    assert runs == dict.fromkeys(MISDEEDS, "completed")
+    assert len(fleet.executions()) == 2 * len(MISDEEDS)
+
+
+def test_a_terminal_error_that_cannot_be_printed_is_still_recorded_failed(fleet, collection, now):
+    server = fleet.start(**DEPLOYED_ENV, SERVED_FIRST_RUN_DOES="unprintable_terminal").wait_ready()
+    headers = scheduler_headers("unprintable-terminal", now.isoformat())
+
+    answer = server.deliver(headers, timeout=60)
+
+    assert answer.status == 200, answer  # 2xx: Scheduler stops retrying
+    # str() fails, so its repr() stands for the message.
+    assert answer.text == "terminal_failure: terminal failure, not retried: UnprintableTerminal()\n"
+    (record,) = records(collection).values()
+    assert (record["status"], record["last_error"]) == ("failed", "UnprintableTerminal()")
+    (line,) = outcome_lines(server, "unprintable-terminal")
+    assert line["outcome"] == "terminal_failure"
+    assert server.deliver(headers).text.startswith("duplicate")
+
+
+def test_the_work_logs_from_its_own_process_with_the_runs_fields(fleet, collection, now):
+    server = fleet.start(**DEPLOYED_ENV).wait_ready()
+
+    answer = server.deliver(scheduler_headers("logs", now.isoformat()))
+
+    assert answer.status == 200, answer
+    (work_line,) = [line for line in server.log_lines() if line.get("message") == "served work started"]
+    (outcome,) = outcome_lines(server, "logs")
+    fields = ("run_id", "attempt_id", "attempt", "job", "schedule_time")
+    assert {field: work_line.get(field) for field in fields} == {field: outcome[field] for field in fields}
+    assert work_line["severity"] == "INFO"
+
+
+class NotShown(BaseException):
+    """What a broken __str__ may raise: not even an Exception."""
+
+
+class Unshowable(Exception):
+    def __str__(self):
+        raise NotShown("not even this")
+
+    __repr__ = __str__
+
+
+ENDINGS = {
+    # what the work raises (made in the test: pytest itself cannot print an Unshowable): how it ended, as told
+    "sys-exit": (lambda: SystemExit(2), stop.Ended.RAISED, "SystemExit: 2"),
+    "keyboard-interrupt": (KeyboardInterrupt, stop.Ended.RAISED, "KeyboardInterrupt"),
+    "generator-exit": (lambda: GeneratorExit("late"), stop.Ended.RAISED, "GeneratorExit: late"),
+    "unshowable": (Unshowable, stop.Ended.RAISED, "Unshowable: <Unshowable whose str() and repr() fail>"),
+    "terminal": (lambda: TerminalJobError("bad input"), stop.Ended.TERMINAL, "TerminalJobError: bad input"),
+    "unknown-job": (lambda: UnknownJob("no work"), stop.Ended.UNKNOWN_JOB, "UnknownJob: no work"),
+}
+
+
+@pytest.mark.parametrize("case", ENDINGS)
+def test_how_the_work_ended_is_told_whatever_it_raised(case, run_context):
+    make, how, error = ENDINGS[case]
+
+    def work(context):
+        raise make()
+
+    ending = stop.ending_of(work, run_context)
+
+    assert (ending.how, ending.error) == (how, error)
+    assert ending.traceback.startswith("Traceback") and "raise make()" in ending.traceback
+
+
+def test_what_the_work_returned_is_told_as_text_even_when_its_str_fails(run_context):
+    assert stop.ending_of(lambda context: None, run_context) == stop.Ending(stop.Ended.RETURNED)
+    assert stop.ending_of(lambda context: 42, run_context).result == "42"
+    assert (
+        stop.ending_of(lambda context: Unshowable(), run_context).result == "<Unshowable whose str() and repr() fail>"
+    )
+    assert len(stop.ending_of(lambda context: "x" * 5000, run_context).result) == stop.MESSAGE_LIMIT
+
+
+EXECUTION = "projects/p-123456/locations/europe-west1/jobs/nightly-job/executions/run-1"
+
+
+def starts_an_execution(context):
+    """A proxy target's work (job.run): it starts an execution that runs on without it."""
+    return Started(EXECUTION)
+
+
+def test_a_started_execution_comes_back_from_the_works_process_by_its_name(run_context):
+    """The handler records a proxy's run `started` with its execution's name (main.work_then_finish), so the work's
+    own process tells a Started apart from a result, and hands back the name."""
+    ending = stop.run_until_stopped(starts_an_execution, run_context, {}, time.monotonic() + 60)
+
+    assert ending == stop.Ending(stop.Ended.STARTED, execution=EXECUTION)
+
+
+@pytest.fixture
+def run_context():
+    return RunContext("0" * 64, "j", "j", dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "a", 1, "p-123456", "europe-west1")

@@ -1,0 +1,47 @@
+"""The log lines of a delivery: one JSON line on stdout per record, stamped with the run's identity.
+
+The handler's process and the work's (stop.py) configure logging alike, so a line the work logs in
+its own process carries the same run fields as the handler's outcome line.
+"""
+
+import contextvars
+import logging
+import sys
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import google.cloud.logging_v2
+from google.cloud.logging.handlers import StructuredLogHandler
+
+# The run's identity, stamped on every line logged while a delivery is handled (the job's too).
+RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
+    "run_fields", default=MappingProxyType({})
+)
+
+
+class RunFieldsFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.json_fields = {**RUN_FIELDS.get(), **getattr(record, "json_fields", {})}
+        return True
+
+
+def configure_logging() -> None:
+    """One JSON line on stdout per record, which Cloud Run turns into a structured entry: no Logging API
+    call per line. Ours is the root logger's only handler: functions-framework (3.10.2, create_app)
+    adds its own before it loads main.py (with LOG_EXECUTION_ID, which the function gets, a handler
+    on the WSGI error stream; with ENTRY_POINT, two more), and each would print every record again,
+    without severity or outcome: twice the log volume and its cost."""
+    handler = StructuredLogHandler(stream=sys.stdout)
+    handler.addFilter(RunFieldsFilter())
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.INFO)
+
+
+def configure_work_logging(fields: Mapping[str, object]) -> None:
+    """Logging in the work's own process (stop.py): the same lines, stamped with the run's `fields`. The
+    library's one diagnostic line per process (google-cloud-logging 3.17.0, StructuredLogHandler.emit) is
+    the handler's process's to print, not once more per run."""
+    configure_logging()
+    google.cloud.logging_v2._instrumentation_emitted = True
+    RUN_FIELDS.set(dict(fields))

@@ -1,0 +1,182 @@
+"""The stop: the work of a run runs in a process of its own, which the handler kills at the job's deadline.
+
+Why a process. An exception raised into the request's thread (functions-framework's threaded timeout,
+PyThreadState_SetAsyncExc) lands at an arbitrary instruction: inside gRPC client code it leaves the
+channel's lock owned by a thread that will never release it, and every later call on that channel
+hangs. A killed process takes its channels and locks with it; the handler's own threads, clients and
+Firestore calls are never interrupted, so it can always release the claim and answer.
+
+Where the process comes from. Forking the handler's process is unsafe: its gRPC threads run, and gRPC supports
+fork only before any gRPC object exists ("use after fork",
+github.com/grpc/grpc/blob/master/doc/fork_support.md). So the work's process is forked from multiprocessing's
+fork server: a single-threaded process started once (on the instance's first run) that imports the work's
+modules and never makes a gRPC object; each child makes its own clients. A child costs a fork, not an
+interpreter start.
+
+What comes back. The child reports how the work ended as an `Ending` of plain strings: the result (a proxy
+target's: the execution it started), or the error's type, message and traceback, each stringified so that a
+`__str__` or `__repr__` that fails cannot stop the report. A child that ends without a report (os._exit, a
+signal, out of memory) is `Ended.DIED`; one still running at the deadline is killed (SIGKILL: no cleanup code
+of the work runs) and is `Ended.STOPPED`. Processes the work starts itself are not stopped with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import multiprocessing
+import multiprocessing.connection
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+
+import run_log
+from run_context import RunContext, Started, TerminalJobError, UnknownJob
+
+# The fork server's context (the platform default differs across Python versions: name it).
+PROCESSES = multiprocessing.get_context("forkserver")
+# How long a killed or finished child may take to be reaped: SIGKILL cannot be ignored.
+REAP_SECONDS = 5.0
+# Bounds on what a child reports (a result is recorded up to 1500 characters, dedup.RunLedger.complete).
+MESSAGE_LIMIT = 1500
+TRACEBACK_LIMIT = 8000
+
+
+class Ended(enum.StrEnum):
+    """How the work of one delivery ended."""
+
+    RETURNED = "returned"
+    STARTED = "started"  # returned run_context.Started: a proxy target's execution runs on, to be followed
+    TERMINAL = "terminal"  # raised TerminalJobError: record the run failed
+    UNKNOWN_JOB = "unknown_job"  # raised UnknownJob: a deploy gives the job its work
+    RAISED = "raised"  # anything else, BaseException included (SystemExit, KeyboardInterrupt)
+    DIED = "died"  # the process ended without a report: os._exit, a signal, out of memory
+    STOPPED = "stopped"  # still running at the deadline: killed
+    NOT_STARTED = "not_started"  # no process could be started for it
+
+
+@dataclasses.dataclass(frozen=True)
+class Ending:
+    how: Ended
+    result: str | None = None  # what the work returned, as text (None for None)
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    exit_code: int | None = None  # DIED: the process's exit code (negative: the signal that ended it)
+    execution: str = ""  # STARTED: the execution's full resource name
+
+    @property
+    def error(self) -> str:
+        """`Type: message`, the way Python prints an error."""
+        return f"{self.error_type}: {self.message}" if self.message else self.error_type
+
+
+def shown(value: object, limit: int = MESSAGE_LIMIT) -> str:
+    """str(value), else repr(value), else a placeholder naming its type: never raises."""
+    for show in (str, repr):
+        try:
+            text = show(value)
+            if isinstance(text, str):
+                return text[:limit]
+        except BaseException:  # noqa: BLE001, S112 - a broken __str__ may raise anything, SystemExit included
+            continue
+    return f"<{type(value).__name__} whose str() and repr() fail>"
+
+
+def _traceback_of(error: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
+    except BaseException:  # noqa: BLE001 - the traceback module guards str() itself; anything else: no traceback
+        return ""
+
+
+def ending_of(work: Callable[[RunContext], object], context: RunContext) -> Ending:
+    """Calls the work here and says how it ended; never raises (the child's whole job)."""
+    try:
+        result = work(context)
+    except BaseException as error:  # noqa: BLE001 - the work's own SystemExit or KeyboardInterrupt ends the work only
+        return ending_after(error)
+    if isinstance(result, Started):
+        return Ending(Ended.STARTED, execution=shown(result.execution))
+    return Ending(Ended.RETURNED, result=None if result is None else shown(result))
+
+
+def ending_after(error: BaseException) -> Ending:
+    """How work that raised `error` ended; never raises."""
+    if isinstance(error, TerminalJobError):
+        how = Ended.TERMINAL
+    elif isinstance(error, UnknownJob):
+        how = Ended.UNKNOWN_JOB
+    else:
+        how = Ended.RAISED
+    return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=_traceback_of(error))
+
+
+def _child(
+    work: Callable[[RunContext], object],
+    context: RunContext,
+    fields: Mapping[str, object],
+    report: multiprocessing.connection.Connection,
+) -> None:
+    """The work's process: its log lines carry the run's fields; it reports, then exits at once (no atexit,
+    no wait for threads the work left running)."""
+    run_log.configure_work_logging(fields)
+    try:
+        report.send(ending_of(work, context))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def run_until_stopped(
+    work: Callable[[RunContext], object],
+    context: RunContext,
+    fields: Mapping[str, object],
+    stop_at: float,
+    preload: Iterable[str] = (),
+) -> Ending:
+    """Runs the work in a child process until it ends or time.monotonic() reaches `stop_at`; never raises.
+
+    `preload`: the modules the fork server imports once, so that no child imports them again."""
+    PROCESSES.set_forkserver_preload(sorted({__name__, *preload}))
+    reader, writer = PROCESSES.Pipe(duplex=False)
+    process = PROCESSES.Process(target=_child, args=(work, context, dict(fields), writer), name=f"run-{context.run_id}")
+    try:
+        try:
+            process.start()
+        except Exception as error:  # noqa: BLE001 - no process (fork failed, the work cannot be pickled): a retry may
+            return Ending(Ended.NOT_STARTED, error_type=type(error).__name__, message=shown(error))
+        finally:
+            writer.close()
+        return _wait(process, reader, stop_at)
+    finally:
+        reader.close()
+
+
+def _wait(process, reader: multiprocessing.connection.Connection, stop_at: float) -> Ending:
+    """The child's report, or how it ended without one; the child is reaped either way."""
+    ending = None
+    try:
+        ready = multiprocessing.connection.wait([reader, process.sentinel], max(0.0, stop_at - time.monotonic()))
+        if reader in ready or reader.poll(0):  # a report sent just before the exit is read first
+            try:
+                ending = reader.recv()
+            except (EOFError, OSError):
+                ending = None
+        elif not ready:
+            ending = Ending(Ended.STOPPED)
+    finally:
+        if process.exitcode is None and (ending is None or ending.how is Ended.STOPPED):
+            process.kill()
+        process.join(REAP_SECONDS)
+        if process.exitcode is None:  # a finished child that has not exited yet: it is past its report
+            process.kill()
+            process.join(REAP_SECONDS)
+    if ending is None:
+        ending = Ending(Ended.DIED, exit_code=process.exitcode)
+    if process.exitcode is not None:
+        process.close()
+    return ending
