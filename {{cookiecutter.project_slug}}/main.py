@@ -17,11 +17,9 @@ import functions_framework
 
 import audit
 import dedup
-{%- if cookiecutter.target != "function" %}
-import executions
-{%- endif %}
+import job
 import stop
-from job import {% if cookiecutter.target != "function" %}execution_end, {% endif %}run
+from job import run
 from run_context import RunContext
 from run_log import RUN_FIELDS, configure_logging
 
@@ -88,14 +86,14 @@ def handle_delivery(headers, method: str = "POST") -> tuple[dedup.Outcome, str]:
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
         stop_at = arrived + config.stop_after(key.job_name).total_seconds()
-{%- if cookiecutter.target != "function" %}
-        # First the executions started earlier: recorded once ended; the job's overlap rule if one still runs.
-        # In this process, which holds the ledger's client: only the work goes to the work's process.
-        first = executions.following(ledger, claim, config, execution_end)
+        first = None
+        if hasattr(job, "execution_end"):  # a proxy target's job.py: it starts executions, which are followed
+            import executions  # only a proxy target's bake has it
+
+            # First the executions started earlier: recorded once ended; the job's overlap rule if one still runs.
+            # In this process, which holds the ledger's client: only the work goes to the work's process.
+            first = executions.following(ledger, claim, config, job.execution_end)
         outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
-{%- else %}
-        outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at)
-{%- endif %}
     except dedup.RunNotProcessed as refusal:
         outcome, detail, traceback = refusal.outcome, str(refusal), ""
     http_status, severity = ANSWERS[outcome]

@@ -41,7 +41,9 @@ module "scheduled_dedup" {
     "requirements.txt",
     "rules.py", # config.py checks config.yaml with it
     "run_context.py",
+    "run_log.py",   # the log lines, in the handler's process and the work's
     "schedules.py", # when each job fires: dedup.py and audit.py compute fire times with it
+    "stop.py",      # the work in a process of its own, killed at its job's deadline
     "task_queue.py",
   ]
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
