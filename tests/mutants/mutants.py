@@ -1452,7 +1452,6 @@ MUTANTS = [
         "tools/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
         ("tests/test_cost.py", "-k", "audit_interval_is_config_yamls"),
     ),
-
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
     Mutant(
         "paused-judged-missing",
@@ -1460,7 +1459,9 @@ MUTANTS = [
         "    if record is None and paused:\n        state = State.PAUSED\n    elif record is None:",
         "    if record is None:",
         "a paused job's fire times without a record are `paused`, never `missing`",
-        ("tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",),
+        (
+            "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
+        ),
     ),
     Mutant(
         "resume-keeps-the-paused-marker",
@@ -1468,13 +1469,15 @@ MUTANTS = [
         'unchanged = entry is not None and bool(entry.get("paused", False)) == bool(pause[name])',
         "unchanged = entry is not None",
         "a resume restarts the job's judging, so the paused period is never reported missed",
-        ("tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",),
+        (
+            "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
+        ),
     ),
     Mutant(
         "paused-flag-unchecked",
         DEDUP,
-        'if type(job.get(flag, False)) is not bool:',
-        'if False:',
+        "if type(job.get(flag, False)) is not bool:",
+        "if False:",
         "paused and catch_up in DEDUP_JOBS are booleans, or Misconfigured names the field",
         ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
     ),
@@ -1566,7 +1569,6 @@ MUTANTS = [
         "only IAM principals may be granted the enqueuer role",
         validations("enqueuer_without_type", "enqueuer_with_a_space"),
     ),
-
     # --- issue 18: proxy targets follow their executions (branch i18proxy) ---
     Mutant(
         "proxy-completes-at-start",
@@ -1696,7 +1698,6 @@ MUTANTS = [
         "the runtime account may read the job's executions (run.executions.get) on that one job",
         ("tests/test_terraform.py", "-k", "test_terraform_test and cloud-run-job"),
     ),
-
     # --- issue 19: security, pipeline, drift (branch i19secure) ---
     # (new mutants of this branch go here)
     Mutant(
@@ -1789,7 +1790,6 @@ MUTANTS = [
         "the approved job applies the plan that was shown, never a new one",
         ("tests/test_ci_workflow.py::test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied",),
     ),
-
     # --- issue 19: monitoring at scale (branch i19monitor) ---
     # (new mutants of this branch go here)
     Mutant(
