@@ -71,11 +71,11 @@ class Server:
                 raise RuntimeError(f"the server did not start; its log: {self.log_path}")
             time.sleep(0.05)
 
-    def deliver(self, headers: Mapping[str, str], timeout: float = 30.0) -> Answer:
+    def deliver(self, headers: Mapping[str, str], timeout: float = 30.0, method: str = "POST") -> Answer:
         started = time.monotonic()
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            connection.request("POST", "/", headers=dict(headers))
+            connection.request(method, "/", headers=dict(headers))
             response = connection.getresponse()
             return Answer(response.status, response.read().decode(), time.monotonic() - started)
         except (ConnectionError, http.client.RemoteDisconnected):
