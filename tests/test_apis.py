@@ -30,8 +30,9 @@ CLIENT_API = {
     "google.cloud.workflows_v1": "workflows.googleapis.com",
 }
 # Imported, but no API call: StructuredLogHandler prints JSON lines to stdout, which Cloud Run ships
-# to Cloud Logging itself; api_core and auth are plumbing.
-NO_API = ("google.cloud.logging.handlers", "google.api_core", "google.auth")
+# to Cloud Logging itself (run_log.py imports logging_v2 only to mark its diagnostic line as printed);
+# api_core and auth are plumbing.
+NO_API = ("google.cloud.logging.handlers", "google.cloud.logging_v2", "google.api_core", "google.auth")
 # A workflow's `call: googleapis.<service>.<version>...` connector, and sys.log (Cloud Logging).
 CONNECTOR = re.compile(r"call:\s*googleapis\.(\w+)\.")
 
