@@ -122,7 +122,7 @@ class Demo:
             "X-CloudScheduler": "true",
             "X-CloudScheduler-JobName": self.job,
             "X-CloudScheduler-ScheduleTime": schedule_time,
-            "X-Scheduler-Project": self.answers["gcp_project_id"],
+            "X-Scheduler-Project": DEMO_PROJECT,  # the project this demo's function runs in (it serves only its own)
             "X-Scheduler-Location": self.answers["region"],
         }
 
