@@ -253,11 +253,11 @@ def test_a_bad_queue_or_rerun_argument_is_one_line(monkeypatch, collection, caps
 
 def test_the_audit_catches_up_a_missing_run_within_max_lateness_only(monkeypatch, http, fleet, queue_to, caplog):
     caplog.set_level(logging.INFO)
-    # The audit's clock at the next half hour: every boundary (the lookback, settle, the limit) falls half an hour
-    # from a fire time. The server's clock runs behind it, so what is within the limit for the audit is for the
-    # server too.
+    # The audit's clock just ahead of the real one (gRPC deadlines are judged by the emulator's real clock), by
+    # under a minute: no settled fire time is in the server's future (that delivery would be a Force run, keyed
+    # apart), and what is within the limit for the audit is within it for the server, whose clock is behind.
     real = dt.datetime.now(UTC)
-    now = real.replace(minute=30, second=0, microsecond=0) + dt.timedelta(hours=1 if real.minute >= 30 else 0)
+    now = (real + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
     hour = now.replace(minute=0)
     limit = 4 * 3600
     config = hourly(monkeypatch, catch_up=True, max_lateness_seconds=limit)
