@@ -380,9 +380,9 @@ WAIT_BREAKS = {
             ("      [google_logging_metric.scheduler_attempt_failed.name],\n", ""),
             (
                 "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
-                "google_logging_metric.audit, google_logging_metric.audit_ran]",
+                "google_logging_metric.audit, google_logging_metric.audit_ran, google_logging_metric.execution_failed]",
                 "  depends_on = [google_logging_metric.outcome, google_logging_metric.audit, "
-                "google_logging_metric.audit_ran]",
+                "google_logging_metric.audit_ran, google_logging_metric.execution_failed]",
             ),
         ],
         "google_monitoring_alert_policy.scheduler_attempt_failed does not wait after "
@@ -394,9 +394,9 @@ WAIT_BREAKS = {
             ("      [for metric in google_logging_metric.audit : metric.name],\n", ""),
             (
                 "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
-                "google_logging_metric.audit, google_logging_metric.audit_ran]",
+                "google_logging_metric.audit, google_logging_metric.audit_ran, google_logging_metric.execution_failed]",
                 "  depends_on = [google_logging_metric.outcome, google_logging_metric.scheduler_attempt_failed, "
-                "google_logging_metric.audit_ran]",
+                "google_logging_metric.audit_ran, google_logging_metric.execution_failed]",
             ),
         ],
         "google_monitoring_alert_policy.audit_finding does not wait after google_logging_metric.audit",
@@ -406,8 +406,8 @@ WAIT_BREAKS = {
         [
             ("      google_logging_metric.audit_ran[*].name,\n", ""),
             (
-                ", google_logging_metric.audit, google_logging_metric.audit_ran]",
-                ", google_logging_metric.audit]",
+                ", google_logging_metric.audit_ran, google_logging_metric.execution_failed]",
+                ", google_logging_metric.execution_failed]",
             ),
         ],
         "google_monitoring_alert_policy.audit_silent does not wait after google_logging_metric.audit_ran",
@@ -542,8 +542,8 @@ def test_cloud_run_job_bake_requires_a_job_image(baked, tmp_path):
     completed): without job_image the root is refused. The module's own refusal of target =
     cloud_run_job without an image is the run rejects_a_job_without_image of the baked
     terraform/tests/cloud_run_job.tftest.hcl."""
-    copy = tmp_path / "terraform"
-    shutil.copytree(baked, copy, symlinks=True)
+    shutil.copytree(baked.parent, tmp_path / "project", symlinks=True)  # main.tf reads ../config.yaml
+    copy = tmp_path / "project" / "terraform"
     root_test = copy / "tests" / "root.tftest.hcl"
     text, removed = re.subn(r"\nvariables \{\n  job_image = [^\n]+\n\}\n", "", root_test.read_text())
     assert removed == 1, text
