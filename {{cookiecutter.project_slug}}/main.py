@@ -127,7 +127,10 @@ def work_then_finish(
         if first is not None:
             first(context)
         ending = run_until_stopped(work, context, RUN_FIELDS.get(), stop_at, preload=(audit.__name__, run.__module__))
-    except dedup.RunNotProcessed:  # from `first`: the overlap rule's SkippedOverlap (recorded already), a store error
+    except dedup.SkippedOverlap:  # from `first`: the overlap rule (the run is recorded `skipped` already)
+        raise
+    except dedup.RunNotProcessed:  # from `first`: a store error while following; release the claim for the retry
+        ledger.release(claim)
         raise
     except Exception as error:  # from `first`: an API error while following; the run is released for a retry
         ending = stop.ending_after(error)

@@ -1101,6 +1101,14 @@ MUTANTS = [
         "functions-framework's threaded timeout, which can wedge gRPC, stays off",
         ("tests/test_terraform.py::test_terraform_test",),
     ),
+    Mutant(
+        "follow-store-error-keeps-the-claim",
+        "baked-cloud-run-job/main.py",
+        "a store error while following; release the claim for the retry\n        ledger.release(claim)\n",
+        "a store error while following; release the claim for the retry\n",
+        "a store error while a proxy follows its executions releases the claim (no 409 until the lease)",
+        ("tests/test_store_errors.py", "-k", "follow"),
+    ),
     # --- issue 16: what is accepted; issue 18: force run and DST (branch i16accept) ---
     Mutant(
         "accept-any-method",

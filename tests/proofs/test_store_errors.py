@@ -48,12 +48,13 @@ CALLS = {
     "fail-update": Call(COMMIT, 1, None, TerminalJobError, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
     "release-delete": Call(COMMIT, 1, None, RuntimeError, False, dict.fromkeys(GUARD_REFUSALS, "superseded")),
 {%- if cookiecutter.target != "function" %}
-    # A proxy's query for the job's started runs (executions.py), before it starts anything: every code
-    # fails the work before it runs, so the claim is released for Scheduler's retry.
-    "follow-query": Call(RUN_QUERY, 0, None, None, True, dict.fromkeys(CODES, "retryable_failure")),
+    # A proxy's query for the job's started runs (executions.py), in the handler's process before the work: a
+    # store error like any other (store_unavailable; misconfigured for the database's codes), the claim released.
+    "follow-query": Call(RUN_QUERY, 0, None, None, True, {}),
 {%- endif %}
 }
-CLAIMS = {"claim-create", "claim-read"}  # the first calls: there NOT_FOUND / FAILED_PRECONDITION mean the database
+# Calls where NOT_FOUND / FAILED_PRECONDITION are no protocol answer, so they mean the database (dedup.firestore_call).
+CLAIMS = {"claim-create", "claim-read", "follow-query"}
 
 
 def job_of(case: str, code: grpc.StatusCode) -> str:
