@@ -76,6 +76,20 @@ def make_dev(project, log, **env):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        for pid in dev_servers_of(project):  # the function dev_server.py starts runs in a session of its own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def dev_servers_of(project) -> list[int]:
+    """The processes still running this project's tools/dev_server.py."""
+    script = str(project / "tools" / "dev_server.py").encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if script in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+    return found
 
 
 def ctrl_c(process, log):
