@@ -253,14 +253,21 @@ def test_a_bad_queue_or_rerun_argument_is_one_line(monkeypatch, collection, caps
 
 def test_the_audit_catches_up_a_missing_run_within_max_lateness_only(monkeypatch, http, fleet, queue_to, caplog):
     caplog.set_level(logging.INFO)
-    # The audit's clock just ahead of the real one (gRPC deadlines are judged by the emulator's real clock), by
-    # under a minute: no settled fire time is in the server's future (that delivery would be a Force run, keyed
-    # apart), and what is within the limit for the audit is within it for the server, whose clock is behind.
-    real = dt.datetime.now(UTC)
-    now = (real + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
-    hour = now.replace(minute=0)
     limit = 4 * 3600
     config = hourly(monkeypatch, catch_up=True, max_lateness_seconds=limit)
+
+    # The audit's clock just ahead of the real one (gRPC deadlines are judged by the emulator's real clock) and
+    # within settle of it, so no settled fire time is in the server's future (that would be a Force run, keyed
+    # apart); and at least 2 min from every boundary (the limit and the lookback fall on the hour, the settle
+    # time anywhere), so the audit's ticking clock and this test judge each fire time alike.
+    def clear(moment: dt.datetime) -> bool:
+        return all(min(m.minute * 60 + m.second, 3600 - m.minute * 60 - m.second) >= 120
+                   for m in (moment, moment - config.settle))  # fmt: skip
+
+    now = (dt.datetime.now(UTC) + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
+    while not clear(now):
+        now += dt.timedelta(minutes=1)
+    hour = now.replace(minute=0)
     ledger = dedup.RunLedger(config)
     long_ago = now - dt.timedelta(days=2)
     ledger.write_audit_cursor(dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
