@@ -497,7 +497,7 @@ def test_default_bake_creates_its_database_and_build_account(default_bake):
     planned = set(re.findall(r"^# (module\.scheduled_dedup\.\S+):$", result.stdout, re.M))
     module = "module.scheduled_dedup"
     assert f"{module}.google_firestore_database.this[0]" in planned, sorted(planned)
-    assert f"{module}.google_service_account.build" in planned, sorted(planned)
+    assert f"{module}.google_service_account.build[0]" in planned, sorted(planned)
     assert {f'{module}.google_project_iam_member.build["{role}"]' for role in BUILD_ROLES} <= planned, sorted(planned)
 
 
@@ -621,7 +621,7 @@ def break_oidc(workdir: Path) -> None:
 def break_invoker(workdir: Path) -> None:
     edit(
         workdir / "modules" / "scheduled-dedup" / "iam.tf",
-        "member   = google_service_account.invoker.member",
+        "member   = local.account_members.invoker",
         'member   = "allUsers"',
     )
 

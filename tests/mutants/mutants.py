@@ -1960,6 +1960,39 @@ MUTANTS = [
         "make smoke fails when the Force run left no completed record",
         ("tests/test_smoke.py",),
     ),
+    # --- issue 19: the deployer's rights reach only this bake's resources; image cleanup (branch s4iam) ---
+    Mutant(
+        "bootstrap-deployer-acts-as-every-account",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.owner",\n    "roles/logging.configWriter",\n',
+        '    "roles/datastore.owner",\n    "roles/iam.serviceAccountUser",\n    "roles/logging.configWriter",\n',
+        "the deployer holds no project-wide service-account role: actAs is granted on each of the bake's accounts",
+        ("tests/test_bootstrap.py", "-k", "acts_as_exactly and cloud-run-job"),
+    ),
+    Mutant(
+        "bootstrap-acts-as-granted-to-the-planner",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '  role               = "roles/iam.serviceAccountUser"\n  member             = google_service_account.deployer.member\n',
+        '  role               = "roles/iam.serviceAccountUser"\n  member             = google_service_account.planner.member\n',
+        "the deployer, and only it, may act as the bake's accounts",
+        ("tests/test_bootstrap.py", "-k", "acts_as_exactly and cloud-run-job"),
+    ),
+    Mutant(
+        "module-makes-accounts-it-was-given",
+        "terraform/modules/scheduled-dedup/iam.tf",
+        "  makes_accounts = var.service_accounts == null\n",
+        "  makes_accounts = true\n",
+        "a root given the bootstrap's accounts makes none of its own and runs as those",
+        ("tests/test_bootstrap.py", "-k", "root_runs_as and cloud-run-job"),
+    ),
+    Mutant(
+        "root-passes-no-accounts",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        "    build   = local.accounts.build\n",
+        "    build   = local.accounts.runtime\n",
+        "the function builds as the bootstrap's build account, whose grants it needs",
+        ("tests/test_bootstrap.py", "-k", "root_runs_as and cloud-run-job"),
+    ),
     # --- spare section (branch i17slim) ---
     Mutant(
         "contract-terminal-failure-retried",

@@ -12,8 +12,29 @@
 #   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter,
 #                   roles/artifactregistry.writer, roles/storage.objectViewer in the project
 # Structured logs go to stdout/stderr, which needs no logging role.
+# With var.service_accounts the three accounts are made elsewhere (the bake's terraform/bootstrap,
+# variables.tf says why) and the module only uses them.
+
+locals {
+  makes_accounts = var.service_accounts == null
+  # Each account's email, whoever made it; members and ids derive from it.
+  account_emails = local.makes_accounts ? {
+    runtime = google_service_account.runtime[0].email
+    invoker = google_service_account.invoker[0].email
+    build   = google_service_account.build[0].email
+  } : var.service_accounts
+  account_members = local.makes_accounts ? {
+    runtime = google_service_account.runtime[0].member
+    invoker = google_service_account.invoker[0].member
+    build   = google_service_account.build[0].member
+  } : { for name, email in var.service_accounts : name => "serviceAccount:${email}" }
+  # The build account's resource name, which build_config takes.
+  build_account_name = local.makes_accounts ? google_service_account.build[0].id : "projects/${var.project_id}/serviceAccounts/${var.service_accounts.build}"
+}
 
 resource "google_service_account" "runtime" {
+  count = local.makes_accounts ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-run"
   display_name = "${var.slug}: scheduled-dedup function runtime"
@@ -23,6 +44,8 @@ resource "google_service_account" "runtime" {
 }
 
 resource "google_service_account" "invoker" {
+  count = local.makes_accounts ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-invoker"
   display_name = "${var.slug}: Cloud Scheduler invoker"
@@ -41,6 +64,8 @@ resource "google_service_account" "invoker" {
 # iam.serviceAccounts.actAs on it (an Owner or Editor of the project, or a grant on this one
 # account) can deploy a function that builds as it (docs/iam.md).
 resource "google_service_account" "build" {
+  count = local.makes_accounts ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-build"
   display_name = "${var.slug}: function builds"
@@ -66,7 +91,7 @@ resource "google_project_iam_member" "build" {
 
   project = var.project_id
   role    = each.key
-  member  = google_service_account.build.member
+  member  = local.account_members.build
 }
 
 # IAM grants take effect within minutes, not at once (IAM "Access change propagation": usually
@@ -90,7 +115,7 @@ resource "time_sleep" "grants" {
 resource "google_project_iam_member" "datastore_user" {
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = google_service_account.runtime.member
+  member  = local.account_members.runtime
 
   condition {
     title       = "${var.slug}-runtime-firestore-db"
@@ -108,7 +133,7 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
   location = var.region
   name     = google_cloudfunctions2_function.this.service_config[0].service
   role     = "roles/run.invoker"
-  member   = google_service_account.invoker.member
+  member   = local.account_members.invoker
 
   lifecycle {
     replace_triggered_by = [google_cloudfunctions2_function.this.service_config[0].service]
@@ -159,5 +184,21 @@ resource "google_cloud_tasks_queue_iam_member" "runtime_catch_up" {
   location = var.region
   name     = google_cloud_tasks_queue.deliveries.name
   role     = "roles/cloudtasks.enqueuer"
-  member   = google_service_account.runtime.member
+  member   = local.account_members.runtime
+}
+
+# The accounts were single resources before they became optional: an applied project keeps them.
+moved {
+  from = google_service_account.runtime
+  to   = google_service_account.runtime[0]
+}
+
+moved {
+  from = google_service_account.invoker
+  to   = google_service_account.invoker[0]
+}
+
+moved {
+  from = google_service_account.build
+  to   = google_service_account.build[0]
 }

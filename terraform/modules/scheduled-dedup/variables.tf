@@ -38,6 +38,31 @@ variable "slug" {
   }
 }
 
+# The deployer needs iam.serviceAccounts.actAs on each of these. IAM Conditions cannot narrow a
+# project-wide roles/iam.serviceAccountUser to some accounts (IAM "Configure resource-based access"
+# lists the services whose resource.name a condition can test; IAM is not one of them), and a
+# project-wide roles/iam.serviceAccountAdmin lets the deployer grant itself actAs on every account
+# of the project. So a team's bootstrap makes these accounts and grants the deployer actAs on each
+# (the bake's terraform/bootstrap), and passes them here.
+variable "service_accounts" {
+  description = "The emails of the function's runtime, invoker and build accounts when something else makes them (the bake's terraform/bootstrap: the deployer may act as exactly these). null: the module makes '<slug>-run', '<slug>-invoker' and '<slug>-build'."
+  type = object({
+    runtime = string
+    invoker = string
+    build   = string
+  })
+  default = null
+
+  validation {
+    # A user-managed account's email: <account id>@<project id>.iam.gserviceaccount.com (rules.PROJECT_ID).
+    condition = var.service_accounts == null || try(alltrue([
+      for email in [var.service_accounts.runtime, var.service_accounts.invoker, var.service_accounts.build] :
+      can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\\.iam\\.gserviceaccount\\.com$", email))
+    ]), false)
+    error_message = "service_accounts: runtime, invoker and build must each be a user-managed service account's email, <id>@<project>.iam.gserviceaccount.com. Given: ${jsonencode(var.service_accounts)}."
+  }
+}
+
 variable "jobs" {
   description = "Cloud Scheduler jobs, keyed by job id. Each becomes the Scheduler job '<slug>-<job id>'. Only 5-field unix-cron schedules: Cloud Scheduler guarantees the X-CloudScheduler-ScheduleTime header (the dedup key) for unix-cron alone."
   type = map(object({
