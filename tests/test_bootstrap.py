@@ -457,10 +457,44 @@ def test_the_deployer_may_grant_only_the_roles_the_modules_grant(bake_name, tmp_
     assert "roles/resourcemanager.projectIamAdmin" in local["deployer_roles"]
     # storage.admin reaches the source bucket the module names <project>-<slug>-src, and no other bucket.
     assert local["source_bucket"] == "${var.project_id}-" + answers_of(project)["project_slug"] + "-src"
-    assert (
-        "resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
-        in (conditions["roles/storage.admin"]["expression"])
-    )
+    assert storage_admin_reaches(project) == {
+        "the project (buckets are listed and created there)": True,
+        "the source bucket": True,
+        "an object of the source bucket": True,
+        "a managed folder of the source bucket": True,
+        "another bucket": False,
+        "an object of another bucket": False,
+        "a managed folder of another bucket": False,
+        "a bucket whose name starts with the source bucket's": False,
+    }
+
+
+def storage_admin_reaches(project: Path) -> dict[str, bool]:
+    """The deployer's storage.admin condition, evaluated (CEL) for resources as Cloud Storage names them
+    (IAM "Resource attributes for IAM Conditions": projects/_/buckets/B, and what lives in B under it)."""
+    local = bootstrap_locals(project)
+    source = "projects/_/buckets/my-project-" + answers_of(project)["project_slug"] + "-src"
+    other = "projects/_/buckets/another-team-data"
+    resources = {
+        "the project (buckets are listed and created there)": (
+            "cloudresourcemanager.googleapis.com/Project",
+            "projects/my-project",
+        ),
+        "the source bucket": ("storage.googleapis.com/Bucket", source),
+        "an object of the source bucket": ("storage.googleapis.com/Object", f"{source}/objects/function-abc.zip"),
+        "a managed folder of the source bucket": ("storage.googleapis.com/ManagedFolder", f"{source}/managedFolders/f"),
+        "another bucket": ("storage.googleapis.com/Bucket", other),
+        "an object of another bucket": ("storage.googleapis.com/Object", f"{other}/objects/data.csv"),
+        "a managed folder of another bucket": ("storage.googleapis.com/ManagedFolder", f"{other}/managedFolders/f"),
+        "a bucket whose name starts with the source bucket's": ("storage.googleapis.com/Bucket", f"{source}-copy"),
+    }
+    expression = local["deployer_conditions"]["roles/storage.admin"]["expression"]
+    expression = expression.replace("${local.source_bucket}", source.rsplit("/", 1)[1])
+    program = cel(expression)
+    return {
+        what: bool(program.evaluate({"resource": celpy.json_to_cel({"type": kind, "name": name})}))
+        for what, (kind, name) in resources.items()
+    }
 
 
 def test_module_project_roles_reads_literals_and_the_build_roles(tmp_path):

@@ -1993,6 +1993,14 @@ MUTANTS = [
         "the function builds as the bootstrap's build account, whose grants it needs",
         ("tests/test_bootstrap.py", "-k", "root_runs_as and cloud-run-job"),
     ),
+    Mutant(
+        "bootstrap-storage-admin-by-type",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "expression = \"!resource.name.startsWith('projects/_/buckets/') || ",
+        "expression = \"!(resource.type in ['storage.googleapis.com/Bucket', 'storage.googleapis.com/Object']) || ",
+        "storage.admin reaches nothing named under another bucket (its managed folders too), only the source bucket",
+        ("tests/test_bootstrap.py", "-k", "may_grant_only and cloud-run-job"),
+    ),
     # --- spare section (branch i17slim) ---
     Mutant(
         "contract-terminal-failure-retried",

@@ -74,9 +74,13 @@ locals {
   # ../modules/scheduled-dedup names its source bucket <project>-<slug>-src (main.tf, bucket_name).
   source_bucket = "${var.project_id}-{{ cookiecutter.project_slug }}-src"
 
-  # Cloud Storage takes IAM conditions on resource.name, projects/_/buckets/B[/objects/O] (IAM
-  # "Resource attributes for IAM Conditions"); any other resource type the role covers (the project,
-  # where buckets are created) is left as it is.
+  # Cloud Storage takes IAM conditions on resource.name, projects/_/buckets/B and, for what lives in
+  # a bucket (objects, managed folders), projects/_/buckets/B/... (IAM "Resource attributes for IAM
+  # Conditions"; "Resource types that accept conditional role bindings": buckets and managed
+  # folders). Everything named under another bucket is out of reach: not only its objects but its
+  # managed folders, whose IAM policy would otherwise let the deployer grant itself that bucket's
+  # objects. What is not named under a bucket (the project, where buckets are listed and created)
+  # is left as it is.
   deployer_conditions = {
     "roles/resourcemanager.projectIamAdmin" = {
       title      = "only-the-modules-project-roles"
@@ -84,7 +88,7 @@ locals {
     }
     "roles/storage.admin" = {
       title      = "only-this-bakes-source-bucket"
-      expression = "!(resource.type in ['storage.googleapis.com/Bucket', 'storage.googleapis.com/Object']) || resource.name == 'projects/_/buckets/${local.source_bucket}' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
+      expression = "!resource.name.startsWith('projects/_/buckets/') || resource.name == 'projects/_/buckets/${local.source_bucket}' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
     }
   }
 
