@@ -279,6 +279,9 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 # (https://cloud.google.com/iam/docs/understanding-roles; a bake's docs/iam.md says why each).
 ROLE_FOR_RESOURCE = {
     "google_project_service": "roles/serviceusage.serviceUsageAdmin",
+    # The function's image repository, its cleanup policies and the build account's grant on it.
+    "google_artifact_registry_repository": "roles/artifactregistry.admin",
+    "google_artifact_registry_repository_iam_member": "roles/artifactregistry.admin",
     "google_project_iam_member": "roles/resourcemanager.projectIamAdmin",
     "google_cloudfunctions2_function": "roles/cloudfunctions.admin",
     "google_cloud_run_v2_service_iam_member": "roles/run.admin",  # run.developer cannot set IAM policies
@@ -499,7 +502,7 @@ def storage_admin_reaches(project: Path) -> dict[str, bool]:
 
 def test_module_project_roles_reads_literals_and_the_build_roles(tmp_path):
     project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
-    assert {"roles/datastore.user", "roles/logging.logWriter", "roles/artifactregistry.writer"} <= (
+    assert {"roles/datastore.user", "roles/logging.logWriter", "roles/storage.objectViewer"} <= (
         module_project_roles(project)
     )
 
@@ -507,6 +510,8 @@ def test_module_project_roles_reads_literals_and_the_build_roles(tmp_path):
 # What a plan's refresh reads of each resource type the modules make: get (and getIamPolicy for a
 # *_iam_member), never data. Permissions as IAM's "Understanding roles" lists them under each viewer role.
 READ_FOR_RESOURCE = {
+    "google_artifact_registry_repository": {"artifactregistry.repositories.get"},
+    "google_artifact_registry_repository_iam_member": {"artifactregistry.repositories.getIamPolicy"},
     "google_project_service": {"serviceusage.services.get", "serviceusage.services.list"},
     "google_service_account": {"iam.serviceAccounts.get"},
     "google_project_iam_member": {"resourcemanager.projects.get", "resourcemanager.projects.getIamPolicy"},

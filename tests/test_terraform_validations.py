@@ -277,6 +277,19 @@ CASES = [
         "names starting with DEDUP_ are set by the module",
         {"function": {"environment_variables": {"DEDUP_LEASE_SECONDS": "1"}}},
     ),
+    # The image repository's cleanup (images.tf, issue 19): at least the running image stays.
+    Refusal(
+        "function_keeps_no_image",
+        "function",
+        "must be a whole number of image versions to keep, 1-100",
+        {"function": {"images_kept": 0}},
+    ),
+    Refusal(
+        "function_keeps_101_images",
+        "function",
+        "must be a whole number of image versions to keep, 1-100",
+        {"function": {"images_kept": 101}},
+    ),
     Refusal(
         "alert_email_without_at",
         "alert_email",

@@ -267,7 +267,7 @@ variable "source_files" {
 }
 
 variable "function" {
-  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf)."
+  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf), into the module's image repository, which keeps the newest images_kept versions of each image (images.tf)."
   type = object({
     runtime                          = optional(string, "python312")
     entry_point                      = optional(string, "handle_scheduled_job")
@@ -276,9 +276,16 @@ variable "function" {
     min_instance_count               = optional(number, 0)
     max_instance_request_concurrency = optional(number, 1)
     environment_variables            = optional(map(string), {})
+    images_kept                      = optional(number, 2)
   })
   default  = {}
   nullable = false
+
+  validation {
+    # images.tf: the newest images_kept versions of each image stay, older ones are deleted.
+    condition     = floor(var.function.images_kept) == var.function.images_kept && var.function.images_kept >= 1 && var.function.images_kept <= 100
+    error_message = "function.images_kept=${var.function.images_kept}: must be a whole number of image versions to keep, 1-100 (the newest stays whatever its age: the function runs it)."
+  }
 
   validation {
     condition     = var.function.max_instance_count >= 1 && var.function.min_instance_count >= 0 && var.function.min_instance_count <= var.function.max_instance_count

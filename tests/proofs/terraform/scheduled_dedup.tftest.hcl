@@ -279,13 +279,51 @@ run "baked_values" {
   }
 
   assert {
-    condition = toset([for m in google_project_iam_member.build : m.role if m.member == google_service_account.build[0].member]) == toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"]) && alltrue([
+    condition = toset([for m in google_project_iam_member.build : m.role if m.member == google_service_account.build[0].member]) == toset(["roles/logging.logWriter", "roles/storage.objectViewer"]) && alltrue([
       for member in concat(
         [google_project_iam_member.datastore_user.member],
         [google_cloud_run_v2_service_iam_member.invoker.member],
       ) : member != google_service_account.build[0].member
     ])
-    error_message = "The build account must hold exactly roles/logging.logWriter, roles/artifactregistry.writer and roles/storage.objectViewer."
+    error_message = "The build account must hold exactly roles/logging.logWriter and roles/storage.objectViewer on the project (artifactregistry.writer on the image repository only)."
+  }
+
+  # --- the function's images: the module's own repository, with cleanup policies (images.tf) ---
+
+  assert {
+    condition = (
+      google_artifact_registry_repository.images.format == "DOCKER" &&
+      google_artifact_registry_repository.images.location == var.region &&
+      google_artifact_registry_repository.images.repository_id == "${var.slug}-images" &&
+      google_cloudfunctions2_function.this.build_config[0].docker_repository == google_artifact_registry_repository.images.id
+    )
+    error_message = "The function's images go to the module's DOCKER repository in its region (not gcf-artifacts, which has no cleanup policy)."
+  }
+
+  assert {
+    condition = (
+      google_artifact_registry_repository.images.cleanup_policy_dry_run == false &&
+      length(google_artifact_registry_repository.images.cleanup_policies) == 2 &&
+      length([
+        for policy in google_artifact_registry_repository.images.cleanup_policies : policy
+        if policy.action == "DELETE" && length(policy.most_recent_versions) == 0 && one(policy.condition).tag_state == "ANY"
+      ]) == 1 &&
+      [
+        for policy in google_artifact_registry_repository.images.cleanup_policies : one(policy.most_recent_versions).keep_count
+        if policy.action == "KEEP" && length(policy.condition) == 0
+      ] == [2]
+    )
+    error_message = "The repository deletes every image version but the newest 2 of each image (the running one and the one before) (a delete policy on any tag state, a keep-most-recent policy), for real (no dry run)."
+  }
+
+  assert {
+    condition = (
+      google_artifact_registry_repository_iam_member.build_images.repository == google_artifact_registry_repository.images.name &&
+      google_artifact_registry_repository_iam_member.build_images.location == google_artifact_registry_repository.images.location &&
+      google_artifact_registry_repository_iam_member.build_images.role == "roles/artifactregistry.writer" &&
+      google_artifact_registry_repository_iam_member.build_images.member == google_service_account.build[0].member
+    )
+    error_message = "The build account writes images to the module's repository, granted on that repository only."
   }
 
   # --- the database: created by the bake unless it answered to use an existing one ---

@@ -14,9 +14,14 @@ locals {
   # makes (the README's "The deployer's roles" lists the same, with what each is for; the template's
   # tests/test_bootstrap.py keeps the two, and the module's resource types, in step).
   # Roles: https://cloud.google.com/iam/docs/understanding-roles
+  # roles/artifactregistry.admin makes the function's image repository, its cleanup policies and the
+  # build account's grant on it (setIamPolicy); it cannot be narrowed to that repository, as Artifact
+  # Registry is not among the services whose resource.name an IAM condition can test (IAM "Configure
+  # resource-based access"), and no narrower predefined role creates repositories.
   # Two of them are narrowed by an IAM condition (deployer_conditions, below). No service-account
   # role among them: the bootstrap makes the accounts (workload_accounts) and grants actAs on each.
   deployer_roles = [
+    "roles/artifactregistry.admin",
     "roles/cloudfunctions.admin",
     "roles/cloudscheduler.admin",
     "roles/cloudtasks.queueAdmin",
@@ -34,7 +39,7 @@ locals {
 {%- endif %}
   ]
 
-  # The project-level roles ../modules grant (iam.tf: the build account's three and the runtime's
+  # The project-level roles ../modules grant (iam.tf: the build account's two and the runtime's
   # conditional datastore.user{% if cookiecutter.target == "workflow" %}; the workflow module's workflows.invoker and logging.logWriter{% endif %}{% if cookiecutter.target == "cloud_run_job" %}; the job module's datastore.user{% endif %}): the only
   # ones the deployer may grant or revoke. Without the condition roles/resourcemanager.projectIamAdmin
   # lets it grant anyone (itself) roles/owner. IAM "Set limits on granting roles"
@@ -42,7 +47,6 @@ locals {
   # condition is api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([...]).
   # The template's tests/test_bootstrap.py keeps this list equal to the modules' project grants.
   grantable_roles = [
-    "roles/artifactregistry.writer",
     "roles/datastore.user",
     "roles/logging.logWriter",
     "roles/storage.objectViewer",
@@ -100,6 +104,8 @@ locals {
   # resource types ../modules make (IAM "Understanding roles" lists each permission under its role);
   # the template's tests/test_bootstrap.py keeps it in step with the modules' resource types.
   planner_permissions = [
+    "artifactregistry.repositories.get",
+    "artifactregistry.repositories.getIamPolicy",
     "cloudfunctions.functions.get",
     "cloudscheduler.jobs.get",
     "cloudtasks.queues.get",
