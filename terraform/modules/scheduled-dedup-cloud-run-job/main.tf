@@ -10,7 +10,7 @@
 #               on this one job
 
 locals {
-  # The account's email, whoever made it (var.service_account_email: the bake's terraform/bootstrap).
+  # The account's email, whoever made it (var.service_account_email: a team bake's bootstrap root).
   account_email  = var.service_account_email == null ? google_service_account.job[0].email : var.service_account_email
   account_member = var.service_account_email == null ? google_service_account.job[0].member : "serviceAccount:${var.service_account_email}"
 

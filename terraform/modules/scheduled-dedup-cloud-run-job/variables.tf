@@ -44,7 +44,7 @@ variable "runtime_service_account_email" {
 }
 
 variable "service_account_email" {
-  description = "The email of the Cloud Run job's identity when something else makes it (the bake's terraform/bootstrap, where the deployer may act as exactly this account; the core module's service_accounts says why). null: the module makes '<slug>-job'."
+  description = "The email of the Cloud Run job's identity when something else makes it (a team bake's bootstrap root, where the deployer may act as exactly this account; the core module's service_accounts says why). null: the module makes '<slug>-job'."
   type        = string
   default     = null
 

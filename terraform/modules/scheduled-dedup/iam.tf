@@ -13,7 +13,7 @@
 #                   roles/storage.objectViewer in the project, roles/artifactregistry.writer on the
 #                   module's image repository (images.tf)
 # Structured logs go to stdout/stderr, which needs no logging role.
-# With var.service_accounts the three accounts are made elsewhere (the bake's terraform/bootstrap,
+# With var.service_accounts the three accounts are made elsewhere (a team bake's bootstrap root,
 # variables.tf says why) and the module only uses them.
 
 locals {

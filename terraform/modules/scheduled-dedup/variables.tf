@@ -43,9 +43,9 @@ variable "slug" {
 # lists the services whose resource.name a condition can test; IAM is not one of them), and a
 # project-wide roles/iam.serviceAccountAdmin lets the deployer grant itself actAs on every account
 # of the project. So a team's bootstrap makes these accounts and grants the deployer actAs on each
-# (the bake's terraform/bootstrap), and passes them here.
+# (a team bake's bootstrap root), and passes them here.
 variable "service_accounts" {
-  description = "The emails of the function's runtime, invoker and build accounts when something else makes them (the bake's terraform/bootstrap: the deployer may act as exactly these). null: the module makes '<slug>-run', '<slug>-invoker' and '<slug>-build'."
+  description = "The emails of the function's runtime, invoker and build accounts when something else makes them (a team bake's bootstrap root: the deployer may act as exactly these). null: the module makes '<slug>-run', '<slug>-invoker' and '<slug>-build'."
   type = object({
     runtime = string
     invoker = string
