@@ -142,7 +142,7 @@ def test_the_audit_stopping_alerts_after_two_audit_intervals(plans):
 
 def test_the_switch_counts_a_field_every_audit_summary_logs(planned):
     """The audit_ran metric counts the lines that hold the field; audit.py's summary line sets it on
-    every audit (the bake's tests/test_audit.py checks it with an audit that found nothing)."""
+    every audit (tests/proofs/test_audit.py checks it with an audit that found nothing)."""
     metric = planned["google_logging_metric.audit_ran[0]"]
     assert f'resource.labels.service_name="{SLUG}"' in metric["filter"]
     (field,) = re.findall(r"jsonPayload\.(\w+):\*", metric["filter"])
