@@ -20,15 +20,15 @@ def write(root, relative, text):
 
 
 def test_a_toy_tree_is_counted_per_category(tmp_path):
-    write(tmp_path, "README.md", "# Toy\nMade from a template.\n")  # the README may name the template
+    write(tmp_path, "README.md", "# Toy\nMade from the template.\n")  # the README may name the template
     write(tmp_path, "main.py", "a = 1\nb = 2\n")
-    write(tmp_path, "tests/test_main.py", "def test():\n    pass\n# the template's proofs\n")
+    write(tmp_path, "tests/test_main.py", "def test():\n    pass\n# the template's proofs\n")  # names it
     write(tmp_path, "tools/cli.py", "print()\n")
     write(tmp_path, "docs/ops.md", "One\nTwo\nThree\n")
     write(tmp_path, "terraform/main.tf", 'locals {\n  legendTemplate = "x"\n}\n')  # not the template
-    write(tmp_path, "terraform/modules/m/README.md", "Templates hold both.\n")  # docs, and names it
+    write(tmp_path, "terraform/modules/m/README.md", "This template holds both.\n")  # docs, and names it
     write(tmp_path, "Makefile", "all:\n\ttrue\n")
-    write(tmp_path, ".cookiecutter.json", '{"_template": "the template"}\n')  # the answers' record may
+    write(tmp_path, ".cookiecutter.json", '{"_template": "gh:o/r"}\n')  # cruft's record: no words
     (tmp_path / "logo.png").write_bytes(b"\x89PNG\0\n\n")
 
     figures = bake_size.measure(tmp_path)

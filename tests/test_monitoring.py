@@ -170,10 +170,8 @@ def test_every_policy_waits_600_seconds_after_the_metrics(planned):
 
 
 def test_the_cost_tool_counts_the_conditions_the_module_makes(plans):
-    """docs/cost.md's alerting line: tools/cost.py's ALERT_CONDITIONS, whatever the number of jobs."""
-    (declared,) = re.findall(
-        r"^ALERT_CONDITIONS = (\d+)$", (ROOT / "{{cookiecutter.project_slug}}" / "tools" / "cost.py").read_text(), re.M
-    )
+    """A bake's docs/cost.md alerting line: benchmarks/cost.py's ALERT_CONDITIONS, whatever the number of jobs."""
+    (declared,) = re.findall(r"^ALERT_CONDITIONS = (\d+)$", (ROOT / "benchmarks" / "cost.py").read_text(), re.M)
     for run in ("jobs_30", "jobs_300"):
         conditions = sum(
             len(values["conditions"])

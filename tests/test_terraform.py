@@ -516,7 +516,7 @@ def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):
 
 
 def test_nobody_is_granted_act_as_on_any_account_of_the_module():
-    """Only a deployer who already holds iam.serviceAccounts.actAs (a bake's docs/iam.md) may deploy a
+    """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one
     serviceAccountUser or serviceAccountTokenCreator, on an account or on the project."""
     for path in MODULES_DIR.glob("*/*.tf"):

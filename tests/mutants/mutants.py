@@ -1454,10 +1454,10 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-cost-audit-interval-baked",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "            interval = project_config.load().audit_interval_minutes\n",
         "            interval = 60\n",
-        "tools/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
+        "benchmarks/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
         ("tests/test_cost.py", "-k", "audit_interval_is_config_yamls"),
     ),
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
@@ -1872,7 +1872,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-audit-not-a-scheduler-job",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "scheduler_jobs=len(fires) + 1,",
         "scheduler_jobs=len(fires),",
         "the audit is a billed Scheduler job past the three free ones",
@@ -1880,7 +1880,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-free-reads-for-any-database",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         'free_reads = p["firestore_free_reads_per_day"] * DAYS if use.default_database else 0',
         'free_reads = p["firestore_free_reads_per_day"] * DAYS',
         "only the (default) database has Firestore's free reads",
@@ -1888,7 +1888,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-audit-reads-without-the-daily-sweep",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "firestore_reads=audits + sum(fires.values()) + sweeps,",
         "firestore_reads=audits + sum(fires.values()),",
         "the audit's daily full sweep reads every fire time of the lookback again",
