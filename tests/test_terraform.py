@@ -25,7 +25,7 @@ from pathlib import Path
 import baking  # the bake hook's vendoring (conftest puts hooks/ on the path)
 import pytest
 import rules  # the bake's rules.py, the hook's, to compare with Terraform's (conftest puts it on the path)
-from conftest import MATRIX, ROOT, bake, proved
+from conftest import DEFAULT_TIMING, MATRIX, ROOT, bake, proved
 
 from tests.terraform_offline import checkov, terraform
 
@@ -745,24 +745,8 @@ TIMING_CASES = [
     (1800, 3630, 604800, {"retry_count": 0, "min_backoff_seconds": 0, "max_backoff_seconds": 0}, "valid"),  # exempt
     (1800, 3630, 604800, {"retry_count": 1, "min_backoff_seconds": 0, "max_backoff_seconds": 0}, "rule"),
 ]
-# A default bake's numbers: config.yaml's defaults block, each job's lease (its deadline + 60), the retention.
-DEFAULT_TIMING = {
-    "attempt_deadline_seconds": 300,
-    "lease_seconds": 360,
-    "retention_seconds": 604800,
-    "retry_count": 5,
-    "min_backoff_seconds": 30,
-    "max_backoff_seconds": 300,
-    "max_doublings": 3,
-    "max_retry_duration_seconds": 0,
-}
-RETRY_DEFAULTS = {
-    "retry_count": 5,
-    "min_backoff_seconds": 30,
-    "max_backoff_seconds": 300,
-    "max_doublings": 3,
-    "max_retry_duration_seconds": 0,
-}
+# A default bake's Scheduler retry numbers (conftest.DEFAULT_TIMING: config.yaml's defaults block).
+RETRY_DEFAULTS = {key: DEFAULT_TIMING[key] for key in rules.SCHEDULER_KEYS if key != "attempt_deadline_seconds"}
 
 
 def terraform_variable(values: dict[str, object]) -> str:
