@@ -1993,4 +1993,37 @@ MUTANTS = [
         "the README says what each answer the handler can give means",
         ("tests/test_baked_readme.py::test_the_readme_says_what_each_answer_means",),
     ),
+    # --- issue 17: the bake holds the user's project (branch s4slim) ---
+    Mutant(
+        "bake-size-any-readme-may-name-the-template",
+        "benchmarks/bake_size.py",
+        'if path.is_file() and path != project / "README.md"',
+        'if path.is_file() and path.name != "README.md"',
+        "only the bake's own README may name the template: a module's README counts against the budget",
+        ("tests/test_bake_size.py", "-k", "toy_tree"),
+    ),
+    Mutant(
+        "bake-size-module-readme-is-terraform",
+        "benchmarks/bake_size.py",
+        'if top == "docs" or relative.suffix == ".md":',
+        'if top == "docs":',
+        "a Markdown page counts as docs wherever it lies (a module's README is no Terraform)",
+        ("tests/test_bake_size.py", "-k", "toy_tree"),
+    ),
+    Mutant(
+        "cost-any-directory-is-a-bake",
+        "benchmarks/cost.py",
+        'if args.bake is None or not (args.bake / "config.yaml").is_file():',
+        "if args.bake is None:",
+        "the cost model refuses, in one line, a directory that holds no bake's config.yaml",
+        ("tests/test_cost.py", "-k", "no_bake"),
+    ),
+    Mutant(
+        "cost-fires-from-the-month-end",
+        "benchmarks/cost.py",
+        "return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS)))",
+        "return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS - 1)))",
+        "a month of fire times is DAYS days of the job's runs, counted by schedules.py",
+        ("tests/test_cost.py", "-k", "720_times"),
+    ),
 ]
