@@ -1454,10 +1454,10 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-cost-audit-interval-baked",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "            interval = project_config.load().audit_interval_minutes\n",
         "            interval = 60\n",
-        "tools/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
+        "benchmarks/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
         ("tests/test_cost.py", "-k", "audit_interval_is_config_yamls"),
     ),
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
@@ -1872,7 +1872,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-audit-not-a-scheduler-job",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "scheduler_jobs=len(fires) + 1,",
         "scheduler_jobs=len(fires),",
         "the audit is a billed Scheduler job past the three free ones",
@@ -1880,7 +1880,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-free-reads-for-any-database",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         'free_reads = p["firestore_free_reads_per_day"] * DAYS if use.default_database else 0',
         'free_reads = p["firestore_free_reads_per_day"] * DAYS',
         "only the (default) database has Firestore's free reads",
@@ -1888,7 +1888,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-audit-reads-without-the-daily-sweep",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "firestore_reads=audits + sum(fires.values()) + sweeps,",
         "firestore_reads=audits + sum(fires.values()),",
         "the audit's daily full sweep reads every fire time of the lookback again",
@@ -2081,5 +2081,55 @@ MUTANTS = [
         "",
         "the README says what each answer the handler can give means",
         ("tests/test_baked_readme.py::test_the_readme_says_what_each_answer_means",),
+    ),
+    # --- session 4, lead (make dev leaves nothing running) ---
+    Mutant(
+        "dev-server-outlives-make-dev",
+        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        "    exit_with_parent()\n",
+        "",
+        "a SIGKILLed make dev leaves no function server running (it kept a core busy)",
+        ("tests/test_baked_makefile.py::test_a_killed_make_dev_leaves_no_function_running",),
+    ),
+    Mutant(
+        "dev-server-ignores-a-dead-emulator",
+        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        "            if emulator is not None and emulator.process.poll() is not None:",
+        "            if False:",
+        "make dev stops when its emulator dies, instead of serving a function whose every call fails",
+        ("tests/test_baked_makefile.py::test_make_dev_stops_when_its_emulator_dies",),
+    ),
+    # --- issue 17: the bake holds the user's project (branch s4slim) ---
+    Mutant(
+        "bake-size-any-readme-may-name-the-template",
+        "benchmarks/bake_size.py",
+        'if path.is_file() and path != project / "README.md"',
+        'if path.is_file() and path.name != "README.md"',
+        "only the bake's own README may name the template: a module's README counts against the budget",
+        ("tests/test_bake_size.py", "-k", "toy_tree"),
+    ),
+    Mutant(
+        "bake-size-module-readme-is-terraform",
+        "benchmarks/bake_size.py",
+        'if top == "docs" or relative.suffix == ".md":',
+        'if top == "docs":',
+        "a Markdown page counts as docs wherever it lies (a module's README is no Terraform)",
+        ("tests/test_bake_size.py", "-k", "toy_tree"),
+    ),
+    Mutant(
+        "cost-any-directory-is-a-bake",
+        "benchmarks/cost.py",
+        'if args.bake is None or not (args.bake / "config.yaml").is_file():',
+        "if args.bake is None:",
+        "the cost model refuses, in one line, a directory that holds no bake's config.yaml",
+        ("tests/test_cost.py", "-k", "no_bake"),
+    ),
+    Mutant(
+        "cost-fires-from-the-month-end",
+        "benchmarks/cost.py",
+        "return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS)))",
+        "return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS - 1)))",
+        "a month of fire times is DAYS days of the job's runs, counted by schedules.py",
+        ("tests/test_cost.py", "-k", "720_times"),
     ),
 ]
