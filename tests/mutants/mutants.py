@@ -2034,6 +2034,14 @@ MUTANTS = [
         ("tests/test_terraform.py", "-k", "test_terraform_test and defaults"),
     ),
     Mutant(
+        "images-age-in-days",
+        "terraform/modules/scheduled-dedup/images.tf",
+        '      older_than = "86400s"\n',
+        '      older_than = "1d"\n',
+        "the delete policy's age is in seconds, as the API answers it: any other form differs at every plan",
+        ("tests/test_terraform.py", "-k", "test_terraform_test and defaults"),
+    ),
+    Mutant(
         "images-build-writes-every-repository",
         "terraform/modules/scheduled-dedup/iam.tf",
         'toset(["roles/logging.logWriter", "roles/storage.objectViewer"])\n',

@@ -27,7 +27,10 @@ resource "google_artifact_registry_repository" "images" {
     action = "DELETE"
     condition {
       tag_state = "ANY"
-      # A day's margin for a build that is pushing while the policy runs.
+      # A day's margin for a build that is pushing while the policy runs. In seconds, the form the
+      # API answers (a protobuf Duration): "1d" is refused or, accepted by the provider, differs from
+      # the API's "86400s" at every plan and replaces the repository (terraform-provider-google
+      # issue 20796; e2b-dev/infra PR 2738 shows the replacement).
       older_than = "86400s"
     }
   }

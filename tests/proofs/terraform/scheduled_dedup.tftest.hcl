@@ -306,14 +306,14 @@ run "baked_values" {
       length(google_artifact_registry_repository.images.cleanup_policies) == 2 &&
       length([
         for policy in google_artifact_registry_repository.images.cleanup_policies : policy
-        if policy.action == "DELETE" && length(policy.most_recent_versions) == 0 && one(policy.condition).tag_state == "ANY"
+        if policy.action == "DELETE" && length(policy.most_recent_versions) == 0 && one(policy.condition).tag_state == "ANY" && can(regex("^[0-9]+s$", one(policy.condition).older_than))
       ]) == 1 &&
       [
         for policy in google_artifact_registry_repository.images.cleanup_policies : one(policy.most_recent_versions).keep_count
         if policy.action == "KEEP" && length(policy.condition) == 0
       ] == [2]
     )
-    error_message = "The repository deletes every image version but the newest 2 of each image (the running one and the one before) (a delete policy on any tag state, a keep-most-recent policy), for real (no dry run)."
+    error_message = "The repository deletes every image version but the newest 2 of each image (the running one and the one before) (a delete policy on any tag state, its age in seconds as the API answers it, and a keep-most-recent policy), for real (no dry run)."
   }
 
   assert {
