@@ -16,10 +16,15 @@ import rules
 MODULES_SOURCE = Path("terraform") / "modules"
 MODULES_TARGET = Path("terraform") / "modules"
 CORE_MODULE = "scheduled-dedup"
+# The image repository with its cleanup policies, defined once: the core module calls it (source
+# "../image-repository") when it makes the repository itself, a team bake's terraform/bootstrap when
+# it makes it for the deployer; so every bake carries it beside the core.
+IMAGE_REPOSITORY_MODULE = "image-repository"
+CORE_MODULES = (CORE_MODULE, IMAGE_REPOSITORY_MODULE)
 MODULES_BY_TARGET: dict[str, tuple[str, ...]] = {
-    "function": (CORE_MODULE,),
-    "cloud_run_job": (CORE_MODULE, "scheduled-dedup-cloud-run-job"),
-    "workflow": (CORE_MODULE, "scheduled-dedup-workflow"),
+    "function": CORE_MODULES,
+    "cloud_run_job": (*CORE_MODULES, "scheduled-dedup-cloud-run-job"),
+    "workflow": (*CORE_MODULES, "scheduled-dedup-workflow"),
 }
 # The project's one configuration file, written from the answers by the bake's own config.py and rules.py
 # (the post hook puts the template's copies on the path); from then on the user edits it.
@@ -51,7 +56,7 @@ STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap",)
 
 
 def vendor_terraform_modules(project_dir: Path, repo_dir: Path, target: str) -> list[Path]:
-    """Copy the modules this target's root composes, and no other."""
+    """Copy the modules this target's root composes (and the one they share), and no other."""
     copies = []
     for name in MODULES_BY_TARGET[target]:
         copy = project_dir / MODULES_TARGET / name

@@ -279,9 +279,6 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 # (https://cloud.google.com/iam/docs/understanding-roles; docs/iam.md says why each).
 ROLE_FOR_RESOURCE = {
     "google_project_service": "roles/serviceusage.serviceUsageAdmin",
-    # The function's image repository, its cleanup policies and the build account's grant on it.
-    "google_artifact_registry_repository": "roles/artifactregistry.admin",
-    "google_artifact_registry_repository_iam_member": "roles/artifactregistry.admin",
     "google_project_iam_member": "roles/resourcemanager.projectIamAdmin",
     "google_cloudfunctions2_function": "roles/cloudfunctions.admin",
     "google_cloud_run_v2_service_iam_member": "roles/run.admin",  # run.developer cannot set IAM policies
@@ -305,7 +302,15 @@ ROLE_FOR_RESOURCE = {
 # Made by terraform/bootstrap, not by the deployer: the function's accounts (its local.workload_accounts),
 # on each of which the deployer gets actAs, and no project-wide service-account role (IAM "Configure
 # resource-based access": a condition cannot narrow those to some accounts).
-MADE_BY_THE_BOOTSTRAP = {"google_service_account"}
+# The function's image repository and the build account's grant on it too (its module "images"): the
+# role that makes them, roles/artifactregistry.admin, sets the IAM policy of every repository of the
+# project, and no IAM condition can test a repository's name (IAM "Resource attributes for IAM
+# Conditions" lists no Artifact Registry attribute).
+MADE_BY_THE_BOOTSTRAP = {
+    "google_service_account",
+    "google_artifact_registry_repository",
+    "google_artifact_registry_repository_iam_member",
+}
 
 
 def module_resource_types(project: Path) -> set[str]:
@@ -412,6 +417,52 @@ def test_the_root_runs_as_the_bootstraps_accounts_and_makes_none(bake_name, tmp_
         key: bool(re.search(rf'^ +{name} += "{value}"$', result.stdout, re.M)) for key, (name, value) in uses.items()
     }
     assert found == dict.fromkeys(uses, True), result.stdout[-3000:]
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_deployer_holds_no_artifact_registry_role_and_the_bootstrap_makes_the_repository(bake_name, tmp_path):
+    """roles/artifactregistry.admin project-wide would let the deployer set the IAM policy of every repository
+    of the project. The bootstrap makes the image repository with the modules' own definition and grants the
+    build account, and only it, roles/artifactregistry.writer on it."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    roles = bootstrap_locals(project)["deployer_roles"]
+    assert not [role for role in roles if role.startswith("roles/artifactregistry.")], roles
+    (images,) = [block["images"] for block in bootstrap_config(project)["module"] if "images" in block]
+    slug = answers_of(project)["project_slug"]
+    assert (images["source"], images["repository_id"], images["location"]) == (
+        "../modules/image-repository",
+        f"{slug}-images",
+        "${var.region}",
+    )
+    assert images["writers"] == {"build": '${google_service_account.workload["build"].member}'}
+    assert "images_kept" not in images  # the module's one default, as the core module's
+
+
+def planned_attributes(output: str, address: str) -> dict[str, str]:
+    """The string attributes of one planned instance, as `terraform test -verbose` prints it."""
+    block = output.split(f"# {address}:\n", 1)[1].split("\n\n", 1)[0]
+    return dict(re.findall(r'^ +(\w+) += "([^"]*)"$', block, re.M))
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_bootstraps_repository_is_the_functions_docker_repository(bake_name, tmp_path):
+    """The root's plan pushes the function's images to the repository the bootstrap's plan makes (and makes
+    none): both plans (mock providers, -verbose) from the baked defaults."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    bootstrap = project / "terraform" / "bootstrap"
+    assert run_tf(bootstrap, "init", "-backend=false").returncode == 0
+    made = run_tf(bootstrap, "test", "-verbose")
+    assert made.returncode == 0, output_of(made)
+    repository = planned_attributes(made.stdout, "module.images.google_artifact_registry_repository.this")
+    root = project / "terraform"
+    assert run_tf(root, "init", "-backend=false").returncode == 0
+    used = run_tf(root, "test", "-filter=tests/root.tftest.hcl", "-verbose")
+    assert used.returncode == 0, output_of(used)
+    assert "google_artifact_registry_repository" not in used.stdout
+    (docker_repository,) = set(re.findall(r'^ +docker_repository += "([^"]*)"$', used.stdout, re.M))
+    assert docker_repository == "projects/{project}/locations/{location}/repositories/{repository_id}".format(
+        **repository
+    )
 
 
 def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):

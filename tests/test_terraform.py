@@ -155,7 +155,7 @@ PROXY_TERRAFORM = {
 def test_a_function_bake_has_no_proxy_targets_terraform(baked):
     """Issue 11: a target=function bake carries no Terraform that serves another target."""
     assert target_of(baked) == "function"
-    assert [path.name for path in (baked / "modules").iterdir()] == [baking.CORE_MODULE]
+    assert sorted(path.name for path in (baked / "modules").iterdir()) == sorted(baking.CORE_MODULES)
     files = [*baked.rglob("*.tf"), *baked.rglob("*.tftest.hcl")]
     files = [path for path in files if ".terraform" not in path.parts]
     declared = {kind for path in files for kind in re.findall(r'^\s*(?:resource|data) "(\w+)"', path.read_text(), re.M)}
@@ -337,12 +337,11 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
         if not metrics:
             violations.append(f"{policy} reads no log-based metric")
         rule(policy, metrics, "a new metric is 404 for up to 10 minutes")
-    # The function, after its build account's grants (the build runs as that account).
-    rule(
-        "google_cloudfunctions2_function.this",
-        {"google_project_iam_member.build", "google_artifact_registry_repository_iam_member.build_images"},
-        "IAM propagation",
-    )
+    # The function, after its build account's grants (the build runs as that account), the one on the image
+    # repository too where the root makes it (a team bake's terraform/bootstrap makes it before).
+    writer = "module.images.google_artifact_registry_repository_iam_member.writers"
+    grants = {"google_project_iam_member.build"} | ({writer} & nodes)
+    rule("google_cloudfunctions2_function.this", grants, "IAM propagation")
     # The Scheduler jobs, after the invoker's grant on the function has propagated: a first tick before
     # it is a 403 (IAM "Access change propagation"; issue 19).
     for job in ["google_cloud_scheduler_job.this", "google_cloud_scheduler_job.audit"]:
@@ -520,12 +519,31 @@ def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):
 
 
 def test_the_cost_page_counts_the_images_the_repository_keeps():
-    """benchmarks/cost.py prices the images the cleanup policy keeps (images.tf): the module's default."""
-    variables = (MODULES_DIR / "scheduled-dedup" / "variables.tf").read_text()
-    (kept,) = re.findall(r"^    images_kept += optional\(number, (\d+)\)$", variables, re.M)
+    """benchmarks/cost.py prices the images the cleanup policy keeps: the image-repository module's default."""
+    variables = (MODULES_DIR / "image-repository" / "variables.tf").read_text()
+    (kept,) = re.findall(r'^variable "images_kept" \{\n.*?^  default += (\d+)$', variables, re.M | re.S)
     cost = (ROOT / "benchmarks" / "cost.py").read_text()
     (assumed,) = re.findall(r"^    images_kept: int = (\d+) ", cost, re.M)
     assert int(assumed) == int(kept)
+
+
+def test_one_definition_of_the_image_repository_and_its_cleanup_policies():
+    """The cleanup policies are written once, in modules/image-repository; the core module (a bake without a
+    bootstrap) and a team bake's terraform/bootstrap both make the repository with that module."""
+    terraform_files = [*(ROOT / "terraform").rglob("*.tf"), *(ROOT / "{{cookiecutter.project_slug}}").rglob("*.tf")]
+    defining = {
+        path.relative_to(ROOT).as_posix()
+        for path in terraform_files
+        if re.search(r"cleanup_policies|older_than|keep_count|resource \"google_artifact_registry", path.read_text())
+    }
+    assert defining == {"terraform/modules/image-repository/main.tf"}
+    callers = {
+        "terraform/modules/scheduled-dedup/images.tf": "../image-repository",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf": "../modules/image-repository",
+    }
+    for path, source in callers.items():
+        calls = re.findall(r'^module "images" \{\n  source = "([^"]+)"', (ROOT / path).read_text(), re.M)
+        assert calls == [source], path
 
 
 def test_nobody_is_granted_act_as_on_any_account_of_the_module():

@@ -28,6 +28,7 @@ MODULES_DIR = ROOT / "terraform" / "modules"
 CORE = "scheduled-dedup"
 CLOUD_RUN_JOB = "scheduled-dedup-cloud-run-job"
 WORKFLOW = "scheduled-dedup-workflow"
+IMAGE_REPOSITORY = "image-repository"  # the core calls it as ../image-repository: copied beside it
 # What the baked root passes a sibling module from the core module's outputs.
 SIBLING_BASELINE = {
     "project_id": "valid-project",
@@ -54,7 +55,19 @@ BASELINES: dict[str, dict[str, object]] = {
         "workflow": {"source_contents": "main:\n  steps:\n    - done:\n        return: 1\n"},
     },
 }
-MOCKED_PROVIDERS = {CORE: ("google", "archive", "time"), CLOUD_RUN_JOB: ("google",), WORKFLOW: ("google",)}
+BASELINES[IMAGE_REPOSITORY] = {
+    "project_id": "valid-project",
+    "location": "europe-west1",
+    "repository_id": "valid-images",
+}
+MOCKED_PROVIDERS = {
+    CORE: ("google", "archive", "time"),
+    CLOUD_RUN_JOB: ("google",),
+    WORKFLOW: ("google",),
+    IMAGE_REPOSITORY: ("google",),
+}
+# A repository the function's region holds, as a team bake's root passes terraform/bootstrap's.
+GIVEN_IMAGES = "projects/valid-project/locations/europe-west1/repositories/valid-images"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,18 +290,25 @@ CASES = [
         "names starting with DEDUP_ are set by the module",
         {"function": {"environment_variables": {"DEDUP_LEASE_SECONDS": "1"}}},
     ),
-    # The image repository's cleanup (images.tf, issue 19): at least the running image stays.
+    # The image repository made elsewhere (a team bake's terraform/bootstrap, issue 19): its full name, in the
+    # function's region (BuildConfig.docker_repository: "Cross-location repositories are not supported").
     Refusal(
-        "function_keeps_no_image",
-        "function",
-        "must be a whole number of image versions to keep, 1-100",
-        {"function": {"images_kept": 0}},
+        "images_repository_another_region",
+        "images_repository",
+        "a repository in the function's region",
+        {"images_repository": GIVEN_IMAGES.replace("europe-west1", "us-central1")},
     ),
     Refusal(
-        "function_keeps_101_images",
+        "images_repository_its_id_only",
+        "images_repository",
+        "a repository in the function's region",
+        {"images_repository": "valid-images"},
+    ),
+    Refusal(
+        "images_kept_for_a_given_repository",
         "function",
-        "must be a whole number of image versions to keep, 1-100",
-        {"function": {"images_kept": 101}},
+        "set only when the module makes the image repository",
+        {"images_repository": GIVEN_IMAGES, "function": {"images_kept": 3}},
     ),
     Refusal(
         "alert_email_without_at",
@@ -423,6 +443,28 @@ CASES = [
         {"job": {**BASELINES[CLOUD_RUN_JOB]["job"], "item_lease_seconds": 0}},
         CLOUD_RUN_JOB,
     ),
+    # The image repository's cleanup (../image-repository, issue 19): at least the running image stays.
+    Refusal(
+        "images_kept_none",
+        "images_kept",
+        "must be a whole number of image versions to keep, 1-100",
+        {"images_kept": 0},
+        IMAGE_REPOSITORY,
+    ),
+    Refusal(
+        "images_kept_101",
+        "images_kept",
+        "must be a whole number of image versions to keep, 1-100",
+        {"images_kept": 101},
+        IMAGE_REPOSITORY,
+    ),
+    Refusal(
+        "images_repository_id_upper_case",
+        "repository_id",
+        "must be lower-case letters, digits and hyphens",
+        {"repository_id": "Valid-images"},
+        IMAGE_REPOSITORY,
+    ),
     Refusal("workflow_without_source", "workflow", "workflow.source_contents: required", {"workflow": {}}, WORKFLOW),
     Refusal(
         "job_service_account_not_a_service_account",
@@ -502,6 +544,8 @@ def tftest(module: str, run: str, inputs: dict[str, object]) -> str:
 def terraform_test_of(workdir, module: str, cases: list[Refusal]) -> dict[str, tuple[str, str]]:
     """One `terraform test -json` over a copy of `module`: run name -> (its status, its diagnostics)."""
     shutil.copytree(MODULES_DIR / module, workdir, ignore=shutil.ignore_patterns(".terraform*", "tests"))
+    if module == CORE:  # its images.tf calls ../image-repository
+        shutil.copytree(MODULES_DIR / IMAGE_REPOSITORY, workdir.parent / IMAGE_REPOSITORY)
     (workdir / "tests").mkdir()
     (workdir / "tests" / "baseline.tftest.hcl").write_text(tftest(module, "baseline", {}))
     for case in cases:

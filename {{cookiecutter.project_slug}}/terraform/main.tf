@@ -23,6 +23,9 @@ locals {
       runtime = "run", invoker = "invoker", build = "build"{% if cookiecutter.target == "cloud_run_job" %}, target = "job"{% elif cookiecutter.target == "workflow" %}, target = "wf"{% endif %}
     } : key => "${local.config.slug}-${suffix}@${local.config.project}.iam.gserviceaccount.com"
   }
+  # terraform/bootstrap makes the function's image repository too (its module "images"), so the
+  # deployer holds no Artifact Registry role: the module pushes there and makes none.
+  images_repository = "projects/${local.config.project}/locations/${local.config.region}/repositories/${local.config.slug}-images"
 {%- endif %}
 }
 
@@ -39,6 +42,7 @@ module "scheduled_dedup" {
     invoker = local.accounts.invoker
     build   = local.accounts.build
   }
+  images_repository = local.images_repository
 {%- endif %}
 
   # The function's source, by allow-list: exactly these files of this project's root, and nothing

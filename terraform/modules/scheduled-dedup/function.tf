@@ -79,8 +79,8 @@ resource "google_cloudfunctions2_function" "this" {
     entry_point = var.function.entry_point
     # Full resource name (projects/P/serviceAccounts/EMAIL), as build_config expects.
     service_account = local.build_account_name
-    # projects/P/locations/R/repositories/REPO: the module's repository and its cleanup policies (images.tf).
-    docker_repository = google_artifact_registry_repository.images.id
+    # projects/P/locations/R/repositories/REPO: the repository with the cleanup policies (images.tf).
+    docker_repository = local.images_repository
 
     source {
       storage_source {

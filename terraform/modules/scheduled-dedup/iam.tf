@@ -11,7 +11,7 @@
 #   var.task_queue.enqueuers  roles/cloudtasks.enqueuer on the deliveries queue: re-runs and backfills
 #   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter and
 #                   roles/storage.objectViewer in the project, roles/artifactregistry.writer on the
-#                   module's image repository (images.tf)
+#                   image repository only (images.tf; granted by whoever makes the repository)
 # Structured logs go to stdout/stderr, which needs no logging role.
 # With var.service_accounts the three accounts are made elsewhere (a team bake's bootstrap root,
 # variables.tf says why) and the module only uses them.
@@ -81,19 +81,9 @@ locals {
   # build fetches from Cloud Functions' own gcf-v2-sources-<project number>-<region> bucket (Cloud Run
   # functions "Build process overview"; terraform-google-cloud-functions issue 129 names that bucket),
   # created by the first deploy. Hence project-level grants, as the page's own commands make them.
-  # artifactregistry.writer, which stores the built image, is granted on the module's own image
-  # repository only (build_images, below), not on the project.
+  # artifactregistry.writer, which stores the built image, is granted on the image repository only
+  # (images.tf), not on the project.
   build_roles = toset(["roles/logging.logWriter", "roles/storage.objectViewer"])
-}
-
-# The build account pushes the function's images to the module's repository (images.tf), and to no
-# other repository of the project.
-resource "google_artifact_registry_repository_iam_member" "build_images" {
-  project    = var.project_id
-  location   = google_artifact_registry_repository.images.location
-  repository = google_artifact_registry_repository.images.name
-  role       = "roles/artifactregistry.writer"
-  member     = local.account_members.build
 }
 
 resource "google_project_iam_member" "build" {
@@ -112,11 +102,11 @@ resource "time_sleep" "grants" {
 
   triggers = {
     build   = join(",", sort([for grant in google_project_iam_member.build : grant.role]))
-    images  = google_artifact_registry_repository_iam_member.build_images.repository
+    images  = local.images_repository
     runtime = google_project_iam_member.datastore_user.member
   }
 
-  depends_on = [google_project_iam_member.build, google_artifact_registry_repository_iam_member.build_images, google_project_iam_member.datastore_user]
+  depends_on = [google_project_iam_member.build, module.images, google_project_iam_member.datastore_user]
 }
 
 # Firestore has no per-database IAM resource: roles are granted on the project. The IAM condition

@@ -1,47 +1,38 @@
-# Where the function's images go, and how many stay. Every deploy builds a new image (and updates a
-# build cache image) and pushes it to build_config.docker_repository; left unset, Cloud Functions
-# creates and uses a repository named gcf-artifacts in the region (Cloud Functions API, BuildConfig
-# docker_repository: "If unspecified, GCF will create and use a repository named 'gcf-artifacts'"),
-# which has no cleanup policy: its storage grows with every deploy. The module's own repository
-# keeps the newest var.function.images_kept versions of each image and deletes the older ones
-# (Artifact Registry "Cleanup policies overview": a keep policy only exempts versions a delete policy
-# would delete, and a version both match is kept; the deletions are made by the Artifact Registry
-# service agent, which holds artifactregistry.versions.delete ("Configure cleanup policies")).
+# Where the function's images go: a Docker repository <slug>-images whose cleanup policies keep the
+# newest function.images_kept versions of each image (../image-repository holds the one definition
+# and says why; not Cloud Functions' own gcf-artifacts, which has none). A team bake's bootstrap
+# root makes it and grants the build account on it (var.images_repository: the deployer then needs
+# no Artifact Registry role, which no IAM condition could narrow to one repository); otherwise the
+# module makes its own here.
 
-resource "google_artifact_registry_repository" "images" {
-  # checkov:skip=CKV_GCP_84: Google-managed encryption, as the gcf-artifacts repository it replaces and the function's source bucket have; a customer-managed key would need a KMS key ring and grants this module does not own.
-  project = var.project_id
-  # The function's region: "Cross-location repositories are not supported. Repository format must
-  # be 'DOCKER'." (BuildConfig.docker_repository)
+locals {
+  makes_images_repository = var.images_repository == null
+  # projects/P/locations/R/repositories/REPO, as build_config.docker_repository takes it.
+  images_repository = local.makes_images_repository ? module.images[0].id : var.images_repository
+}
+
+module "images" {
+  source = "../image-repository"
+  count  = local.makes_images_repository ? 1 : 0
+
+  project_id    = var.project_id
   location      = var.region
   repository_id = "${var.slug}-images"
-  format        = "DOCKER"
-  description   = "${var.slug}: the function's images; the newest ${var.function.images_kept} versions of each stay."
+  description   = "${var.slug}: the function's images; cleanup policies keep the newest versions of each."
   labels        = local.labels
-
-  # The policies act; a dry run would only log what they would delete.
-  cleanup_policy_dry_run = false
-
-  cleanup_policies {
-    id     = "delete-older-versions"
-    action = "DELETE"
-    condition {
-      tag_state = "ANY"
-      # A day's margin for a build that is pushing while the policy runs. In seconds, the form the
-      # API answers (a protobuf Duration): "1d" is refused or, accepted by the provider, differs from
-      # the API's "86400s" at every plan and replaces the repository (terraform-provider-google
-      # issue 20796; e2b-dev/infra PR 2738 shows the replacement).
-      older_than = "86400s"
-    }
-  }
-
-  cleanup_policies {
-    id     = "keep-newest-versions"
-    action = "KEEP"
-    most_recent_versions {
-      keep_count = var.function.images_kept
-    }
-  }
+  images_kept   = var.function.images_kept
+  writers       = { build = local.account_members.build }
 
   depends_on = [time_sleep.apis]
+}
+
+# Where these lived before the repository had a module of its own: an applied project keeps them.
+moved {
+  from = google_artifact_registry_repository.images
+  to   = module.images[0].google_artifact_registry_repository.this
+}
+
+moved {
+  from = google_artifact_registry_repository_iam_member.build_images
+  to   = module.images[0].google_artifact_registry_repository_iam_member.writers["build"]
 }

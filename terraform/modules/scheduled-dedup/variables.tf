@@ -63,6 +63,19 @@ variable "service_accounts" {
   }
 }
 
+variable "images_repository" {
+  description = "The Docker repository the function's images go to when something else makes it (a team bake's bootstrap root, with ../image-repository: the deployer then needs no Artifact Registry role), as projects/P/locations/REGION/repositories/R; its maker grants the build account roles/artifactregistry.writer on it. null: the module makes '<slug>-images' (images.tf)."
+  type        = string
+  default     = null
+
+  validation {
+    # Cloud Functions API, BuildConfig.docker_repository: "projects/{project}/locations/{location}/repositories/{repository}";
+    # "Cross-location repositories are not supported": the function's region.
+    condition     = var.images_repository == null || can(regex("^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/${var.region}/repositories/[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.images_repository))
+    error_message = "images_repository=${jsonencode(var.images_repository)}: must be projects/<project>/locations/${var.region}/repositories/<id>, a repository in the function's region."
+  }
+}
+
 variable "jobs" {
   description = "Cloud Scheduler jobs, keyed by job id. Each becomes the Scheduler job '<slug>-<job id>'. Only 5-field unix-cron schedules: Cloud Scheduler guarantees the X-CloudScheduler-ScheduleTime header (the dedup key) for unix-cron alone."
   type = map(object({
@@ -267,7 +280,7 @@ variable "source_files" {
 }
 
 variable "function" {
-  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf), into the module's image repository, which keeps the newest images_kept versions of each image (images.tf)."
+  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf), into the image repository, which keeps the newest images_kept versions of each image (images.tf)."
   type = object({
     runtime                          = optional(string, "python312")
     entry_point                      = optional(string, "handle_scheduled_job")
@@ -276,15 +289,16 @@ variable "function" {
     min_instance_count               = optional(number, 0)
     max_instance_request_concurrency = optional(number, 1)
     environment_variables            = optional(map(string), {})
-    images_kept                      = optional(number, 2)
+    # null: ../image-repository's default (2). Only where the module makes the repository.
+    images_kept = optional(number)
   })
   default  = {}
   nullable = false
 
   validation {
-    # images.tf: the newest images_kept versions of each image stay, older ones are deleted.
-    condition     = floor(var.function.images_kept) == var.function.images_kept && var.function.images_kept >= 1 && var.function.images_kept <= 100
-    error_message = "function.images_kept=${var.function.images_kept}: must be a whole number of image versions to keep, 1-100 (the newest stays whatever its age: the function runs it)."
+    # The repository's maker sets how many images stay (images.tf): here, nothing would read it.
+    condition     = var.function.images_kept == null || var.images_repository == null
+    error_message = "function.images_kept=${coalesce(var.function.images_kept, 0)}: set only when the module makes the image repository (images_repository is given: its maker keeps the images)."
   }
 
   validation {

@@ -288,42 +288,16 @@ run "baked_values" {
     error_message = "The build account must hold exactly roles/logging.logWriter and roles/storage.objectViewer on the project (artifactregistry.writer on the image repository only)."
   }
 
-  # --- the function's images: the module's own repository, with cleanup policies (images.tf) ---
+  # --- the function's images: the repository ../image-repository defines, made by the module (images.tf) ---
 
   assert {
     condition = (
-      google_artifact_registry_repository.images.format == "DOCKER" &&
-      google_artifact_registry_repository.images.location == var.region &&
-      google_artifact_registry_repository.images.repository_id == "${var.slug}-images" &&
-      google_cloudfunctions2_function.this.build_config[0].docker_repository == google_artifact_registry_repository.images.id
+      length(module.images) == 1 &&
+      module.images[0].repository_id == "${var.slug}-images" &&
+      google_cloudfunctions2_function.this.build_config[0].docker_repository == module.images[0].id &&
+      module.images[0].writer_members == { build = google_service_account.build[0].member }
     )
-    error_message = "The function's images go to the module's DOCKER repository in its region (not gcf-artifacts, which has no cleanup policy)."
-  }
-
-  assert {
-    condition = (
-      google_artifact_registry_repository.images.cleanup_policy_dry_run == false &&
-      length(google_artifact_registry_repository.images.cleanup_policies) == 2 &&
-      length([
-        for policy in google_artifact_registry_repository.images.cleanup_policies : policy
-        if policy.action == "DELETE" && length(policy.most_recent_versions) == 0 && one(policy.condition).tag_state == "ANY" && can(regex("^[0-9]+s$", one(policy.condition).older_than))
-      ]) == 1 &&
-      [
-        for policy in google_artifact_registry_repository.images.cleanup_policies : one(policy.most_recent_versions).keep_count
-        if policy.action == "KEEP" && length(policy.condition) == 0
-      ] == [2]
-    )
-    error_message = "The repository deletes every image version but the newest 2 of each image (the running one and the one before) (a delete policy on any tag state, its age in seconds as the API answers it, and a keep-most-recent policy), for real (no dry run)."
-  }
-
-  assert {
-    condition = (
-      google_artifact_registry_repository_iam_member.build_images.repository == google_artifact_registry_repository.images.name &&
-      google_artifact_registry_repository_iam_member.build_images.location == google_artifact_registry_repository.images.location &&
-      google_artifact_registry_repository_iam_member.build_images.role == "roles/artifactregistry.writer" &&
-      google_artifact_registry_repository_iam_member.build_images.member == google_service_account.build[0].member
-    )
-    error_message = "The build account writes images to the module's repository, granted on that repository only."
+    error_message = "Given no images_repository, the module makes <slug>-images (not gcf-artifacts, which has no cleanup policy), the function's images go there and the build account is its one writer."
   }
 
   # --- the database: created by the bake unless it answered to use an existing one ---
@@ -937,4 +911,104 @@ run "rejects_max_lateness_below_a_minute" {
   }
 
   expect_failures = [var.jobs]
+}
+
+# The repository and its cleanup policies, as ../image-repository defines them for every bake (the
+# module makes it here; a team bake's terraform/bootstrap makes it with the same module).
+run "image_repository_keeps_the_newest_images" {
+  command = apply
+
+  module {
+    source = "./modules/image-repository"
+  }
+
+  variables {
+    location      = yamldecode(file("../config.yaml")).region
+    repository_id = "${yamldecode(file("../config.yaml")).slug}-images"
+    writers       = { build = "serviceAccount:builder@example-project.iam.gserviceaccount.com" }
+  }
+
+  assert {
+    condition = (
+      google_artifact_registry_repository.this.format == "DOCKER" &&
+      google_artifact_registry_repository.this.location == var.location &&
+      google_artifact_registry_repository.this.repository_id == var.repository_id
+    )
+    error_message = "The images go to a DOCKER repository in the function's region."
+  }
+
+  assert {
+    condition = (
+      google_artifact_registry_repository.this.cleanup_policy_dry_run == false &&
+      length(google_artifact_registry_repository.this.cleanup_policies) == 2 &&
+      length([
+        for policy in google_artifact_registry_repository.this.cleanup_policies : policy
+        if policy.action == "DELETE" && length(policy.most_recent_versions) == 0 && one(policy.condition).tag_state == "ANY" && can(regex("^[0-9]+s$", one(policy.condition).older_than))
+      ]) == 1 &&
+      [
+        for policy in google_artifact_registry_repository.this.cleanup_policies : one(policy.most_recent_versions).keep_count
+        if policy.action == "KEEP" && length(policy.condition) == 0
+      ] == [2]
+    )
+    error_message = "The repository deletes every image version but the newest 2 of each image (the running one and the one before) (a delete policy on any tag state, its age in seconds as the API answers it, and a keep-most-recent policy), for real (no dry run)."
+  }
+
+  assert {
+    condition = (
+      length(google_artifact_registry_repository_iam_member.writers) == 1 &&
+      google_artifact_registry_repository_iam_member.writers["build"].repository == google_artifact_registry_repository.this.name &&
+      google_artifact_registry_repository_iam_member.writers["build"].location == google_artifact_registry_repository.this.location &&
+      google_artifact_registry_repository_iam_member.writers["build"].role == "roles/artifactregistry.writer" &&
+      google_artifact_registry_repository_iam_member.writers["build"].member == var.writers.build
+    )
+    error_message = "The build account writes images to this repository, granted on this repository only."
+  }
+}
+
+run "image_repository_refuses_to_keep_no_image" {
+  command = plan
+
+  module {
+    source = "./modules/image-repository"
+  }
+
+  variables {
+    location      = yamldecode(file("../config.yaml")).region
+    repository_id = "${yamldecode(file("../config.yaml")).slug}-images"
+    images_kept   = 0
+  }
+
+  expect_failures = [var.images_kept]
+}
+
+# A team bake's terraform/bootstrap made the repository: the module makes none and pushes there.
+run "uses_a_given_image_repository" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    images_repository = "projects/${var.project_id}/locations/${var.region}/repositories/${var.slug}-images"
+  }
+
+  assert {
+    condition     = length(module.images) == 0 && google_cloudfunctions2_function.this.build_config[0].docker_repository == var.images_repository
+    error_message = "Given images_repository, the module makes no repository (nor a grant on it) and the function's images go to the given one."
+  }
+}
+
+run "rejects_an_image_repository_of_another_region" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    images_repository = "projects/${var.project_id}/locations/not-${var.region}/repositories/${var.slug}-images"
+  }
+
+  expect_failures = [var.images_repository]
 }

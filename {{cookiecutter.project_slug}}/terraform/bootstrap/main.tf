@@ -14,14 +14,15 @@ locals {
   # makes (the README's "The deployer's roles" lists the same, with what each is for; the template's
   # tests/test_bootstrap.py keeps the two, and the module's resource types, in step).
   # Roles: https://cloud.google.com/iam/docs/understanding-roles
-  # roles/artifactregistry.admin makes the function's image repository, its cleanup policies and the
-  # build account's grant on it (setIamPolicy); it cannot be narrowed to that repository, as Artifact
-  # Registry is not among the services whose resource.name an IAM condition can test (IAM "Configure
-  # resource-based access"), and no narrower predefined role creates repositories.
   # Two of them are narrowed by an IAM condition (deployer_conditions, below). No service-account
   # role among them: the bootstrap makes the accounts (workload_accounts) and grants actAs on each.
+  # No Artifact Registry role either: the bootstrap makes the image repository (module "images"),
+  # as roles/artifactregistry.admin, which creates repositories and sets their IAM policies, cannot
+  # be narrowed to one repository (Artifact Registry is not among the services whose resource.name
+  # an IAM condition can test: IAM "Resource attributes for IAM Conditions"). What a deploy reads of
+  # the repository, roles/cloudfunctions.admin holds (artifactregistry.repositories.get and the
+  # image reads: IAM "Cloud Run functions roles and permissions").
   deployer_roles = [
-    "roles/artifactregistry.admin",
     "roles/cloudfunctions.admin",
     "roles/cloudscheduler.admin",
     "roles/cloudtasks.queueAdmin",
@@ -171,6 +172,7 @@ resource "google_project_service" "this" {
     "cloudresourcemanager.googleapis.com",
     "serviceusage.googleapis.com",
     "storage.googleapis.com",
+    "artifactregistry.googleapis.com", # the function's image repository (module "images")
   ])
 
   project            = var.project_id
@@ -299,6 +301,24 @@ resource "google_service_account" "workload" {
   project      = var.project_id
   account_id   = each.value
   display_name = "{{ cookiecutter.project_slug }}: ${each.key} (terraform/ of {{ cookiecutter.project_slug }} uses it)"
+
+  depends_on = [time_sleep.apis]
+}
+
+# The function's image repository, with the cleanup policies ../modules/image-repository defines
+# for every bake, and its build account the one writer: made here so the deployer holds no Artifact
+# Registry role (local.deployer_roles says why). ../main.tf passes its name to the module, which then
+# makes none. Named and labelled as the module would make it: a project applied before keeps it
+# (the README says how to move it here).
+module "images" {
+  source = "../modules/image-repository"
+
+  project_id    = var.project_id
+  location      = var.region
+  repository_id = "{{ cookiecutter.project_slug }}-images"
+  description   = "{{ cookiecutter.project_slug }}: the function's images; cleanup policies keep the newest versions of each."
+  labels        = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
+  writers       = { build = google_service_account.workload["build"].member }
 
   depends_on = [time_sleep.apis]
 }

@@ -22,3 +22,8 @@ output "workload_service_account_emails" {
   description = "The function's accounts, which ../main.tf passes to the modules (the deployer may act as exactly these)."
   value       = { for key, account in google_service_account.workload : key => account.email }
 }
+
+output "images_repository" {
+  description = "The function's image repository, which ../main.tf passes to the module (images_repository)."
+  value       = module.images.id
+}

@@ -5,7 +5,7 @@ variable "project_id" {
 }
 
 variable "region" {
-  description = "Location of the state bucket."
+  description = "Location of the state bucket and of the function's image repository (the function's region, config.yaml's: Cloud Functions takes no repository of another region)."
   type        = string
   default     = "{{ cookiecutter.region }}"
 }

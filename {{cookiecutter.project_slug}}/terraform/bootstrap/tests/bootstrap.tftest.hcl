@@ -63,6 +63,13 @@ run "bootstrap" {
   }
 
   assert {
+    condition = module.images.repository_id == "{{ cookiecutter.project_slug }}-images" && module.images.writer_members == { build = google_service_account.workload["build"].member } && length([
+      for role in keys(google_project_iam_member.deployer) : role if startswith(role, "roles/artifactregistry.")
+    ]) == 0
+    error_message = "The bootstrap makes the function's image repository, the build account its one writer; the deployer holds no Artifact Registry role."
+  }
+
+  assert {
     condition     = length(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition) == 1 && strcontains(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition[0].expression, "iam.googleapis.com/modifiedGrantsByRole")
     error_message = "The deployer may grant only the roles the modules grant (a condition on projectIamAdmin)."
   }
