@@ -511,6 +511,21 @@ def test_vendor_terraform_modules_copies_the_targets_module_dirs_only(tmp_path, 
     assert (project / "terraform" / "main.tf").read_text() == "# the bake's own root module\n"
 
 
+@pytest.mark.parametrize("target", list(baking.MODULES_BY_TARGET))
+def test_every_module_a_vendored_module_calls_is_vendored_beside_it(target):
+    """The core module calls ../image-repository (and a team bake's bootstrap ../modules/image-repository):
+    a bake of any target carries every module its modules name as a sibling, or `terraform init` fails."""
+    names = baking.MODULES_BY_TARGET[target]
+    called = {
+        sibling
+        for name in names
+        for path in (ROOT / baking.MODULES_SOURCE / name).glob("*.tf")
+        for sibling in re.findall(r'^  source += "\.\./([\w-]+)"', path.read_text(), re.M)
+    }
+    assert baking.IMAGE_REPOSITORY_MODULE in called
+    assert called <= set(names), called - set(names)
+
+
 @pytest.mark.parametrize(("state_bucket", "kept"), [("", False), ("acme-tf-state", True)])
 def test_the_bootstrap_is_kept_only_with_a_state_bucket(tmp_path, state_bucket, kept):
     make_tree(tmp_path, baking.STATE_BUCKET_ONLY_PATHS)
