@@ -2053,7 +2053,7 @@ MUTANTS = [
     Mutant(
         "images-deployer-admin-again",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '  deployer_roles = [\n',
+        "  deployer_roles = [\n",
         '  deployer_roles = [\n    "roles/artifactregistry.admin",\n',
         "the deployer holds no Artifact Registry role: the bootstrap makes the image repository",
         ("tests/test_bootstrap.py", "-k", "no_artifact_registry and cloud-run-job"),
