@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,20 @@ variables {
 """
 
 
+def copy_module(module_dir: Path, copy: Path, **copytree) -> Path:
+    """A copy of a module at `copy`, with each module it calls by a sibling path (the core's
+    "../image-repository") copied beside it, as a bake vendors them; returns `copy`."""
+    shutil.copytree(module_dir, copy, **copytree)
+    siblings = {
+        name
+        for path in module_dir.glob("*.tf")
+        for name in re.findall(r'^  source += "\.\./([\w-]+)"', path.read_text(), re.M)
+    }
+    for name in sorted(siblings):
+        shutil.copytree(module_dir.parent / name, copy.parent / name, dirs_exist_ok=True, **copytree)
+    return copy
+
+
 def hcl_jobs(jobs: dict[str, str]) -> str:
     """var.jobs as HCL, from {job id: schedule}."""
     return "{ " + ", ".join(f'"{job}" = {{ schedule = "{schedule}" }}' for job, schedule in jobs.items()) + " }"
@@ -39,8 +54,7 @@ def hcl_jobs(jobs: dict[str, str]) -> str:
 def plan_runs(workdir: Path, runs: dict[str, str], module_dir: Path = MODULE_DIR) -> dict[str, dict[str, dict]]:
     """Plan one run per entry of `runs` ({run name: the HCL inside its variables block}) on a copy of
     the module in `workdir`: {run name: {resource address: its planned values}}."""
-    copy = workdir / "module"
-    shutil.copytree(module_dir, copy)
+    copy = copy_module(module_dir, workdir / "module")
     template = 'run "{}" {{\n  command = plan\n\n  variables {{\n{}\n  }}\n}}\n'
     blocks = [PREAMBLE] + [template.format(name, variables) for name, variables in runs.items()]
     (copy / "tests").mkdir()

@@ -6,11 +6,11 @@ alone (issue 17: no formula in HCL), checked on config.yaml by the bake, the tes
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 import rules
 from conftest import DEFAULT_TIMING, ROOT
+from module_plan import copy_module
 from test_terraform import PARITY_PREAMBLE
 
 from tests.terraform_offline import terraform
@@ -54,8 +54,7 @@ def hook_refuses_lateness(seconds: int) -> bool:
 
 
 def test_hook_and_terraform_agree_on_the_audit_interval_and_max_lateness(tmp_path):
-    workdir = tmp_path / "parity"
-    shutil.copytree(MODULE_DIR, workdir)
+    workdir = copy_module(MODULE_DIR, tmp_path / "parity")
     timing = ("attempt_deadline_seconds", "retention_seconds")
     retry = [k for k in DEFAULT_TIMING if k not in timing and k != "lease_seconds"]
     blocks = [PARITY_PREAMBLE]

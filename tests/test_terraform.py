@@ -26,6 +26,7 @@ import baking  # the bake hook's vendoring (conftest puts hooks/ on the path)
 import pytest
 import rules  # the bake's rules.py, the hook's, to compare with Terraform's (conftest puts it on the path)
 from conftest import DEFAULT_TIMING, MATRIX, ROOT, bake, proved
+from module_plan import copy_module
 
 from tests.terraform_offline import checkov, terraform
 
@@ -796,8 +797,7 @@ def hcl(value: object) -> str:
 def test_hook_and_terraform_agree_on_schedules_and_timing(tmp_path):
     """One `terraform test` file, one run per case: expect_failures exactly where a timing's or a schedule's
     shape is wrong (rules.py refuses those too, and alone the rules between numbers and the cron grammar)."""
-    workdir = tmp_path / "parity"
-    shutil.copytree(MODULE_DIR, workdir)
+    workdir = copy_module(MODULE_DIR, tmp_path / "parity")
     runs = []
     expected = {}
     for number, (schedule, who) in enumerate(CRON_CASES.items()):

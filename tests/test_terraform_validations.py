@@ -19,6 +19,7 @@ import hcl2
 import pytest
 from conftest import ROOT
 from hcl2.utils import SerializationOptions
+from module_plan import copy_module
 
 from tests.terraform_offline import terraform
 
@@ -28,7 +29,7 @@ MODULES_DIR = ROOT / "terraform" / "modules"
 CORE = "scheduled-dedup"
 CLOUD_RUN_JOB = "scheduled-dedup-cloud-run-job"
 WORKFLOW = "scheduled-dedup-workflow"
-IMAGE_REPOSITORY = "image-repository"  # the core calls it as ../image-repository: copied beside it
+IMAGE_REPOSITORY = "image-repository"
 # What the baked root passes a sibling module from the core module's outputs.
 SIBLING_BASELINE = {
     "project_id": "valid-project",
@@ -543,9 +544,7 @@ def tftest(module: str, run: str, inputs: dict[str, object]) -> str:
 
 def terraform_test_of(workdir, module: str, cases: list[Refusal]) -> dict[str, tuple[str, str]]:
     """One `terraform test -json` over a copy of `module`: run name -> (its status, its diagnostics)."""
-    shutil.copytree(MODULES_DIR / module, workdir, ignore=shutil.ignore_patterns(".terraform*", "tests"))
-    if module == CORE:  # its images.tf calls ../image-repository
-        shutil.copytree(MODULES_DIR / IMAGE_REPOSITORY, workdir.parent / IMAGE_REPOSITORY)
+    copy_module(MODULES_DIR / module, workdir, ignore=shutil.ignore_patterns(".terraform*", "tests"))
     (workdir / "tests").mkdir()
     (workdir / "tests" / "baseline.tftest.hcl").write_text(tftest(module, "baseline", {}))
     for case in cases:
