@@ -34,7 +34,8 @@ variables {
 
 def copy_module(module_dir: Path, copy: Path, **copytree) -> Path:
     """A copy of a module at `copy`, with each module it calls by a sibling path (the core's
-    "../image-repository") copied beside it, as a bake vendors them; returns `copy`."""
+    "../image-repository") copied beside it, as a bake vendors them, and installed (`terraform get`:
+    a test or a plan reads local modules from .terraform/modules); returns `copy`."""
     shutil.copytree(module_dir, copy, **copytree)
     siblings = {
         name
@@ -43,6 +44,8 @@ def copy_module(module_dir: Path, copy: Path, **copytree) -> Path:
     }
     for name in sorted(siblings):
         shutil.copytree(module_dir.parent / name, copy.parent / name, dirs_exist_ok=True, **copytree)
+    result = terraform(copy, "get")
+    assert result.returncode == 0, result.stdout + result.stderr
     return copy
 
 

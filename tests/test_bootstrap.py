@@ -106,8 +106,9 @@ def test_bootstrap_checkov(bootstrap):
 
 def test_bootstrap_test_fails_when_the_condition_admits_any_repository(bootstrap, tmp_path):
     """The baked tftest's exact assertion on the provider's condition can fail."""
-    copy = tmp_path / "bootstrap"
-    shutil.copytree(bootstrap, copy, symlinks=True)
+    # The whole project: the bootstrap calls ../modules/image-repository.
+    shutil.copytree(bootstrap.parent.parent, tmp_path / "project", symlinks=True)
+    copy = tmp_path / "project" / "terraform" / "bootstrap"
     main = copy / "main.tf"
     text = main.read_text()
     condition = re.search(r'attribute_condition = "(.*)"\n', text).group(1)
