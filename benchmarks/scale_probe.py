@@ -72,11 +72,12 @@ def main() -> None:
 
     import dedup
     import functions_framework
+    from settings import DedupConfig
 
     app = functions_framework.create_app(target="handle_scheduled_job", source=str(Path.cwd() / "main.py"))
     client = app.test_client()
     logging.getLogger().handlers[0].setStream(open(os.devnull, "w"))  # noqa: SIM115 (formatted, then dropped)
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     job = next(name for name, spec in config.jobs.items() if spec.job_id == "nightly")
     now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
     costs = []

@@ -102,9 +102,13 @@ def test_two_default_bakes_share_no_collection(tmp_path):
 
 
 # The protocol and its adapter: no answer is rendered into them, so a template change to them reaches
-# every bake as the same diff (the answers live in config.yaml, which dedup.py reads through config.py).
+# every bake as the same diff (the answers live in config.yaml, which settings.py reads through config.py).
 PROTOCOL_FILES = (
     "dedup.py",
+    "keys.py",
+    "ledger.py",
+    "outcomes.py",
+    "settings.py",
     "main.py",
     "run_context.py",
     "config.py",
@@ -124,7 +128,7 @@ def test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake(tmp_path)
 
 
 def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
-    """config.yaml, written from the answers, is what dedup.py reads: the jobs by their Scheduler names with their
+    """config.yaml, written from the answers, is what settings.py reads: the jobs by their Scheduler names with their
     job ids and each job's own numbers, and the audit's job name. No settings.json beside it."""
     import config
     import rules
@@ -134,7 +138,7 @@ def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
     assert written == yaml.safe_load(config.render(rules.config_from_answers({**answers, "jobs": written["jobs"]})))
     assert sorted(written["jobs"]) == answers["jobs"]
     printed = subprocess.run(
-        [sys.executable, "-c", "import dedup, json; print(json.dumps(dict(dedup.baked_settings())))"],
+        [sys.executable, "-c", "import settings, json; print(json.dumps(dict(settings.baked_settings())))"],
         cwd=baked,
         capture_output=True,
         text=True,

@@ -32,17 +32,21 @@ module "scheduled_dedup" {
     "audit.py",
     "config.py",
     "config.yaml", # the jobs and their timing, the same file this root reads
-    "dedup.py",
+    "dedup.py",    # the claim's state machine
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
     "executions.py", # follows the executions the function starts
 {%- endif %}
     "job.py",
+    "keys.py",   # a delivery's run key
+    "ledger.py", # the run records in Firestore
     "main.py",
+    "outcomes.py",
     "requirements.txt",
     "rules.py", # config.py checks config.yaml with it
     "run_context.py",
     "run_log.py",   # the log lines, in the handler's process and the work's
-    "schedules.py", # when each job fires: dedup.py and audit.py compute fire times with it
+    "schedules.py", # when each job fires: keys.py and audit.py compute fire times with it
+    "settings.py",  # the protocol's settings, from config.yaml
     "stop.py",      # the work in a process of its own, killed at its job's deadline
     "task_queue.py",
   ]

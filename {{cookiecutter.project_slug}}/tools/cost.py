@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import audit  # noqa: E402
 import config as project_config  # noqa: E402  (config.yaml: the audit's interval)
-import dedup  # noqa: E402
+from outcomes import Misconfigured  # noqa: E402
+from settings import DedupConfig  # noqa: E402
 
 DAYS = 30  # a month, for every per-month figure
 MONTH_START = dt.datetime(2026, 1, 1)  # fire times are counted over DAYS from here, in each job's zone
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table())
         return 0
     try:
-        config = dedup.DedupConfig.from_env()
+        config = DedupConfig.from_env()
         interval = args.audit_interval_minutes
         if interval is None:
             interval = project_config.load().audit_interval_minutes
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         use = usage(fires, interval, audit.lookback(config), config.database)
         if args.work_seconds < 0:
             raise ValueError(f"--work-seconds={args.work_seconds}: must be at least 0")
-    except (dedup.Misconfigured, ValueError) as error:
+    except (Misconfigured, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     costs = monthly_cost(use, Assumptions(work_seconds=args.work_seconds))

@@ -92,9 +92,9 @@ def start_function(port: int, emulator_host: str) -> subprocess.Popen:
 
 def save_data(emulator: Emulator) -> None:
     """Export the project's database, then keep only that export (a failed export keeps the previous one)."""
-    import dedup
+    from settings import DedupConfig
 
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     fresh = DATA_DIR.with_name(DATA_DIR.name + ".new")
     shutil.rmtree(fresh, ignore_errors=True)
     try:

@@ -43,13 +43,17 @@ from firestore_emulator import is_ready  # noqa: E402
 import audit  # noqa: E402
 import dedup  # noqa: E402
 import task_queue  # noqa: E402
+from keys import RERUN_ID, RERUN_TEXT, Rerun, RunKey, parse_schedule_time  # noqa: E402
+from ledger import RPC_TIMEOUT_SECONDS, RunLedger, firestore_client  # noqa: E402
+from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
+from settings import TASKS_QUEUE, DedupConfig, JobSpec  # noqa: E402
 
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
 
 
-def runs_collection(config: dedup.DedupConfig):
-    return dedup.firestore_client(config.project, config.database).collection(config.collection)
+def runs_collection(config: DedupConfig):
+    return firestore_client(config.project, config.database).collection(config.collection)
 
 
 def stuck_runs(collection, now) -> Iterator[tuple[str, dict]]:
@@ -59,7 +63,7 @@ def stuck_runs(collection, now) -> Iterator[tuple[str, dict]]:
     create); few records are ever in_progress, so the lease is compared here.
     """
     query = collection.where(filter=FieldFilter("status", "==", dedup.Status.IN_PROGRESS.value))
-    for snapshot in query.stream(timeout=dedup.RPC_TIMEOUT_SECONDS):
+    for snapshot in query.stream(timeout=RPC_TIMEOUT_SECONDS):
         record = snapshot.to_dict()
         if record["lease_expires"] <= now:
             yield snapshot.id, record
@@ -98,12 +102,12 @@ class BadArgument(ValueError):
 
 def moment(name: str, text: str) -> dt.datetime:
     try:
-        return dedup.parse_schedule_time(text)
+        return parse_schedule_time(text)
     except ValueError as error:
         raise BadArgument(f"{name}={text!r}: {error}") from None
 
 
-def resolve_job(config: dedup.DedupConfig, job: str, field: str = "JOB") -> str:
+def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
     """The Scheduler job name (what a deployed run is keyed by) of `job`: a job id or a Scheduler job name of
     DEDUP_JOBS, or the audit's job. The one place the tools turn a name into the deployed one."""
     for name, spec in config.jobs.items():
@@ -115,10 +119,10 @@ def resolve_job(config: dedup.DedupConfig, job: str, field: str = "JOB") -> str:
     raise BadArgument(f"{field}={job!r}: not a job of this project: {known or 'none'}, or {config.audit_job}")
 
 
-def run_key(config: dedup.DedupConfig, job: str, time: str, project: str | None = None, location: str | None = None):
-    """The key of one scheduled run as the deployed handler computes it (dedup.RunKey): the Scheduler job name,
+def run_key(config: DedupConfig, job: str, time: str, project: str | None = None, location: str | None = None):
+    """The key of one scheduled run as the deployed handler computes it (RunKey): the Scheduler job name,
     the schedule time normalised to UTC, the project/location it was delivered for (default: the function's own)."""
-    return dedup.RunKey(
+    return RunKey(
         project=project or config.project,
         location=location or config.location,
         job_name=resolve_job(config, job),
@@ -126,7 +130,7 @@ def run_key(config: dedup.DedupConfig, job: str, time: str, project: str | None 
     )
 
 
-def selected_jobs(config: dedup.DedupConfig, job: str | None) -> dict[str, dedup.JobSpec]:
+def selected_jobs(config: DedupConfig, job: str | None) -> dict[str, JobSpec]:
     """All of DEDUP_JOBS, or the one --job names (by its Scheduler job name or its job id)."""
     if job is None:
         return dict(config.jobs)
@@ -136,7 +140,7 @@ def selected_jobs(config: dedup.DedupConfig, job: str | None) -> dict[str, dedup
     return {name: config.jobs[name]}
 
 
-def find_runs(config: dedup.DedupConfig, args: argparse.Namespace, now: dt.datetime) -> list[audit.AuditedRun]:
+def find_runs(config: DedupConfig, args: argparse.Namespace, now: dt.datetime) -> list[audit.AuditedRun]:
     """The audit over [--since, --until), for the selected jobs; refuses a window the records cannot answer."""
     since, until = moment("--since", args.since), moment("--until", args.until)
     if since >= until:
@@ -147,7 +151,7 @@ def find_runs(config: dedup.DedupConfig, args: argparse.Namespace, now: dt.datet
             "the TTL may have deleted those records, so a missing run cannot be told from an expired one"
         )
     jobs = selected_jobs(config, args.job)
-    ledger = dedup.RunLedger(config)
+    ledger = RunLedger(config)
     # As the audit does: a job is judged from the first audit that saw it (none yet: the whole window).
     starts = audit.starts(ledger, jobs)
     return audit.audit_runs(ledger, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
@@ -161,7 +165,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def run_row(found: audit.AuditedRun, config: dedup.DedupConfig) -> list[str]:
+def run_row(found: audit.AuditedRun, config: DedupConfig) -> list[str]:
     zone = config.jobs[found.job].time_zone
     wall = found.wall_time.strftime("%Y-%m-%d %H:%M") + f" {zone}" + (f" ({found.dst.value})" if found.dst else "")
     return [found.job, audit.rfc3339(found.schedule_time), wall, found.state.value, found.run_id]
@@ -174,7 +178,7 @@ def summary(runs: list[audit.AuditedRun], listed: list[audit.AuditedRun], args: 
     return f"{len(listed)} of {len(runs)} expected run(s) from {args.since} to {args.until} need a delivery"
 
 
-def missed(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def missed(config: DedupConfig, args: argparse.Namespace) -> int:
     runs = find_runs(config, args, dedup.utcnow())
     listed = runs if args.all else list(audit.needing_delivery(runs))
     if args.json:
@@ -201,10 +205,10 @@ def id_token_for(url: str) -> str:
         ) from None
 
 
-def queue_of(config: dedup.DedupConfig, queue: str) -> str:
+def queue_of(config: DedupConfig, queue: str) -> str:
     """--queue's value, or the deployed deliveries queue (DEDUP_TASKS_QUEUE) for a bare --queue."""
     queue = queue or config.tasks_queue or ""
-    if not dedup.TASKS_QUEUE.fullmatch(queue):
+    if not TASKS_QUEUE.fullmatch(queue):
         raise BadArgument(
             f"--queue={queue!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE (terraform output task_queue)"
         )
@@ -219,7 +223,7 @@ def queued(queue: str, name: str, headers: dict[str, str]) -> str:
         raise QueueUnavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
 
 
-def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     """Deliver each missing or stuck run as Scheduler would: same job name and schedule time, so one executes."""
     runs = find_runs(config, args, dedup.utcnow())
     listed = list(audit.needing_delivery(runs))
@@ -233,7 +237,7 @@ def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
-            key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
+            key = RunKey(config.project, config.location, found.job, found.schedule_time)
             answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), task_queue.delivery_headers(key))
         else:
             headers = delivery_headers(found.job, audit.rfc3339(found.schedule_time), config.project, config.location)
@@ -266,14 +270,14 @@ def gcloud_account() -> str:
     return account
 
 
-def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     """Queue a re-run of one finished run: the function runs it once more, once per re-run id, and records it."""
     rerun_id = args.rerun_id or uuid.uuid4().hex
-    request = dedup.Rerun(rerun_id, args.by or gcloud_account(), args.reason)
+    request = Rerun(rerun_id, args.by or gcloud_account(), args.reason)
     for name, value, pattern in (
-        ("--rerun-id", request.rerun_id, dedup.RERUN_ID),
-        ("--by", request.by, dedup.RERUN_TEXT),
-        ("--reason", request.reason, dedup.RERUN_TEXT),
+        ("--rerun-id", request.rerun_id, RERUN_ID),
+        ("--by", request.by, RERUN_TEXT),
+        ("--reason", request.reason, RERUN_TEXT),
     ):
         if not pattern.fullmatch(value):
             raise BadArgument(f"{name}={value!r}: must be {pattern.pattern}")
@@ -286,7 +290,7 @@ def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def fire(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def fire(config: DedupConfig, args: argparse.Namespace) -> int:
     """One delivery as Scheduler sends it: the job's Scheduler job name, a schedule time (default: this minute)."""
     time = args.time or minute_now()
     moment("TIME", time)
@@ -305,14 +309,14 @@ def fire(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     return 0 if 200 <= status < 300 else 1
 
 
-def print_run_id(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def print_run_id(config: DedupConfig, args: argparse.Namespace) -> int:
     print(run_key(config, args.job, args.time, args.project, args.location).run_id)
     return 0
 
 
-def show_run(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def show_run(config: DedupConfig, args: argparse.Namespace) -> int:
     key = run_key(config, args.job, args.time, args.project, args.location)
-    snapshot = runs_collection(config).document(key.run_id).get(timeout=dedup.RPC_TIMEOUT_SECONDS)
+    snapshot = runs_collection(config).document(key.run_id).get(timeout=RPC_TIMEOUT_SECONDS)
     if not snapshot.exists:
         print(f"{key.run_id}: no record (never claimed, released after a retryable failure, or deleted by TTL)")
         return 1
@@ -320,7 +324,7 @@ def show_run(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def list_stuck(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def list_stuck(config: DedupConfig, args: argparse.Namespace) -> int:
     found = 0
     for run_id, record in stuck_runs(runs_collection(config), dedup.utcnow()):
         found += 1
@@ -387,7 +391,7 @@ def rerun_arguments(parser: argparse.ArgumentParser) -> None:
 class Command:
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[dedup.DedupConfig, argparse.Namespace], int]
+    run: Callable[[DedupConfig, argparse.Namespace], int]
     reads_records: bool = True
 
 
@@ -437,14 +441,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command.reads_records:
             check_emulator()
-        return command.run(dedup.DedupConfig.from_env(), args)
-    except (BadArgument, dedup.Misconfigured) as error:  # each names its field, its value and the rule
+        return command.run(DedupConfig.from_env(), args)
+    except (BadArgument, Misconfigured) as error:  # each names its field, its value and the rule
         print(error, file=sys.stderr)
         return 2
     except google.auth.exceptions.DefaultCredentialsError:
         print(NO_CREDENTIALS, file=sys.stderr)
         return 2
-    except (dedup.StoreUnavailable, Unreachable, QueueUnavailable) as error:
+    except (StoreUnavailable, Unreachable, QueueUnavailable) as error:
         print(error, file=sys.stderr)
         return 1
     except (google.api_core.exceptions.GoogleAPIError, google.auth.exceptions.TransportError) as error:

@@ -29,6 +29,9 @@ from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job r
 
 import dedup  # noqa: E402
 import schedules  # noqa: E402
+from ledger import RPC_TIMEOUT_SECONDS, firestore_client  # noqa: E402
+from outcomes import Misconfigured  # noqa: E402
+from settings import DedupConfig, JobSpec  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
 API_ROOTS = {
@@ -106,7 +109,7 @@ class Apis:
         body = {"resourceNames": [f"projects/{project}"], "filter": log_filter, "orderBy": "timestamp desc"}
         return self._json("POST", "logging", "v2/entries:list", body).get("entries", [])
 
-    def ttl_state(self, config: dedup.DedupConfig) -> str:
+    def ttl_state(self, config: DedupConfig) -> str:
         field = f"{config.database_name}/collectionGroups/{config.collection}/fields/expire_at"
         return self._json("GET", "firestore", f"v1/{field}").get("ttlConfig", {}).get("state", "none")
 
@@ -115,7 +118,7 @@ class Apis:
         return self._json("GET", "monitoring", f"v3/projects/{project}/alertPolicies?{query}").get("alertPolicies", [])
 
 
-def next_fire_time(job: dedup.JobSpec, after: dt.datetime) -> dt.datetime:
+def next_fire_time(job: JobSpec, after: dt.datetime) -> dt.datetime:
     """The schedule time a Force run sends now: the job's next fire time, in UTC (the handler keys it so too)."""
     return schedules.next_fire_after(job.fire_rule, after)
 
@@ -131,7 +134,7 @@ def wait_for(read: Callable[[], list[dict]], seconds: float, sleep=time.sleep, c
 
 def run_smoke(
     apis: Apis,
-    config: dedup.DedupConfig,
+    config: DedupConfig,
     job_name: str,
     slug: str,
     read_record: Callable[[str], dict | None],
@@ -214,11 +217,11 @@ def report(steps: list[Step], out=sys.stdout) -> int:
     return 0 if passed else 1
 
 
-def firestore_record_reader(config: dedup.DedupConfig) -> Callable[[str], dict | None]:
-    collection = dedup.firestore_client(config.project, config.database).collection(config.collection)
+def firestore_record_reader(config: DedupConfig) -> Callable[[str], dict | None]:
+    collection = firestore_client(config.project, config.database).collection(config.collection)
 
     def read(run_id: str) -> dict | None:
-        snapshot = collection.document(run_id).get(timeout=dedup.RPC_TIMEOUT_SECONDS)
+        snapshot = collection.document(run_id).get(timeout=RPC_TIMEOUT_SECONDS)
         return snapshot.to_dict() if snapshot.exists else None
 
     return read
@@ -230,13 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-wait", type=float, default=LOG_WAIT_SECONDS, help="seconds to wait for the log line")
     args = parser.parse_args(argv)
     try:
-        config = dedup.DedupConfig.from_env()
+        config = DedupConfig.from_env()
         job_name = sorted(selected_jobs(config, args.job))[0]
         slug = config.audit_job.removesuffix("_audit")
         session = google_session() if not os.environ.get("SMOKE_API_ROOT") else _plain_session()
         steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, firestore_record_reader(config),
                           log_wait=args.log_wait)  # fmt: skip
-    except (SmokeError, BadArgument, dedup.Misconfigured) as error:
+    except (SmokeError, BadArgument, Misconfigured) as error:
         print(f"smoke: FAIL ({error})", file=sys.stderr)
         return 1
     return report(steps)
