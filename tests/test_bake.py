@@ -48,7 +48,7 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
 
 def test_the_template_s_proofs_pass_in_a_copy_of_the_bake(baked, emulator_host):
     """tests/proofs/ (faults, outages, store errors, timeouts, load, fuzz, the window), laid into a copy of
-    this bake so that its conftest and its dedup.py apply; the copy's laid-in tests lint clean too."""
+    this bake so that its conftest and its protocol modules apply; the copy's laid-in tests lint clean too."""
     result = run_proofs(baked, emulator_host)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\d+ passed", result.stdout) and " skipped" not in result.stdout, result.stdout[-2000:]

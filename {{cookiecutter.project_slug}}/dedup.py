@@ -45,15 +45,22 @@ class Decision(enum.Enum):
     IN_PROGRESS = Outcome.IN_PROGRESS.value
 
 
-def decide(record: Mapping[str, object], now: dt.datetime) -> Decision:
-    """The state machine's one decision: what a delivery may do with the run's existing record."""
+def decide(record: Mapping[str, object], now: dt.datetime, rerun_id: str | None = None) -> Decision:
+    """The state machine's one decision: what a delivery (of re-run `rerun_id`, if one) may do with the run's
+    existing record."""
     if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
         return Decision.TAKE_OVER
     if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
-        return Decision.DUPLICATE
+        return Decision.TAKE_OVER if is_new_rerun(record, rerun_id) else Decision.DUPLICATE
     if record["lease_expires"] > now:
         return Decision.IN_PROGRESS
     return Decision.TAKE_OVER
+
+
+def is_new_rerun(record: Mapping[str, object], rerun_id: str | None) -> bool:
+    """A re-run whose id the record does not hold yet: it reopens a finished run. Once the record holds its id,
+    its retries are answered like any replay, so the work runs once per re-run id."""
+    return rerun_id is not None and record.get("rerun_id") != rerun_id
 
 
 def utcnow() -> dt.datetime:

@@ -167,11 +167,8 @@ class RunLedger:
         self.records = GuardedRecords(self.client, self._call)
 
     def claim(self, key: RunKey, now: dt.datetime, rerun: Rerun | None = None) -> Claim:
-        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured.
-
-        A re-run whose id the record does not hold yet reopens a finished run (a guarded write, so
-        two deliveries of it cannot both reopen it); once the record holds its id, its retries are
-        answered like any replay: the work runs once per re-run id."""
+        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured. A re-run that reopens a
+        finished run (dedup.is_new_rerun) does so by a guarded write: two deliveries of it cannot both reopen it."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
         record = self._claim_record(key, attempt_id, attempt=1, now=now)
@@ -184,9 +181,8 @@ class RunLedger:
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
-        decision = dedup.decide(current, now)
-        fresh_rerun = rerun is not None and current.get("rerun_id") != rerun.rerun_id
-        if decision is dedup.Decision.DUPLICATE and not fresh_rerun:
+        decision = dedup.decide(current, now, rerun and rerun.rerun_id)
+        if decision is dedup.Decision.DUPLICATE:
             if key.manual:
                 raise Duplicate(
                     f"a manual run for {key.schedule_time.isoformat()} is already {current['status']}: a Force run "
@@ -201,6 +197,7 @@ class RunLedger:
             "last_error": firestore.DELETE_FIELD,
             "result": firestore.DELETE_FIELD,
         }
+        fresh_rerun = rerun is not None and dedup.is_new_rerun(current, rerun.rerun_id)
         if fresh_rerun:
             takeover |= {
                 "rerun_id": rerun.rerun_id,

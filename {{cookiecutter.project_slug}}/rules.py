@@ -473,7 +473,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     """Deadline <= stop <= lease - margin; retries reach past the lease; retention covers lease + retry window.
 
     One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
-    The work is stopped at the job's attempt deadline (dedup.DedupConfig.stop_after), so the stop is the
+    The work is stopped at the job's attempt deadline (settings.DedupConfig.stop_after), so the stop is the
     deadline unless `function_timeout_seconds` says otherwise (the model's tests vary it).
     """
 

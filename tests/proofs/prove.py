@@ -5,8 +5,8 @@
 A bake keeps a fast contract test of the protocol; what proves the protocol under faults lives here, in the
 template: the fault, outage, store-error, timeout, load, fuzz and window tests, their harness (real
 functions-framework servers, a Firestore that fails on purpose) and the module's Terraform test. They run
-inside a copy of the bake so that its conftest and modules apply -- a user who changed dedup.py proves
-their dedup.py. Laid in: test_*.py -> tests/, harness/ -> tests/harness/, terraform/ -> terraform/tests/
+inside a copy of the bake so that its conftest and modules apply -- a user who changed the protocol proves
+their own. Laid in: test_*.py -> tests/, harness/ -> tests/harness/, terraform/ -> terraform/tests/
 (rendered with the bake's recorded answers, .cookiecutter.json). The bake itself is never written.
 """
 

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 import dedup  # noqa: E402
 from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER  # noqa: E402
 

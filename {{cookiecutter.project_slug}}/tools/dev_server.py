@@ -29,7 +29,7 @@ from firestore_emulator import Emulator, EmulatorNotFound, export_database, late
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".emulator-data"
-sys.path.insert(0, str(ROOT))  # the project root: dedup.py
+sys.path.insert(0, str(ROOT))  # the project root: the protocol modules
 
 
 def answers(url: str) -> bool:

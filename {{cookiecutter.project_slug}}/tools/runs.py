@@ -36,7 +36,7 @@ import google.api_core.exceptions
 import google.auth.exceptions
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 from delivery import delivery_headers, identity_token, minute_now, post  # noqa: E402
 from firestore_emulator import is_ready  # noqa: E402
 

@@ -24,7 +24,7 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job resolver)
 
 import dedup  # noqa: E402
