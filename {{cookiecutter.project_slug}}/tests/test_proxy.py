@@ -18,7 +18,6 @@ from google.cloud.run_v2.services.jobs.transports import JobsGrpcTransport
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2
 
-import dedup
 from keys import RunKey
 from settings import DedupConfig
 
@@ -74,7 +73,6 @@ REQUEST_TYPE = run_v2.RunJobRequest
 from google.cloud.workflows import executions_v1
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
 
-import dedup
 from keys import RunKey
 from settings import DedupConfig
 
