@@ -2002,4 +2002,13 @@ MUTANTS = [
         "the README says what each answer the handler can give means",
         ("tests/test_baked_readme.py::test_the_readme_says_what_each_answer_means",),
     ),
+    # --- issue 17: dedup.py split by concern (branch s4split) ---
+    Mutant(
+        "s4split-job-image-without-a-protocol-module",
+        "{{cookiecutter.project_slug}}/cloud_run_job/Dockerfile",
+        "COPY dedup.py keys.py ledger.py ",
+        "COPY dedup.py keys.py ",
+        "the Cloud Run job's image holds every project module its code imports, followed",
+        ("tests/test_function_source.py", "-k", "job_image"),
+    ),
 ]
