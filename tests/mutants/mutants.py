@@ -454,7 +454,8 @@ MUTANTS = [
     Mutant(
         "skip-not-recorded",
         LEDGER,
-        '        self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})\n',
+        '        self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, '
+        '"last_error": str(stop)})\n',
         "",
         "a late run is recorded skipped, so its replays are duplicates",
         (LATENESS,),
