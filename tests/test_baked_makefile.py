@@ -83,13 +83,7 @@ def make_dev(project, log, **env):
 
 def dev_servers_of(project) -> list[int]:
     """The processes still running this project's tools/dev_server.py."""
-    script = str(project / "tools" / "dev_server.py").encode()
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            if script in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-    return found
+    return processes_with(str(project / "tools" / "dev_server.py").encode())
 
 
 def ctrl_c(process, log):
@@ -204,6 +198,55 @@ def test_make_dev_keeps_the_emulators_data_across_a_restart(tmp_path_factory):
             ctrl_c(process, second_log)
     assert shown.returncode == 0 and '"status": "completed"' in shown.stdout, shown.stdout + shown.stderr
     assert "<== 200 duplicate" in again.stdout
+
+
+def processes_with(*parts: bytes) -> list[int]:
+    """The live processes whose command line holds every one of `parts` (NUL-separated arguments)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if all(part in cmdline.read_bytes() for part in parts):
+                found.append(int(cmdline.parent.name))
+    return found
+
+
+def serving_on(project, port: int) -> list[int]:
+    """The project's function servers (tools/dev_server.py serve) on `port`."""
+    return processes_with(str(project / "tools" / "dev_server.py").encode(), f"--port\0{port}\0".encode())
+
+
+def gone_within(find, seconds: float = 30) -> list[int]:
+    """What `find()` still returns after waiting up to `seconds` for it to be empty."""
+    deadline = time.monotonic() + seconds
+    while (left := find()) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return left
+
+
+def test_a_killed_make_dev_leaves_no_function_running(project, dev_server):
+    """SIGKILL runs no `finally`: the function's server (a session of its own) must notice its parent is gone."""
+    port, process, _ = dev_server
+    assert serving_on(project, port)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert gone_within(lambda: serving_on(project, port)) == []
+
+
+def test_make_dev_stops_when_its_emulator_dies(tmp_path_factory):
+    project = bake(tmp_path_factory.mktemp("make-dev-emulator"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("FIRESTORE_EMULATOR_HOST", raising=False)
+        log = project / "dev.log"
+        with make_dev(project, log) as (port, process):
+            emulator_port = printed(log, r"FIRESTORE_EMULATOR_HOST=\S+:(\d+)")
+            emulators = processes_with(b"java", f"--port\0{emulator_port}\0".encode())
+            assert emulators, "the emulator make dev started was not found"
+            for pid in emulators:
+                os.killpg(pid, signal.SIGKILL)
+            process.wait(timeout=60)
+            left = gone_within(lambda: serving_on(project, port))
+    assert "the emulator stopped" in log.read_text()
+    assert left == []
 
 
 def test_fire_refuses_a_bad_time_and_a_missing_job(project):

@@ -2003,6 +2003,23 @@ MUTANTS = [
         "the README says what each answer the handler can give means",
         ("tests/test_baked_readme.py::test_the_readme_says_what_each_answer_means",),
     ),
+    # --- session 4, lead (make dev leaves nothing running) ---
+    Mutant(
+        "dev-server-outlives-make-dev",
+        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        "    exit_with_parent()\n",
+        "",
+        "a SIGKILLed make dev leaves no function server running (it kept a core busy)",
+        ("tests/test_baked_makefile.py::test_a_killed_make_dev_leaves_no_function_running",),
+    ),
+    Mutant(
+        "dev-server-ignores-a-dead-emulator",
+        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        "            if emulator is not None and emulator.process.poll() is not None:",
+        "            if False:",
+        "make dev stops when its emulator dies, instead of serving a function whose every call fails",
+        ("tests/test_baked_makefile.py::test_make_dev_stops_when_its_emulator_dies",),
+    ),
     # --- issue 17: dedup.py split by concern (branch s4split) ---
     Mutant(
         "s4split-job-image-without-a-protocol-module",

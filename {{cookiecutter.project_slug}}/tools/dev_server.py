@@ -9,6 +9,8 @@ stops both. An emulator already named by FIRESTORE_EMULATOR_HOST is used instead
   for a person: time, severity, outcome, job, schedule time, message (`serve` swaps the handler's format).
 - Data: at Ctrl-C the project's database is exported to .emulator-data/ (git-ignored) and the next
   `make dev` starts from it; delete the directory to start empty.
+- Nothing outlives it: the function's server stops when this process dies however it dies (even SIGKILL,
+  which runs no `finally`), and this process stops when the emulator dies.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -73,11 +76,25 @@ def text_logging() -> None:
     root.handlers = handlers
 
 
+def exit_with_parent(poll_seconds: float = 1.0) -> None:
+    """Stop this process group (the server and its worker) once the process that started it is gone: the
+    server runs in a session of its own, so nothing else would stop it after a SIGKILL of `make dev`."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os.killpg(os.getpgrp(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def serve(port: int) -> None:
     """The function under functions-framework's own server (gunicorn, as deployed), with text logging."""
     from functions_framework import create_app
     from functions_framework._http import create_server
 
+    exit_with_parent()
     app = create_app("handle_scheduled_job", str(ROOT / "main.py"))  # imports main.py: its logging is set
     text_logging()
     create_server(app, debug=False).run("127.0.0.1", port)
@@ -149,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         print(f"FIRESTORE_EMULATOR_HOST={emulator_host}", flush=True)
         print(f"ready: {url}  (fire a delivery: make fire JOB=<job id>; Ctrl-C stops both)", flush=True)
-        function.wait()
+        while function.poll() is None:
+            if emulator is not None and emulator.process.poll() is not None:
+                print(f"the emulator stopped (exit {emulator.process.returncode}): stopping the function", flush=True)
+                emulator = None  # nothing left to export
+                return 1
+            time.sleep(0.5)
         return function.returncode
     except KeyboardInterrupt:
         return 0
