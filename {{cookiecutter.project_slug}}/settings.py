@@ -31,8 +31,7 @@ MAX_FUTURE_SECONDS = "2764800"
 
 @functools.cache
 def baked_settings() -> Mapping[str, str]:
-    """config.yaml (read once per process by config.load) as DEDUP_* values, or Misconfigured. Each is overridden
-    by the environment variable of its name, for a test or a local run: the deployed function gets none."""
+    """config.yaml (read once per process by config.load) as DEDUP_* values, or Misconfigured."""
     try:
         loaded = config.load()
     except config.ConfigError as error:
@@ -188,13 +187,12 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
 def overridden(jobs: Mapping[str, JobSpec], environ: Mapping[str, str]) -> Mapping[str, JobSpec]:
     """A DEDUP_ATTEMPT_DEADLINE_SECONDS, DEDUP_LEASE_SECONDS or DEDUP_RETRY_WINDOW_SECONDS of the environment (a
     test's, a local run's) holds for every job, over each job's own from config.yaml."""
-    cleared = {}
-    if environ.get("DEDUP_ATTEMPT_DEADLINE_SECONDS"):
-        cleared["attempt_deadline"] = None
-    if environ.get("DEDUP_LEASE_SECONDS"):
-        cleared["lease"] = None
-    if environ.get("DEDUP_RETRY_WINDOW_SECONDS"):
-        cleared["retry_window"] = None
+    fields = {
+        "DEDUP_ATTEMPT_DEADLINE_SECONDS": "attempt_deadline",
+        "DEDUP_LEASE_SECONDS": "lease",
+        "DEDUP_RETRY_WINDOW_SECONDS": "retry_window",
+    }
+    cleared = {field: None for variable, field in fields.items() if environ.get(variable)}
     if not cleared:
         return jobs
     return MappingProxyType({name: dataclasses.replace(job, **cleared) for name, job in jobs.items()})
