@@ -26,6 +26,7 @@ sys.path.insert(0, str(TEMPLATE_PROJECT))  # rules.py, the rules the hook, the b
 
 import baking  # noqa: E402
 import prove  # noqa: E402  (tests/proofs/prove.py: lays the proofs into a copy of a bake)
+import rules  # noqa: E402
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
@@ -44,6 +45,19 @@ def rendered_answers(answers: dict[str, object] | None = None) -> dict[str, obje
 
 
 DEFAULT_ANSWERS = rendered_answers()
+
+
+def default_timing() -> dict[str, int]:
+    """A default bake's numbers, as rules.py gives them: config.yaml's defaults block (config_from_answers), its
+    job's lease (resolve_job_timing: the deadline + 60) and the retention."""
+    config = rules.config_from_answers(DEFAULT_ANSWERS)
+    (job_id,) = json.loads(DEFAULT_ANSWERS["jobs"])
+    job = rules.resolve_job_timing(job_id, {}, config["defaults"])
+    checked = rules.check_timing({**job, "retention_seconds": config["retention_seconds"]})
+    return {key: checked[key] for key in (*rules.TIMING_KEYS, "retention_seconds")}
+
+
+DEFAULT_TIMING = default_timing()
 
 
 # The bakes every check runs on (tests/test_bake.py: rendering, lint, the baked suite;

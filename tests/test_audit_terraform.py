@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 import rules
-from conftest import ROOT
+from conftest import DEFAULT_TIMING, ROOT
 from test_terraform import PARITY_PREAMBLE
 
 from tests.terraform_offline import terraform
@@ -18,16 +18,6 @@ from tests.terraform_offline import terraform
 pytestmark = pytest.mark.terraform
 
 MODULE_DIR = ROOT / "terraform" / "modules" / "scheduled-dedup"
-DEFAULT_TIMING = {
-    "attempt_deadline_seconds": 300,
-    "lease_seconds": 360,
-    "retention_seconds": 604800,
-    "retry_count": 5,
-    "min_backoff_seconds": 30,
-    "max_backoff_seconds": 300,
-    "max_doublings": 3,
-    "max_retry_duration_seconds": 0,
-}
 # Settle = lease + retry window: 360 + 3300 = 3660 s with the default timing; 17000 + 28800 = 45800 s with SLOW.
 SLOW = {"lease_seconds": 17000, "attempt_deadline_seconds": 1800, "min_backoff_seconds": 3600,
         "max_backoff_seconds": 3600}  # fmt: skip

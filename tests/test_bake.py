@@ -65,6 +65,14 @@ def test_the_bake_keeps_no_proof(baked):
     assert not laid & {path.name for path in baked_files(baked)}
 
 
+def test_a_default_bake_keeps_only_its_users_tests(tmp_path):
+    """Issue 17: the bake holds a fast contract test of the protocol, the configuration's tests and an example
+    test of the work; what proves the protocol runs from tests/proofs/ (test_the_template_s_proofs_pass_...)."""
+    project = bake(tmp_path)
+    kept = sorted(path.relative_to(project).as_posix() for path in (project / "tests").rglob("*") if path.is_file())
+    assert kept == ["tests/conftest.py", "tests/test_config.py", "tests/test_contract.py", "tests/test_job.py"]
+
+
 def test_the_bakes_rules_are_the_hooks_rules(baked):
     """The rules live once: the hook imports the template's rules.py, the bake carries the same bytes."""
     template = ROOT / "{{cookiecutter.project_slug}}"

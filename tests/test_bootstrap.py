@@ -276,7 +276,7 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 # --- the deployer holds exactly the documented roles, one per kind of resource ----------------------
 
 # The role that lets `terraform apply` create, change and delete each resource type the module uses
-# (https://cloud.google.com/iam/docs/understanding-roles; a bake's docs/iam.md says why each).
+# (https://cloud.google.com/iam/docs/understanding-roles; docs/iam.md says why each).
 ROLE_FOR_RESOURCE = {
     "google_project_service": "roles/serviceusage.serviceUsageAdmin",
     "google_service_account": "roles/iam.serviceAccountAdmin",

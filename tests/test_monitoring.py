@@ -142,7 +142,7 @@ def test_the_audit_stopping_alerts_after_two_audit_intervals(plans):
 
 def test_the_switch_counts_a_field_every_audit_summary_logs(planned):
     """The audit_ran metric counts the lines that hold the field; audit.py's summary line sets it on
-    every audit (the bake's tests/test_audit.py checks it with an audit that found nothing)."""
+    every audit (tests/proofs/test_audit.py checks it with an audit that found nothing)."""
     metric = planned["google_logging_metric.audit_ran[0]"]
     assert f'resource.labels.service_name="{SLUG}"' in metric["filter"]
     (field,) = re.findall(r"jsonPayload\.(\w+):\*", metric["filter"])
@@ -170,10 +170,8 @@ def test_every_policy_waits_600_seconds_after_the_metrics(planned):
 
 
 def test_the_cost_tool_counts_the_conditions_the_module_makes(plans):
-    """docs/cost.md's alerting line: tools/cost.py's ALERT_CONDITIONS, whatever the number of jobs."""
-    (declared,) = re.findall(
-        r"^ALERT_CONDITIONS = (\d+)$", (ROOT / "{{cookiecutter.project_slug}}" / "tools" / "cost.py").read_text(), re.M
-    )
+    """A bake's docs/cost.md alerting line: benchmarks/cost.py's ALERT_CONDITIONS, whatever the number of jobs."""
+    (declared,) = re.findall(r"^ALERT_CONDITIONS = (\d+)$", (ROOT / "benchmarks" / "cost.py").read_text(), re.M)
     for run in ("jobs_30", "jobs_300"):
         conditions = sum(
             len(values["conditions"])

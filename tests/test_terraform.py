@@ -25,7 +25,7 @@ from pathlib import Path
 import baking  # the bake hook's vendoring (conftest puts hooks/ on the path)
 import pytest
 import rules  # the bake's rules.py, the hook's, to compare with Terraform's (conftest puts it on the path)
-from conftest import MATRIX, ROOT, bake, proved
+from conftest import DEFAULT_TIMING, MATRIX, ROOT, bake, proved
 
 from tests.terraform_offline import checkov, terraform
 
@@ -516,7 +516,7 @@ def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):
 
 
 def test_nobody_is_granted_act_as_on_any_account_of_the_module():
-    """Only a deployer who already holds iam.serviceAccounts.actAs (a bake's docs/iam.md) may deploy a
+    """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one
     serviceAccountUser or serviceAccountTokenCreator, on an account or on the project."""
     for path in MODULES_DIR.glob("*/*.tf"):
@@ -745,24 +745,8 @@ TIMING_CASES = [
     (1800, 3630, 604800, {"retry_count": 0, "min_backoff_seconds": 0, "max_backoff_seconds": 0}, "valid"),  # exempt
     (1800, 3630, 604800, {"retry_count": 1, "min_backoff_seconds": 0, "max_backoff_seconds": 0}, "rule"),
 ]
-# A default bake's numbers: config.yaml's defaults block, each job's lease (its deadline + 60), the retention.
-DEFAULT_TIMING = {
-    "attempt_deadline_seconds": 300,
-    "lease_seconds": 360,
-    "retention_seconds": 604800,
-    "retry_count": 5,
-    "min_backoff_seconds": 30,
-    "max_backoff_seconds": 300,
-    "max_doublings": 3,
-    "max_retry_duration_seconds": 0,
-}
-RETRY_DEFAULTS = {
-    "retry_count": 5,
-    "min_backoff_seconds": 30,
-    "max_backoff_seconds": 300,
-    "max_doublings": 3,
-    "max_retry_duration_seconds": 0,
-}
+# A default bake's Scheduler retry numbers (conftest.DEFAULT_TIMING: config.yaml's defaults block).
+RETRY_DEFAULTS = {key: DEFAULT_TIMING[key] for key in rules.SCHEDULER_KEYS if key != "attempt_deadline_seconds"}
 
 
 def terraform_variable(values: dict[str, object]) -> str:

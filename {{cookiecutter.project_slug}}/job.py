@@ -4,7 +4,7 @@ It touches nothing but what the work needs.
 
 Rules of the room:
 - The work may be called again for the same scheduled run if an earlier attempt died after doing its
-  effect but before recording it (see docs/how-it-works.md). Key every side effect by
+  effect but before recording it. Key every side effect by
   `context.run_id` (put-if-absent, or an idempotency token downstream) and a repeat is harmless.
 - Raise `TerminalJobError` when retrying cannot help; raise anything else to get a retry.
 - The work runs in a process of its own, killed at the job's attempt deadline less 10 s (stop.py): no

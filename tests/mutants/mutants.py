@@ -51,7 +51,7 @@ LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_s
 PROXY_TESTS = "tests/test_proxy.py"
 
 MUTANTS = [
-    # --- dedup.py: the three double-run holes of issue 10 --------------------------------------------------
+    # --- ledger.py: the three double-run holes of issue 10 --------------------------------------------------
     Mutant(
         "takeover-unguarded",
         LEDGER,
@@ -78,7 +78,7 @@ MUTANTS = [
         "a record released between a failed create and the read is left to the next claim (409), never overwritten",
         handler("test_a_release_and_a_new_claim_between_a_failed_create_and_its_read_leave_the_new_claim_alone"),
     ),
-    # --- dedup.py: writes are never retried by the client -----------------------------------------------
+    # --- ledger.py: writes are never retried by the client -----------------------------------------------
     Mutant(
         "create-retried",
         LEDGER,
@@ -279,7 +279,7 @@ MUTANTS = [
         "a zombie's finish answers 409 superseded",
         handler("test_expired_lease_is_taken_over_and_the_zombie_cannot_overwrite"),
     ),
-    # --- dedup.py: the run key and the accepted window ---------------------------------------------------
+    # --- keys.py, settings.py: the run key and the accepted window ---------------------------------------------------
     Mutant(
         "retention-edge-accepted",
         KEYS,
@@ -393,7 +393,7 @@ MUTANTS = [
         "a terminal failure answers 2xx so that Scheduler stops retrying",
         handler("test_terminal_failure_is_recorded_and_never_retried"),
     ),
-    # --- dedup.py: firestore_call maps the store's errors --------------------------------------------------
+    # --- ledger.py: firestore_call maps the store's errors --------------------------------------------------
     Mutant(
         "store-answers-mapped",
         LEDGER,
@@ -434,7 +434,7 @@ MUTANTS = [
         "every Firestore call has a bounded time",
         ("tests/test_outage.py::test_hung_store_answers_500_within_the_deadline_and_the_run_proceeds_once_after",),
     ),
-    # --- dedup.py: max_lateness_seconds (skip_if_late) ------------------------------------------------------
+    # --- ledger.py: max_lateness_seconds (skip_if_late) ------------------------------------------------------
     Mutant(
         "lateness-ignored",
         LEDGER,
@@ -1458,10 +1458,10 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-cost-audit-interval-baked",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "            interval = project_config.load().audit_interval_minutes\n",
         "            interval = 60\n",
-        "tools/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
+        "benchmarks/cost.py counts the audit interval config.yaml holds, not the answer of the bake",
         ("tests/test_cost.py", "-k", "audit_interval_is_config_yamls"),
     ),
     # --- issue 18: pause, catch-up, re-run (branch i18manual) ---
@@ -1882,7 +1882,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-audit-not-a-scheduler-job",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "scheduler_jobs=len(fires) + 1,",
         "scheduler_jobs=len(fires),",
         "the audit is a billed Scheduler job past the three free ones",
@@ -1890,7 +1890,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-free-reads-for-any-database",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         'free_reads = p["firestore_free_reads_per_day"] * DAYS if use.default_database else 0',
         'free_reads = p["firestore_free_reads_per_day"] * DAYS',
         "only the (default) database has Firestore's free reads",
@@ -1898,7 +1898,7 @@ MUTANTS = [
     ),
     Mutant(
         "cost-audit-reads-without-the-daily-sweep",
-        "baked/tools/cost.py",
+        "benchmarks/cost.py",
         "firestore_reads=audits + sum(fires.values()) + sweeps,",
         "firestore_reads=audits + sum(fires.values()),",
         "the audit's daily full sweep reads every fire time of the lookback again",
@@ -2019,6 +2019,39 @@ MUTANTS = [
         "            if False:",
         "make dev stops when its emulator dies, instead of serving a function whose every call fails",
         ("tests/test_baked_makefile.py::test_make_dev_stops_when_its_emulator_dies",),
+    ),
+    # --- issue 17: the bake holds the user's project (branch s4slim) ---
+    Mutant(
+        "bake-size-any-readme-may-name-the-template",
+        "benchmarks/bake_size.py",
+        'if path.is_file() and path != project / "README.md"',
+        'if path.is_file() and path.name != "README.md"',
+        "only the bake's own README may name the template: a module's README counts against the budget",
+        ("tests/test_bake_size.py", "-k", "toy_tree"),
+    ),
+    Mutant(
+        "bake-size-module-readme-is-terraform",
+        "benchmarks/bake_size.py",
+        'if top == "docs" or relative.suffix == ".md":',
+        'if top == "docs":',
+        "a Markdown page counts as docs wherever it lies (a module's README is no Terraform)",
+        ("tests/test_bake_size.py", "-k", "toy_tree"),
+    ),
+    Mutant(
+        "cost-any-directory-is-a-bake",
+        "benchmarks/cost.py",
+        'if args.bake is None or not (args.bake / "config.yaml").is_file():',
+        "if args.bake is None:",
+        "the cost model refuses, in one line, a directory that holds no bake's config.yaml",
+        ("tests/test_cost.py", "-k", "no_bake"),
+    ),
+    Mutant(
+        "cost-fires-from-the-month-end",
+        "benchmarks/cost.py",
+        "return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS)))",
+        "return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS - 1)))",
+        "a month of fire times is DAYS days of the job's runs, counted by schedules.py",
+        ("tests/test_cost.py", "-k", "720_times"),
     ),
     # --- issue 17: dedup.py split by concern (branch s4split) ---
     Mutant(

@@ -2,9 +2,11 @@
 
     python tests/proofs/prove.py BAKE [PYTEST_ARGS...]
 
-A bake keeps a fast contract test of the protocol; what proves the protocol under faults lives here, in the
-template: the fault, outage, store-error, timeout, load, fuzz and window tests, their harness (real
-functions-framework servers, a Firestore that fails on purpose) and the module's Terraform test. They run
+A bake keeps a fast contract test of the protocol, its configuration's tests and an example test of the work;
+what proves the protocol lives here, in the template: its unit tests (keys, settings, schedules, the acceptance
+window, daylight saving), the audit, the tools, the cost model, the fault, outage, store-error, timeout, load,
+fuzz and window tests, their harness (real functions-framework servers, a Firestore that fails on purpose) and
+the module's Terraform test. They run
 inside a copy of the bake so that its conftest and modules apply -- a user who changed the protocol proves
 their own. Laid in: test_*.py -> tests/, harness/ -> tests/harness/, terraform/ -> terraform/tests/
 (rendered with the bake's recorded answers, .cookiecutter.json). The bake itself is never written.

@@ -1,5 +1,5 @@
 """Only what Cloud Scheduler sends is accepted (issue 16), on a real functions-framework server with the deployed
-threading and timeout settings: the same refusals the bake's in-process tests/test_accept.py moves the clock for,
+threading and timeout settings: the same refusals the in-process tests/proofs/test_accept.py moves the clock for,
 here at the real clock, across the process boundary, each answered with one outcome line and nothing written."""
 
 import datetime as dt

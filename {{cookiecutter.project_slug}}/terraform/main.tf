@@ -95,7 +95,7 @@ module "scheduled_dedup" {
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
 
-  # Who may re-run and backfill runs from a laptop (tools/runs.py rerun / backfill --queue; docs/iam.md).
+  # Who may re-run and backfill runs from a laptop (tools/runs.py rerun / backfill --queue: roles/cloudtasks.enqueuer on the queue).
   task_queue = {
     enqueuers = var.task_queue_enqueuers
   }

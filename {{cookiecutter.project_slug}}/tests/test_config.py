@@ -84,8 +84,7 @@ def test_the_jobs_of_config_yaml_are_the_jobs_of_job_work():
 
 def test_each_schedule_string_lives_in_config_yaml_alone():
     """No copy to drift: outside docs/ and tests/, no file of the project spells a job's schedule. (rules.py and
-    the vendored modules hold no job: their messages quote an example schedule, which a job may share; so does
-    tools/cost.py's model of N hourly jobs.)"""
+    the vendored modules hold no job: their messages quote an example schedule, which a job may share.)"""
     schedules = {job.schedule for job in CONFIG.jobs.values()}
     skipped = {"docs", "tests", ".venv", ".git", ".terraform", "__pycache__", ".ruff_cache", ".pytest_cache", "modules",
                ".hypothesis"}  # fmt: skip
@@ -94,7 +93,7 @@ def test_each_schedule_string_lives_in_config_yaml_alone():
         relative = path.relative_to(ROOT)
         if not path.is_file() or skipped & set(relative.parts) or path.suffix in (".md", ".pyc"):
             continue
-        if str(relative) in ("rules.py", "tools/cost.py"):
+        if str(relative) == "rules.py":
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         for schedule in schedules:

@@ -185,7 +185,7 @@ def recent_schedule(monkeypatch):
 
 def deliver(http, hours_later=0, job="nightly"):
     """The delivery of SCHEDULED (or of the hourly run `hours_later`), a minute after its time as Scheduler sends
-    it: one dated ahead of the clock would be a Force run, a manual run of its own (tests/test_accept.py)."""
+    it: one dated ahead of the clock would be a Force run, a manual run of its own."""
     moment = SCHEDULED + dt.timedelta(hours=hours_later)
     CLOCK[0] = max(CLOCK[0], moment + dt.timedelta(minutes=1))
     return http.post("/", headers=scheduler_headers(job, moment.isoformat().replace("+00:00", "Z")))

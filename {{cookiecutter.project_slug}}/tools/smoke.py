@@ -8,7 +8,7 @@
 5. the alert policies this project's Terraform made are there and enabled.
 
 Credentials: Application Default Credentials (`gcloud auth application-default login`), with the roles
-docs/iam.md lists for a person who operates the project. Every Google call is plain REST, so a test
+docs/operations.md lists for `make smoke`. Every Google call is plain REST, so a test
 points them at a local stand-in (SMOKE_API_ROOT) and the record read at the Firestore emulator.
 """
 

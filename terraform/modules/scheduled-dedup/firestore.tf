@@ -38,7 +38,7 @@ resource "google_firestore_database" "this" {
 # and 15247 on tokens in state; no ephemeral variant exists yet to replace them: google provider
 # issue 24318 and terraform-provider-http issue 508 / PR 576 are open). So a missing database, or one in Datastore mode, is met at apply, by the
 # first resource in it (google_firestore_field: 404 "Project or database does not exist"; see
-# docs/troubleshooting.md), and nothing secret is in the state.
+# docs/operations.md, "The first deploy"), and nothing secret is in the state.
 
 locals {
   # The database id, taken from the created resource when there is one (an implicit dependency).

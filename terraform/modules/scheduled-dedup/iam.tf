@@ -39,7 +39,7 @@ resource "google_service_account" "invoker" {
 # with exactly the roles Cloud Run functions' "Custom service account for Cloud Build" page lists.
 # Nobody is granted roles/iam.serviceAccountUser on it: only a deployer who already holds
 # iam.serviceAccounts.actAs on it (an Owner or Editor of the project, or a grant on this one
-# account) can deploy a function that builds as it (docs/iam.md).
+# account) can deploy a function that builds as it.
 resource "google_service_account" "build" {
   project      = var.project_id
   account_id   = "${var.slug}-build"

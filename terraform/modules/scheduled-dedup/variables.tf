@@ -125,7 +125,7 @@ variable "jobs" {
 }
 
 variable "task_queue" {
-  description = "The deliveries queue (tasks.tf) that carries re-runs, backfills and catch-ups to the function. enqueuers: principals (user:, group:, serviceAccount:, principal:, principalSet:) granted roles/cloudtasks.enqueuer on that one queue: they may re-run and backfill runs from a laptop with tools/runs.py (docs/iam.md)."
+  description = "The deliveries queue (tasks.tf) that carries re-runs, backfills and catch-ups to the function. enqueuers: principals (user:, group:, serviceAccount:, principal:, principalSet:) granted roles/cloudtasks.enqueuer on that one queue: they may re-run and backfill runs from a laptop with tools/runs.py (docs/operations.md."
   type = object({
     enqueuers = optional(list(string), [])
   })

@@ -1,14 +1,15 @@
-"""What this project costs a month on Google Cloud, from its configuration and Google's list prices.
+"""What a bake costs a month on Google Cloud, from its configuration and Google's list prices.
 
-    python tools/cost.py                       # this project's jobs (config.yaml), line by line
-    python tools/cost.py --work-seconds 30     # how long one run's work takes (default 1 s)
-    python tools/cost.py --table               # docs/cost.md's table: 1, 10 and 100 hourly jobs
+    python benchmarks/cost.py BAKE                       # that bake's jobs (its config.yaml), line by line
+    python benchmarks/cost.py BAKE --work-seconds 30     # how long one run's work takes (default 1 s)
+    python benchmarks/cost.py --table                    # a bake's docs/cost.md table: 1, 10 and 100 hourly jobs
 
 One formula (`monthly_cost`), fed by the usage the configuration implies (`usage`). Prices in USD,
 Tier 1 regions, read on 2026-12-01 from the pages named in PRICES; a healthy month (every run
 succeeds at its first attempt) with this project alone in its billing account (the per-account free
-tiers of Scheduler, Cloud Run, Cloud Build and Artifact Registry are all its own). docs/cost.md
-explains each line.
+tiers of Scheduler, Cloud Run, Cloud Build and Artifact Registry are all its own). docs/cost-model.md
+explains each line. Fire times come from the bake's schedules.py (the one cron expansion); a bake's bill reads
+its configuration through its own config.py, settings.py and audit.py.
 """
 
 from __future__ import annotations
@@ -16,19 +17,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import importlib
 import sys
-import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 
-from cronsim import CronSim, CronSimError
+from cronsim import CronSimError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# schedules.py is the same in the template and in every bake (tests/test_bake.py): appended, so that a bake
+# given on the command line (put first on the path by `main`) supplies the modules that read its configuration.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "{{cookiecutter.project_slug}}"))
 
-import audit  # noqa: E402
-import config as project_config  # noqa: E402  (config.yaml: the audit's interval)
-from outcomes import Misconfigured  # noqa: E402
-from settings import DedupConfig  # noqa: E402
+import schedules  # noqa: E402
 
 DAYS = 30  # a month, for every per-month figure
 MONTH_START = dt.datetime(2026, 1, 1)  # fire times are counted over DAYS from here, in each job's zone
@@ -89,7 +89,7 @@ class Assumptions:
     deploys: int = 10  # a month
     build_minutes: float = 2.0  # a build of the function
     image_gb: float = 0.2  # one build's image in Artifact Registry
-    images_kept: int = 2  # with the cleanup policy (docs/cost.md); without it, every deploy's stays
+    images_kept: int = 2  # with the cleanup policy (a bake's docs/cost.md); without it, every deploy's stays
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,20 +105,13 @@ class Usage:
 
 
 def fires_per_month(schedule: str, time_zone: str) -> int:
-    """The fire times of a 5-field cron in DAYS days from MONTH_START, on its zone's wall clock."""
-    zone = zoneinfo.ZoneInfo(time_zone)
-    start = MONTH_START.replace(tzinfo=zone)
-    end = start + dt.timedelta(days=DAYS)
+    """The runs of a 5-field cron in DAYS days from MONTH_START on its zone's wall clock (schedules.runs)."""
+    job = schedules.Schedule(schedule, time_zone)
+    start = MONTH_START.replace(tzinfo=job.zone)
     try:
-        times = CronSim(schedule, start - dt.timedelta(seconds=1))
+        return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS)))
     except CronSimError as error:
         raise ValueError(f"schedule={schedule!r}: {error}") from None
-    count = 0
-    for moment in times:
-        if moment >= end:
-            return count
-        count += 1
-    return count
 
 
 def usage(fires: Mapping[str, int], audit_interval_minutes: int, lookback: dt.timedelta, database: str) -> Usage:
@@ -193,6 +186,7 @@ def table() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bake", nargs="?", type=Path, help="a baked project: the directory with config.yaml")
     parser.add_argument("--table", action="store_true", help="print docs/cost.md's table (1, 10, 100 hourly jobs)")
     parser.add_argument("--audit-interval-minutes", type=int, help="default: config.yaml's audit_interval_minutes")
     parser.add_argument("--work-seconds", type=float, default=Assumptions.work_seconds)
@@ -200,8 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(table())
         return 0
+    if args.bake is None or not (args.bake / "config.yaml").is_file():
+        print(f"error: bake={args.bake}: must be a baked project's directory (it has config.yaml)", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(args.bake.resolve()))
+    modules = ("audit", "settings", "outcomes", "config")
+    audit, settings, outcomes, project_config = (importlib.import_module(name) for name in modules)
     try:
-        config = DedupConfig.from_env()
+        config = settings.DedupConfig.from_env()
         interval = args.audit_interval_minutes
         if interval is None:
             interval = project_config.load().audit_interval_minutes
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         use = usage(fires, interval, audit.lookback(config), config.database)
         if args.work_seconds < 0:
             raise ValueError(f"--work-seconds={args.work_seconds}: must be at least 0")
-    except (Misconfigured, ValueError) as error:
+    except (outcomes.Misconfigured, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     costs = monthly_cost(use, Assumptions(work_seconds=args.work_seconds))

@@ -1,25 +1,32 @@
-"""tools/cost.py: a month's bill from the configuration, and docs/cost.md's table made by it."""
+"""benchmarks/cost.py: a month's bill from a bake's configuration, and a bake's docs/cost.md table made by it."""
+
+from __future__ import annotations
 
 import datetime as dt
 import re
-from pathlib import Path
+import subprocess
+import sys
 
-import cost
 import pytest
+from conftest import ROOT, TEMPLATE_PROJECT, bake
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "cost.md"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import cost  # noqa: E402
+
+DOC = TEMPLATE_PROJECT / "docs" / "cost.md"  # copied unrendered, then rendered by the hook: the table has no answer
 DAY = dt.timedelta(days=1)
 
 
 def test_the_docs_table_is_the_functions():
-    """One formula: the table in docs/cost.md is what `python tools/cost.py --table` prints."""
+    """One formula: the table in a bake's docs/cost.md is what `python benchmarks/cost.py --table` prints."""
     (table,) = re.findall(r"<!-- cost-table -->\n(.*?)\n<!-- /cost-table -->", DOC.read_text(), re.S)
     assert table == cost.table()
 
 
 def test_the_doc_states_what_per_job_alert_policies_cost():
     """100 jobs with one Scheduler-attempt policy each: 4 outcomes + 100 + the missed run = 105 conditions."""
-    assert f"${105 * cost.PRICES['alert_condition']:.2f} a month" in DOC.read_text()
+    assert f"${105 * cost.PRICES['alert_condition']:.2f} a month" in (ROOT / "docs" / "cost-model.md").read_text()
 
 
 def test_an_hourly_job_fires_720_times_a_month_and_a_daily_one_30():
@@ -67,32 +74,42 @@ def test_the_alerting_line_does_not_grow_with_the_jobs():
     assert one["Cloud Monitoring (alerting)"] == hundred["Cloud Monitoring (alerting)"] > 0
 
 
-def test_the_tool_prints_this_projects_bill(capsys):
-    assert cost.main([]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    items = {line[:34].strip(): float(line[34:]) for line in lines}
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return bake(tmp_path_factory.mktemp("cost"))
+
+
+def run_tool(*argv: object) -> subprocess.CompletedProcess[str]:
+    """The tool in a process of its own: it imports the bake's modules, which this process has the template's of."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "cost.py"), *map(str, argv)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def bill(*argv: object) -> dict[str, float]:
+    result = run_tool(*argv)
+    assert result.returncode == 0, result.stderr
+    return {line[:34].strip(): float(line[34:]) for line in result.stdout.splitlines()}
+
+
+def test_the_tool_prints_a_bakes_bill(project):
+    items = bill(project)
     total = items.pop("total (USD a month)")
     assert set(items) == set(cost.monthly_cost(cost.reference_usage(1, "db"))) and total == pytest.approx(
         sum(items.values()), abs=0.01
     )
 
 
-def bill(capsys, *argv: str) -> dict[str, float]:
-    assert cost.main(list(argv)) == 0
-    return {line[:34].strip(): float(line[34:]) for line in capsys.readouterr().out.splitlines()}
-
-
-def test_the_tools_audit_interval_is_config_yamls(capsys, monkeypatch, tmp_path):
+def test_the_tools_audit_interval_is_config_yamls(project):
     """config.yaml is the one source: an audit interval edited there is the one the bill counts."""
-    import config
-
-    text = config.CONFIG_FILE.read_text(encoding="utf-8")
+    path = project / "config.yaml"
+    text = path.read_text(encoding="utf-8")
     assert re.search(r"^audit_interval_minutes: 60$", text, re.M)
-    edited = tmp_path / "config.yaml"
-    edited.write_text(re.sub(r"^audit_interval_minutes: 60$", "audit_interval_minutes: 5", text, flags=re.M))
-    baked = bill(capsys)
-    monkeypatch.setattr(config, "CONFIG_FILE", edited)
-    assert bill(capsys) == bill(capsys, "--audit-interval-minutes", "5") != baked
+    baked = bill(project)
+    path.write_text(re.sub(r"^audit_interval_minutes: 60$", "audit_interval_minutes: 5", text, flags=re.M))
+    try:
+        assert bill(project) == bill(project, "--audit-interval-minutes", "5") != baked
+    finally:
+        path.write_text(text)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +119,13 @@ def test_the_tools_audit_interval_is_config_yamls(capsys, monkeypatch, tmp_path)
         (["--work-seconds", "-1"], "--work-seconds=-1.0: must be at least 0"),
     ],
 )
-def test_bad_input_is_one_line_naming_the_field(argv, message, capsys):
-    assert cost.main(argv) == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and captured.err == f"error: {message}\n"
+def test_bad_input_is_one_line_naming_the_field(project, argv, message):
+    result = run_tool(project, *argv)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", f"error: {message}\n")
+
+
+def test_a_directory_that_is_no_bake_is_refused_naming_it(tmp_path):
+    result = run_tool(tmp_path)
+    assert result.returncode == 2 and result.stderr == (
+        f"error: bake={tmp_path}: must be a baked project's directory (it has config.yaml)\n"
+    )
