@@ -21,7 +21,7 @@ from conftest import records, scheduler_headers
 from fake_firestore import BATCH_GET_DOCUMENTS, COMMIT{% if cookiecutter.target != "function" %}, RUN_QUERY{% endif %}
 
 from keys import read_run_key
-from ledger import READ_RETRY, firestore_call
+from ledger import READ_RETRY
 from outcomes import Outcome
 from run_context import TerminalJobError
 from settings import DedupConfig
@@ -56,7 +56,7 @@ CALLS = {
     "follow-query": Call(RUN_QUERY, 0, None, None, True, {}),
 {%- endif %}
 }
-# Calls where NOT_FOUND / FAILED_PRECONDITION are no protocol answer, so they mean the database (firestore_call).
+# Calls where NOT_FOUND / FAILED_PRECONDITION are no protocol answer, so they mean the database (ledger.firestore_call).
 CLAIMS = {"claim-create", "claim-read", "follow-query"}
 
 
