@@ -89,7 +89,7 @@ class Assumptions:
     deploys: int = 10  # a month
     build_minutes: float = 2.0  # a build of the function
     image_gb: float = 0.2  # one build's image in Artifact Registry
-    images_kept: int = 2  # with the cleanup policy (a bake's docs/cost.md); without it, every deploy's stays
+    images_kept: int = 2  # the image repository's cleanup policy: the module's function.images_kept default (images.tf)
 
 
 @dataclasses.dataclass(frozen=True)

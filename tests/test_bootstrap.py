@@ -279,7 +279,9 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 # (https://cloud.google.com/iam/docs/understanding-roles; docs/iam.md says why each).
 ROLE_FOR_RESOURCE = {
     "google_project_service": "roles/serviceusage.serviceUsageAdmin",
-    "google_service_account": "roles/iam.serviceAccountAdmin",
+    # The function's image repository, its cleanup policies and the build account's grant on it.
+    "google_artifact_registry_repository": "roles/artifactregistry.admin",
+    "google_artifact_registry_repository_iam_member": "roles/artifactregistry.admin",
     "google_project_iam_member": "roles/resourcemanager.projectIamAdmin",
     "google_cloudfunctions2_function": "roles/cloudfunctions.admin",
     "google_cloud_run_v2_service_iam_member": "roles/run.admin",  # run.developer cannot set IAM policies
@@ -300,13 +302,10 @@ ROLE_FOR_RESOURCE = {
     "google_monitoring_notification_channel": "roles/monitoring.notificationChannelEditor",
     "google_workflows_workflow": "roles/workflows.editor",
 }
-# Resources that run as, or sign as, a service account the module made (iam.serviceAccounts.actAs).
-ACTS_AS = {
-    "google_cloudfunctions2_function",
-    "google_cloud_scheduler_job",
-    "google_cloud_run_v2_job",
-    "google_workflows_workflow",
-}
+# Made by terraform/bootstrap, not by the deployer: the function's accounts (its local.workload_accounts),
+# on each of which the deployer gets actAs, and no project-wide service-account role (IAM "Configure
+# resource-based access": a condition cannot narrow those to some accounts).
+MADE_BY_THE_BOOTSTRAP = {"google_service_account"}
 
 
 def module_resource_types(project: Path) -> set[str]:
@@ -325,11 +324,11 @@ def documented_roles(project: Path) -> list[str]:
 
 
 def roles_needed(project: Path) -> set[str]:
-    """One role per Google resource type the module makes, and actAs if something runs as an account."""
-    types = module_resource_types(project)
+    """One project role per Google resource type the modules make that the bootstrap does not make for them."""
+    types = module_resource_types(project) - MADE_BY_THE_BOOTSTRAP
     unknown = types - set(ROLE_FOR_RESOURCE)
     assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
-    return {ROLE_FOR_RESOURCE[t] for t in types} | ({"roles/iam.serviceAccountUser"} if types & ACTS_AS else set())
+    return {ROLE_FOR_RESOURCE[t] for t in types}
 
 
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
@@ -340,6 +339,79 @@ def test_deployer_roles_are_the_documented_ones_and_what_the_module_needs(bake_n
     assert sorted(documented_roles(project)) == sorted(granted)
     needed = roles_needed(project)
     assert set(granted) == needed, {"missing": needed - set(granted), "not needed": set(granted) - needed}
+
+
+def module_account_ids(project: Path) -> set[str]:
+    """The ids of the accounts the bake's modules make when none is given (account_id = "${var.slug}-...")."""
+    slug = answers_of(project)["project_slug"]
+    found = re.compile(r'^  account_id += "\$\{var\.slug\}-([a-z]+)"', re.M)
+    return {
+        f"{slug}-{suffix}"
+        for path in (project / "terraform" / "modules").glob("*/*.tf")
+        for suffix in found.findall(path.read_text())
+    }
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_deployer_acts_as_exactly_the_bakes_accounts_and_holds_no_project_service_account_role(bake_name, tmp_path):
+    """Project-wide roles/iam.serviceAccountUser acts as every account of the project and
+    serviceAccountAdmin grants that to itself; IAM Conditions cannot narrow either by account (IAM
+    "Configure resource-based access" lists the services whose resource.name a condition can test:
+    not IAM). So the bootstrap makes the modules' accounts and grants actAs on each one."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    local = bootstrap_locals(project)
+    assert not [role for role in local["deployer_roles"] if role.startswith("roles/iam.serviceAccount")]
+    accounts = local["workload_accounts"]
+    assert set(accounts.values()) == module_account_ids(project) and len(module_account_ids(project)) == 4
+    resources = bootstrap_config(project)["resource"]
+    (made,) = [
+        r["google_service_account"]["workload"] for r in resources if "workload" in r.get("google_service_account", {})
+    ]
+    assert made["for_each"] == "${local.workload_accounts}" and made["account_id"] == "${each.value}"
+    grants = [body for r in resources for name, body in r.get("google_service_account_iam_member", {}).items()]
+    (acts_as,) = [g for g in grants if g["role"] == "roles/iam.serviceAccountUser"]
+    assert acts_as == {
+        "for_each": "${google_service_account.workload}",
+        "service_account_id": "${each.value.name}",
+        "role": "roles/iam.serviceAccountUser",
+        "member": "${google_service_account.deployer.member}",
+    }
+    assert [g["role"] for g in grants if g is not acts_as] == ["roles/iam.workloadIdentityUser"] * 2
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_root_runs_as_the_bootstraps_accounts_and_makes_none(bake_name, tmp_path):
+    """The root's plan (terraform test against mock providers, -verbose prints every planned instance):
+    no service account of its own; the function, its build, the Scheduler jobs and the target run as
+    the accounts terraform/bootstrap makes, by their emails."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    workdir = project / "terraform"
+    assert run_tf(workdir, "init", "-backend=false").returncode == 0
+    result = run_tf(workdir, "test", "-filter=tests/root.tftest.hcl", "-verbose")
+    assert result.returncode == 0, output_of(result)
+    planned = set(re.findall(r"^# (module\.\S+):$", result.stdout, re.M))
+    assert len(planned) > 30, sorted(planned)
+    assert not [address for address in planned if ".google_service_account." in address], sorted(planned)
+    project_id = answers_of(project)["gcp_project_id"]
+    emails = {
+        key: f"{account}@{project_id}.iam.gserviceaccount.com"
+        for key, account in bootstrap_locals(project)["workload_accounts"].items()
+    }
+    # The instance's attributes as -verbose prints them: name = "value", the "=" aligned with spaces.
+    uses = {
+        "runtime": ("service_account_email", re.escape(emails["runtime"])),
+        "invoker": ("service_account_email", re.escape(emails["invoker"])),
+        "build": ("service_account", re.escape(f"projects/{project_id}/serviceAccounts/{emails['build']}")),
+        # The Cloud Run job takes the email, the workflow the account's name.
+        "target": (
+            "service_account(?:_email)?",
+            f"(?:{re.escape(f'projects/{project_id}/serviceAccounts/')})?{re.escape(emails['target'])}",
+        ),
+    }
+    found = {
+        key: bool(re.search(rf'^ +{name} += "{value}"$', result.stdout, re.M)) for key, (name, value) in uses.items()
+    }
+    assert found == dict.fromkeys(uses, True), result.stdout[-3000:]
 
 
 def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
@@ -388,15 +460,49 @@ def test_the_deployer_may_grant_only_the_roles_the_modules_grant(bake_name, tmp_
     assert "roles/resourcemanager.projectIamAdmin" in local["deployer_roles"]
     # storage.admin reaches the source bucket the module names <project>-<slug>-src, and no other bucket.
     assert local["source_bucket"] == "${var.project_id}-" + answers_of(project)["project_slug"] + "-src"
-    assert (
-        "resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
-        in (conditions["roles/storage.admin"]["expression"])
-    )
+    assert storage_admin_reaches(project) == {
+        "the project (buckets are listed and created there)": True,
+        "the source bucket": True,
+        "an object of the source bucket": True,
+        "a managed folder of the source bucket": True,
+        "another bucket": False,
+        "an object of another bucket": False,
+        "a managed folder of another bucket": False,
+        "a bucket whose name starts with the source bucket's": False,
+    }
+
+
+def storage_admin_reaches(project: Path) -> dict[str, bool]:
+    """The deployer's storage.admin condition, evaluated (CEL) for resources as Cloud Storage names them
+    (IAM "Resource attributes for IAM Conditions": projects/_/buckets/B, and what lives in B under it)."""
+    local = bootstrap_locals(project)
+    source = "projects/_/buckets/my-project-" + answers_of(project)["project_slug"] + "-src"
+    other = "projects/_/buckets/another-team-data"
+    resources = {
+        "the project (buckets are listed and created there)": (
+            "cloudresourcemanager.googleapis.com/Project",
+            "projects/my-project",
+        ),
+        "the source bucket": ("storage.googleapis.com/Bucket", source),
+        "an object of the source bucket": ("storage.googleapis.com/Object", f"{source}/objects/function-abc.zip"),
+        "a managed folder of the source bucket": ("storage.googleapis.com/ManagedFolder", f"{source}/managedFolders/f"),
+        "another bucket": ("storage.googleapis.com/Bucket", other),
+        "an object of another bucket": ("storage.googleapis.com/Object", f"{other}/objects/data.csv"),
+        "a managed folder of another bucket": ("storage.googleapis.com/ManagedFolder", f"{other}/managedFolders/f"),
+        "a bucket whose name starts with the source bucket's": ("storage.googleapis.com/Bucket", f"{source}-copy"),
+    }
+    expression = local["deployer_conditions"]["roles/storage.admin"]["expression"]
+    expression = expression.replace("${local.source_bucket}", source.rsplit("/", 1)[1])
+    program = cel(expression)
+    return {
+        what: bool(program.evaluate({"resource": celpy.json_to_cel({"type": kind, "name": name})}))
+        for what, (kind, name) in resources.items()
+    }
 
 
 def test_module_project_roles_reads_literals_and_the_build_roles(tmp_path):
     project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
-    assert {"roles/datastore.user", "roles/logging.logWriter", "roles/artifactregistry.writer"} <= (
+    assert {"roles/datastore.user", "roles/logging.logWriter", "roles/storage.objectViewer"} <= (
         module_project_roles(project)
     )
 
@@ -404,6 +510,8 @@ def test_module_project_roles_reads_literals_and_the_build_roles(tmp_path):
 # What a plan's refresh reads of each resource type the modules make: get (and getIamPolicy for a
 # *_iam_member), never data. Permissions as IAM's "Understanding roles" lists them under each viewer role.
 READ_FOR_RESOURCE = {
+    "google_artifact_registry_repository": {"artifactregistry.repositories.get"},
+    "google_artifact_registry_repository_iam_member": {"artifactregistry.repositories.getIamPolicy"},
     "google_project_service": {"serviceusage.services.get", "serviceusage.services.list"},
     "google_service_account": {"iam.serviceAccounts.get"},
     "google_project_iam_member": {"resourcemanager.projects.get", "resourcemanager.projects.getIamPolicy"},

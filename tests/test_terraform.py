@@ -338,7 +338,11 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
             violations.append(f"{policy} reads no log-based metric")
         rule(policy, metrics, "a new metric is 404 for up to 10 minutes")
     # The function, after its build account's grants (the build runs as that account).
-    rule("google_cloudfunctions2_function.this", {"google_project_iam_member.build"}, "IAM propagation")
+    rule(
+        "google_cloudfunctions2_function.this",
+        {"google_project_iam_member.build", "google_artifact_registry_repository_iam_member.build_images"},
+        "IAM propagation",
+    )
     # The Scheduler jobs, after the invoker's grant on the function has propagated: a first tick before
     # it is a 403 (IAM "Access change propagation"; issue 19).
     for job in ["google_cloud_scheduler_job.this", "google_cloud_scheduler_job.audit"]:
@@ -497,7 +501,7 @@ def test_default_bake_creates_its_database_and_build_account(default_bake):
     planned = set(re.findall(r"^# (module\.scheduled_dedup\.\S+):$", result.stdout, re.M))
     module = "module.scheduled_dedup"
     assert f"{module}.google_firestore_database.this[0]" in planned, sorted(planned)
-    assert f"{module}.google_service_account.build" in planned, sorted(planned)
+    assert f"{module}.google_service_account.build[0]" in planned, sorted(planned)
     assert {f'{module}.google_project_iam_member.build["{role}"]' for role in BUILD_ROLES} <= planned, sorted(planned)
 
 
@@ -515,6 +519,15 @@ def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):
     assert ordering_violations(dependency_graph(workdir, tmp_path)) == []
 
 
+def test_the_cost_page_counts_the_images_the_repository_keeps():
+    """benchmarks/cost.py prices the images the cleanup policy keeps (images.tf): the module's default."""
+    variables = (MODULES_DIR / "scheduled-dedup" / "variables.tf").read_text()
+    (kept,) = re.findall(r"^    images_kept += optional\(number, (\d+)\)$", variables, re.M)
+    cost = (ROOT / "benchmarks" / "cost.py").read_text()
+    (assumed,) = re.findall(r"^    images_kept: int = (\d+) ", cost, re.M)
+    assert int(assumed) == int(kept)
+
+
 def test_nobody_is_granted_act_as_on_any_account_of_the_module():
     """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one
@@ -530,7 +543,7 @@ def test_nobody_is_granted_act_as_on_any_account_of_the_module():
 
 
 # Cloud Run functions, "Custom service account for Cloud Build": the roles of the build account.
-BUILD_ROLES = ("roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer")
+BUILD_ROLES = ("roles/logging.logWriter", "roles/storage.objectViewer")
 
 
 # --- negative tests: each breaks one thing and must fail for that reason ----------------------
@@ -621,7 +634,7 @@ def break_oidc(workdir: Path) -> None:
 def break_invoker(workdir: Path) -> None:
     edit(
         workdir / "modules" / "scheduled-dedup" / "iam.tf",
-        "member   = google_service_account.invoker.member",
+        "member   = local.account_members.invoker",
         'member   = "allUsers"',
     )
 

@@ -277,6 +277,19 @@ CASES = [
         "names starting with DEDUP_ are set by the module",
         {"function": {"environment_variables": {"DEDUP_LEASE_SECONDS": "1"}}},
     ),
+    # The image repository's cleanup (images.tf, issue 19): at least the running image stays.
+    Refusal(
+        "function_keeps_no_image",
+        "function",
+        "must be a whole number of image versions to keep, 1-100",
+        {"function": {"images_kept": 0}},
+    ),
+    Refusal(
+        "function_keeps_101_images",
+        "function",
+        "must be a whole number of image versions to keep, 1-100",
+        {"function": {"images_kept": 101}},
+    ),
     Refusal(
         "alert_email_without_at",
         "alert_email",
@@ -341,6 +354,31 @@ CASES = [
     Refusal(
         "audit_interval_1440", "audit", "audit.interval_minutes: must be one of", {"audit": {"interval_minutes": 1440}}
     ),
+    # The accounts terraform/bootstrap makes (issue 19): user-managed accounts' emails only.
+    Refusal(
+        "service_accounts_an_account_id",
+        "service_accounts",
+        "service_accounts: runtime, invoker and build must each be",
+        {
+            "service_accounts": {
+                "runtime": "valid-run@valid-project.iam.gserviceaccount.com",
+                "invoker": "valid-invoker",
+                "build": "valid-build@valid-project.iam.gserviceaccount.com",
+            }
+        },
+    ),
+    Refusal(
+        "service_accounts_the_default_compute_account",
+        "service_accounts",
+        "service_accounts: runtime, invoker and build must each be",
+        {
+            "service_accounts": {
+                "runtime": "valid-run@valid-project.iam.gserviceaccount.com",
+                "invoker": "valid-invoker@valid-project.iam.gserviceaccount.com",
+                "build": "123456789012-compute@developer.gserviceaccount.com",
+            }
+        },
+    ),
     # --- the sibling modules, each planned as a module of its own ----------------------------------------
     Refusal("job_without_image", "job", "job.image: required", {"job": {}}, CLOUD_RUN_JOB),
     Refusal(
@@ -386,6 +424,20 @@ CASES = [
         CLOUD_RUN_JOB,
     ),
     Refusal("workflow_without_source", "workflow", "workflow.source_contents: required", {"workflow": {}}, WORKFLOW),
+    Refusal(
+        "job_service_account_not_a_service_account",
+        "service_account_email",
+        "service_account_email: must be a user-managed",
+        {"service_account_email": "valid-job@gmail.com"},
+        CLOUD_RUN_JOB,
+    ),
+    Refusal(
+        "workflow_service_account_not_a_service_account",
+        "service_account_email",
+        "service_account_email: must be a user-managed",
+        {"service_account_email": "valid-wf@valid-project.iam.gserviceaccount.com.evil"},
+        WORKFLOW,
+    ),
 ]
 
 

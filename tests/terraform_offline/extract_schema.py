@@ -61,6 +61,8 @@ HTTP_WHEEL = "cdktn-provider-http==13.0.2"
 # ---------------------------------------------------------------------------
 GOOGLE_RESOURCES: tuple[str, ...] = (
     "google_project_service",
+    "google_artifact_registry_repository",
+    "google_artifact_registry_repository_iam_member",
     "google_firestore_database",
     "google_firestore_field",
     "google_firestore_index",

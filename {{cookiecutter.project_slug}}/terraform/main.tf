@@ -14,6 +14,16 @@
 # Terraform takes its numbers as written: no formula here (the module checks only their shapes).
 locals {
   config = yamldecode(file("${path.root}/../config.yaml"))
+{%- if cookiecutter.state_bucket %}
+
+  # terraform/bootstrap makes the function's accounts and lets the deployer act as exactly these
+  # (its local.workload_accounts says why): the modules use them and make none.
+  accounts = {
+    for key, suffix in {
+      runtime = "run", invoker = "invoker", build = "build"{% if cookiecutter.target == "cloud_run_job" %}, target = "job"{% elif cookiecutter.target == "workflow" %}, target = "wf"{% endif %}
+    } : key => "${local.config.slug}-${suffix}@${local.config.project}.iam.gserviceaccount.com"
+  }
+{%- endif %}
 }
 
 module "scheduled_dedup" {
@@ -22,6 +32,14 @@ module "scheduled_dedup" {
   project_id = local.config.project
   region     = local.config.region
   slug       = local.config.slug
+{%- if cookiecutter.state_bucket %}
+
+  service_accounts = {
+    runtime = local.accounts.runtime
+    invoker = local.accounts.invoker
+    build   = local.accounts.build
+  }
+{%- endif %}
 
   # The function's source, by allow-list: exactly these files of this project's root, and nothing
   # else that lies there (in CI, google-github-actions/auth's gha-creds-*.json; caches, .terraform/).
@@ -112,6 +130,9 @@ module "cloud_run_job" {
   runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
   apis_ready                    = module.scheduled_dedup.apis_ready
   retention_seconds             = module.scheduled_dedup.retention_seconds
+{%- if cookiecutter.state_bucket %}
+  service_account_email         = local.accounts.target
+{%- endif %}
 
   firestore = {
     database   = module.scheduled_dedup.firestore_database
@@ -155,6 +176,9 @@ module "workflow" {
   runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
   apis_ready                    = module.scheduled_dedup.apis_ready
   retention_seconds             = module.scheduled_dedup.retention_seconds
+{%- if cookiecutter.state_bucket %}
+  service_account_email         = local.accounts.target
+{%- endif %}
 
   firestore = {
     database   = module.scheduled_dedup.firestore_database

@@ -10,6 +10,10 @@
 #               on this one job
 
 locals {
+  # The account's email, whoever made it (var.service_account_email: a team bake's bootstrap root).
+  account_email  = var.service_account_email == null ? google_service_account.job[0].email : var.service_account_email
+  account_member = var.service_account_email == null ? google_service_account.job[0].member : "serviceAccount:${var.service_account_email}"
+
   job_name = "${var.slug}-job"
 
   firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
@@ -20,6 +24,8 @@ locals {
 }
 
 resource "google_service_account" "job" {
+  count = var.service_account_email == null ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-job"
   display_name = "${var.slug}: Cloud Run job"
@@ -41,7 +47,7 @@ resource "google_cloud_run_v2_job" "this" {
     labels      = var.labels
 
     template {
-      service_account = google_service_account.job.email
+      service_account = local.account_email
       max_retries     = var.job.max_retries
       timeout         = "${var.job.task_timeout_seconds}s"
 
@@ -85,7 +91,7 @@ resource "google_cloud_run_v2_job" "this" {
 resource "google_project_iam_member" "datastore_user" {
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = google_service_account.job.member
+  member  = local.account_member
 
   condition {
     title       = "${var.slug}-job-firestore-db"
@@ -124,4 +130,10 @@ resource "google_cloud_run_v2_job_iam_member" "runtime" {
 moved {
   from = google_cloud_run_v2_job_iam_member.runtime_executor
   to   = google_cloud_run_v2_job_iam_member.runtime["executor"]
+}
+
+# The account was a single resource before it became optional: an applied project keeps it.
+moved {
+  from = google_service_account.job
+  to   = google_service_account.job[0]
 }

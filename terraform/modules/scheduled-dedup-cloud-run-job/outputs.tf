@@ -17,5 +17,5 @@ output "job_name" {
 
 output "service_account_email" {
   description = "The job's identity."
-  value       = google_service_account.job.email
+  value       = local.account_email
 }

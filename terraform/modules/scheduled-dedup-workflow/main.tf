@@ -9,12 +9,18 @@
 #   <slug>-run  (the core's runtime account) roles/workflows.invoker in the project (see below)
 
 locals {
+  # The account's email, whoever made it (var.service_account_email: a team bake's bootstrap root).
+  account_email  = var.service_account_email == null ? google_service_account.workflow[0].email : var.service_account_email
+  account_member = var.service_account_email == null ? google_service_account.workflow[0].member : "serviceAccount:${var.service_account_email}"
+
   workflow_name = "${var.slug}-wf"
 
   firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
 }
 
 resource "google_service_account" "workflow" {
+  count = var.service_account_email == null ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-wf"
   display_name = "${var.slug}: workflow"
@@ -28,7 +34,7 @@ resource "google_workflows_workflow" "this" {
   region              = var.region
   name                = local.workflow_name
   description         = "${var.slug}: started once per claimed scheduled run."
-  service_account     = google_service_account.workflow.id
+  service_account     = var.service_account_email == null ? google_service_account.workflow[0].id : "projects/${var.project_id}/serviceAccounts/${var.service_account_email}"
   call_log_level      = var.workflow.call_log_level
   source_contents     = var.workflow.source_contents
   labels              = var.labels
@@ -51,7 +57,7 @@ resource "google_workflows_workflow" "this" {
 resource "google_project_iam_member" "datastore_user" {
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = google_service_account.workflow.member
+  member  = local.account_member
 
   condition {
     title       = "${var.slug}-workflow-firestore-db"
@@ -66,7 +72,7 @@ resource "google_project_iam_member" "datastore_user" {
 resource "google_project_iam_member" "log_writer" {
   project = var.project_id
   role    = "roles/logging.logWriter"
-  member  = google_service_account.workflow.member
+  member  = local.account_member
 }
 
 # workflows.executions.create (start one) and workflows.executions.get (follow it: the baked
@@ -81,4 +87,10 @@ resource "google_project_iam_member" "runtime_invoker" {
   project = var.project_id
   role    = "roles/workflows.invoker"
   member  = "serviceAccount:${var.runtime_service_account_email}"
+}
+
+# The account was a single resource before it became optional: an applied project keeps it.
+moved {
+  from = google_service_account.workflow
+  to   = google_service_account.workflow[0]
 }

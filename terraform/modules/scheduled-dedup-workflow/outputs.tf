@@ -22,5 +22,5 @@ output "workflow_name" {
 
 output "service_account_email" {
   description = "The workflow's identity."
-  value       = google_service_account.workflow.email
+  value       = local.account_email
 }

@@ -43,6 +43,18 @@ variable "runtime_service_account_email" {
   type        = string
 }
 
+variable "service_account_email" {
+  description = "The email of the workflow's identity when something else makes it (a team bake's bootstrap root, where the deployer may act as exactly this account; the core module's service_accounts says why). null: the module makes '<slug>-wf'."
+  type        = string
+  default     = null
+
+  validation {
+    # A user-managed account's email: <account id>@<project id>.iam.gserviceaccount.com (rules.PROJECT_ID).
+    condition     = var.service_account_email == null || can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\\.iam\\.gserviceaccount\\.com$", var.service_account_email))
+    error_message = "service_account_email: must be a user-managed service account's email, <id>@<project>.iam.gserviceaccount.com. Given: ${jsonencode(var.service_account_email)}."
+  }
+}
+
 variable "apis_ready" {
   description = "The core module's apis_ready output: the workflow and its account wait until the project's APIs have propagated."
   type        = string

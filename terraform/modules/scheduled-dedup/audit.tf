@@ -71,7 +71,7 @@ resource "google_cloud_scheduler_job" "audit" {
     }
 
     oidc_token {
-      service_account_email = google_service_account.invoker.email
+      service_account_email = local.account_emails.invoker
       audience              = google_cloudfunctions2_function.this.service_config[0].uri
     }
   }

@@ -78,7 +78,9 @@ resource "google_cloudfunctions2_function" "this" {
     runtime     = var.function.runtime
     entry_point = var.function.entry_point
     # Full resource name (projects/P/serviceAccounts/EMAIL), as build_config expects.
-    service_account = google_service_account.build.id
+    service_account = local.build_account_name
+    # projects/P/locations/R/repositories/REPO: the module's repository and its cleanup policies (images.tf).
+    docker_repository = google_artifact_registry_repository.images.id
 
     source {
       storage_source {
@@ -94,7 +96,7 @@ resource "google_cloudfunctions2_function" "this" {
     max_instance_count               = var.function.max_instance_count
     min_instance_count               = var.function.min_instance_count
     max_instance_request_concurrency = var.function.max_instance_request_concurrency
-    service_account_email            = google_service_account.runtime.email
+    service_account_email            = local.account_emails.runtime
     all_traffic_on_latest_revision   = true
 
     # Internal only. Cloud Scheduler in the same project (or VPC Service Controls perimeter) counts

@@ -9,11 +9,33 @@
 #                   and roles/cloudtasks.enqueuer on the deliveries queue when a job has catch_up
 #   <slug>-invoker  also the OIDC identity of every task the deliveries queue sends (tasks.tf)
 #   var.task_queue.enqueuers  roles/cloudtasks.enqueuer on the deliveries queue: re-runs and backfills
-#   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter,
-#                   roles/artifactregistry.writer, roles/storage.objectViewer in the project
+#   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter and
+#                   roles/storage.objectViewer in the project, roles/artifactregistry.writer on the
+#                   module's image repository (images.tf)
 # Structured logs go to stdout/stderr, which needs no logging role.
+# With var.service_accounts the three accounts are made elsewhere (a team bake's bootstrap root,
+# variables.tf says why) and the module only uses them.
+
+locals {
+  makes_accounts = var.service_accounts == null
+  # Each account's email, whoever made it; members and ids derive from it.
+  account_emails = local.makes_accounts ? {
+    runtime = google_service_account.runtime[0].email
+    invoker = google_service_account.invoker[0].email
+    build   = google_service_account.build[0].email
+  } : var.service_accounts
+  account_members = local.makes_accounts ? {
+    runtime = google_service_account.runtime[0].member
+    invoker = google_service_account.invoker[0].member
+    build   = google_service_account.build[0].member
+  } : { for name, email in var.service_accounts : name => "serviceAccount:${email}" }
+  # The build account's resource name, which build_config takes.
+  build_account_name = local.makes_accounts ? google_service_account.build[0].id : "projects/${var.project_id}/serviceAccounts/${var.service_accounts.build}"
+}
 
 resource "google_service_account" "runtime" {
+  count = local.makes_accounts ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-run"
   display_name = "${var.slug}: scheduled-dedup function runtime"
@@ -23,6 +45,8 @@ resource "google_service_account" "runtime" {
 }
 
 resource "google_service_account" "invoker" {
+  count = local.makes_accounts ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-invoker"
   display_name = "${var.slug}: Cloud Scheduler invoker"
@@ -41,6 +65,8 @@ resource "google_service_account" "invoker" {
 # iam.serviceAccounts.actAs on it (an Owner or Editor of the project, or a grant on this one
 # account) can deploy a function that builds as it.
 resource "google_service_account" "build" {
+  count = local.makes_accounts ? 1 : 0
+
   project      = var.project_id
   account_id   = "${var.slug}-build"
   display_name = "${var.slug}: function builds"
@@ -51,14 +77,23 @@ resource "google_service_account" "build" {
 
 locals {
   # Cloud Run functions, "Custom service account for Cloud Build" (Grant permissions):
-  # logging.logWriter stores build logs; artifactregistry.writer stores the built image in the
-  # gcf-artifacts repository, which the first deploy creates (so no grant on the repository can
-  # exist before it); storage.objectViewer reads the function's source, which the build fetches
-  # from Cloud Functions' own gcf-v2-sources-<project number>-<region> bucket (Cloud Run functions
-  # "Build process overview"; terraform-google-cloud-functions issue 129 names that bucket), also
-  # created by the first deploy. Hence project-level grants, as
-  # the page's own commands make them.
-  build_roles = toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"])
+  # logging.logWriter stores build logs; storage.objectViewer reads the function's source, which the
+  # build fetches from Cloud Functions' own gcf-v2-sources-<project number>-<region> bucket (Cloud Run
+  # functions "Build process overview"; terraform-google-cloud-functions issue 129 names that bucket),
+  # created by the first deploy. Hence project-level grants, as the page's own commands make them.
+  # artifactregistry.writer, which stores the built image, is granted on the module's own image
+  # repository only (build_images, below), not on the project.
+  build_roles = toset(["roles/logging.logWriter", "roles/storage.objectViewer"])
+}
+
+# The build account pushes the function's images to the module's repository (images.tf), and to no
+# other repository of the project.
+resource "google_artifact_registry_repository_iam_member" "build_images" {
+  project    = var.project_id
+  location   = google_artifact_registry_repository.images.location
+  repository = google_artifact_registry_repository.images.name
+  role       = "roles/artifactregistry.writer"
+  member     = local.account_members.build
 }
 
 resource "google_project_iam_member" "build" {
@@ -66,7 +101,7 @@ resource "google_project_iam_member" "build" {
 
   project = var.project_id
   role    = each.key
-  member  = google_service_account.build.member
+  member  = local.account_members.build
 }
 
 # IAM grants take effect within minutes, not at once (IAM "Access change propagation": usually
@@ -77,10 +112,11 @@ resource "time_sleep" "grants" {
 
   triggers = {
     build   = join(",", sort([for grant in google_project_iam_member.build : grant.role]))
+    images  = google_artifact_registry_repository_iam_member.build_images.repository
     runtime = google_project_iam_member.datastore_user.member
   }
 
-  depends_on = [google_project_iam_member.build, google_project_iam_member.datastore_user]
+  depends_on = [google_project_iam_member.build, google_artifact_registry_repository_iam_member.build_images, google_project_iam_member.datastore_user]
 }
 
 # Firestore has no per-database IAM resource: roles are granted on the project. The IAM condition
@@ -90,7 +126,7 @@ resource "time_sleep" "grants" {
 resource "google_project_iam_member" "datastore_user" {
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = google_service_account.runtime.member
+  member  = local.account_members.runtime
 
   condition {
     title       = "${var.slug}-runtime-firestore-db"
@@ -108,7 +144,7 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
   location = var.region
   name     = google_cloudfunctions2_function.this.service_config[0].service
   role     = "roles/run.invoker"
-  member   = google_service_account.invoker.member
+  member   = local.account_members.invoker
 
   lifecycle {
     replace_triggered_by = [google_cloudfunctions2_function.this.service_config[0].service]
@@ -159,5 +195,21 @@ resource "google_cloud_tasks_queue_iam_member" "runtime_catch_up" {
   location = var.region
   name     = google_cloud_tasks_queue.deliveries.name
   role     = "roles/cloudtasks.enqueuer"
-  member   = google_service_account.runtime.member
+  member   = local.account_members.runtime
+}
+
+# The accounts were single resources before they became optional: an applied project keeps them.
+moved {
+  from = google_service_account.runtime
+  to   = google_service_account.runtime[0]
+}
+
+moved {
+  from = google_service_account.invoker
+  to   = google_service_account.invoker[0]
+}
+
+moved {
+  from = google_service_account.build
+  to   = google_service_account.build[0]
 }

@@ -10,7 +10,7 @@ output "function_name" {
 
 output "runtime_service_account_email" {
   description = "The function's runtime identity."
-  value       = google_service_account.runtime.email
+  value       = local.account_emails.runtime
 }
 
 output "function_environment_variables" {
@@ -20,7 +20,7 @@ output "function_environment_variables" {
 
 output "build_service_account_email" {
   description = "The identity Cloud Build builds the function as (<slug>-build)."
-  value       = google_service_account.build.email
+  value       = local.account_emails.build
 }
 
 output "alert_notification_channels" {
@@ -30,7 +30,7 @@ output "alert_notification_channels" {
 
 output "invoker_service_account_email" {
   description = "The identity in Scheduler's OIDC tokens."
-  value       = google_service_account.invoker.email
+  value       = local.account_emails.invoker
 }
 
 output "scheduler_job_names" {

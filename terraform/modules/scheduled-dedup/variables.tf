@@ -38,6 +38,31 @@ variable "slug" {
   }
 }
 
+# The deployer needs iam.serviceAccounts.actAs on each of these. IAM Conditions cannot narrow a
+# project-wide roles/iam.serviceAccountUser to some accounts (IAM "Configure resource-based access"
+# lists the services whose resource.name a condition can test; IAM is not one of them), and a
+# project-wide roles/iam.serviceAccountAdmin lets the deployer grant itself actAs on every account
+# of the project. So a team's bootstrap makes these accounts and grants the deployer actAs on each
+# (a team bake's bootstrap root), and passes them here.
+variable "service_accounts" {
+  description = "The emails of the function's runtime, invoker and build accounts when something else makes them (a team bake's bootstrap root: the deployer may act as exactly these). null: the module makes '<slug>-run', '<slug>-invoker' and '<slug>-build'."
+  type = object({
+    runtime = string
+    invoker = string
+    build   = string
+  })
+  default = null
+
+  validation {
+    # A user-managed account's email: <account id>@<project id>.iam.gserviceaccount.com (rules.PROJECT_ID).
+    condition = var.service_accounts == null || try(alltrue([
+      for email in [var.service_accounts.runtime, var.service_accounts.invoker, var.service_accounts.build] :
+      can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\\.iam\\.gserviceaccount\\.com$", email))
+    ]), false)
+    error_message = "service_accounts: runtime, invoker and build must each be a user-managed service account's email, <id>@<project>.iam.gserviceaccount.com. Given: ${jsonencode(var.service_accounts)}."
+  }
+}
+
 variable "jobs" {
   description = "Cloud Scheduler jobs, keyed by job id. Each becomes the Scheduler job '<slug>-<job id>'. Only 5-field unix-cron schedules: Cloud Scheduler guarantees the X-CloudScheduler-ScheduleTime header (the dedup key) for unix-cron alone."
   type = map(object({
@@ -242,7 +267,7 @@ variable "source_files" {
 }
 
 variable "function" {
-  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf)."
+  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf), into the module's image repository, which keeps the newest images_kept versions of each image (images.tf)."
   type = object({
     runtime                          = optional(string, "python312")
     entry_point                      = optional(string, "handle_scheduled_job")
@@ -251,9 +276,16 @@ variable "function" {
     min_instance_count               = optional(number, 0)
     max_instance_request_concurrency = optional(number, 1)
     environment_variables            = optional(map(string), {})
+    images_kept                      = optional(number, 2)
   })
   default  = {}
   nullable = false
+
+  validation {
+    # images.tf: the newest images_kept versions of each image stay, older ones are deleted.
+    condition     = floor(var.function.images_kept) == var.function.images_kept && var.function.images_kept >= 1 && var.function.images_kept <= 100
+    error_message = "function.images_kept=${var.function.images_kept}: must be a whole number of image versions to keep, 1-100 (the newest stays whatever its age: the function runs it)."
+  }
 
   validation {
     condition     = var.function.max_instance_count >= 1 && var.function.min_instance_count >= 0 && var.function.min_instance_count <= var.function.max_instance_count

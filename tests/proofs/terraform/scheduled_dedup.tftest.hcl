@@ -71,9 +71,9 @@ run "baked_values" {
       [
         google_cloudfunctions2_function.this.name == var.slug,
         google_storage_bucket.source.name == "${var.project_id}-${var.slug}-src",
-        google_service_account.runtime.account_id == "${var.slug}-run",
-        google_service_account.invoker.account_id == "${var.slug}-invoker",
-        google_service_account.build.account_id == "${var.slug}-build",
+        google_service_account.runtime[0].account_id == "${var.slug}-run",
+        google_service_account.invoker[0].account_id == "${var.slug}-invoker",
+        google_service_account.build[0].account_id == "${var.slug}-build",
       ],
       [for job in google_cloud_scheduler_job.this : startswith(job.name, "${var.slug}-")],
       [for metric in google_logging_metric.outcome : startswith(metric.name, "${var.slug}-")],
@@ -129,7 +129,7 @@ run "baked_values" {
   assert {
     condition = alltrue([
       for job in google_cloud_scheduler_job.this :
-      job.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      job.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker[0].email &&
       job.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
       job.http_target[0].uri == google_cloudfunctions2_function.this.service_config[0].uri &&
       job.http_target[0].http_method == "POST"
@@ -191,7 +191,7 @@ run "baked_values" {
   }
 
   assert {
-    condition     = google_cloudfunctions2_function.this.service_config[0].service_account_email == google_service_account.runtime.email
+    condition     = google_cloudfunctions2_function.this.service_config[0].service_account_email == google_service_account.runtime[0].email
     error_message = "The function must run as the dedicated runtime account, never the default compute account."
   }
 
@@ -221,16 +221,16 @@ run "baked_values" {
 
   assert {
     condition = toset(concat(
-      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.runtime.member],
-      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.runtime.member],
+      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.runtime[0].member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.runtime[0].member],
     )) == toset(["roles/datastore.user"])
     error_message = "The runtime account must hold exactly roles/datastore.user (a proxy target's module adds the one role that starts its target)."
   }
 
   assert {
     condition = toset(concat(
-      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.invoker.member],
-      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.invoker.member],
+      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.invoker[0].member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.invoker[0].member],
     )) == toset(["roles/run.invoker"])
     error_message = "The invoker account must hold exactly roles/run.invoker."
   }
@@ -272,20 +272,58 @@ run "baked_values" {
 
   assert {
     condition = (
-      google_service_account.build.account_id == "${var.slug}-build" &&
-      google_cloudfunctions2_function.this.build_config[0].service_account == google_service_account.build.id
+      google_service_account.build[0].account_id == "${var.slug}-build" &&
+      google_cloudfunctions2_function.this.build_config[0].service_account == google_service_account.build[0].id
     )
     error_message = "The function must build as its own <slug>-build account (a new project's default build account may lack the roles)."
   }
 
   assert {
-    condition = toset([for m in google_project_iam_member.build : m.role if m.member == google_service_account.build.member]) == toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"]) && alltrue([
+    condition = toset([for m in google_project_iam_member.build : m.role if m.member == google_service_account.build[0].member]) == toset(["roles/logging.logWriter", "roles/storage.objectViewer"]) && alltrue([
       for member in concat(
         [google_project_iam_member.datastore_user.member],
         [google_cloud_run_v2_service_iam_member.invoker.member],
-      ) : member != google_service_account.build.member
+      ) : member != google_service_account.build[0].member
     ])
-    error_message = "The build account must hold exactly roles/logging.logWriter, roles/artifactregistry.writer and roles/storage.objectViewer."
+    error_message = "The build account must hold exactly roles/logging.logWriter and roles/storage.objectViewer on the project (artifactregistry.writer on the image repository only)."
+  }
+
+  # --- the function's images: the module's own repository, with cleanup policies (images.tf) ---
+
+  assert {
+    condition = (
+      google_artifact_registry_repository.images.format == "DOCKER" &&
+      google_artifact_registry_repository.images.location == var.region &&
+      google_artifact_registry_repository.images.repository_id == "${var.slug}-images" &&
+      google_cloudfunctions2_function.this.build_config[0].docker_repository == google_artifact_registry_repository.images.id
+    )
+    error_message = "The function's images go to the module's DOCKER repository in its region (not gcf-artifacts, which has no cleanup policy)."
+  }
+
+  assert {
+    condition = (
+      google_artifact_registry_repository.images.cleanup_policy_dry_run == false &&
+      length(google_artifact_registry_repository.images.cleanup_policies) == 2 &&
+      length([
+        for policy in google_artifact_registry_repository.images.cleanup_policies : policy
+        if policy.action == "DELETE" && length(policy.most_recent_versions) == 0 && one(policy.condition).tag_state == "ANY" && can(regex("^[0-9]+s$", one(policy.condition).older_than))
+      ]) == 1 &&
+      [
+        for policy in google_artifact_registry_repository.images.cleanup_policies : one(policy.most_recent_versions).keep_count
+        if policy.action == "KEEP" && length(policy.condition) == 0
+      ] == [2]
+    )
+    error_message = "The repository deletes every image version but the newest 2 of each image (the running one and the one before) (a delete policy on any tag state, its age in seconds as the API answers it, and a keep-most-recent policy), for real (no dry run)."
+  }
+
+  assert {
+    condition = (
+      google_artifact_registry_repository_iam_member.build_images.repository == google_artifact_registry_repository.images.name &&
+      google_artifact_registry_repository_iam_member.build_images.location == google_artifact_registry_repository.images.location &&
+      google_artifact_registry_repository_iam_member.build_images.role == "roles/artifactregistry.writer" &&
+      google_artifact_registry_repository_iam_member.build_images.member == google_service_account.build[0].member
+    )
+    error_message = "The build account writes images to the module's repository, granted on that repository only."
   }
 
   # --- the database: created by the bake unless it answered to use an existing one ---
@@ -724,7 +762,7 @@ run "audit_job_metrics_alert_and_dashboard" {
       google_cloud_scheduler_job.audit[0].time_zone == "Etc/UTC" &&
       google_cloud_scheduler_job.audit[0].attempt_deadline == "${var.timing.attempt_deadline_seconds}s" &&
       google_cloud_scheduler_job.audit[0].http_target[0].uri == google_cloudfunctions2_function.this.service_config[0].uri &&
-      google_cloud_scheduler_job.audit[0].http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      google_cloud_scheduler_job.audit[0].http_target[0].oidc_token[0].service_account_email == google_service_account.invoker[0].email &&
       google_cloud_scheduler_job.audit[0].http_target[0].headers["X-Scheduler-Project"] == var.project_id
     )
     error_message = "The audit is a Scheduler job of the same function, every audit.interval_minutes, with the jobs' OIDC identity, deadline and headers."
@@ -826,7 +864,7 @@ run "deliveries_queue_and_paused_jobs" {
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].host == "{{ cookiecutter.project_slug }}-mock-ew.a.run.app" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].scheme == "HTTPS" &&
       google_cloud_tasks_queue.deliveries.http_target[0].uri_override[0].uri_override_enforce_mode == "ALWAYS" &&
-      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker.email &&
+      google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker[0].email &&
       google_cloud_tasks_queue.deliveries.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
       google_cloud_tasks_queue.deliveries.retry_config[0].max_attempts == var.retry.retry_count + 1
     )
@@ -837,7 +875,7 @@ run "deliveries_queue_and_paused_jobs" {
     condition = (
       toset([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.member]) == toset(["user:ana@example.com", "group:oncall@example.com"]) &&
       alltrue([for grant in google_cloud_tasks_queue_iam_member.enqueuers : grant.role == "roles/cloudtasks.enqueuer"]) &&
-      one(google_cloud_tasks_queue_iam_member.runtime_catch_up[*].member) == google_service_account.runtime.member
+      one(google_cloud_tasks_queue_iam_member.runtime_catch_up[*].member) == google_service_account.runtime[0].member
     )
     error_message = "The enqueuers, and the runtime (a job has catch_up), hold roles/cloudtasks.enqueuer on the queue."
   }

@@ -14,14 +14,18 @@ locals {
   # makes (the README's "The deployer's roles" lists the same, with what each is for; the template's
   # tests/test_bootstrap.py keeps the two, and the module's resource types, in step).
   # Roles: https://cloud.google.com/iam/docs/understanding-roles
-  # Two of them are narrowed by an IAM condition (deployer_conditions, below).
+  # roles/artifactregistry.admin makes the function's image repository, its cleanup policies and the
+  # build account's grant on it (setIamPolicy); it cannot be narrowed to that repository, as Artifact
+  # Registry is not among the services whose resource.name an IAM condition can test (IAM "Configure
+  # resource-based access"), and no narrower predefined role creates repositories.
+  # Two of them are narrowed by an IAM condition (deployer_conditions, below). No service-account
+  # role among them: the bootstrap makes the accounts (workload_accounts) and grants actAs on each.
   deployer_roles = [
+    "roles/artifactregistry.admin",
     "roles/cloudfunctions.admin",
     "roles/cloudscheduler.admin",
     "roles/cloudtasks.queueAdmin",
     "roles/datastore.owner",
-    "roles/iam.serviceAccountAdmin",
-    "roles/iam.serviceAccountUser",
     "roles/logging.configWriter",
     "roles/monitoring.alertPolicyEditor",
     "roles/monitoring.dashboardEditor",
@@ -35,7 +39,7 @@ locals {
 {%- endif %}
   ]
 
-  # The project-level roles ../modules grant (iam.tf: the build account's three and the runtime's
+  # The project-level roles ../modules grant (iam.tf: the build account's two and the runtime's
   # conditional datastore.user{% if cookiecutter.target == "workflow" %}; the workflow module's workflows.invoker and logging.logWriter{% endif %}{% if cookiecutter.target == "cloud_run_job" %}; the job module's datastore.user{% endif %}): the only
   # ones the deployer may grant or revoke. Without the condition roles/resourcemanager.projectIamAdmin
   # lets it grant anyone (itself) roles/owner. IAM "Set limits on granting roles"
@@ -43,7 +47,6 @@ locals {
   # condition is api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([...]).
   # The template's tests/test_bootstrap.py keeps this list equal to the modules' project grants.
   grantable_roles = [
-    "roles/artifactregistry.writer",
     "roles/datastore.user",
     "roles/logging.logWriter",
     "roles/storage.objectViewer",
@@ -52,12 +55,36 @@ locals {
 {%- endif %}
   ]
 
+  # The accounts the function, its Scheduler jobs{% if cookiecutter.target == "cloud_run_job" %} and its Cloud Run job{% elif cookiecutter.target == "workflow" %} and its workflow{% endif %} run or sign as (the ids
+  # ../modules would give them; ../main.tf passes their emails in, so the modules make none). Made
+  # here because the deployer must act as them (iam.serviceAccounts.actAs) and that right cannot be
+  # narrowed to some accounts of a project: IAM Conditions test resource.name only for the services
+  # IAM "Configure resource-based access" lists, and IAM's service accounts are not among them; a
+  # project-wide roles/iam.serviceAccountAdmin would let the deployer grant itself actAs on every
+  # account of the project. So the deployer holds roles/iam.serviceAccountUser on exactly these
+  # accounts, granted on each account (google_service_account_iam_member), and no project-wide
+  # service-account role. Keyed as ../main.tf's local.accounts (target: the proxy target's account).
+  workload_accounts = {
+    runtime = "{{ cookiecutter.project_slug }}-run"
+    invoker = "{{ cookiecutter.project_slug }}-invoker"
+    build   = "{{ cookiecutter.project_slug }}-build"
+{%- if cookiecutter.target == "cloud_run_job" %}
+    target  = "{{ cookiecutter.project_slug }}-job"
+{%- elif cookiecutter.target == "workflow" %}
+    target  = "{{ cookiecutter.project_slug }}-wf"
+{%- endif %}
+  }
+
   # ../modules/scheduled-dedup names its source bucket <project>-<slug>-src (main.tf, bucket_name).
   source_bucket = "${var.project_id}-{{ cookiecutter.project_slug }}-src"
 
-  # Cloud Storage takes IAM conditions on resource.name, projects/_/buckets/B[/objects/O] (IAM
-  # "Resource attributes for IAM Conditions"); any other resource type the role covers (the project,
-  # where buckets are created) is left as it is.
+  # Cloud Storage takes IAM conditions on resource.name, projects/_/buckets/B and, for what lives in
+  # a bucket (objects, managed folders), projects/_/buckets/B/... (IAM "Resource attributes for IAM
+  # Conditions"; "Resource types that accept conditional role bindings": buckets and managed
+  # folders). Everything named under another bucket is out of reach: not only its objects but its
+  # managed folders, whose IAM policy would otherwise let the deployer grant itself that bucket's
+  # objects. What is not named under a bucket (the project, where buckets are listed and created)
+  # is left as it is.
   deployer_conditions = {
     "roles/resourcemanager.projectIamAdmin" = {
       title      = "only-the-modules-project-roles"
@@ -65,7 +92,7 @@ locals {
     }
     "roles/storage.admin" = {
       title      = "only-this-bakes-source-bucket"
-      expression = "!(resource.type in ['storage.googleapis.com/Bucket', 'storage.googleapis.com/Object']) || resource.name == 'projects/_/buckets/${local.source_bucket}' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
+      expression = "!resource.name.startsWith('projects/_/buckets/') || resource.name == 'projects/_/buckets/${local.source_bucket}' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
     }
   }
 
@@ -77,6 +104,8 @@ locals {
   # resource types ../modules make (IAM "Understanding roles" lists each permission under its role);
   # the template's tests/test_bootstrap.py keeps it in step with the modules' resource types.
   planner_permissions = [
+    "artifactregistry.repositories.get",
+    "artifactregistry.repositories.getIamPolicy",
     "cloudfunctions.functions.get",
     "cloudscheduler.jobs.get",
     "cloudtasks.queues.get",
@@ -262,6 +291,27 @@ resource "google_service_account" "deployer" {
   depends_on = [time_sleep.apis]
 }
 
+# The function's accounts (local.workload_accounts says why the bootstrap makes them); their roles
+# are granted by ../modules, on what each account reaches.
+resource "google_service_account" "workload" {
+  for_each = local.workload_accounts
+
+  project      = var.project_id
+  account_id   = each.value
+  display_name = "{{ cookiecutter.project_slug }}: ${each.key} (terraform/ of {{ cookiecutter.project_slug }} uses it)"
+
+  depends_on = [time_sleep.apis]
+}
+
+# The deployer may deploy what runs or signs as these accounts (actAs), and as no other account.
+resource "google_service_account_iam_member" "deployer_acts_as" {
+  for_each = google_service_account.workload
+
+  service_account_id = each.value.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = google_service_account.deployer.member
+}
+
 # Any workflow run of the repository (by its id) may plan as the planner.
 resource "google_service_account_iam_member" "planner_workload_identity" {
   service_account_id = google_service_account.planner.name
@@ -277,8 +327,6 @@ resource "google_service_account_iam_member" "deployer_workload_identity" {
 }
 
 resource "google_project_iam_member" "deployer" {
-  # checkov:skip=CKV_GCP_41: The deployer creates the function's service accounts and deploys resources that run as them (actAs); they do not exist yet when this grant is made.
-  # checkov:skip=CKV_GCP_49: Same: creating those accounts (serviceAccountAdmin) and acting as them (serviceAccountUser) is what deploying the module is.
   for_each = toset(local.deployer_roles)
 
   project = var.project_id

@@ -17,3 +17,8 @@ output "state_bucket" {
   description = "Bucket of ../backend.tf."
   value       = local.state_bucket
 }
+
+output "workload_service_account_emails" {
+  description = "The function's accounts, which ../main.tf passes to the modules (the deployer may act as exactly these)."
+  value       = { for key, account in google_service_account.workload : key => account.email }
+}

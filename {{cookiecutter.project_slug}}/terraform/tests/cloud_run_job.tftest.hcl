@@ -34,7 +34,7 @@ run "job" {
 
   assert {
     condition = (
-      google_service_account.job.account_id == "${var.slug}-job" &&
+      google_service_account.job[0].account_id == "${var.slug}-job" &&
       google_cloud_run_v2_job.this.name == "${var.slug}-job" &&
       google_cloud_run_v2_job.this.labels == var.labels
     )
@@ -43,7 +43,7 @@ run "job" {
 
   assert {
     condition = (
-      google_cloud_run_v2_job.this.template[0].template[0].service_account == google_service_account.job.email &&
+      google_cloud_run_v2_job.this.template[0].template[0].service_account == google_service_account.job[0].email &&
       google_cloud_run_v2_job.this.template[0].template[0].containers[0].image == var.job.image &&
       google_cloud_run_v2_job_iam_member.runtime["executor"].name == google_cloud_run_v2_job.this.name &&
       google_cloud_run_v2_job_iam_member.runtime["executor"].role == "roles/run.jobsExecutorWithOverrides" &&
@@ -68,10 +68,10 @@ run "job" {
 
   assert {
     condition = (
-      google_project_iam_member.datastore_user.member == google_service_account.job.member &&
+      google_project_iam_member.datastore_user.member == google_service_account.job[0].member &&
       google_project_iam_member.datastore_user.role == "roles/datastore.user" &&
       google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\"" &&
-      google_cloud_run_v2_job_iam_member.runtime["executor"].member != google_service_account.job.member
+      google_cloud_run_v2_job_iam_member.runtime["executor"].member != google_service_account.job[0].member
     )
     error_message = "The Cloud Run job's account must hold exactly roles/datastore.user, narrowed to the one database."
   }

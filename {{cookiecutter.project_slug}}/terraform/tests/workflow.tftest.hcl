@@ -34,7 +34,7 @@ run "workflow" {
 
   assert {
     condition = (
-      google_service_account.workflow.account_id == "${var.slug}-wf" &&
+      google_service_account.workflow[0].account_id == "${var.slug}-wf" &&
       google_workflows_workflow.this.name == "${var.slug}-wf" &&
       google_workflows_workflow.this.labels == var.labels
     )
@@ -43,7 +43,7 @@ run "workflow" {
 
   assert {
     condition = (
-      google_workflows_workflow.this.service_account == google_service_account.workflow.id &&
+      google_workflows_workflow.this.service_account == google_service_account.workflow[0].id &&
       google_workflows_workflow.this.source_contents == var.workflow.source_contents &&
       google_workflows_workflow.this.user_env_vars["DEDUP_COLLECTION"] == var.firestore.collection &&
       google_workflows_workflow.this.user_env_vars["DEDUP_RETENTION_SECONDS"] == tostring(var.retention_seconds)
@@ -53,7 +53,7 @@ run "workflow" {
 
   assert {
     condition = toset([
-      for m in [google_project_iam_member.datastore_user, google_project_iam_member.log_writer, google_project_iam_member.runtime_invoker] : m.role if m.member == google_service_account.workflow.member
+      for m in [google_project_iam_member.datastore_user, google_project_iam_member.log_writer, google_project_iam_member.runtime_invoker] : m.role if m.member == google_service_account.workflow[0].member
     ]) == toset(["roles/datastore.user", "roles/logging.logWriter"]) && google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
     error_message = "The workflow's account must hold exactly roles/datastore.user (on the one database) and roles/logging.logWriter (sys.log)."
   }

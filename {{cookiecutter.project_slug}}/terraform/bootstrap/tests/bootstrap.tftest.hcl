@@ -51,6 +51,18 @@ run "bootstrap" {
   }
 
   assert {
+    condition = alltrue([
+      for key, account in google_service_account.workload :
+      google_service_account_iam_member.deployer_acts_as[key].service_account_id == account.name &&
+      google_service_account_iam_member.deployer_acts_as[key].role == "roles/iam.serviceAccountUser" &&
+      google_service_account_iam_member.deployer_acts_as[key].member == google_service_account.deployer.member
+      ]) && length(google_service_account_iam_member.deployer_acts_as) == length(google_service_account.workload) && length([
+      for role in keys(google_project_iam_member.deployer) : role if startswith(role, "roles/iam.serviceAccount")
+    ]) == 0
+    error_message = "The deployer acts as the function's accounts, each granted on the account, and holds no project-wide service-account role."
+  }
+
+  assert {
     condition     = length(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition) == 1 && strcontains(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition[0].expression, "iam.googleapis.com/modifiedGrantsByRole")
     error_message = "The deployer may grant only the roles the modules grant (a condition on projectIamAdmin)."
   }
