@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -133,6 +134,41 @@ def test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake(tmp_path)
         project = bake(tmp_path / name, **answers)
         for file in PROTOCOL_FILES:
             assert (project / file).read_bytes() == (template / file).read_bytes(), f"{name}: {file} differs"
+
+
+# The run ledger is the only code that touches Firestore (issue 17); a proxy bake's item store shares its client.
+FIRESTORE_TOUCHERS = {"ledger.py", "cloud_run_job/store.py"}
+
+
+def firestore_uses(source: str) -> list[str]:
+    """What a module does with Firestore itself: imports of google.cloud.firestore*, uses of firestore_client."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("google.cloud.firestore")]
+        elif isinstance(node, ast.ImportFrom):
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            found += [name for name in names if name.startswith("google.cloud.firestore") or "firestore_client" in name]
+        elif isinstance(node, ast.Name | ast.Attribute) and "firestore_client" in (
+            getattr(node, "id", None),
+            getattr(node, "attr", None),
+        ):
+            found.append("firestore_client")
+    return found
+
+
+@pytest.mark.parametrize("answers", [{}, MATRIX["cloud-run-job"]], ids=["defaults", "cloud-run-job"])
+def test_only_the_protocol_modules_touch_firestore(tmp_path, answers):
+    """The tools and the handler read and write run records through ledger.RunLedger, never a client of their own."""
+    project = bake(tmp_path, **answers)
+    modules = [path for path in project.rglob("*.py") if "tests" not in path.relative_to(project).parts]
+    assert any(path.parts[-2:] == ("tools", "runs.py") for path in modules)
+    offending = {
+        str(path.relative_to(project)): uses
+        for path in modules
+        if str(path.relative_to(project)) not in FIRESTORE_TOUCHERS and (uses := firestore_uses(path.read_text()))
+    }
+    assert offending == {}
 
 
 def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):

@@ -250,20 +250,30 @@ class RunLedger:
 
     def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
         """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
-
-        Equality filters only: Firestore serves them by merging its automatic single-field indexes, no
-        composite index to create (firebase.google.com/docs/firestore/query-data/index-overview, "Index
-        merging"). Few runs are ever `started` at once, so the expiry is compared here.
-        """
-        query = self.collection.where(filter=FieldFilter("status", "==", dedup.Status.STARTED.value))
-        if job_name is not None:
-            query = query.where(filter=FieldFilter("job_name", "==", job_name))
-        snapshots = self._call(self._stream, query, retry=READ_RETRY)
+        Few runs are ever `started` at once, so the expiry is compared here."""
         return [
             StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
-            for s in snapshots
+            for s in self._with_status(dedup.Status.STARTED, job_name)
             if (record := s.to_dict())["expire_at"] > now
         ]
+
+    def stuck_runs(self, now: dt.datetime) -> list[tuple[str, dict[str, object]]]:
+        """(run id, record) of the runs still `in_progress` after their lease expired: the attempt died or hangs
+        past its lease. Few runs are ever in_progress at once, so the lease is compared here."""
+        return [
+            (s.id, record)
+            for s in self._with_status(dedup.Status.IN_PROGRESS)
+            if (record := s.to_dict())["lease_expires"] <= now
+        ]
+
+    def _with_status(self, status: dedup.Status, job_name: str | None = None) -> list:
+        """The records in `status` (of one Scheduler job, or of all). Equality filters only: Firestore serves
+        them by merging its automatic single-field indexes, no composite index to create
+        (firebase.google.com/docs/firestore/query-data/index-overview, "Index merging")."""
+        query = self.collection.where(filter=FieldFilter("status", "==", status.value))
+        if job_name is not None:
+            query = query.where(filter=FieldFilter("job_name", "==", job_name))
+        return self._call(self._stream, query, retry=READ_RETRY)
 
     def end_execution(self, run: StartedRun, status: dedup.Status, now: dt.datetime, reason: str | None = None) -> bool:
         """Record how a started run's execution ended (`completed`, or `failed` with the reason); False if

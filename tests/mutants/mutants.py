@@ -1419,8 +1419,8 @@ MUTANTS = [
     Mutant(
         "i17bake-credentials-traceback",
         "baked/tools/runs.py",
-        "    except google.auth.exceptions.DefaultCredentialsError:\n",
-        "    except KeyError:\n",
+        "        if isinstance(error.__cause__, google.auth.exceptions.DefaultCredentialsError):",
+        "        if isinstance(error.__cause__, KeyError):",
         "a missing credential is one line naming the fix, not a traceback",
         ("tests/test_tools.py", "-k", "no_credentials"),
     ),

@@ -13,6 +13,7 @@ import runs
 from conftest import records, scheduler_headers
 
 from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER
+from ledger import RunLedger
 from settings import DedupConfig
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "runs.py"
@@ -80,7 +81,7 @@ def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
     collection.document("stuck").set(record("in_progress", -dt.timedelta(minutes=1)))
     collection.document("running").set(record("in_progress", dt.timedelta(minutes=5)))
     collection.document("done").set(record("completed", -dt.timedelta(minutes=1)))
-    assert [run for run, _ in runs.stuck_runs(collection, now)] == ["stuck"]
+    assert [run for run, _ in RunLedger(DedupConfig.from_env()).stuck_runs(now)] == ["stuck"]
 
 
 def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys, work, deployed_job):

@@ -29,12 +29,11 @@ import subprocess
 import sys
 import urllib.error
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import google.api_core.exceptions
 import google.auth.exceptions
-from google.cloud.firestore_v1.base_query import FieldFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 from delivery import delivery_headers, identity_token, minute_now, post  # noqa: E402
@@ -44,29 +43,12 @@ import audit  # noqa: E402
 import dedup  # noqa: E402
 import task_queue  # noqa: E402
 from keys import RERUN_ID, RERUN_TEXT, Rerun, RunKey, parse_schedule_time  # noqa: E402
-from ledger import RPC_TIMEOUT_SECONDS, RunLedger, firestore_client  # noqa: E402
+from ledger import RunLedger  # noqa: E402
 from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
 from settings import TASKS_QUEUE, DedupConfig, JobSpec  # noqa: E402
 
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
-
-
-def runs_collection(config: DedupConfig):
-    return firestore_client(config.project, config.database).collection(config.collection)
-
-
-def stuck_runs(collection, now) -> Iterator[tuple[str, dict]]:
-    """Runs still `in_progress` after their lease expired: the attempt died or hangs past its lease.
-
-    One equality filter, served by Firestore's automatic single-field index (no composite index to
-    create); few records are ever in_progress, so the lease is compared here.
-    """
-    query = collection.where(filter=FieldFilter("status", "==", dedup.Status.IN_PROGRESS.value))
-    for snapshot in query.stream(timeout=RPC_TIMEOUT_SECONDS):
-        record = snapshot.to_dict()
-        if record["lease_expires"] <= now:
-            yield snapshot.id, record
 
 
 def show(record: dict) -> str:
@@ -316,17 +298,17 @@ def print_run_id(config: DedupConfig, args: argparse.Namespace) -> int:
 
 def show_run(config: DedupConfig, args: argparse.Namespace) -> int:
     key = run_key(config, args.job, args.time, args.project, args.location)
-    snapshot = runs_collection(config).document(key.run_id).get(timeout=RPC_TIMEOUT_SECONDS)
-    if not snapshot.exists:
+    record = RunLedger(config).read_runs([key.run_id]).get(key.run_id)
+    if record is None:
         print(f"{key.run_id}: no record (never claimed, released after a retryable failure, or deleted by TTL)")
         return 1
-    print(f"{key.run_id}:\n{show(snapshot.to_dict())}")
+    print(f"{key.run_id}:\n{show(record)}")
     return 0
 
 
 def list_stuck(config: DedupConfig, args: argparse.Namespace) -> int:
     found = 0
-    for run_id, record in stuck_runs(runs_collection(config), dedup.utcnow()):
+    for run_id, record in RunLedger(config).stuck_runs(dedup.utcnow()):
         found += 1
         print(f"{run_id}  job={record['job_name']} schedule_time={record['schedule_time']} "
               f"attempt={record.get('attempts')} lease_expires={record['lease_expires']}")  # fmt: skip
@@ -449,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
         print(NO_CREDENTIALS, file=sys.stderr)
         return 2
     except (StoreUnavailable, Unreachable, QueueUnavailable) as error:
+        if isinstance(error.__cause__, google.auth.exceptions.DefaultCredentialsError):  # the ledger's client
+            print(NO_CREDENTIALS, file=sys.stderr)
+            return 2
         print(error, file=sys.stderr)
         return 1
     except (google.api_core.exceptions.GoogleAPIError, google.auth.exceptions.TransportError) as error:

@@ -29,8 +29,8 @@ from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job r
 
 import dedup  # noqa: E402
 import schedules  # noqa: E402
-from ledger import RPC_TIMEOUT_SECONDS, firestore_client  # noqa: E402
-from outcomes import Misconfigured  # noqa: E402
+from ledger import RunLedger  # noqa: E402
+from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
 from settings import DedupConfig, JobSpec  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
@@ -217,14 +217,9 @@ def report(steps: list[Step], out=sys.stdout) -> int:
     return 0 if passed else 1
 
 
-def firestore_record_reader(config: DedupConfig) -> Callable[[str], dict | None]:
-    collection = firestore_client(config.project, config.database).collection(config.collection)
-
-    def read(run_id: str) -> dict | None:
-        snapshot = collection.document(run_id).get(timeout=RPC_TIMEOUT_SECONDS)
-        return snapshot.to_dict() if snapshot.exists else None
-
-    return read
+def record_reader(config: DedupConfig) -> Callable[[str], dict | None]:
+    ledger = RunLedger(config)
+    return lambda run_id: ledger.read_runs([run_id]).get(run_id)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,9 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         job_name = sorted(selected_jobs(config, args.job))[0]
         slug = config.audit_job.removesuffix("_audit")
         session = google_session() if not os.environ.get("SMOKE_API_ROOT") else _plain_session()
-        steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, firestore_record_reader(config),
+        steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, record_reader(config),
                           log_wait=args.log_wait)  # fmt: skip
-    except (SmokeError, BadArgument, Misconfigured) as error:
+    except (SmokeError, BadArgument, Misconfigured, StoreUnavailable) as error:
         print(f"smoke: FAIL ({error})", file=sys.stderr)
         return 1
     return report(steps)
