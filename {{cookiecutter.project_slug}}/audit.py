@@ -1,32 +1,14 @@
-"""The audit: every run each job's cron should have made, checked against the run records.
+"""The audit: every run each job's cron should have made (schedules.py, as the handler keys them), against the
+run records (one batched read, RunLedger.read_runs). Each expected run is one of `State`; it is `missing` only
+once `config.settle` (the lease plus the retry window) has passed since its schedule time, as until then
+Scheduler may still deliver it.
 
-For each job in DEDUP_JOBS: the fire times its cron gives on the wall clock of its time zone over a
-window (cronsim, Debian cron semantics: day of month and day of week both restricted means either),
-their run ids (RunKey, with the Scheduler job name as the key's job name), and one batched read
-of their records (RunLedger.read_runs). Each expected run is then one of `State`. A run is
-`missing` only once `config.settle` (the lease plus the retry window) has passed since its schedule
-time: until then Scheduler may still deliver it, and it is `pending`.
-
-Fire times come from schedules.py, which the handler keys deliveries by too: a time daylight saving
-repeats or skips is one expected run at the instant the handler keys it (its `dst` says which), so the
-audit expects exactly the runs the handler would make, and a missing one is `missing`.
-
-`run` is the audit job's work (main.py sends the DEDUP_AUDIT_JOB's deliveries here). It is
-incremental: each run of a job is judged once, by the first audit after it settled (`config.settle`
-past its schedule time: no delivery comes by itself any more), so an audit reads only the fire times
-that settled since the last one. Once a day a full sweep judges the whole `lookback` again (a run that
-a backfill left stuck, a missing run still not delivered: their alerts stay open). One line per
-missing or stuck run, plus a summary. The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's
-clock, never with a delivery's schedule time, and a job is judged only from the first audit that saw
-it, so a first deploy or a new job does not report the day before it existed as missing.
-
-A job paused in the configuration (`paused: true`, paused in Scheduler by the same deploy) has its fire times
-reported `paused`, never `missing`. The audit cannot see when the deploy paused or resumed Scheduler, so the
-first audit that sees the change restarts the job in the bookmark at its own time (as for a new job): the
-paused period is never reported missed, at the price of not judging the fire times between the deploy and
-that audit. A job with `catch_up: true` gets each missing run the audit judges queued for delivery
-(task_queue.py) while the run is within its max_lateness_seconds; later, the function would record it
-skipped anyway.
+`run` is the audit job's work. It is incremental: each run is judged once, by the first audit after it settled,
+and once a day a full sweep judges the whole lookback again (so alerts of runs still missing or stuck stay open).
+The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock, and a job is judged only from the first
+audit that saw it (or saw it paused or resumed: the audit cannot see when the deploy did it), so a new job or a
+pause is never reported missed. A `paused` job's fire times are `paused`; a `catch_up` job's missing runs are
+queued for delivery (task_queue.py) while within its max_lateness_seconds.
 """
 
 from __future__ import annotations
@@ -39,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 
 import dedup
+import rules
 import schedules
 import task_queue
 from keys import RunKey
@@ -49,10 +32,9 @@ from settings import DedupConfig, JobSpec
 logger = logging.getLogger(__name__)
 
 UTC = dt.UTC
-# How far back each audit run looks (never beyond the retention, past which records may be gone).
-# Also in rules.py (AUDIT_LOOKBACK_SECONDS): the audit
-# interval plus settle must fit in it, so that every run is judged by at least one audit.
-AUDIT_LOOKBACK = dt.timedelta(days=1)
+# How far back each audit run looks (never beyond the retention, past which records may be gone); rules.py checks
+# that the audit interval plus settle fit in it, so that every run is judged by at least one audit.
+AUDIT_LOOKBACK = dt.timedelta(seconds=rules.AUDIT_LOOKBACK_SECONDS)
 # How often an audit re-judges the whole lookback instead of only the newly settled runs.
 FULL_SWEEP_EVERY = dt.timedelta(days=1)
 

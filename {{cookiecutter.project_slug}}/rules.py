@@ -401,7 +401,7 @@ MIN_MAX_LATENESS_SECONDS = 60
 # at most 12 h, so that it fits in the one-day lookback with the settle time.
 # Also in Terraform (var.audit's validation; local.audit_schedule turns it into the cron).
 AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
-# Also in the baked audit.py (AUDIT_LOOKBACK): how far back each audit run looks, never beyond the retention.
+# How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
 AUDIT_LOOKBACK_SECONDS = 86400
 
 

@@ -1,21 +1,9 @@
 """The project's one operator command: `python tools/runs.py <command> ...` (`--help` lists them; docs/operations.md).
 
-Every command that names a job takes its job id (`nightly`, as the answers spell it) or its Scheduler job
-name (`<slug>-nightly`, what Scheduler sends and what a run is keyed by): `resolve_job` turns either into
-the deployed name, so an id printed, a record shown and a delivery sent are the deployed run's.
-
-  fire JOB [--time T] [--url URL]       one Scheduler-like delivery (default: the `make dev` server, now)
-  run-id JOB TIME                       the run's id (its Firestore document), as the handler keys it
-  show JOB TIME                         the run's record
-  stuck                                 in_progress runs whose lease has expired
-  missed --since T1 --until T2          the runs each job's cron expected that are missing or stuck (audit.py)
-  backfill --since T1 --until T2        deliver each of them with its original schedule time: one execution each
-                                        (--queue: through the deliveries queue, Cloud Tasks, from a laptop)
-  rerun JOB TIME --reason WHY           queue a re-run of a finished run: it runs once more, once, and its record
-                                        keeps who asked, when and why (docs/schedules-and-manual-runs.md)
-
-Firestore: the emulator FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials.
-A new command is one function and one entry of COMMANDS.
+Every command that names a job takes its job id (`nightly`) or its Scheduler job name (`<slug>-nightly`, what a
+run is keyed by): `resolve_job` turns either into the deployed name. Firestore: the emulator
+FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A new command is one function
+and one entry of COMMANDS.
 """
 
 from __future__ import annotations

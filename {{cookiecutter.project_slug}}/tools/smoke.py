@@ -24,6 +24,8 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
+import requests
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job resolver)
 
@@ -31,7 +33,7 @@ import dedup  # noqa: E402
 import schedules  # noqa: E402
 from ledger import RunLedger  # noqa: E402
 from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
-from settings import DedupConfig, JobSpec  # noqa: E402
+from settings import DedupConfig  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
 API_ROOTS = {
@@ -118,11 +120,6 @@ class Apis:
         return self._json("GET", "monitoring", f"v3/projects/{project}/alertPolicies?{query}").get("alertPolicies", [])
 
 
-def next_fire_time(job: JobSpec, after: dt.datetime) -> dt.datetime:
-    """The schedule time a Force run sends now: the job's next fire time, in UTC (the handler keys it so too)."""
-    return schedules.next_fire_after(job.fire_rule, after)
-
-
 def wait_for(read: Callable[[], list[dict]], seconds: float, sleep=time.sleep, clock=time.monotonic) -> list[dict]:
     deadline = clock() + seconds
     while True:
@@ -151,7 +148,7 @@ def run_smoke(
     # A Force run sends the job's next fire time (Google's guide); the line of that run is the one to read.
     # `since` allows for a few seconds between this machine's clock and the function's.
     since = dedup.utcnow() - dt.timedelta(seconds=5)
-    schedule_time = next_fire_time(config.jobs[job_name], since)
+    schedule_time = schedules.next_fire_after(config.jobs[job_name].fire_rule, since)
     resource = f"projects/{config.project}/locations/{config.location}/jobs/{job_name}"
     try:
         apis.force_run(resource)
@@ -231,20 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         config = DedupConfig.from_env()
         job_name = sorted(selected_jobs(config, args.job))[0]
         slug = config.audit_job.removesuffix("_audit")
-        session = google_session() if not os.environ.get("SMOKE_API_ROOT") else _plain_session()
+        # No credentials against the tests' local stand-in (SMOKE_API_ROOT).
+        session = google_session() if not os.environ.get("SMOKE_API_ROOT") else requests.Session()
         steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, record_reader(config),
                           log_wait=args.log_wait)  # fmt: skip
     except (SmokeError, BadArgument, Misconfigured, StoreUnavailable) as error:
         print(f"smoke: FAIL ({error})", file=sys.stderr)
         return 1
     return report(steps)
-
-
-def _plain_session():
-    """No credentials: the local stand-in of the tests (SMOKE_API_ROOT)."""
-    import requests
-
-    return requests.Session()
 
 
 if __name__ == "__main__":
