@@ -86,12 +86,11 @@ RELEASE_MARGIN = dt.timedelta(seconds=10)
 DEADLINE_RULE = f"must be a whole number of seconds above the release margin ({RELEASE_MARGIN.seconds} s)"
 
 WHOLE_NUMBER = re.compile(r"[0-9]+")
-TASKS_QUEUE = re.compile(
-    r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z]+-[a-z]+[0-9]{1,2}/queues/[A-Za-z0-9-]{1,100}"
-)
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
 PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
+QUEUE_ID = "[A-Za-z0-9-]{1,100}"
+TASKS_QUEUE = re.compile(f"projects/{PROJECT.pattern}/locations/{LOCATION.pattern}/queues/{QUEUE_ID}")
 
 # What a proxy target's new run does while the job's previous execution still runs (JobSpec.overlap).
 OVERLAP_RULES = rules.JOB_CHOICES["overlap"]

@@ -304,9 +304,9 @@ def list_stuck(config: DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def one_run(parser: argparse.ArgumentParser) -> None:
+def one_run(parser: argparse.ArgumentParser, time: str = "(X-CloudScheduler-ScheduleTime)") -> None:
     parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
-    parser.add_argument("time", help="schedule time, RFC 3339 (X-CloudScheduler-ScheduleTime)")
+    parser.add_argument("time", help=f"schedule time, RFC 3339 {time}")
     keyed_for(parser)
 
 
@@ -315,13 +315,18 @@ def keyed_for(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--location", help="the X-Scheduler-Location of the delivery (default: the function's)")
 
 
+def sent_to(parser: argparse.ArgumentParser) -> None:
+    """Where `fire` and `backfill` send their deliveries."""
+    parser.add_argument("--url", default="", help="a deployed function's URL (default: the local dev server)")
+    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
+
+
 def fire_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
     parser.add_argument("--time", default="", help="schedule time, RFC 3339 (default: now rounded to the minute)")
-    parser.add_argument("--url", default="", help="a deployed function's URL (default: the local dev server)")
-    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
     parser.add_argument("--impersonate", help="service account whose identity token to send (with --url)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the answer")
+    sent_to(parser)
     keyed_for(parser)
 
 
@@ -339,22 +344,18 @@ def missed_arguments(parser: argparse.ArgumentParser) -> None:
 
 def backfill_arguments(parser: argparse.ArgumentParser) -> None:
     window(parser)
-    parser.add_argument("--url", default="", help="the deployed function's URL (default: the local dev server)")
-    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
+    sent_to(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would be delivered, send nothing")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
     parser.add_argument("--queue", nargs="?", const="", default=None,
                         help="queue each on the deliveries queue (default queue: DEDUP_TASKS_QUEUE)")  # fmt: skip
 
 
 def rerun_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
-    parser.add_argument("time", help="the run's schedule time, RFC 3339")
+    one_run(parser, time="(the run's)")
     parser.add_argument("--reason", required=True, help="why it runs again (kept in the run's record)")
     parser.add_argument("--by", help="who asks (default: gcloud's active account)")
     parser.add_argument("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)")
     parser.add_argument("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)")
-    keyed_for(parser)
 
 
 @dataclasses.dataclass(frozen=True)
