@@ -87,8 +87,7 @@ DEADLINE_RULE = f"must be a whole number of seconds above the release margin ({R
 
 WHOLE_NUMBER = re.compile(r"[0-9]+")
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
-PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
-LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
+PROJECT, LOCATION = rules.PROJECT_ID, rules.REGION
 QUEUE_ID = "[A-Za-z0-9-]{1,100}"
 TASKS_QUEUE = re.compile(f"projects/{PROJECT.pattern}/locations/{LOCATION.pattern}/queues/{QUEUE_ID}")
 

@@ -347,9 +347,9 @@ MUTANTS = [
     ),
     Mutant(
         "location-anything",
-        SETTINGS,
-        'LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")',
-        'LOCATION = re.compile(r".+")',
+        "baked/rules.py",
+        'REGION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")',
+        'REGION = re.compile(r".+")',
         "a location is a GCP region",
         handler("test_bad_headers_get_400_and_nothing_is_written"),
     ),
