@@ -79,7 +79,9 @@ class Demo:
                 f"Firestore emulator: started at {host}, pid {self.emulator.process.pid} "
                 f"(log: {self.emulator.log_path})"
             )
-        firestore_emulator.reset(host, DEMO_PROJECT)
+        # Every document of the demo's project, deleted (a lock held by a killed client makes this 409).
+        url = f"http://{host}/emulator/v1/projects/{DEMO_PROJECT}/databases/(default)/documents"
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
         return host
 
     def start_function(self, host: str) -> None:
