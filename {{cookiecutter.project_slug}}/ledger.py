@@ -116,9 +116,8 @@ class RecordChanged(Exception):
 
 
 class GuardedRecords:
-    """The one way the protocol's records are written (the run ledger's, and the Cloud Run job target's items):
-    create (None if the record exists), and update or delete only while the record's update time is
-    still the one the caller last saw (RecordChanged otherwise). No transaction is needed."""
+    """The one way the protocol's records are written (the run ledger's, and the Cloud Run job target's items);
+    guarded writes need no transaction."""
 
     def __init__(self, client: firestore.Client, call) -> None:
         self.client = client
@@ -327,13 +326,12 @@ class RunLedger:
         else:
             self.records.update_if_unchanged(ref, fields, since=cursor.update_time)
 
+    # get_all and a query stream: read the stream here, so that its errors are the call's.
     def _get_all(self, refs, **kwargs) -> list:
-        """get_all streams: read the stream here, so that its errors are the call's."""
         return list(self.client.get_all(refs, **kwargs))
 
     @staticmethod
     def _stream(query, **kwargs) -> list:
-        """A query streams: read the stream here, so that its errors are the call's."""
         return list(query.stream(**kwargs))
 
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
