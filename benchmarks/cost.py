@@ -9,7 +9,7 @@ Tier 1 regions, read on 2026-12-01 from the pages named in PRICES; a healthy mon
 succeeds at its first attempt) with this project alone in its billing account (the per-account free
 tiers of Scheduler, Cloud Run, Cloud Build and Artifact Registry are all its own). docs/cost-model.md
 explains each line. Fire times come from the bake's schedules.py (the one cron expansion); a bake's bill reads
-its configuration through its own config.py, dedup.py and audit.py.
+its configuration through its own config.py, settings.py and audit.py.
 """
 
 from __future__ import annotations
@@ -198,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: bake={args.bake}: must be a baked project's directory (it has config.yaml)", file=sys.stderr)
         return 2
     sys.path.insert(0, str(args.bake.resolve()))
-    audit, dedup, project_config = (importlib.import_module(name) for name in ("audit", "dedup", "config"))
+    modules = ("audit", "settings", "outcomes", "config")
+    audit, settings, outcomes, project_config = (importlib.import_module(name) for name in modules)
     try:
-        config = dedup.DedupConfig.from_env()
+        config = settings.DedupConfig.from_env()
         interval = args.audit_interval_minutes
         if interval is None:
             interval = project_config.load().audit_interval_minutes
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         use = usage(fires, interval, audit.lookback(config), config.database)
         if args.work_seconds < 0:
             raise ValueError(f"--work-seconds={args.work_seconds}: must be at least 0")
-    except (dedup.Misconfigured, ValueError) as error:
+    except (outcomes.Misconfigured, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     costs = monthly_cost(use, Assumptions(work_seconds=args.work_seconds))

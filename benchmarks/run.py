@@ -50,6 +50,9 @@ from figures import LOAD_FIELDS, document, over_target, read_load, summary, tabl
 from firestore_emulator import Emulator, EmulatorNotFound  # noqa: E402
 from google.cloud import firestore  # noqa: E402
 from google.cloud.logging.handlers import StructuredLogHandler  # noqa: E402
+from keys import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, read_run_key  # noqa: E402
+from ledger import RunLedger, firestore_client  # noqa: E402
+from settings import DedupConfig  # noqa: E402
 
 PROJECT = "dedup-benchmark"
 WARMUP_RUNS = 5
@@ -102,8 +105,8 @@ def count_rpcs(client: firestore.Client) -> RpcCounter:
 
 def scheduler_headers(job: str, schedule_time: dt.datetime) -> dict[str, str]:
     return {
-        dedup.JOB_NAME_HEADER: job,
-        dedup.SCHEDULE_TIME_HEADER: schedule_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        JOB_NAME_HEADER: job,
+        SCHEDULE_TIME_HEADER: schedule_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 
@@ -134,9 +137,9 @@ class Baked(Side):
         # with the work in its own process (the stop, as deployed); the latency against the seed with the
         # work called in-thread, as the seed does: the stop's own cost is measured on its own (measure_stop).
         main.run = stop_probe.empty_work
-        self.config = dedup.DedupConfig.from_env()
-        self.counter = count_rpcs(dedup.firestore_client(self.config.project, self.config.database))
-        self.setup = dedup.RunLedger(self.config, client=setup_client)
+        self.config = DedupConfig.from_env()
+        self.counter = count_rpcs(firestore_client(self.config.project, self.config.database))
+        self.setup = RunLedger(self.config, client=setup_client)
 
     def deliver(self, headers: Mapping[str, str]) -> tuple[int, str]:
         outcome, detail = self.main.handle_delivery(headers)
@@ -145,7 +148,7 @@ class Baked(Side):
     def crashed_claim(self, headers: Mapping[str, str]) -> None:
         # The protocol's own claim, made one lease ago by an attempt that then died.
         now = dedup.utcnow()
-        key = dedup.read_run_key(headers, self.config, now)
+        key = read_run_key(headers, self.config, now)
         self.setup.claim(key, now - self.config.lease - dt.timedelta(seconds=1))
 
 
@@ -166,7 +169,7 @@ class Seed(Side):
 
     def crashed_claim(self, headers: Mapping[str, str]) -> None:
         # The seed's own claim_run, made one lease ago; its key as seed_sample.handle_scheduled_job makes it.
-        job, time_text = headers[dedup.JOB_NAME_HEADER], headers[dedup.SCHEDULE_TIME_HEADER]
+        job, time_text = headers[JOB_NAME_HEADER], headers[SCHEDULE_TIME_HEADER]
         ref = self.setup.collection(self.collection).document(hashlib.sha256(f"{job}/{time_text}".encode()).hexdigest())
         past = dt.datetime.now(dt.UTC) - seed_sample.LEASE - dt.timedelta(seconds=1)
         seed_sample.claim_run(self.setup.transaction(), ref, "crashed-attempt", past)
@@ -264,7 +267,7 @@ def benchmark(host: str, runs: int, import_runs: int, load: dict | None) -> dict
     os.environ.update(
         {"FIRESTORE_EMULATOR_HOST": host, "DEDUP_PROJECT": PROJECT, "DEDUP_COLLECTION": f"bench-{run}-baked"}
     )
-    database = dedup.DedupConfig.from_env().database
+    database = DedupConfig.from_env().database
     setup = firestore.Client(project=PROJECT, database=database)
     # A just-started emulator's first answer can take longer than the handler's RPC timeout.
     setup.collection(f"bench-{run}-warmup").document("warmup").get(timeout=60)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import json
 import logging
 import multiprocessing.forkserver
@@ -73,10 +74,13 @@ def main() -> None:
     import dedup
     import functions_framework
 
+    # The reference bake (scale.py's REFERENCE) predates settings.py: DedupConfig was in dedup.py then.
+    settings = dedup if hasattr(dedup, "DedupConfig") else importlib.import_module("settings")
+    config = settings.DedupConfig.from_env()
+
     app = functions_framework.create_app(target="handle_scheduled_job", source=str(Path.cwd() / "main.py"))
     client = app.test_client()
     logging.getLogger().handlers[0].setStream(open(os.devnull, "w"))  # noqa: SIM115 (formatted, then dropped)
-    config = dedup.DedupConfig.from_env()
     job = next(name for name, spec in config.jobs.items() if spec.job_id == "nightly")
     now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
     costs = []

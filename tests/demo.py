@@ -79,7 +79,9 @@ class Demo:
                 f"Firestore emulator: started at {host}, pid {self.emulator.process.pid} "
                 f"(log: {self.emulator.log_path})"
             )
-        firestore_emulator.reset(host, DEMO_PROJECT)
+        # Every document of the demo's project, deleted (a lock held by a killed client makes this 409).
+        url = f"http://{host}/emulator/v1/projects/{DEMO_PROJECT}/databases/(default)/documents"
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
         return host
 
     def start_function(self, host: str) -> None:
@@ -145,10 +147,13 @@ class Demo:
     def record(self, schedule_time: str) -> tuple[dict | None, str]:
         """The run's Firestore record, read with the bake's own key function and configuration."""
         import dedup
+        from keys import read_run_key
+        from ledger import firestore_client
+        from settings import DedupConfig
 
-        config = dedup.DedupConfig.from_env({"DEDUP_PROJECT": DEMO_PROJECT})
-        key = dedup.read_run_key(self.headers(schedule_time), config, dedup.utcnow())
-        client = dedup.firestore_client(DEMO_PROJECT, config.database)
+        config = DedupConfig.from_env({"DEDUP_PROJECT": DEMO_PROJECT})
+        key = read_run_key(self.headers(schedule_time), config, dedup.utcnow())
+        client = firestore_client(DEMO_PROJECT, config.database)
         snapshot = client.collection(config.collection).document(key.run_id).get()
         return snapshot.to_dict(), key.run_id
 

@@ -10,13 +10,13 @@ What is modelled, from Cloud Scheduler's documentation (sources in docs/choosing
   whichever comes first" (a retry due then or later is dropped) and B "the next scheduled execution time might
   be skipped if the retries continue through that time" (retries go on; the next run is lost if this one's
   attempts or its work are still going at the next fire time).
-What runs is the protocol's own code: every delivery calls the template's dedup.RunLedger (claim, which
+What runs is the protocol's own code: every delivery calls the template's ledger.RunLedger (claim, which
 uses dedup.decide; complete; release) on an in-memory Firestore with Firestore's preconditions (a create
 fails if the document exists; an update or delete guarded by last_update_time fails if it changed). The
 handler's branches are main.py's: a claimed run works, then completes (2xx); an exception releases the run
 (500); Duplicate answers 2xx, InProgress 409. Work that hangs is stopped and the run released at
 function_timeout_seconds: the baked handler kills it sooner, at the attempt deadline less 10 s (its stop.py,
-dedup.DedupConfig.stop_after), so the simulation's hang lasts as long as one possibly could.
+settings.DedupConfig.stop_after), so the simulation's hang lasts as long as one possibly could.
 
 `python tests/scheduler_sim.py --table` prints the fault -> outcome table of each matrix bake.
 """
@@ -34,7 +34,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 
 from google.api_core import exceptions as api_exceptions
 from google.cloud import firestore
@@ -51,10 +51,10 @@ MAX_ATTEMPTS = 10_000
 
 
 @functools.cache
-def protocol() -> ModuleType:
-    """The template's dedup.py, rendered by cookiecutter's own Jinja environment with the default answers
-    (it holds no Jinja, and the simulator passes its own DedupConfig), imported under a private
-    name so that no `dedup` of a bake on sys.path is shadowed."""
+def protocol() -> SimpleNamespace:
+    """The template's protocol modules (dedup.py, ledger.py and what they import), rendered by cookiecutter's own
+    Jinja environment with the default answers (they hold no Jinja, and the simulator passes its own DedupConfig),
+    imported under private names so that no module of a bake on sys.path is shadowed."""
     from cookiecutter.environment import StrictEnvironment
     from cookiecutter.generate import generate_context
     from cookiecutter.prompt import prompt_for_config
@@ -63,8 +63,9 @@ def protocol() -> ModuleType:
     environment = StrictEnvironment(context={"cookiecutter": answers}, keep_trailing_newline=True)
     rendered = Path(tempfile.mkdtemp(prefix="scheduler-sim-"))
     modules = {}
-    dependencies = ("run_context", "schedules")  # dedup.py imports them by these names
-    for name in (*dependencies, "dedup"):
+    # In import order: each imports the ones before it by these names.
+    dependencies = ("run_context", "schedules", "outcomes", "settings", "keys", "dedup", "ledger")
+    for name in dependencies:
         source = (TEMPLATE_PROJECT / f"{name}.py").read_text(encoding="utf-8")
         (rendered / f"{name}.py").write_text(environment.from_string(source).render(cookiecutter=answers))
         spec = importlib.util.spec_from_file_location(f"scheduler_sim_{name}", rendered / f"{name}.py")
@@ -79,7 +80,7 @@ def protocol() -> ModuleType:
                     sys.modules.pop(dependency, None)
                 else:
                     sys.modules[dependency] = module
-    return modules["dedup"]
+    return SimpleNamespace(**modules)
 
 
 # ---------------------------------------------------------------- an in-memory Firestore
@@ -149,7 +150,7 @@ class MemoryCollection:
 
 
 class MemoryFirestore:
-    """The few client calls dedup.RunLedger makes, with Firestore's preconditions; every write gets a new
+    """The few client calls ledger.RunLedger makes, with Firestore's preconditions; every write gets a new
     update time (the simulated clock plus a sequence, so two writes in one instant still differ)."""
 
     def __init__(self, clock: Callable[[], dt.datetime]) -> None:
@@ -221,7 +222,9 @@ VERDICTS = (DOUBLE_WORK, LOST, LOST_NEXT, OVERLAP, OK)
 
 def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) -> Outcome:
     """One run, fired at 0 (FIRE_TIME), the next fire time `gap` s later, under reading "A" or "B"."""
-    dedup = protocol()
+    protocol_modules = protocol()
+    settings, ledger_module = protocol_modules.settings, protocol_modules.ledger
+    keys, outcomes = protocol_modules.keys, protocol_modules.outcomes
     deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
     retries = rules.SchedulerRetries.of(timing)
     events: list[tuple[int, int, int, Callable[[], None]]] = []
@@ -236,7 +239,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
     def now() -> dt.datetime:
         return FIRE_TIME + dt.timedelta(seconds=clock[0])
 
-    config = dedup.DedupConfig(
+    config = settings.DedupConfig(
         project="sim-project",
         location="europe-west1",
         database="(default)",
@@ -249,8 +252,8 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         audit_job="",
         attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
     )
-    ledger = dedup.RunLedger(config, client=MemoryFirestore(now))
-    key = dedup.RunKey(config.project, config.location, "sim-job", FIRE_TIME)
+    ledger = ledger_module.RunLedger(config, client=MemoryFirestore(now))
+    key = keys.RunKey(config.project, config.location, "sim-job", FIRE_TIME)
     outcome = Outcome()
     working: dict[int, list] = {}  # attempt number -> [start, claim]; removed when its work stops
     answered: set[int] = set()  # attempts Scheduler has an answer for (or gave up on)
@@ -292,9 +295,9 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
             return
         try:
             claim = ledger.claim(key, now())
-        except dedup.Duplicate:
+        except outcomes.Duplicate:
             return answer(attempt, 200)
-        except dedup.InProgress:
+        except outcomes.InProgress:
             return answer(attempt, 409)
         if working:
             outcome.double_work = True
@@ -323,7 +326,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         try:
             ledger.release(claim)
             status = 500
-        except dedup.Superseded:  # superseded (main.py answers its outcome, 409)
+        except outcomes.Superseded:  # superseded (main.py answers its outcome, 409)
             status = 409
         answer(attempt, status)
 
@@ -336,7 +339,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
             ledger.complete(claim, now())
             outcome.completed_at = clock[0]
             status = 200
-        except dedup.Superseded:
+        except outcomes.Superseded:
             status = 409
         if not lost:
             answer(attempt, status)

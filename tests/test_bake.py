@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -48,7 +49,7 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
 
 def test_the_template_s_proofs_pass_in_a_copy_of_the_bake(baked, emulator_host):
     """tests/proofs/ (faults, outages, store errors, timeouts, load, fuzz, the window), laid into a copy of
-    this bake so that its conftest and its dedup.py apply; the copy's laid-in tests lint clean too."""
+    this bake so that its conftest and its protocol modules apply; the copy's laid-in tests lint clean too."""
     result = run_proofs(baked, emulator_host)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\d+ passed", result.stdout) and " skipped" not in result.stdout, result.stdout[-2000:]
@@ -110,9 +111,13 @@ def test_two_default_bakes_share_no_collection(tmp_path):
 
 
 # The protocol and its adapter: no answer is rendered into them, so a template change to them reaches
-# every bake as the same diff (the answers live in config.yaml, which dedup.py reads through config.py).
+# every bake as the same diff (the answers live in config.yaml, which settings.py reads through config.py).
 PROTOCOL_FILES = (
     "dedup.py",
+    "keys.py",
+    "ledger.py",
+    "outcomes.py",
+    "settings.py",
     "main.py",
     "run_context.py",
     "config.py",
@@ -131,8 +136,43 @@ def test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake(tmp_path)
             assert (project / file).read_bytes() == (template / file).read_bytes(), f"{name}: {file} differs"
 
 
+# The run ledger is the only code that touches Firestore (issue 17); a proxy bake's item store shares its client.
+FIRESTORE_TOUCHERS = {"ledger.py", "cloud_run_job/store.py"}
+
+
+def firestore_uses(source: str) -> list[str]:
+    """What a module does with Firestore itself: imports of google.cloud.firestore*, uses of firestore_client."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("google.cloud.firestore")]
+        elif isinstance(node, ast.ImportFrom):
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            found += [name for name in names if name.startswith("google.cloud.firestore") or "firestore_client" in name]
+        elif isinstance(node, ast.Name | ast.Attribute) and "firestore_client" in (
+            getattr(node, "id", None),
+            getattr(node, "attr", None),
+        ):
+            found.append("firestore_client")
+    return found
+
+
+@pytest.mark.parametrize("answers", [{}, MATRIX["cloud-run-job"]], ids=["defaults", "cloud-run-job"])
+def test_only_the_protocol_modules_touch_firestore(tmp_path, answers):
+    """The tools and the handler read and write run records through ledger.RunLedger, never a client of their own."""
+    project = bake(tmp_path, **answers)
+    modules = [path for path in project.rglob("*.py") if "tests" not in path.relative_to(project).parts]
+    assert any(path.parts[-2:] == ("tools", "runs.py") for path in modules)
+    offending = {
+        str(path.relative_to(project)): uses
+        for path in modules
+        if str(path.relative_to(project)) not in FIRESTORE_TOUCHERS and (uses := firestore_uses(path.read_text()))
+    }
+    assert offending == {}
+
+
 def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
-    """config.yaml, written from the answers, is what dedup.py reads: the jobs by their Scheduler names with their
+    """config.yaml, written from the answers, is what settings.py reads: the jobs by their Scheduler names with their
     job ids and each job's own numbers, and the audit's job name. No settings.json beside it."""
     import config
     import rules
@@ -142,7 +182,7 @@ def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
     assert written == yaml.safe_load(config.render(rules.config_from_answers({**answers, "jobs": written["jobs"]})))
     assert sorted(written["jobs"]) == answers["jobs"]
     printed = subprocess.run(
-        [sys.executable, "-c", "import dedup, json; print(json.dumps(dict(dedup.baked_settings())))"],
+        [sys.executable, "-c", "import settings, json; print(json.dumps(dict(settings.baked_settings())))"],
         cwd=baked,
         capture_output=True,
         text=True,

@@ -82,7 +82,7 @@ def test_export_and_sync_bake_each_with_its_own_deadline(export_and_sync):
     assert written["jobs"]["sync"] == SYNC
     printed = python(
         export_and_sync,
-        "import config, dedup, json; c = config.load(); d = dedup.DedupConfig.from_env({}); print(json.dumps("
+        "import config, settings, json; c = config.load(); d = settings.DedupConfig.from_env({}); print(json.dumps("
         "{j: [c.jobs[j].timing['attempt_deadline_seconds'], c.jobs[j].timing['lease_seconds'],"
         " d.jobs[c.scheduler_job_name(j)].attempt_deadline.total_seconds()] for j in ('export', 'sync')}))",
     )

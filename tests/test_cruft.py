@@ -79,7 +79,7 @@ def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_pat
 
 
 def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(template_repo, tmp_path):
-    """dedup.py holds no answer (they live in config.yaml), so a change to it is the same diff in
+    """The protocol's modules hold no answer (they live in config.yaml), so a change to one is the same diff in
     every bake: here one beside the settings, in a bake whose every setting differs from the defaults."""
     out = tmp_path / "projects"
     answers = {
@@ -98,7 +98,7 @@ def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(templ
     run("git", "init", "-q", "-b", "main", cwd=project)
     git_commit(project, "baked")
 
-    protocol = template_repo / "{{cookiecutter.project_slug}}" / "dedup.py"
+    protocol = template_repo / "{{cookiecutter.project_slug}}" / "settings.py"
     old = 'MAX_FUTURE_SECONDS = "2764800"\n'
     assert old in protocol.read_text()
     protocol.write_text(protocol.read_text().replace(old, 'MAX_FUTURE_SECONDS = "2764801"  # template v2\n'))
@@ -106,7 +106,7 @@ def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(templ
 
     run(CRUFT, "update", "--project-dir", str(project), "--skip-apply-ask", "--allow-untracked-files", cwd=tmp_path)
     assert not list(project.rglob("*.rej")), "a hunk of the update did not apply"
-    assert (project / "dedup.py").read_bytes() == protocol.read_bytes()
+    assert (project / "settings.py").read_bytes() == protocol.read_bytes()
     assert yaml.safe_load((project / "config.yaml").read_text()) == settings
     run(CRUFT, "check", "--project-dir", str(project), cwd=tmp_path)
 

@@ -50,11 +50,11 @@ def source_files(project: Path) -> list[str]:
 READ_BESIDE = re.compile(r"""with_name\(\s*["']([^"']+)["']\s*\)|\.parent\s*/\s*["']([^"']+)["']""")
 
 
-def needed_files(project: Path) -> set[str]:
-    """main.py and every module of the project it imports, followed; the files they read beside
+def needed_files(project: Path, roots: tuple[str, ...] = ("main",)) -> set[str]:
+    """main.py (or `roots`) and every module of the project it imports, followed; the files they read beside
     themselves; requirements.txt (what Google's Python buildpack installs)."""
     local = {path.stem for path in project.glob("*.py")}
-    needed, todo = set(), ["main"]
+    needed, todo = set(), list(roots)
     while todo:
         name = todo.pop()
         if f"{name}.py" in needed:
@@ -75,6 +75,25 @@ def test_the_bakes_list_is_exactly_what_the_handler_needs(project):
     assert len(listed) == len(set(listed)), listed
     assert set(listed) == needed_files(project)
     assert all((project / name).is_file() for name in listed), listed
+
+
+def test_the_job_image_copies_every_project_module_the_job_imports(tmp_path):
+    """target=cloud_run_job: the job's image holds the project's modules its code imports, followed (the store's
+    Firestore calls are ledger.py's), the files they read, and its pins. Its COPY once lacked schedules.py,
+    which the protocol imported: `python -m cloud_run_job` would not have started."""
+    project = bake(tmp_path, **MATRIX["cloud-run-job"])
+    local = {path.stem for path in project.glob("*.py")}
+    roots = set()
+    for path in (project / "cloud_run_job").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            roots |= {name.split(".")[0] for name in names} & local
+    dockerfile = (project / "cloud_run_job" / "Dockerfile").read_text().splitlines()
+    copies = [line.split()[1:-1] for line in dockerfile if line.startswith("COPY ")]
+    copied = {name for line in copies for name in line} - {"cloud_run_job/"}
+    assert roots and copied == needed_files(project, tuple(roots))
 
 
 def test_needed_files_follows_imports_and_files_read_beside_a_module(tmp_path):

@@ -417,7 +417,7 @@ def test_parse_seconds_reads_whole_numbers(text, number):
     assert rules.parse_seconds("lease_seconds", text) == number
 
 
-# " 42 " too: the templates render numbers as given, and a padded one breaks dedup.py and `terraform fmt`.
+# " 42 " too: the templates render numbers as given, and a padded one breaks settings.py and `terraform fmt`.
 @pytest.mark.parametrize("value", ["abc", "3.5", "", "1e3", "-1", "+5", "٣", None, True, 2.5, "5 s", " 42 ", "42\n"])
 def test_parse_seconds_refuses_non_numbers(value):
     assert_refused(rules.parse_seconds, ["lease_seconds", value], "lease_seconds", value, "must be a whole number")
@@ -1072,9 +1072,9 @@ def test_overlap_refuses_anything_else(value):
 
 
 def test_overlap_rules_are_the_handlers():
-    """The bake hook and the baked dedup.py accept the same overlap rules: one definition, in rules.py."""
-    dedup_text = (TEMPLATE_PROJECT / "dedup.py").read_text()
-    assert 'OVERLAP_RULES = rules.JOB_CHOICES["overlap"]' in dedup_text
+    """The bake hook and the baked settings.py accept the same overlap rules: one definition, in rules.py."""
+    settings_text = (TEMPLATE_PROJECT / "settings.py").read_text()
+    assert 'OVERLAP_RULES = rules.JOB_CHOICES["overlap"]' in settings_text
 
 
 @pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)

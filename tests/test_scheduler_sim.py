@@ -1,5 +1,5 @@
 """The proof of hooks/rules.py's schedule rule: Cloud Scheduler's documented retries (tests/scheduler_sim.py)
-drive the protocol's own dedup.RunLedger with one fault at each point, and the hook's bound is what they show.
+drive the protocol's own ledger.RunLedger with one fault at each point, and the hook's bound is what they show.
 
 - every matrix bake: no fault loses a run when it has retries, and none runs the work twice at once;
 - a sample of the answers check_timing accepts: the hook's bound is the simulator's longest busy time to
@@ -72,8 +72,8 @@ def test_the_issues_counterexample_loses_a_run_to_a_crash_right_after_the_claim(
 
 def test_a_protocol_that_takes_over_a_live_lease_is_caught_working_twice(monkeypatch):
     """The simulator can fail: with dedup.decide made to take over live leases, a run works twice at once."""
-    dedup = scheduler_sim.protocol()
-    monkeypatch.setattr(dedup, "decide", lambda record, now: dedup.Decision.TAKE_OVER)
+    dedup = scheduler_sim.protocol().dedup
+    monkeypatch.setattr(dedup, "decide", lambda record, now, rerun_id=None: dedup.Decision.TAKE_OVER)
     # Work of 300 s past a 60 s deadline: Scheduler's retries come while it runs.
     timing = rules.check_timing({**default_timing(), "attempt_deadline_seconds": 60, "function_timeout_seconds": 300})
     outcome = simulate(timing, Fault("none"), 86400, "B")

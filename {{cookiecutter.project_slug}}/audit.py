@@ -1,32 +1,14 @@
-"""The audit: every run each job's cron should have made, checked against the run records.
+"""The audit: every run each job's cron should have made (schedules.py, as the handler keys them), against the
+run records (one batched read, RunLedger.read_runs). Each expected run is one of `State`; it is `missing` only
+once `config.settle` (the lease plus the retry window) has passed since its schedule time, as until then
+Scheduler may still deliver it.
 
-For each job in DEDUP_JOBS: the fire times its cron gives on the wall clock of its time zone over a
-window (cronsim, Debian cron semantics: day of month and day of week both restricted means either),
-their run ids (dedup.RunKey, with the Scheduler job name as the key's job name), and one batched read
-of their records (dedup.RunLedger.read_runs). Each expected run is then one of `State`. A run is
-`missing` only once `config.settle` (the lease plus the retry window) has passed since its schedule
-time: until then Scheduler may still deliver it, and it is `pending`.
-
-Fire times come from schedules.py, which the handler keys deliveries by too: a time daylight saving
-repeats or skips is one expected run at the instant the handler keys it (its `dst` says which), so the
-audit expects exactly the runs the handler would make, and a missing one is `missing`.
-
-`run` is the audit job's work (main.py sends the DEDUP_AUDIT_JOB's deliveries here). It is
-incremental: each run of a job is judged once, by the first audit after it settled (`config.settle`
-past its schedule time: no delivery comes by itself any more), so an audit reads only the fire times
-that settled since the last one. Once a day a full sweep judges the whole `lookback` again (a run that
-a backfill left stuck, a missing run still not delivered: their alerts stay open). One line per
-missing or stuck run, plus a summary. The bookmark (dedup.AUDIT_CURSOR_ID) moves with the function's
-clock, never with a delivery's schedule time, and a job is judged only from the first audit that saw
-it, so a first deploy or a new job does not report the day before it existed as missing.
-
-A job paused in the configuration (`paused: true`, paused in Scheduler by the same deploy) has its fire times
-reported `paused`, never `missing`. The audit cannot see when the deploy paused or resumed Scheduler, so the
-first audit that sees the change restarts the job in the bookmark at its own time (as for a new job): the
-paused period is never reported missed, at the price of not judging the fire times between the deploy and
-that audit. A job with `catch_up: true` gets each missing run the audit judges queued for delivery
-(task_queue.py) while the run is within its max_lateness_seconds; later, the function would record it
-skipped anyway.
+`run` is the audit job's work. It is incremental: each run is judged once, by the first audit after it settled,
+and once a day a full sweep judges the whole lookback again (so alerts of runs still missing or stuck stay open).
+The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock, and a job is judged only from the first
+audit that saw it (or saw it paused or resumed: the audit cannot see when the deploy did it), so a new job or a
+pause is never reported missed. A `paused` job's fire times are `paused`; a `catch_up` job's missing runs are
+queued for delivery (task_queue.py) while within its max_lateness_seconds.
 """
 
 from __future__ import annotations
@@ -39,17 +21,20 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 
 import dedup
+import rules
 import schedules
 import task_queue
+from keys import RunKey
+from ledger import AuditCursor, RunLedger
 from run_context import RunContext
+from settings import DedupConfig, JobSpec
 
 logger = logging.getLogger(__name__)
 
 UTC = dt.UTC
-# How far back each audit run looks (never beyond the retention, past which records may be gone).
-# Also in rules.py (AUDIT_LOOKBACK_SECONDS): the audit
-# interval plus settle must fit in it, so that every run is judged by at least one audit.
-AUDIT_LOOKBACK = dt.timedelta(days=1)
+# How far back each audit run looks (never beyond the retention, past which records may be gone); rules.py checks
+# that the audit interval plus settle fit in it, so that every run is judged by at least one audit.
+AUDIT_LOOKBACK = dt.timedelta(seconds=rules.AUDIT_LOOKBACK_SECONDS)
 # How often an audit re-judges the whole lookback instead of only the newly settled runs.
 FULL_SWEEP_EVERY = dt.timedelta(days=1)
 
@@ -79,7 +64,7 @@ class ExpectedRun:
 
     job: str
     wall_time: dt.datetime  # naive: the time on the zone's wall clock, as the cron means it
-    key: dedup.RunKey
+    key: RunKey
     dst: Dst | None = None
 
     @property
@@ -113,14 +98,14 @@ def rfc3339(moment: dt.datetime) -> str:
 
 
 def expected_runs(
-    name: str, job: dedup.JobSpec, since: dt.datetime, until: dt.datetime, project: str, location: str
+    name: str, job: JobSpec, since: dt.datetime, until: dt.datetime, project: str, location: str
 ) -> list[ExpectedRun]:
     """The runs `job` should have had with a schedule time in [since, until), in time order."""
     return [
         ExpectedRun(
             name,
             fire.wall,
-            dedup.RunKey(project=project, location=location, job_name=name, schedule_time=fire.instant),
+            RunKey(project=project, location=location, job_name=name, schedule_time=fire.instant),
             fire.dst,
         )
         for fire in schedules.runs(job.fire_rule, since, until)
@@ -148,8 +133,8 @@ def judge(
 
 
 def audit_runs(
-    ledger: dedup.RunLedger,
-    jobs: Mapping[str, dedup.JobSpec],
+    ledger: RunLedger,
+    jobs: Mapping[str, JobSpec],
     since: dt.datetime,
     until: dt.datetime,
     now: dt.datetime,
@@ -157,7 +142,7 @@ def audit_runs(
     starts: Mapping[str, dt.datetime] | None = None,
 ) -> list[AuditedRun]:
     """Every expected run of `jobs` in [since, until) (for a job in `starts`, from its start on), judged;
-    one read per dedup.READ_BATCH run ids."""
+    one read per ledger.READ_BATCH run ids."""
     config = ledger.config
     starts = starts or {}
     place = (config.project, config.location)  # what the function's own Scheduler jobs key their runs under
@@ -168,14 +153,14 @@ def audit_runs(
     ]
     run_ids = list(dict.fromkeys(run.key.run_id for run in expected))
     records: dict[str, dict[str, object]] = {}
-    for start in range(0, len(run_ids), dedup.READ_BATCH):
-        records |= ledger.read_runs(run_ids[start : start + dedup.READ_BATCH])
+    for start in range(0, len(run_ids), ledger.READ_BATCH):
+        records |= ledger.read_runs(run_ids[start : start + ledger.READ_BATCH])
         if progress:
-            progress(min(start + dedup.READ_BATCH, len(run_ids)), len(run_ids))
+            progress(min(start + ledger.READ_BATCH, len(run_ids)), len(run_ids))
     return [judge(run, records, now, config.settle_for(run.job), jobs[run.job].paused) for run in expected]
 
 
-def lookback(config: dedup.DedupConfig) -> dt.timedelta:
+def lookback(config: DedupConfig) -> dt.timedelta:
     return min(AUDIT_LOOKBACK, config.retention)
 
 
@@ -187,10 +172,10 @@ class Sweep:
     since: dt.datetime
     until: dt.datetime
     full: bool
-    cursor: dedup.AuditCursor
+    cursor: AuditCursor
 
 
-def plan(cursor: dedup.AuditCursor, job_names, now: dt.datetime, config: dedup.DedupConfig) -> Sweep:
+def plan(cursor: AuditCursor, job_names, now: dt.datetime, config: DedupConfig) -> Sweep:
     """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
     (a full sweep: from the start of the lookback) to the instant before which every run has settled: each job
     settles after its own lease and retry window (config.yaml), so the slowest job's decides."""
@@ -213,14 +198,14 @@ def plan(cursor: dedup.AuditCursor, job_names, now: dt.datetime, config: dedup.D
         for name, entry in seen.items()
     }
     last_full = now if full else cursor.last_full_sweep
-    return Sweep(starts, since, until, full, dedup.AuditCursor(jobs, last_full, cursor.update_time))
+    return Sweep(starts, since, until, full, AuditCursor(jobs, last_full, cursor.update_time))
 
 
 def run(context: RunContext) -> str:
     """The audit job's work: judge the runs settled since the last audit (daily, the whole lookback), log
     what needs a person, then move the bookmark (after the lines: a crash in between re-reports, never skips)."""
-    config = dedup.DedupConfig.from_env()
-    ledger = dedup.RunLedger(config)
+    config = DedupConfig.from_env()
+    ledger = RunLedger(config)
     sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)
     now = dedup.utcnow()
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
@@ -259,7 +244,7 @@ def run(context: RunContext) -> str:
     return summary
 
 
-def starts(ledger: dedup.RunLedger, job_names) -> dict[str, dt.datetime]:
+def starts(ledger: RunLedger, job_names) -> dict[str, dt.datetime]:
     """When the audit first saw each job (jobs it never saw are left out): nothing before is judged."""
     return {
         name: entry["since"] for name, entry in ledger.read_audit_cursor(job_names).jobs.items() if name in job_names
@@ -270,7 +255,7 @@ def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
     return (found for found in runs if found.state in NEEDS_DELIVERY)
 
 
-def catching_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> Iterator[AuditedRun]:
+def catching_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> Iterator[AuditedRun]:
     """The missing runs of catch_up jobs still within their max_lateness_seconds (no limit: any the audit sees)."""
     for found in runs:
         job = config.jobs[found.job]
@@ -279,14 +264,14 @@ def catching_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datet
             yield found
 
 
-def catch_up(config: dedup.DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
+def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
     """Queue a delivery of each run `catching_up` names, one line each. A task per run id (Cloud Tasks refuses
     a second of the same name), so the daily full sweep, which sees a run missing until it ran, queues it once.
     A failure to queue is logged, not raised, and ends the catch-up: the queue is unreachable or refuses the
     function, the rest would fail alike (each after its timeout); the next full sweep tries again those still
     within their limit."""
     for found in catching_up(config, runs, now):
-        key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
+        key = RunKey(config.project, config.location, found.job, found.schedule_time)
         fields = {"job": found.job, "schedule_time": found.schedule_time.isoformat(), "run_id": found.run_id}
         try:
             queued = task_queue.enqueue(

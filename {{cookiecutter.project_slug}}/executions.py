@@ -1,17 +1,17 @@
 """Proxy targets: follow the executions the handler started, and apply each job's overlap rule.
 
 The handler records a proxy's run `started` with its execution's full resource name (job.run starts it,
-dedup.RunLedger.start records it) and does not wait for it. Two kinds of delivery follow it:
+RunLedger.start records it) and does not wait for it. Two kinds of delivery follow it:
 - every later delivery of the same job, before it starts anything: the overlap rule needs to know;
 - every delivery of the audit job, for all jobs: a failure is reported within one audit interval even
   when the job's next run is days away.
 Following reads the execution's state (job.execution_end: the Run v2 or Workflows Executions API) and,
-once it has ended, records the run `completed` or `failed` (dedup.RunLedger.end_execution) and logs one
+once it has ended, records the run `completed` or `failed` (RunLedger.end_execution) and logs one
 line with `execution_outcome`. The log-based metric `<slug>-execution-failed` counts the failed and the
 cancelled ones by job, and its alert tells a person (terraform/modules/scheduled-dedup/executions.tf).
 A failed run is re-run like any finished run (docs/schedules-and-manual-runs.md).
 
-The overlap rule (per job, dedup.JobSpec.overlap): while an execution the job started earlier still
+The overlap rule (per job, settings.JobSpec.overlap): while an execution the job started earlier still
 runs, "skip" records the new run `skipped` (outcome skipped_overlap, 2xx: Scheduler does not retry it)
 and starts nothing; "start" starts it anyway.
 """
@@ -25,7 +25,9 @@ import logging
 from collections.abc import Callable
 
 import dedup
+from ledger import Claim, RunLedger, StartedRun
 from run_context import RunContext
+from settings import DedupConfig
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +50,7 @@ class Ended:
 Poll = Callable[[str], Ended | None]
 
 
-def follow(
-    ledger: dedup.RunLedger, now: dt.datetime, poll: Poll, job_name: str | None = None
-) -> list[dedup.StartedRun]:
+def follow(ledger: RunLedger, now: dt.datetime, poll: Poll, job_name: str | None = None) -> list[StartedRun]:
     """Records every started run (of Scheduler job `job_name`, or of all) whose execution has ended; returns
     the ones still running. An API error is raised: the delivery is released and retried."""
     running = []
@@ -69,7 +69,7 @@ def follow(
     return running
 
 
-def log_end(started: dedup.StartedRun, ended: Ended) -> None:
+def log_end(started: StartedRun, ended: Ended) -> None:
     """One line per ended execution, with the followed run's own job, run_id and schedule_time."""
     failed = ended.how is not ExecutionEnd.SUCCEEDED
     logger.log(
@@ -93,9 +93,9 @@ def log_end(started: dedup.StartedRun, ended: Ended) -> None:
 
 
 def following(
-    ledger: dedup.RunLedger,
-    claim: dedup.Claim,
-    config: dedup.DedupConfig,
+    ledger: RunLedger,
+    claim: Claim,
+    config: DedupConfig,
     poll: Poll,
 ) -> Callable[[RunContext], None]:
     """What a delivery does before its work, in the handler's process (it writes through `ledger`; only the work

@@ -51,8 +51,8 @@ def run(context: RunContext) -> object:
 """The scheduled work: start one execution of the Cloud Run job, with the run id as its idempotency token.
 
 The RunJob API ignores Cloud Scheduler's headers and takes no idempotency token, so the handler is the
-idempotent proxy: dedup.py lets one delivery per run get here, and the run id travels in the
-execution's environment (DEDUP_RUN_ID), where the job keys every output by it (cloud_run_job/).
+idempotent proxy: the claim (ledger.py) lets one delivery per run get here, and the run id travels in
+the execution's environment (DEDUP_RUN_ID), where the job keys every output by it (cloud_run_job/).
 The run is recorded `started` with the execution's name; executions.py follows it until it ends
 (execution_end) and records it `completed` or `failed`. The job's own retries happen inside it.
 """
@@ -133,8 +133,8 @@ def execution_end(name: str) -> Ended | None:
 """The scheduled work: start one Workflows execution, with the run id as its idempotency token.
 
 The CreateExecution API ignores Cloud Scheduler's headers and takes no idempotency token, so the
-handler is the idempotent proxy: dedup.py lets one delivery per run get here, and the run id travels
-in the execution's argument, where the workflow guards its side effect by it (workflow/workflow.yaml).
+handler is the idempotent proxy: the claim (ledger.py) lets one delivery per run get here, and the run id
+travels in the execution's argument, where the workflow guards its side effect by it (workflow/workflow.yaml).
 The run is recorded `started` with the execution's name; executions.py follows it until it ends
 (execution_end) and records it `completed` or `failed`.
 """

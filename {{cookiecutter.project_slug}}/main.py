@@ -1,7 +1,8 @@
 """HTTP adapter for Cloud Scheduler deliveries: request -> run key -> claim -> work -> finish -> answer.
 
-The protocol lives in dedup.py and the work in job.py (audit.py for the audit job's deliveries); this
-file translates between HTTP and them, and writes one structured log line per delivery (plus a
+The run key comes from keys.py, the claim and the finish from ledger.py (deciding by dedup.py's state
+machine), the work from job.py (audit.py for the audit job's deliveries); this file translates between
+HTTP and them, and writes one structured log line per delivery (plus a
 `takeover` line when a lease is taken over), which carries the work's duration_ms when the work ran.
 The work runs in a process of its own that is killed at the job's deadline (stop.py); this process
 is never interrupted, so it always finishes the claim and answers.
@@ -20,27 +21,31 @@ import dedup
 import job
 import stop
 from job import run
+from keys import read_rerun, read_run_key
+from ledger import Claim, RunLedger
+from outcomes import MethodNotAllowed, Outcome, RunNotProcessed, SkippedOverlap
 from run_context import RunContext
 from run_log import RUN_FIELDS, configure_logging
+from settings import DedupConfig
 
 logger = logging.getLogger("scheduled_run")
 
 # What Cloud Scheduler is answered for each outcome, and the log line's severity. Scheduler stops on a
 # 2xx and retries anything else (operations.md, "What each HTTP status means to Cloud Scheduler").
-ANSWERS: Mapping[dedup.Outcome, tuple[int, str]] = MappingProxyType({
-    dedup.Outcome.PROCESSED: (200, "INFO"),
-    dedup.Outcome.DUPLICATE: (200, "INFO"),
-    dedup.Outcome.IN_PROGRESS: (409, "WARNING"),  # 409, never 503: keeps Scheduler's retries counting
-    dedup.Outcome.INVALID_DELIVERY: (400, "WARNING"),
-    dedup.Outcome.TERMINAL_FAILURE: (200, "ERROR"),  # 2xx so Scheduler stops retrying
-    dedup.Outcome.RETRYABLE_FAILURE: (500, "ERROR"),
-    dedup.Outcome.SUPERSEDED: (409, "WARNING"),
-    dedup.Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
-    dedup.Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
-    dedup.Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
-    dedup.Outcome.SKIPPED_DST_GAP: (200, "INFO"),  # the job's own rule (dst_gap: skip): 2xx so Scheduler stops
-    dedup.Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
-    dedup.Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+ANSWERS: Mapping[Outcome, tuple[int, str]] = MappingProxyType({
+    Outcome.PROCESSED: (200, "INFO"),
+    Outcome.DUPLICATE: (200, "INFO"),
+    Outcome.IN_PROGRESS: (409, "WARNING"),  # 409, never 503: keeps Scheduler's retries counting
+    Outcome.INVALID_DELIVERY: (400, "WARNING"),
+    Outcome.TERMINAL_FAILURE: (200, "ERROR"),  # 2xx so Scheduler stops retrying
+    Outcome.RETRYABLE_FAILURE: (500, "ERROR"),
+    Outcome.SUPERSEDED: (409, "WARNING"),
+    Outcome.STORE_UNAVAILABLE: (500, "ERROR"),
+    Outcome.MISCONFIGURED: (500, "ERROR"),  # retried until a deploy fixes it; then the run happens
+    Outcome.SKIPPED_LATE: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+    Outcome.SKIPPED_DST_GAP: (200, "INFO"),  # the job's own rule (dst_gap: skip): 2xx so Scheduler stops
+    Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
+    Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
 })  # fmt: skip
 
 configure_logging()
@@ -57,22 +62,22 @@ def handle_scheduled_job(request: flask.Request) -> tuple[str, int]:
     return f"{outcome}: {detail}\n", ANSWERS[outcome][0]
 
 
-def handle_delivery(headers, method: str = "POST") -> tuple[dedup.Outcome, str]:
+def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
     now = dedup.utcnow()
     arrived = time.monotonic()
     try:
         if method != "POST":  # Cloud Scheduler's HTTP jobs send POST (scheduler.tf): anything else is not a delivery
-            raise dedup.MethodNotAllowed(f"method {method!r}: only POST runs a job; nothing ran")
-        config = dedup.DedupConfig.from_env()
-        key = dedup.read_run_key(headers, config, now)
+            raise MethodNotAllowed(f"method {method!r}: only POST runs a job; nothing ran")
+        config = DedupConfig.from_env()
+        key = read_run_key(headers, config, now)
         RUN_FIELDS.set({
             "run_id": key.run_id,
             "job": key.job_name,
             "schedule_time": key.schedule_time.isoformat(),
             "trigger": key.trigger,
         })  # fmt: skip
-        rerun = dedup.read_rerun(headers)
-        ledger = dedup.RunLedger(config)
+        rerun = read_rerun(headers)
+        ledger = RunLedger(config)
         claim = ledger.claim(key, now, rerun)
         RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt})
         if claim.rerun_id:
@@ -94,7 +99,7 @@ def handle_delivery(headers, method: str = "POST") -> tuple[dedup.Outcome, str]:
             # In this process, which holds the ledger's client: only the work goes to the work's process.
             first = executions.following(ledger, claim, config, job.execution_end)
         outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
-    except dedup.RunNotProcessed as refusal:
+    except RunNotProcessed as refusal:
         outcome, detail, traceback = refusal.outcome, str(refusal), ""
     http_status, severity = ANSWERS[outcome]
     logger.log(
@@ -110,13 +115,13 @@ run_until_stopped = stop.run_until_stopped
 
 
 def work_then_finish(
-    ledger: dedup.RunLedger,
-    claim: dedup.Claim,
+    ledger: RunLedger,
+    claim: Claim,
     work: Callable[[RunContext], object],
     job_id: str | None,
     stop_at: float,
     first: Callable[[RunContext], object] | None = None,
-) -> tuple[dedup.Outcome, str, str]:
+) -> tuple[Outcome, str, str]:
     """Runs `first` here (a proxy's following: it writes through this process's ledger), then the work in its own
     process until `stop_at` (time.monotonic()), then records how it ended.
 
@@ -127,9 +132,9 @@ def work_then_finish(
         if first is not None:
             first(context)
         ending = run_until_stopped(work, context, RUN_FIELDS.get(), stop_at, preload=(audit.__name__, run.__module__))
-    except dedup.SkippedOverlap:  # from `first`: the overlap rule (the run is recorded `skipped` already)
+    except SkippedOverlap:  # from `first`: the overlap rule (the run is recorded `skipped` already)
         raise
-    except dedup.RunNotProcessed:  # from `first`: a store error while following; release the claim for the retry
+    except RunNotProcessed:  # from `first`: a store error while following; release the claim for the retry
         ledger.release(claim)
         raise
     except Exception as error:  # from `first`: an API error while following; the run is released for a retry
@@ -139,20 +144,20 @@ def work_then_finish(
         RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
     if ending.how is stop.Ended.RETURNED:
         ledger.complete(claim, dedup.utcnow(), ending.result)
-        return dedup.Outcome.PROCESSED, "run processed", ""
+        return Outcome.PROCESSED, "run processed", ""
     if ending.how is stop.Ended.STARTED:  # a proxy target: followed until the execution ends
         ledger.start(claim, dedup.utcnow(), ending.execution)
-        return dedup.Outcome.PROCESSED, f"run processed: started execution {ending.execution}", ""
+        return Outcome.PROCESSED, f"run processed: started execution {ending.execution}", ""
     if ending.how is stop.Ended.TERMINAL:
         ledger.fail(claim, ending.message, dedup.utcnow())
-        return dedup.Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {ending.message}", ""
+        return Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {ending.message}", ""
     ledger.release(claim)
     if ending.how is stop.Ended.UNKNOWN_JOB:  # a deploy gives the job its work: keep the run for the retry after it
-        return dedup.Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {ending.message}", ""
+        return Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {ending.message}", ""
     why = {
         stop.Ended.RAISED: f"{ending.error}",
         stop.Ended.DIED: f"the work's process ended without an answer (exit code {ending.exit_code})",
         stop.Ended.STOPPED: f"stopped at the job's deadline, {stop_at - started:.1f} s into the work",
         stop.Ended.NOT_STARTED: f"the work's process could not start: {ending.error}",
     }[ending.how]
-    return dedup.Outcome.RETRYABLE_FAILURE, f"retryable failure, run released for a retry: {why}", ending.traceback
+    return Outcome.RETRYABLE_FAILURE, f"retryable failure, run released for a retry: {why}", ending.traceback

@@ -401,7 +401,7 @@ MIN_MAX_LATENESS_SECONDS = 60
 # at most 12 h, so that it fits in the one-day lookback with the settle time.
 # Also in Terraform (var.audit's validation; local.audit_schedule turns it into the cron).
 AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
-# Also in the baked audit.py (AUDIT_LOOKBACK): how far back each audit run looks, never beyond the retention.
+# How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
 AUDIT_LOOKBACK_SECONDS = 86400
 
 
@@ -473,7 +473,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     """Deadline <= stop <= lease - margin; retries reach past the lease; retention covers lease + retry window.
 
     One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
-    The work is stopped at the job's attempt deadline (dedup.DedupConfig.stop_after), so the stop is the
+    The work is stopped at the job's attempt deadline (settings.DedupConfig.stop_after), so the stop is the
     deadline unless `function_timeout_seconds` says otherwise (the model's tests vary it).
     """
 

@@ -1,5 +1,5 @@
 """When a job fires: the one module that expands a job's cron (cronsim) in its time zone, for the handler
-(dedup.read_run_key: the latest schedule time it accepts, the fire time a delivery stands for), the audit
+(keys.read_run_key: the latest schedule time it accepts, the fire time a delivery stands for), the audit
 (audit.expected_runs) and the baked configuration check (tests/test_config.py).
 
 The cron names wall-clock times of the job's zone (cronsim's naive mode walks them, Debian cron semantics:
@@ -34,7 +34,7 @@ UTC = dt.UTC
 DST_GAP_RULES = rules.JOB_CHOICES["dst_gap"]
 END_OF_GAP, SKIP = DST_GAP_RULES
 # How far apart the function's clock and Scheduler's may be: a delivery dated up to this far after now is
-# the scheduled run (a slow clock here), anything later is a manual run (a Force run: dedup.read_run_key),
+# the scheduled run (a slow clock here), anything later is a manual run (a Force run: keys.read_run_key),
 # and the latest schedule time accepted is the job's next fire time after now plus this.
 CLOCK_MARGIN = dt.timedelta(seconds=60)
 # Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): walk the cron this far beyond

@@ -39,7 +39,7 @@ from run_context import RunContext, Started, TerminalJobError, UnknownJob
 PROCESSES = multiprocessing.get_context("forkserver")
 # How long a killed or finished child may take to be reaped: SIGKILL cannot be ignored.
 REAP_SECONDS = 5.0
-# Bounds on what a child reports (a result is recorded up to 1500 characters, dedup.RunLedger.complete).
+# Bounds on what a child reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
 MESSAGE_LIMIT = 1500
 TRACEBACK_LIMIT = 8000
 

@@ -22,7 +22,17 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import tasks_v2
 
-import dedup
+from keys import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    RERUN_BY_HEADER,
+    RERUN_ID_HEADER,
+    RERUN_REASON_HEADER,
+    SCHEDULE_TIME_HEADER,
+    Rerun,
+    RunKey,
+)
 
 # Where a local stand-in of the Cloud Tasks API listens (host:port, plain HTTP, like FIRESTORE_EMULATOR_HOST):
 # a stand-in the protocol's proofs run. Unset: the real API with your credentials.
@@ -53,21 +63,21 @@ def task_id(unique: str, kind: str) -> str:
     return f"{unique}-{kind}"
 
 
-def delivery_headers(key: dedup.RunKey, rerun: dedup.Rerun | None = None) -> dict[str, str]:
+def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
     """What a Scheduler delivery of the run carries (plus the re-run's headers): the function keys it alike.
     Cloud Tasks passes them on: it ignores or replaces only Host, Content-Length, User-Agent, X-Google-* and
     X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
     headers = {
-        dedup.JOB_NAME_HEADER: key.job_name,
-        dedup.SCHEDULE_TIME_HEADER: key.schedule_time.isoformat().replace("+00:00", "Z"),
-        dedup.PROJECT_HEADER: key.project,
-        dedup.LOCATION_HEADER: key.location,
+        JOB_NAME_HEADER: key.job_name,
+        SCHEDULE_TIME_HEADER: key.schedule_time.isoformat().replace("+00:00", "Z"),
+        PROJECT_HEADER: key.project,
+        LOCATION_HEADER: key.location,
     }
     if rerun is not None:
         headers |= {
-            dedup.RERUN_ID_HEADER: rerun.rerun_id,
-            dedup.RERUN_BY_HEADER: rerun.by,
-            dedup.RERUN_REASON_HEADER: rerun.reason,
+            RERUN_ID_HEADER: rerun.rerun_id,
+            RERUN_BY_HEADER: rerun.by,
+            RERUN_REASON_HEADER: rerun.reason,
         }
     return headers
 

@@ -36,7 +36,10 @@ def validations(*cases: str) -> tuple[str, ...]:
     return (VALIDATIONS, "-k", " or ".join(("every_validation_block", *cases)))
 
 
-DEDUP = "baked/dedup.py"
+DEDUP = "baked/dedup.py"  # the state machine
+KEYS = "baked/keys.py"
+LEDGER = "baked/ledger.py"
+SETTINGS = "baked/settings.py"
 MAIN = "baked/main.py"
 RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
 VARIABLES = "terraform/modules/scheduled-dedup/variables.tf"
@@ -48,10 +51,10 @@ LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_s
 PROXY_TESTS = "tests/test_proxy.py"
 
 MUTANTS = [
-    # --- dedup.py: the three double-run holes of issue 10 --------------------------------------------------
+    # --- ledger.py: the three double-run holes of issue 10 --------------------------------------------------
     Mutant(
         "takeover-unguarded",
-        DEDUP,
+        LEDGER,
         "write_time = self.records.update_if_unchanged(ref, takeover, since=snapshot.update_time)",
         "write_time = self._call(ref.update, takeover, retry=None).update_time",
         "a takeover is guarded by the update time it read: two deliveries racing for one expired lease take it once",
@@ -59,15 +62,15 @@ MUTANTS = [
     ),
     Mutant(
         "expire-at-from-claim-time",
-        DEDUP,
+        LEDGER,
         '"expire_at": max(now, key.schedule_time) + self.config.retention,',
         '"expire_at": now + self.config.retention,',
         "a forced run's record lives until its schedule time + the retention",
-        handler("test_a_forced_run_more_than_the_retention_ahead_makes_the_real_delivery_a_duplicate"),
+        handler("test_a_forced_run_more_than_the_retention_ahead_is_a_manual_run_whose_record_outlives_its_time"),
     ),
     Mutant(
         "gone-then-claim-unconditionally",
-        DEDUP,
+        LEDGER,
         '            raise InProgress("the run was released while this delivery claimed it; retry")',
         "            record = self._claim_record(key, attempt_id, attempt=1, now=now)\n"
         "            result = self._call(ref.set, record, retry=None)\n"
@@ -75,10 +78,10 @@ MUTANTS = [
         "a record released between a failed create and the read is left to the next claim (409), never overwritten",
         handler("test_a_release_and_a_new_claim_between_a_failed_create_and_its_read_leave_the_new_claim_alone"),
     ),
-    # --- dedup.py: writes are never retried by the client -----------------------------------------------
+    # --- ledger.py: writes are never retried by the client -----------------------------------------------
     Mutant(
         "create-retried",
-        DEDUP,
+        LEDGER,
         "self._call(ref.create, record, retry=None,",
         "self._call(ref.create, record,",
         "the claim's create is not retried by the client",
@@ -89,7 +92,7 @@ MUTANTS = [
     ),
     Mutant(
         "takeover-retried",
-        DEDUP,
+        LEDGER,
         "write_time = self.records.update_if_unchanged(ref, takeover, since=snapshot.update_time)",
         "guard = self.client.write_option(last_update_time=snapshot.update_time)\n"
         "            write_time = self._call(ref.update, takeover, option=guard, answers=GUARD_FAILED).update_time",
@@ -98,7 +101,7 @@ MUTANTS = [
     ),
     Mutant(
         "guarded-update-retried",
-        DEDUP,
+        LEDGER,
         "self._call(ref.update, fields, option=option, retry=None,",
         "self._call(ref.update, fields, option=option,",
         "a guarded update (a finish, a takeover) is not retried by the client (a retried finish reports superseded)",
@@ -106,7 +109,7 @@ MUTANTS = [
     ),
     Mutant(
         "release-retried",
-        DEDUP,
+        LEDGER,
         "self._call(ref.delete, option=option, retry=None,",
         "self._call(ref.delete, option=option,",
         "a release is not retried by the client",
@@ -114,7 +117,7 @@ MUTANTS = [
     ),
     Mutant(
         "read-not-retried",
-        DEDUP,
+        LEDGER,
         "snapshot = self._call(ref.get, retry=READ_RETRY)",
         "snapshot = self._call(ref.get, retry=None)",
         "the claim's read (it writes nothing) is retried on a transient error",
@@ -122,7 +125,7 @@ MUTANTS = [
     ),
     Mutant(
         "rpc-timeout-30s",
-        DEDUP,
+        LEDGER,
         "RPC_TIMEOUT_SECONDS = 5.0",
         "RPC_TIMEOUT_SECONDS = 30.0",
         "a hung store answers 500 within one bounded deadline",
@@ -172,7 +175,7 @@ MUTANTS = [
     ),
     Mutant(
         "lease-of-zero",
-        DEDUP,
+        LEDGER,
         '"lease_expires": now + self.config.lease_for(key.job_name),',
         '"lease_expires": now,',
         "a claim holds the run for the lease",
@@ -180,7 +183,7 @@ MUTANTS = [
     ),
     Mutant(
         "create-overwrites",
-        DEDUP,
+        LEDGER,
         "self._call(ref.create, record, retry=None,",
         "self._call(ref.set, record, retry=None,",
         "the claim is a create: it fails when the run exists",
@@ -188,7 +191,7 @@ MUTANTS = [
     ),
     Mutant(
         "attempts-not-counted",
-        DEDUP,
+        LEDGER,
         'attempt = int(current.get("attempts", 1)) + 1',
         'attempt = int(current.get("attempts", 1))',
         "a takeover is the run's next attempt",
@@ -196,7 +199,7 @@ MUTANTS = [
     ),
     Mutant(
         "takeover-keeps-finished-at",
-        DEDUP,
+        LEDGER,
         '            "finished_at": firestore.DELETE_FIELD,\n',
         "",
         "a takeover keeps nothing of the old outcome (finished_at)",
@@ -204,7 +207,7 @@ MUTANTS = [
     ),
     Mutant(
         "takeover-keeps-last-error",
-        DEDUP,
+        LEDGER,
         '            "last_error": firestore.DELETE_FIELD,\n',
         "",
         "a takeover keeps nothing of the old outcome (last_error)",
@@ -212,7 +215,7 @@ MUTANTS = [
     ),
     Mutant(
         "takeover-keeps-result",
-        DEDUP,
+        LEDGER,
         '            "result": firestore.DELETE_FIELD,\n',
         "",
         "a takeover keeps nothing of the old outcome (result)",
@@ -220,7 +223,7 @@ MUTANTS = [
     ),
     Mutant(
         "takeover-conflict-not-409",
-        DEDUP,
+        LEDGER,
         "        except RecordChanged:\n"
         '            raise InProgress("another delivery took the run over first") from None',
         "        except api_exceptions.NotFound:\n"
@@ -230,23 +233,23 @@ MUTANTS = [
     ),
     Mutant(
         "complete-leaves-in-progress",
-        DEDUP,
-        'fields = {"status": Status.COMPLETED.value, "finished_at": now}',
-        'fields = {"status": Status.IN_PROGRESS.value, "finished_at": now}',
+        LEDGER,
+        'fields = {"status": dedup.Status.COMPLETED.value, "finished_at": now}',
+        'fields = {"status": dedup.Status.IN_PROGRESS.value, "finished_at": now}',
         "a processed run is recorded completed",
         handler("test_fresh_run_is_processed_and_recorded"),
     ),
     Mutant(
         "fail-recorded-completed",
-        DEDUP,
-        'self._finish(claim, {"status": Status.FAILED.value,',
-        'self._finish(claim, {"status": Status.COMPLETED.value,',
+        LEDGER,
+        'self._finish(claim, {"status": dedup.Status.FAILED.value,',
+        'self._finish(claim, {"status": dedup.Status.COMPLETED.value,',
         "a terminal failure is recorded failed",
         handler("test_terminal_failure_is_recorded_and_never_retried"),
     ),
     Mutant(
         "release-keeps-the-claim",
-        DEDUP,
+        LEDGER,
         "        self._finish(claim, None)\n",
         "",
         "a retryable failure releases the run so the next retry runs at once",
@@ -254,7 +257,7 @@ MUTANTS = [
     ),
     Mutant(
         "finish-unguarded",
-        DEDUP,
+        LEDGER,
         "self._call(ref.update, fields, option=option, retry=None,",
         "self._call(ref.update, fields, retry=None,",
         "a finish is guarded by the claim's update time: a zombie cannot overwrite its successor",
@@ -262,7 +265,7 @@ MUTANTS = [
     ),
     Mutant(
         "release-unguarded",
-        DEDUP,
+        LEDGER,
         "self._call(ref.delete, option=option, retry=None,",
         "self._call(ref.delete, retry=None,",
         "a release is guarded by the claim's update time: a zombie cannot delete its successor's record",
@@ -270,16 +273,16 @@ MUTANTS = [
     ),
     Mutant(
         "lost-claim-not-superseded",
-        DEDUP,
+        LEDGER,
         "        except RecordChanged:\n            raise Superseded(",
         "        except api_exceptions.NotFound:\n            raise Superseded(",
         "a zombie's finish answers 409 superseded",
         handler("test_expired_lease_is_taken_over_and_the_zombie_cannot_overwrite"),
     ),
-    # --- dedup.py: the run key and the accepted window ---------------------------------------------------
+    # --- keys.py, settings.py: the run key and the accepted window ---------------------------------------------------
     Mutant(
         "retention-edge-accepted",
-        DEDUP,
+        KEYS,
         "if schedule_time <= now - config.retention:",
         "if schedule_time < now - config.retention:",
         "a delivery exactly one retention old is refused (its record may be gone)",
@@ -287,7 +290,7 @@ MUTANTS = [
     ),
     Mutant(
         "max-future-edge-refused",
-        DEDUP,
+        KEYS,
         "if schedule_time > now + config.max_future:",
         "if schedule_time >= now + config.max_future:",
         "a forced run exactly max_future ahead is accepted",
@@ -295,7 +298,7 @@ MUTANTS = [
     ),
     Mutant(
         "max-future-one-day",
-        DEDUP,
+        SETTINGS,
         'MAX_FUTURE_SECONDS = "2764800"',
         'MAX_FUTURE_SECONDS = "86400"',
         "a forced run of a monthly job (its next time a month ahead) is accepted",
@@ -303,7 +306,7 @@ MUTANTS = [
     ),
     Mutant(
         "leap-second-accepted",
-        DEDUP,
+        KEYS,
         '    if match["second"] == "60":\n'
         '        raise ValueError("is a leap second, which Cloud Scheduler never sends")\n',
         "",
@@ -312,7 +315,7 @@ MUTANTS = [
     ),
     Mutant(
         "fraction-milliseconds",
-        DEDUP,
+        KEYS,
         'fraction = (match["fraction"] or "")[:7]',
         'fraction = (match["fraction"] or "")[:4]',
         "schedule times keep microseconds, the precision Firestore stores",
@@ -320,15 +323,15 @@ MUTANTS = [
     ),
     Mutant(
         "offset-kept",
-        DEDUP,
-        "        return parsed.astimezone(UTC)",
+        KEYS,
+        "        return parsed.astimezone(dt.UTC)",
         "        return parsed",
         "equal instants in other offsets are one run (the key is in UTC)",
         handler("test_equal_instants_in_other_offsets_are_one_run"),
     ),
     Mutant(
         "run-id-without-project",
-        DEDUP,
+        KEYS,
         "parts = (self.project, self.location, self.job_name, self.schedule_time.isoformat())",
         "parts = (self.location, self.job_name, self.schedule_time.isoformat())",
         "the run id keys project, location, job and instant",
@@ -336,7 +339,7 @@ MUTANTS = [
     ),
     Mutant(
         "job-name-path-characters",
-        DEDUP,
+        SETTINGS,
         'JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")',
         'JOB_NAME = re.compile(r"[A-Za-z0-9_./%-]{1,500}")',
         "a job name is a Cloud Scheduler job id",
@@ -344,15 +347,15 @@ MUTANTS = [
     ),
     Mutant(
         "location-anything",
-        DEDUP,
-        'LOCATION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")',
-        'LOCATION = re.compile(r".+")',
+        "baked/rules.py",
+        'REGION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")',
+        'REGION = re.compile(r".+")',
         "a location is a GCP region",
         handler("test_bad_headers_get_400_and_nothing_is_written"),
     ),
     Mutant(
         "zero-seconds-accepted",
-        DEDUP,
+        SETTINGS,
         "if int(text) == 0:",
         "if int(text) < 0:",
         "a DEDUP_* duration is a positive whole number",
@@ -360,7 +363,7 @@ MUTANTS = [
     ),
     Mutant(
         "fractional-seconds-accepted",
-        DEDUP,
+        SETTINGS,
         'WHOLE_NUMBER = re.compile(r"[0-9]+")',
         'WHOLE_NUMBER = re.compile(r"[0-9.]+")',
         "a DEDUP_* duration is a whole number (Misconfigured naming it, never a crash)",
@@ -368,7 +371,7 @@ MUTANTS = [
     ),
     Mutant(
         "environment-ignored",
-        DEDUP,
+        SETTINGS,
         "text = environ.get(name) or baked_settings().get(name)",
         "text = baked_settings().get(name)",
         "every setting can be overridden by its environment variable",
@@ -377,23 +380,23 @@ MUTANTS = [
     Mutant(
         "in-progress-503",
         MAIN,
-        'dedup.Outcome.IN_PROGRESS: (409, "WARNING"),',
-        'dedup.Outcome.IN_PROGRESS: (503, "WARNING"),',
+        'Outcome.IN_PROGRESS: (409, "WARNING"),',
+        'Outcome.IN_PROGRESS: (503, "WARNING"),',
         "a live lease answers 409, never 503 (keeps Scheduler's retries counting)",
         handler("test_delivery_during_a_live_lease_gets_409"),
     ),
     Mutant(
         "terminal-failure-500",
         MAIN,
-        'dedup.Outcome.TERMINAL_FAILURE: (200, "ERROR"),',
-        'dedup.Outcome.TERMINAL_FAILURE: (500, "ERROR"),',
+        'Outcome.TERMINAL_FAILURE: (200, "ERROR"),',
+        'Outcome.TERMINAL_FAILURE: (500, "ERROR"),',
         "a terminal failure answers 2xx so that Scheduler stops retrying",
         handler("test_terminal_failure_is_recorded_and_never_retried"),
     ),
-    # --- dedup.py: firestore_call maps the store's errors --------------------------------------------------
+    # --- ledger.py: firestore_call maps the store's errors --------------------------------------------------
     Mutant(
         "store-answers-mapped",
-        DEDUP,
+        LEDGER,
         "    except answers:\n        raise\n",
         "",
         "an error the call site expects (the protocol's answer) reaches it, never mapped to a store error",
@@ -401,7 +404,7 @@ MUTANTS = [
     ),
     Mutant(
         "database-unusable-is-unavailable",
-        DEDUP,
+        LEDGER,
         "    except DATABASE_UNUSABLE as error:\n",
         "    except () as error:\n",
         "NOT_FOUND / FAILED_PRECONDITION outside the guard: a missing or Datastore-mode database, 500 misconfigured",
@@ -409,7 +412,7 @@ MUTANTS = [
     ),
     Mutant(
         "misconfigured-without-the-database",
-        DEDUP,
+        LEDGER,
         "self._call = functools.partial(firestore_call, database=config.database_name)",
         "self._call = functools.partial(firestore_call, database=config.collection)",
         "a misconfigured database is named in the outcome line",
@@ -417,7 +420,7 @@ MUTANTS = [
     ),
     Mutant(
         "store-error-escapes",
-        DEDUP,
+        LEDGER,
         "    except api_exceptions.GoogleAPIError as error:\n        raise StoreUnavailable(",
         "    except api_exceptions.RetryError as error:\n        raise StoreUnavailable(",
         "every other store error is 500 store_unavailable, in one outcome line",
@@ -425,16 +428,16 @@ MUTANTS = [
     ),
     Mutant(
         "rpc-unbounded",
-        DEDUP,
+        LEDGER,
         "return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)",
         "return method(*args, **kwargs)",
         "every Firestore call has a bounded time",
         ("tests/test_outage.py::test_hung_store_answers_500_within_the_deadline_and_the_run_proceeds_once_after",),
     ),
-    # --- dedup.py: max_lateness_seconds (skip_if_late) ------------------------------------------------------
+    # --- ledger.py: max_lateness_seconds (skip_if_late) ------------------------------------------------------
     Mutant(
         "lateness-ignored",
-        DEDUP,
+        LEDGER,
         "if claim.taken_over_from is not None or job is None or job.max_lateness is None:",
         "if True:",
         "a delivery past its job's max_lateness_seconds never runs the work",
@@ -442,7 +445,7 @@ MUTANTS = [
     ),
     Mutant(
         "lateness-from-the-claim",
-        DEDUP,
+        LEDGER,
         "now - claim.key.schedule_time <= job.max_lateness:",
         "now - now <= job.max_lateness:",
         "lateness is measured from the schedule time",
@@ -450,8 +453,9 @@ MUTANTS = [
     ),
     Mutant(
         "skip-not-recorded",
-        DEDUP,
-        '        self._finish(claim, {"status": Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})\n',
+        LEDGER,
+        '        self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, '
+        '"last_error": str(stop)})\n',
         "",
         "a late run is recorded skipped, so its replays are duplicates",
         (LATENESS,),
@@ -467,14 +471,14 @@ MUTANTS = [
     Mutant(
         "skipped-late-500",
         MAIN,
-        'dedup.Outcome.SKIPPED_LATE: (200, "WARNING"),',
-        'dedup.Outcome.SKIPPED_LATE: (500, "WARNING"),',
+        'Outcome.SKIPPED_LATE: (200, "WARNING"),',
+        'Outcome.SKIPPED_LATE: (500, "WARNING"),',
         "a late delivery answers 2xx so that Scheduler stops retrying",
         (LATENESS,),
     ),
     Mutant(
         "lateness-string-accepted",
-        DEDUP,
+        SETTINGS,
         "if number is not None and (type(number) is not int or number <= 0):",
         "if number is not None and number <= 0:",
         "DEDUP_JOBS' max_lateness_seconds is a whole number (Misconfigured naming it)",
@@ -549,7 +553,7 @@ MUTANTS = [
     Mutant(
         "invalid-delivery-uncaught",
         MAIN,
-        "    except dedup.RunNotProcessed as refusal:",
+        "    except RunNotProcessed as refusal:",
         "    except (dedup.RunAlreadyFinished, dedup.RunInProgress) as refusal:",
         "a bad delivery answers 400 with one line",
         handler("test_bad_headers_get_400_and_nothing_is_written"),
@@ -1031,7 +1035,7 @@ MUTANTS = [
     ),
     Mutant(
         "stop-after-without-release-margin",
-        DEDUP,
+        SETTINGS,
         "        return deadline - RELEASE_MARGIN",
         "        return deadline",
         "the work is stopped the release margin before the job's attempt deadline",
@@ -1039,7 +1043,7 @@ MUTANTS = [
     ),
     Mutant(
         "stop-after-ignores-the-jobs-deadline",
-        DEDUP,
+        SETTINGS,
         "deadline = job.attempt_deadline if job and job.attempt_deadline else self.attempt_deadline",
         "deadline = self.attempt_deadline",
         "each job is stopped at its own attempt deadline",
@@ -1047,7 +1051,7 @@ MUTANTS = [
     ),
     Mutant(
         "attempt-deadline-within-the-margin",
-        DEDUP,
+        SETTINGS,
         "            if int(text) <= RELEASE_MARGIN.total_seconds():",
         "            if int(text) < 0:",
         "an attempt deadline within the release margin is refused, naming it",
@@ -1120,7 +1124,7 @@ MUTANTS = [
     ),
     Mutant(
         "accept-past-the-next-fire-time",
-        DEDUP,
+        KEYS,
         "if latest is None or keyed > latest:",
         "if latest is None:",
         "a schedule time later than the job's next fire time (plus the clock margin) is refused",
@@ -1128,7 +1132,7 @@ MUTANTS = [
     ),
     Mutant(
         "accept-no-clock-margin",
-        DEDUP,
+        KEYS,
         "latest = schedules.next_fire_after(job.fire_rule, now + schedules.CLOCK_MARGIN)",
         "latest = schedules.next_fire_after(job.fire_rule, now)",
         "the latest schedule time accepted allows for the clock margin (a Force run near a fire time)",
@@ -1136,7 +1140,7 @@ MUTANTS = [
     ),
     Mutant(
         "accept-any-place",
-        DEDUP,
+        KEYS,
         "if (project, location) not in config.served:",
         "if False:",
         "a run keyed under a project or location the configuration does not serve is refused",
@@ -1152,7 +1156,7 @@ MUTANTS = [
     ),
     Mutant(
         "lateness-judged-on-takeover",
-        DEDUP,
+        LEDGER,
         "if claim.taken_over_from is not None or job is None or job.max_lateness is None:",
         "if job is None or job.max_lateness is None:",
         "lateness is judged on a run's first claim: a takeover of a run claimed in time runs it",
@@ -1160,7 +1164,7 @@ MUTANTS = [
     ),
     Mutant(
         "force-run-keyed-as-scheduled",
-        DEDUP,
+        KEYS,
         "manual = schedule_time > now + schedules.CLOCK_MARGIN",
         "manual = False",
         "a delivery dated after now (a Force run) is a manual run of its own",
@@ -1168,7 +1172,7 @@ MUTANTS = [
     ),
     Mutant(
         "manual-not-in-run-id",
-        DEDUP,
+        KEYS,
         'material = "\\n".join(parts + (("manual",) if self.manual else ()))',
         'material = "\\n".join(parts)',
         "a manual run's key differs from its scheduled run's",
@@ -1176,7 +1180,7 @@ MUTANTS = [
     ),
     Mutant(
         "dst-reading-keyed-as-sent",
-        DEDUP,
+        KEYS,
         "keyed = fire.instant if fire is not None else schedule_time",
         "keyed = schedule_time",
         "a delivery is keyed by the fire time it is a reading of: a repeated or skipped time is one run",
@@ -1224,7 +1228,7 @@ MUTANTS = [
     ),
     Mutant(
         "accept-serve-not-from-config",
-        DEDUP,
+        SETTINGS,
         "if loaded.serve != ((loaded.project, loaded.region),) else {}),",
         "if False else {}),",
         "config.yaml's serve reaches the function (it gets no DEDUP_* variable)",
@@ -1243,7 +1247,7 @@ MUTANTS = [
     # and tf-audit-lookback-* went with their validations: those rules live in rules.py alone, mutated above)
     Mutant(
         "i17-one-lease-for-every-job",
-        DEDUP,
+        SETTINGS,
         "return job.lease if job is not None and job.lease is not None else self.lease",
         "return self.lease",
         "a job that sets its own deadline claims with its own lease (its deadline + 60)",
@@ -1251,7 +1255,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17-job-table-parsed-per-delivery",
-        DEDUP,
+        SETTINGS,
         "@functools.lru_cache(maxsize=8)\ndef parse_jobs(",
         "def parse_jobs(",
         "a delivery neither re-reads the job table nor builds a cron parser per job (issue 19 item 11)",
@@ -1415,8 +1419,8 @@ MUTANTS = [
     Mutant(
         "i17bake-credentials-traceback",
         "baked/tools/runs.py",
-        "    except google.auth.exceptions.DefaultCredentialsError:\n",
-        "    except KeyError:\n",
+        "        if isinstance(error.__cause__, google.auth.exceptions.DefaultCredentialsError):",
+        "        if isinstance(error.__cause__, KeyError):",
         "a missing credential is one line naming the fix, not a traceback",
         ("tests/test_tools.py", "-k", "no_credentials"),
     ),
@@ -1483,7 +1487,7 @@ MUTANTS = [
     ),
     Mutant(
         "paused-flag-unchecked",
-        DEDUP,
+        SETTINGS,
         "if type(job.get(flag, False)) is not bool:",
         "if False:",
         "paused and catch_up in DEDUP_JOBS are booleans, or Misconfigured names the field",
@@ -1491,7 +1495,7 @@ MUTANTS = [
     ),
     Mutant(
         "catch-up-without-queue",
-        DEDUP,
+        SETTINGS,
         "if job.catch_up and config.tasks_queue is None:",
         "if False:",
         "a catch_up job needs DEDUP_TASKS_QUEUE",
@@ -1500,38 +1504,44 @@ MUTANTS = [
     Mutant(
         "rerun-never-reopens",
         DEDUP,
-        "if decision is Decision.DUPLICATE and not fresh_rerun:",
-        "if decision is Decision.DUPLICATE:",
+        "return Decision.TAKE_OVER if is_new_rerun(record, rerun_id) else Decision.DUPLICATE",
+        "return Decision.DUPLICATE",
         "a re-run with a new id reopens a finished run: the work runs once more",
-        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+        (
+            f"{PROTOCOL}::test_decide_a_rerun",
+            "tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",
+        ),
     ),
     Mutant(
         "rerun-id-not-compared",
         DEDUP,
-        'fresh_rerun = rerun is not None and current.get("rerun_id") != rerun.rerun_id',
-        "fresh_rerun = rerun is not None",
+        'return rerun_id is not None and record.get("rerun_id") != rerun_id',
+        "return rerun_id is not None",
         "a retry of the same re-run request is a duplicate: the work runs once per re-run id",
-        ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+        (
+            f"{PROTOCOL}::test_decide_a_rerun",
+            "tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",
+        ),
     ),
     Mutant(
         "rerun-not-recorded",
-        DEDUP,
-        '"reruns": [*current.get("reruns", []), rerun.entry(now, current)],',
-        '"reruns": [rerun.entry(now, current)],',
+        LEDGER,
+        '"reruns": [*current.get("reruns", []), _rerun_entry(rerun, now, current)],',
+        '"reruns": [_rerun_entry(rerun, now, current)],',
         "the record keeps every re-run: who asked, when and why",
         ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
     ),
     Mutant(
         "rerun-breaks-a-live-lease",
-        DEDUP,
-        "if decision is Decision.IN_PROGRESS:",
-        "if decision is Decision.IN_PROGRESS and not fresh_rerun:",
+        LEDGER,
+        "if decision is dedup.Decision.IN_PROGRESS:",
+        "if decision is dedup.Decision.IN_PROGRESS and rerun is None:",
         "a re-run waits for a live attempt (409), it never runs beside it",
         ("tests/test_manual_runs.py::test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness",),
     ),
     Mutant(
         "rerun-skipped-late",
-        DEDUP,
+        LEDGER,
         "        if claim.rerun_id is not None:\n            return\n",
         "",
         "a re-run is late on purpose: max_lateness_seconds does not skip it",
@@ -1539,7 +1549,7 @@ MUTANTS = [
     ),
     Mutant(
         "rerun-reason-unchecked",
-        DEDUP,
+        KEYS,
         '(RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),',
         '(RERUN_REASON_HEADER, re.compile(".*", re.S), "must say why (1-500 printable characters)"),',
         "a re-run says why in printable text, or the delivery is refused in one line",
@@ -1644,7 +1654,7 @@ MUTANTS = [
     ),
     Mutant(
         "proxy-overlap-rule-unchecked",
-        "baked-cloud-run-job/dedup.py",
+        "baked-cloud-run-job/settings.py",
         "if overlap not in OVERLAP_RULES:",
         "if False:",
         "an overlap rule other than skip or start is refused naming the job and the value",
@@ -1930,7 +1940,7 @@ MUTANTS = [
     ),
     Mutant(
         "audit-cursor-unguarded",
-        "baked/dedup.py",
+        LEDGER,
         "self.records.update_if_unchanged(ref, fields, since=cursor.update_time)",
         "self._call(ref.set, fields, retry=None)",
         "two audits from one bookmark cannot both move it",
@@ -2134,8 +2144,8 @@ MUTANTS = [
     Mutant(
         "contract-terminal-failure-retried",
         MAIN,
-        'dedup.Outcome.TERMINAL_FAILURE: (200, "ERROR"),',
-        'dedup.Outcome.TERMINAL_FAILURE: (500, "ERROR"),',
+        'Outcome.TERMINAL_FAILURE: (200, "ERROR"),',
+        'Outcome.TERMINAL_FAILURE: (500, "ERROR"),',
         "the bake's own contract test holds each answer: a terminal failure is a 2xx, so Scheduler stops",
         ("tests/test_contract.py",),
     ),
@@ -2212,5 +2222,14 @@ MUTANTS = [
         "return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS - 1)))",
         "a month of fire times is DAYS days of the job's runs, counted by schedules.py",
         ("tests/test_cost.py", "-k", "720_times"),
+    ),
+    # --- issue 17: dedup.py split by concern (branch s4split) ---
+    Mutant(
+        "s4split-job-image-without-a-protocol-module",
+        "{{cookiecutter.project_slug}}/cloud_run_job/Dockerfile",
+        "COPY dedup.py keys.py ledger.py ",
+        "COPY dedup.py keys.py ",
+        "the Cloud Run job's image holds every project module its code imports, followed",
+        ("tests/test_function_source.py", "-k", "job_image"),
     ),
 ]

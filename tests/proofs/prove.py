@@ -7,8 +7,8 @@ what proves the protocol lives here, in the template: its unit tests (keys, sett
 window, daylight saving), the audit, the tools, the cost model, the fault, outage, store-error, timeout, load,
 fuzz and window tests, their harness (real functions-framework servers, a Firestore that fails on purpose) and
 the module's Terraform test. They run
-inside a copy of the bake so that its conftest and modules apply -- a user who changed dedup.py proves
-their dedup.py. Laid in: test_*.py -> tests/, harness/ -> tests/harness/, terraform/ -> terraform/tests/
+inside a copy of the bake so that its conftest and modules apply -- a user who changed the protocol proves
+their own. Laid in: test_*.py -> tests/, harness/ -> tests/harness/, terraform/ -> terraform/tests/
 (rendered with the bake's recorded answers, .cookiecutter.json). The bake itself is never written.
 """
 

@@ -17,7 +17,10 @@ from conftest import records, scheduler_headers
 
 import audit
 import config
-import dedup
+from keys import RunKey, parse_schedule_time
+from ledger import RunLedger
+from outcomes import Misconfigured
+from settings import DedupConfig, baked_settings
 
 try:
     import time_machine
@@ -35,13 +38,13 @@ def on(time: str, day: str = DAY) -> str:
 
 
 def at(text: str) -> dt.datetime:
-    return dedup.parse_schedule_time(text)
+    return parse_schedule_time(text)
 
 
-def with_jobs(monkeypatch, **jobs) -> dedup.DedupConfig:
+def with_jobs(monkeypatch, **jobs) -> DedupConfig:
     """DEDUP_JOBS of these jobs, each {"schedule", "time_zone", ...} by its Scheduler name."""
     monkeypatch.setenv("DEDUP_JOBS", json.dumps({name: {"job_id": name} | job for name, job in jobs.items()}))
-    return dedup.DedupConfig.from_env()
+    return DedupConfig.from_env()
 
 
 def deliver(http, job, schedule_time, clock, method="POST", **extra):
@@ -88,7 +91,7 @@ def test_a_run_keyed_under_a_place_the_function_does_not_serve_is_refused(monkey
     assert refused.status_code == 400 and "X-Scheduler-Project='other-proj-1'" in refused.text, refused.text
     assert "serves only" in refused.text and "`serve`" in refused.text
     assert work.calls == [] and records(collection) == {}
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     served = [{"project": project, "location": config.location} for project in (config.project, "other-proj-1")]
     monkeypatch.setenv("DEDUP_SERVE", json.dumps(served))
     accepted = deliver(http, "nightly", on("03:00:00"), on("03:00:01"), **other)
@@ -99,7 +102,7 @@ def test_serve_in_config_yaml_is_what_the_function_serves(monkeypatch):
     """The deployed function gets no DEDUP_* variable: config.yaml's `serve` reaches it through baked_settings;
     left out, only the function's own place (even an overridden DEDUP_PROJECT's)."""
     monkeypatch.delenv("DEDUP_SERVE", raising=False)
-    own = dedup.DedupConfig.from_env()
+    own = DedupConfig.from_env()
     assert own.served == ((own.project, own.location),)
     raw = yaml.safe_load(config.CONFIG_FILE.read_text(encoding="utf-8"))
     raw["serve"] = [
@@ -107,8 +110,8 @@ def test_serve_in_config_yaml_is_what_the_function_serves(monkeypatch):
         {"project": "other-proj-1", "location": "us-east1"},
     ]
     monkeypatch.setattr(config, "load", lambda *args, **kwargs: config.parse(yaml.safe_dump(raw)))
-    monkeypatch.setattr(dedup, "baked_settings", dedup.baked_settings.__wrapped__)  # uncached: reads the edit
-    assert dedup.DedupConfig.from_env().served == ((own.project, own.location), ("other-proj-1", "us-east1"))
+    monkeypatch.setattr("settings.baked_settings", baked_settings.__wrapped__)  # uncached: reads the edit
+    assert DedupConfig.from_env().served == ((own.project, own.location), ("other-proj-1", "us-east1"))
 
 
 @pytest.mark.parametrize(
@@ -122,8 +125,8 @@ def test_serve_in_config_yaml_is_what_the_function_serves(monkeypatch):
 )
 def test_a_bad_serve_list_is_misconfigured_naming_it(monkeypatch, serve, message):
     monkeypatch.setenv("DEDUP_SERVE", serve)
-    with pytest.raises(dedup.Misconfigured, match="DEDUP_SERVE=") as raised:
-        dedup.DedupConfig.from_env()
+    with pytest.raises(Misconfigured, match="DEDUP_SERVE=") as raised:
+        DedupConfig.from_env()
     assert message in str(raised.value)
 
 
@@ -131,7 +134,7 @@ def test_an_audit_dated_ahead_leaves_the_marker_at_the_functions_clock(monkeypat
     config = with_jobs(monkeypatch, hourly={"schedule": "0 * * * *", "time_zone": "Etc/UTC"})
     # A Force run of the audit job at 10:05 sends its next fire time, a day ahead here.
     assert deliver(http, config.audit_job, on("10:00:00", NEXT_DAY), on("10:05:00")).status_code == 200
-    assert audit.starts(dedup.RunLedger(config), ["hourly"]) == {"hourly": at(on("10:05:00"))}
+    assert audit.starts(RunLedger(config), ["hourly"]) == {"hourly": at(on("10:05:00"))}
     # So the 11:00 run, never delivered, is reported by the next audit after it settled (before 12:00's did)
     # instead of hidden until tomorrow.
     caplog.set_level(logging.INFO)
@@ -149,8 +152,8 @@ def test_a_takeover_past_the_lateness_limit_finishes_the_run_claimed_in_time(mon
     config = with_jobs(
         monkeypatch, report={"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 60}
     )
-    key = dedup.RunKey(config.project, config.location, "report", at(on("03:00:00")))
-    dedup.RunLedger(config).claim(key, at(on("03:00:05")))  # claimed in time, then the instance died
+    key = RunKey(config.project, config.location, "report", at(on("03:00:00")))
+    RunLedger(config).claim(key, at(on("03:00:05")))  # claimed in time, then the instance died
     answer = deliver(http, "report", on("03:00:00"), on("03:10:30"))  # past the lease
     assert answer.status_code == 200 and answer.text.startswith("processed:"), answer.text
     assert len(work.calls) == 1 and records(collection)[key.run_id]["status"] == "completed"
@@ -266,12 +269,12 @@ def test_a_spring_forward_time_of_a_job_that_skips_the_gap_runs_nothing(monkeypa
 
 
 def test_a_bad_dst_gap_is_misconfigured_naming_it(monkeypatch):
-    with pytest.raises(dedup.Misconfigured, match=r"DEDUP_JOBS\.j\.dst_gap='later': must be one of end_of_gap, skip"):
+    with pytest.raises(Misconfigured, match=r"DEDUP_JOBS\.j\.dst_gap='later': must be one of end_of_gap, skip"):
         with_jobs(monkeypatch, j={"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "dst_gap": "later"})
 
 
 def audit_day(config, since):
     """The audit's states for the day from `since`, judged two days later."""
-    ledger = dedup.RunLedger(config)
+    ledger = RunLedger(config)
     found = audit.audit_runs(ledger, config.jobs, since, since + dt.timedelta(days=1), since + dt.timedelta(days=2))
     return [(run.job, audit.rfc3339(run.schedule_time), run.state.value) for run in found]

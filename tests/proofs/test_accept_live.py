@@ -9,7 +9,8 @@ import pytest
 from conftest import records, scheduler_headers
 from test_stop import deployed_env
 
-import dedup
+from ledger import AUDIT_CURSOR_ID
+from settings import DedupConfig
 
 pytestmark = pytest.mark.faults
 
@@ -55,10 +56,10 @@ def test_a_live_server_refuses_what_scheduler_never_sends_and_serves_on(fleet, c
 def test_a_live_audit_dated_ahead_leaves_the_bookmark_at_the_functions_clock(fleet, collection):
     server = fleet.start(**deployed_env(8), DEDUP_JOBS=json.dumps(HOURLY)).wait_ready()
     before = dt.datetime.now(dt.UTC)
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     ahead = rfc3339(before + dt.timedelta(days=20))
     answer = server.deliver(scheduler_headers(config.audit_job, ahead), timeout=60)
     assert answer.status == 200, answer
-    bookmark = collection.document(dedup.AUDIT_CURSOR_ID).get().to_dict()
+    bookmark = collection.document(AUDIT_CURSOR_ID).get().to_dict()
     (entry,) = bookmark["jobs"].values()
     assert before - dt.timedelta(seconds=5) <= entry["since"] <= dt.datetime.now(dt.UTC)

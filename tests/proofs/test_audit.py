@@ -16,19 +16,21 @@ from conftest import records, scheduler_headers
 
 import audit
 import dedup
+from keys import RunKey, parse_schedule_time
+from ledger import AuditCursor, Claim, RecordChanged, RunLedger
+from outcomes import Misconfigured
+from settings import DedupConfig, JobSpec
 
 UTC = dt.UTC
 PROJECT_AND_LOCATION = ("audit-test-project", "europe-west1")  # any: fire-time tests only compare times
 
 
 def at(text):
-    return dedup.parse_schedule_time(text)
+    return parse_schedule_time(text)
 
 
 def fire_times(schedule, zone, since, until):
-    runs_ = audit.expected_runs(
-        "job", dedup.JobSpec("job", schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION
-    )
+    runs_ = audit.expected_runs("job", JobSpec("job", schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION)
     return [(audit.rfc3339(run.schedule_time), run.dst and run.dst.value) for run in runs_]
 
 
@@ -119,8 +121,8 @@ def test_the_window_is_half_open_and_in_utc():
 )
 def test_bad_dedup_jobs_is_misconfigured_naming_the_field(monkeypatch, jobs, message):
     monkeypatch.setenv("DEDUP_JOBS", jobs)
-    with pytest.raises(dedup.Misconfigured, match=message.replace("*", r"\*").replace(".", r"\.")):
-        dedup.DedupConfig.from_env()
+    with pytest.raises(Misconfigured, match=message.replace("*", r"\*").replace(".", r"\.")):
+        DedupConfig.from_env()
 
 
 # ---------------------------------------------------------------- the audit against the records
@@ -128,12 +130,12 @@ def test_bad_dedup_jobs_is_misconfigured_naming_the_field(monkeypatch, jobs, mes
 
 def ledger_at(monkeypatch, jobs):
     monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
-    return dedup.RunLedger(dedup.DedupConfig.from_env())
+    return RunLedger(DedupConfig.from_env())
 
 
 def run_to(ledger, job, time, status, now=None):
     """A record of the run at `time` through the protocol, claimed at `now` (default: its schedule time)."""
-    key = dedup.RunKey(ledger.config.project, ledger.config.location, job, at(time))
+    key = RunKey(ledger.config.project, ledger.config.location, job, at(time))
     claim = ledger.claim(key, now or key.schedule_time)
     if status == "completed":
         ledger.complete(claim, key.schedule_time)
@@ -211,7 +213,7 @@ def test_a_run_within_lease_plus_retry_window_is_pending_not_missing(monkeypatch
 
 
 def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
-    """RPC cost: one BatchGetDocuments per dedup.READ_BATCH expected runs, whatever the jobs."""
+    """RPC cost: one BatchGetDocuments per ledger.READ_BATCH expected runs, whatever the jobs."""
     jobs = {
         "a": {"job_id": "a", "schedule": "*/5 * * * *", "time_zone": "Etc/UTC"},
         "b": {"job_id": "b", "schedule": "0 * * * *", "time_zone": "Europe/Madrid"},
@@ -222,7 +224,7 @@ def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
     found = audit.audit_runs(ledger, ledger.config.jobs, at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"),
                              at("2026-01-03T00:00:00Z"))  # fmt: skip
     assert len(found) == 288 + 24 and calls == [312]
-    monkeypatch.setattr(dedup, "READ_BATCH", 100)
+    monkeypatch.setattr(RunLedger, "READ_BATCH", 100)
     calls.clear()
     audit.audit_runs(ledger, ledger.config.jobs, at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"),
                      at("2026-01-03T00:00:00Z"))  # fmt: skip
@@ -238,13 +240,13 @@ def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatc
     monkeypatch.setenv(
         "DEDUP_JOBS", json.dumps({"fresh": {"job_id": "fresh", "schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}})
     )
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     caplog.set_level(logging.INFO)
     monkeypatch.setattr(dedup, "utcnow", lambda: now)
     ahead = audit.rfc3339(now + dt.timedelta(days=20))
     assert http.post("/", headers=scheduler_headers(config.audit_job, ahead)).text.startswith("processed:")
     assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
-    cursor = dedup.RunLedger(config).read_audit_cursor(["fresh", "other"])
+    cursor = RunLedger(config).read_audit_cursor(["fresh", "other"])
     assert cursor.jobs == {"fresh": {"since": now, "judged_until": now}} and cursor.last_full_sweep == now
     # Even an audit that found nothing logs its summary with audit_until: the dead man's switch
     # (terraform audit.tf, google_logging_metric.audit_ran) counts that field.
@@ -256,10 +258,10 @@ def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, ht
     monkeypatch.setenv(
         "DEDUP_JOBS", json.dumps({"hourly": {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC"}})
     )
-    config = dedup.DedupConfig.from_env()
-    ledger = dedup.RunLedger(config)
+    config = DedupConfig.from_env()
+    ledger = RunLedger(config)
     long_ago = now - dt.timedelta(days=2)  # audited for long, never swept: a full sweep of the whole lookback
-    ledger.write_audit_cursor(dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
+    ledger.write_audit_cursor(AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
     hour = now.replace(minute=0)
     ran = hour - dt.timedelta(hours=3)
     run_to(ledger, "hourly", audit.rfc3339(ran), "completed", now=now)
@@ -284,7 +286,7 @@ def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, ht
     replay = http.post("/", headers=scheduler_headers(config.audit_job, audit_time))
     assert replay.status_code == 200 and replay.text.startswith("duplicate:")
     assert not [r for r in caplog.records if "audit_summary" in getattr(r, "json_fields", {})]
-    audit_key = dedup.RunKey(config.project, config.location, config.audit_job, at(audit_time))
+    audit_key = RunKey(config.project, config.location, config.audit_job, at(audit_time))
     assert records(collection)[audit_key.run_id]["status"] == "completed"
 
 
@@ -337,7 +339,7 @@ def window_3h_ago(now):
 def test_missed_prints_a_table_and_json(monkeypatch, collection, now, capsys):
     ten_minute_job(monkeypatch)
     since, until = window_3h_ago(now)
-    ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
+    ledger = RunLedger(DedupConfig.from_env())
     run_to(ledger, "ten", since, "completed", now=now)
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
@@ -355,9 +357,9 @@ def test_missed_prints_a_table_and_json(monkeypatch, collection, now, capsys):
 def test_missed_judges_a_job_from_the_first_audit_that_saw_it(monkeypatch, collection, now, capsys):
     ten_minute_job(monkeypatch)
     since, until = window_3h_ago(now)
-    ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
+    ledger = RunLedger(DedupConfig.from_env())
     first_seen = at(since) + dt.timedelta(minutes=15)
-    ledger.write_audit_cursor(dedup.AuditCursor({"ten": {"since": first_seen, "judged_until": at(until)}}))
+    ledger.write_audit_cursor(AuditCursor({"ten": {"since": first_seen, "judged_until": at(until)}}))
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
     assert [row["schedule_time"] for row in json.loads(capsys.readouterr().out)] == [
         audit.rfc3339(at(since) + dt.timedelta(minutes=20))
@@ -402,13 +404,13 @@ def hourly_jobs(count):
 def audit_at(monkeypatch, moment, config):
     """One audit run at `moment` on the function's clock; returns (documents read, lines it logged)."""
     read = []
-    real_get_all = dedup.RunLedger._get_all
+    real_get_all = RunLedger._get_all
 
     def counted(self, refs, **kwargs):
         read.append(len(refs))
         return real_get_all(self, refs, **kwargs)
 
-    monkeypatch.setattr(dedup.RunLedger, "_get_all", counted)
+    monkeypatch.setattr(RunLedger, "_get_all", counted)
     monkeypatch.setattr(dedup, "utcnow", lambda: moment)
     lines = []
     handler = logging.Handler()
@@ -417,12 +419,12 @@ def audit_at(monkeypatch, moment, config):
     level = audit.logger.level
     audit.logger.setLevel(logging.INFO)  # the summary is INFO, whatever the root logger's level
     try:
-        key = dedup.RunKey(config.project, config.location, config.audit_job, moment)
-        audit.run(dedup.Claim(key, "a", 1, moment).context(None))
+        key = RunKey(config.project, config.location, config.audit_job, moment)
+        audit.run(Claim(key, "a", 1, moment).context(None))
     finally:
         audit.logger.setLevel(level)
         audit.logger.removeHandler(handler)
-        monkeypatch.setattr(dedup.RunLedger, "_get_all", real_get_all)
+        monkeypatch.setattr(RunLedger, "_get_all", real_get_all)
     return sum(read), [line.json_fields for line in lines]
 
 
@@ -433,7 +435,7 @@ def test_an_incremental_audit_reads_only_the_runs_settled_since_the_last_one(mon
     config = ledger.config
     start = at("2026-03-01T00:00:00Z")
     entry = {"since": start - dt.timedelta(days=3), "judged_until": start - config.settle}
-    ledger.write_audit_cursor(dedup.AuditCursor(dict.fromkeys(config.jobs, entry), last_full_sweep=start))
+    ledger.write_audit_cursor(AuditCursor(dict.fromkeys(config.jobs, entry), last_full_sweep=start))
     # The first judged fire time: the first hour at or after the bookmark (its settle depends on the bake's timing).
     first = (start - config.settle + dt.timedelta(minutes=59, seconds=59)).replace(minute=0, second=0, microsecond=0)
     run_to(ledger, "h3", audit.rfc3339(first), "completed")
@@ -453,7 +455,7 @@ def test_a_full_sweep_runs_once_a_day_and_reports_a_still_missing_run_again(monk
     config = ledger.config
     start = at("2026-03-01T00:00:00Z")
     entry = {"since": start - dt.timedelta(days=3), "judged_until": start - config.settle}
-    ledger.write_audit_cursor(dedup.AuditCursor({"h0": entry}, last_full_sweep=start - dt.timedelta(hours=23)))
+    ledger.write_audit_cursor(AuditCursor({"h0": entry}, last_full_sweep=start - dt.timedelta(hours=23)))
     kinds, missing = [], []
     for hour in (0, 1, 2):  # the sweep is due at 01:00 (a day after the last one), then not for a day
         read, lines = audit_at(monkeypatch, start + dt.timedelta(hours=hour), config)
@@ -472,13 +474,13 @@ def test_the_plan_keeps_first_seen_and_never_moves_the_bookmark_back(monkeypatch
     config = ledger_at(monkeypatch, hourly_jobs(2)).config
     now = at("2026-03-01T12:00:00Z")
     ahead = now + dt.timedelta(hours=5)
-    cursor = dedup.AuditCursor({"h0": {"since": now - dt.timedelta(days=9), "judged_until": ahead}}, now)
+    cursor = AuditCursor({"h0": {"since": now - dt.timedelta(days=9), "judged_until": ahead}}, now)
     sweep = audit.plan(cursor, ["h0", "h1"], now, config)
     assert not sweep.full and sweep.until == now - config.settle
     assert sweep.starts == {"h0": ahead, "h1": now}  # a new job: judged from this audit on
     assert sweep.cursor.jobs["h0"] == {"since": now - dt.timedelta(days=9), "judged_until": ahead}
     assert sweep.cursor.jobs["h1"] == {"since": now, "judged_until": now}
-    assert audit.plan(dedup.AuditCursor({}), ["h0"], now, config).full  # never swept: a full sweep
+    assert audit.plan(AuditCursor({}), ["h0"], now, config).full  # never swept: a full sweep
 
 
 def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collection):
@@ -492,15 +494,15 @@ def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collecti
     now = at("2026-03-01T12:00:00Z")
     slowest = dt.timedelta(seconds=lease + window)
     assert config.settle_for("h1") == slowest > config.settle_for("h0") == config.settle
-    assert audit.plan(dedup.AuditCursor({}), ["h0", "h1"], now, config).until == now - slowest
+    assert audit.plan(AuditCursor({}), ["h0", "h1"], now, config).until == now - slowest
 
 
 def test_two_audits_from_one_bookmark_cannot_both_move_it(monkeypatch, collection):
     ledger = ledger_at(monkeypatch, hourly_jobs(1))
-    ledger.write_audit_cursor(dedup.AuditCursor({}))
+    ledger.write_audit_cursor(AuditCursor({}))
     read = ledger.read_audit_cursor(["h0"])
     ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T00:00:00Z"), ledger.config).cursor)
-    with pytest.raises(dedup.RecordChanged):
+    with pytest.raises(RecordChanged):
         ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T01:00:00Z"), ledger.config).cursor)
-    with pytest.raises(dedup.RecordChanged):  # and the first write creates it only once
-        ledger.write_audit_cursor(dedup.AuditCursor({}))
+    with pytest.raises(RecordChanged):  # and the first write creates it only once
+        ledger.write_audit_cursor(AuditCursor({}))

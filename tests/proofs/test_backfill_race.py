@@ -10,7 +10,8 @@ from live_server import wait_for_file
 from test_audit import at, ten_minute_job, window_3h_ago
 
 import audit
-import dedup
+from keys import RunKey
+from settings import DedupConfig
 
 
 def test_backfill_runs_each_missing_run_once_even_racing_a_late_scheduler_retry(monkeypatch, fleet, now, capsys):
@@ -49,9 +50,9 @@ def test_backfill_runs_each_missing_run_once_even_racing_a_late_scheduler_retry(
     assert backfill_code == [0], out
     first_row = next(line for line in out.splitlines() if audit.rfc3339(at(since)) in line)
     assert "200 processed" in first_row, out
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     run_ids = [
-        dedup.RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
+        RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
         for m in (0, 10, 20)
     ]
     assert sorted(fleet.executions()) == sorted(run_ids)  # each run's work ran exactly once

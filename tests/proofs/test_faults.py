@@ -16,7 +16,7 @@ from conftest import PROJECT, records, scheduler_headers
 from google.cloud import firestore
 from live_server import RetryPolicy, wait_for_file
 
-import dedup
+from settings import baked_settings
 
 pytestmark = pytest.mark.faults
 
@@ -78,7 +78,7 @@ def show(case, retries):
 
 def outputs_of(fleet):
     """The job's effects: outputs/{run_id}, created put-if-absent by tests/harness/served_job.py."""
-    client = firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
+    client = firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"])
     return records(client.collection(fleet.outputs))
 
 

@@ -1,6 +1,6 @@
 """Bad input never causes a 5xx: any headers give a 400 with a one-line reason, or a correct run.
 
-Most examples call dedup.read_run_key directly (no I/O, so many examples are cheap); fewer go through
+Most examples call read_run_key directly (no I/O, so many examples are cheap); fewer go through
 HTTP (the Flask test client, against the emulator). Header values reach Cloud Scheduler's 80 KB limit
 in read_run_key and through the test client; a real server caps them lower: gunicorn, which
 functions-framework runs, refuses a header line over 8190 bytes with its own 400 before the function
@@ -17,12 +17,14 @@ from google.cloud import firestore
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import dedup
+from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER, read_run_key
+from outcomes import InvalidDelivery
+from settings import JOB_NAME, DedupConfig, baked_settings
 
-CONFIG = dedup.DedupConfig.from_env({"DEDUP_PROJECT": PROJECT})
+CONFIG = DedupConfig.from_env({"DEDUP_PROJECT": PROJECT})
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.UTC)
 SCHEDULER_HEADER_LIMIT = 80 * 1024
-HEADER_NAMES = (dedup.JOB_NAME_HEADER, dedup.SCHEDULE_TIME_HEADER, dedup.PROJECT_HEADER, dedup.LOCATION_HEADER)
+HEADER_NAMES = (JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, PROJECT_HEADER, LOCATION_HEADER)
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 # No example database: each run explores afresh, and a failure prints its falsifying example.
@@ -65,8 +67,8 @@ def rfc3339_times(draw, around=NOW, spread=dt.timedelta(days=400)):
 def reason_of(headers):
     """read_run_key's answer: the run key, or the refusal's message. Any other exception fails the test."""
     try:
-        return dedup.read_run_key(headers, CONFIG, NOW)
-    except dedup.InvalidDelivery as refusal:
+        return read_run_key(headers, CONFIG, NOW)
+    except InvalidDelivery as refusal:
         return str(refusal)
 
 
@@ -76,14 +78,14 @@ def assert_one_line_reason(reason):
 
 
 def assert_well_formed_key(key):
-    assert dedup.JOB_NAME.fullmatch(key.job_name) and HEX64.fullmatch(key.run_id)
+    assert JOB_NAME.fullmatch(key.job_name) and HEX64.fullmatch(key.run_id)
     assert NOW - CONFIG.retention <= key.schedule_time <= NOW + CONFIG.max_future
 
 
 @fast
 @given(st.dictionaries(header_name, header_value, max_size=6))
-@example({dedup.JOB_NAME_HEADER: "nightly", dedup.SCHEDULE_TIME_HEADER: "0001-01-01T00:00:00+01:00"})
-@example({dedup.JOB_NAME_HEADER: "nightly", dedup.SCHEDULE_TIME_HEADER: "9999-12-31T23:59:59-01:00"})
+@example({JOB_NAME_HEADER: "nightly", SCHEDULE_TIME_HEADER: "0001-01-01T00:00:00+01:00"})
+@example({JOB_NAME_HEADER: "nightly", SCHEDULE_TIME_HEADER: "9999-12-31T23:59:59-01:00"})
 def test_any_headers_give_a_key_or_a_one_line_refusal(headers):
     answer = reason_of(headers)
     if isinstance(answer, str):
@@ -100,7 +102,7 @@ def test_any_job_name_and_time_value_give_a_key_or_a_refusal_naming_the_header(j
     answer = reason_of(scheduler_headers(job, time))
     if isinstance(answer, str):
         assert_one_line_reason(answer)
-        assert answer.startswith(f"{dedup.JOB_NAME_HEADER}=") or answer.startswith(f"{dedup.SCHEDULE_TIME_HEADER}=")
+        assert answer.startswith(f"{JOB_NAME_HEADER}=") or answer.startswith(f"{SCHEDULE_TIME_HEADER}=")
     else:
         assert_well_formed_key(answer)
         assert answer.job_name == job
@@ -133,7 +135,7 @@ def test_job_names_cannot_name_a_path(parts):
     job = "".join(parts)
     answer = reason_of(scheduler_headers(job, "2026-06-15T12:00:00Z"))
     if isinstance(answer, str):
-        assert answer.startswith(f"{dedup.JOB_NAME_HEADER}=") and "Cloud Scheduler job id" in answer
+        assert answer.startswith(f"{JOB_NAME_HEADER}=") and "Cloud Scheduler job id" in answer
     else:  # accepted only without any path-like character; its document id is a digest either way
         assert not set(job) & set("/.%\\\x00?#") and HEX64.fullmatch(answer.run_id)
 
@@ -146,7 +148,7 @@ http_time = st.one_of(recent, latin1_value)
 
 @pytest.fixture
 def collections_before(collection):
-    client = firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
+    client = firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"])
     return client, {c.id for c in client.collections()}
 
 

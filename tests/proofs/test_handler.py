@@ -16,9 +16,11 @@ from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 import dedup
+from outcomes import Outcome
 from run_context import TerminalJobError, UnknownJob
+from settings import DedupConfig, baked_settings
 
-BAKED_LOCATION = dedup.baked_settings()["DEDUP_LOCATION"]
+BAKED_LOCATION = baked_settings()["DEDUP_LOCATION"]
 
 
 def iso(moment: dt.datetime) -> str:
@@ -44,7 +46,7 @@ def test_fresh_run_is_processed_and_recorded(http, collection, work, now):
     assert record["attempt_id"] == context.attempt_id
     assert record["job_name"] == "nightly" and record["schedule_time"] == now
     assert record["lease_expires"] > record["claimed_at"]
-    assert record["expire_at"] >= now + dt.timedelta(seconds=int(dedup.baked_settings()["DEDUP_RETENTION_SECONDS"]))
+    assert record["expire_at"] >= now + dt.timedelta(seconds=int(baked_settings()["DEDUP_RETENTION_SECONDS"]))
     assert record["finished_at"] >= record["claimed_at"]
 
 
@@ -377,9 +379,9 @@ def test_bad_headers_get_400_and_nothing_is_written(http, collection, work, head
 
 
 def test_schedule_times_outside_the_accepted_window_are_refused(http, collection, work, now):
-    retention = int(dedup.baked_settings()["DEDUP_RETENTION_SECONDS"])
+    retention = int(baked_settings()["DEDUP_RETENTION_SECONDS"])
     too_old = now - dt.timedelta(seconds=retention + 60)
-    too_new = now + dt.timedelta(seconds=int(dedup.baked_settings()["DEDUP_MAX_FUTURE_SECONDS"]) + 60)
+    too_new = now + dt.timedelta(seconds=int(baked_settings()["DEDUP_MAX_FUTURE_SECONDS"]) + 60)
     next_month = now + dt.timedelta(days=31)  # a forced run of a monthly job sends its next scheduled time
 
     assert "older than the retention window" in http.post("/", headers=scheduler_headers("n", iso(too_old))).text
@@ -435,7 +437,7 @@ def test_an_invalid_setting_answers_500_and_logs_it_without_touching_firestore(
 def test_firestore_unreachable_answers_500_without_running_the_work(http, work, now, monkeypatch):
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:9")  # nothing listens on the discard port
     dead = firestore.Client(project=PROJECT)
-    monkeypatch.setattr(dedup, "firestore_client", lambda project, database: dead)
+    monkeypatch.setattr("ledger.firestore_client", lambda project, database: dead)
     started = time.monotonic()
 
     response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
@@ -513,17 +515,17 @@ def test_the_claims_read_is_retried_on_a_transient_error(http, work, now, monkey
 
 
 def test_every_outcome_has_one_answer_and_only_finished_runs_stop_scheduler(handler_module):
-    """dedup.Outcome knows no HTTP; main.ANSWERS gives each its status and severity. Scheduler stops on 2xx,
+    """Outcome knows no HTTP; main.ANSWERS gives each its status and severity. Scheduler stops on 2xx,
     so a 2xx must mean the run needs no further delivery: done, recorded finished, or recorded skipped."""
-    assert set(handler_module.ANSWERS) == set(dedup.Outcome)
+    assert set(handler_module.ANSWERS) == set(Outcome)
     stops = {outcome.value for outcome, (status, _) in handler_module.ANSWERS.items() if 200 <= status < 300}
     assert stops == {"processed", "duplicate", "terminal_failure", "skipped_late", "skipped_overlap", "skipped_dst_gap"}
-    assert handler_module.ANSWERS[dedup.Outcome.IN_PROGRESS][0] == 409  # never 503: retries stay counted
+    assert handler_module.ANSWERS[Outcome.IN_PROGRESS][0] == 409  # never 503: retries stay counted
 
 
 def test_the_work_gets_the_job_id_as_the_answers_spell_it(http, work, now):
     """Scheduler sends "<slug>-<job id>"; the work sees the job id itself, chosen through DEDUP_JOBS."""
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     slug = config.audit_job.removesuffix("_audit")
     assert config.jobs, "the baked settings list the answers' jobs"
     for name, job in config.jobs.items():
@@ -567,7 +569,7 @@ def test_every_answered_job_has_its_work_and_an_unknown_one_is_refused(http, col
     """job.WORK covers the baked jobs; a Scheduler job DEDUP_JOBS lacks reaches the real job.run and is refused."""
     import job
 
-    assert set(job.WORK) == {spec.job_id for spec in dedup.DedupConfig.from_env().jobs.values()}
+    assert set(job.WORK) == {spec.job_id for spec in DedupConfig.from_env().jobs.values()}
     response = http.post("/", headers=scheduler_headers("stale-job", iso(now)))
     assert response.status_code == 500
     assert "job id None (Scheduler job 'stale-job'): not in job.WORK" in response.text

@@ -19,13 +19,17 @@ from tasks_standin import TasksStandin
 import audit
 import dedup
 import task_queue
+from keys import RunKey, parse_schedule_time
+from ledger import AuditCursor, RunLedger, firestore_client
+from outcomes import Misconfigured
+from settings import DedupConfig
 
 UTC = dt.UTC
 QUEUE = "projects/dedup-test-project/locations/europe-west1/queues/test-deliveries"
 
 
 def at(text):
-    return dedup.parse_schedule_time(text)
+    return parse_schedule_time(text)
 
 
 def hourly(monkeypatch, **flags):
@@ -33,7 +37,7 @@ def hourly(monkeypatch, **flags):
     job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", **flags}
     monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": job}))
     monkeypatch.setenv("DEDUP_TASKS_QUEUE", QUEUE)
-    return dedup.DedupConfig.from_env()
+    return DedupConfig.from_env()
 
 
 def audit_at(http, config, moment, caplog):
@@ -55,7 +59,7 @@ def test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_
     # Forward only: gRPC deadlines are wall-clock instants, so a clock moved back would expire every call at once.
     day = (dt.datetime.now(UTC) + dt.timedelta(days=1)).replace(minute=0, second=0, microsecond=0)
     config = hourly(monkeypatch, paused=True)
-    ledger = dedup.RunLedger(config)
+    ledger = RunLedger(config)
     audit_at(http, config, day, caplog)  # the first audit that sees the pause starts judging from here
     later = day + dt.timedelta(hours=12)
     # What the incremental audit at `later` judges: the fire times after the pause was seen, settled by then.
@@ -85,18 +89,18 @@ def test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue(monkeyp
     for flag in ("paused", "catch_up"):
         hourly_job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", flag: "yes"}
         monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": hourly_job}))
-        with pytest.raises(dedup.Misconfigured, match=rf"^DEDUP_JOBS\.hourly\.{flag}='yes': must be true or false$"):
-            dedup.DedupConfig.from_env()
+        with pytest.raises(Misconfigured, match=rf"^DEDUP_JOBS\.hourly\.{flag}='yes': must be true or false$"):
+            DedupConfig.from_env()
     monkeypatch.setenv("DEDUP_TASKS_QUEUE", "")
     job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", "catch_up": True}
     monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": job}))
     with pytest.raises(
-        dedup.Misconfigured, match=r"^DEDUP_JOBS\.hourly\.catch_up=true: .*DEDUP_TASKS_QUEUE is not set"
+        Misconfigured, match=r"^DEDUP_JOBS\.hourly\.catch_up=true: .*DEDUP_TASKS_QUEUE is not set"
     ):
-        dedup.DedupConfig.from_env()
+        DedupConfig.from_env()
     monkeypatch.setenv("DEDUP_TASKS_QUEUE", "queues/x")
-    with pytest.raises(dedup.Misconfigured, match=r"^DEDUP_TASKS_QUEUE='queues/x': must be projects/"):
-        dedup.DedupConfig.from_env()
+    with pytest.raises(Misconfigured, match=r"^DEDUP_TASKS_QUEUE='queues/x': must be projects/"):
+        DedupConfig.from_env()
 
 
 # ---------------------------------------------------------------- re-run (in process)
@@ -133,8 +137,8 @@ def test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why(http,
 
 
 def record_id(time, job="nightly"):
-    config = dedup.DedupConfig.from_env()
-    return dedup.RunKey(config.project, config.location, job, at(time)).run_id
+    config = DedupConfig.from_env()
+    return RunKey(config.project, config.location, job, at(time)).run_id
 
 
 def test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness(monkeypatch, http, collection, now, work):
@@ -143,8 +147,8 @@ def test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness(monkeypatch, 
     }
     monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
     time = audit.rfc3339(now - dt.timedelta(hours=5))
-    ledger = dedup.RunLedger(dedup.DedupConfig.from_env())
-    claim = ledger.claim(dedup.RunKey(ledger.config.project, ledger.config.location, "nightly", at(time)), now)
+    ledger = RunLedger(DedupConfig.from_env())
+    claim = ledger.claim(RunKey(ledger.config.project, ledger.config.location, "nightly", at(time)), now)
     busy = http.post("/", headers=rerun_headers(time, "r1"))
     assert busy.status_code == 409 and busy.text.startswith("in_progress:") and work.calls == []
     ledger.complete(claim, now)
@@ -187,14 +191,14 @@ def queue_to(fleet, monkeypatch):
 
 def first_job_id() -> str:
     """A job of this bake, by its id (the tools resolve it to its Scheduler job name)."""
-    return sorted(spec.job_id for spec in dedup.DedupConfig.from_env().jobs.values())[0]
+    return sorted(spec.job_id for spec in DedupConfig.from_env().jobs.values())[0]
 
 
 def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, fleet, queue_to, now, capsys):
     time = audit.rfc3339(now - dt.timedelta(hours=1))
     server = fleet.servers[0]
     job_id = first_job_id()
-    job = runs.resolve_job(dedup.DedupConfig.from_env(), job_id)  # as Scheduler sends it
+    job = runs.resolve_job(DedupConfig.from_env(), job_id)  # as Scheduler sends it
     assert server.deliver(scheduler_headers(job, time)).text.startswith("processed:")
     args = ["rerun", job_id, time, "--reason", "bad input fixed", "--by", "ana@example.com", "--rerun-id", "fix-1"]
     assert runs.main(args) == 0
@@ -212,8 +216,8 @@ def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, f
 
 
 def records_of(fleet):
-    config = dedup.DedupConfig.from_env()
-    return records(dedup.firestore_client(config.project, config.database).collection(fleet.collection))
+    config = DedupConfig.from_env()
+    return records(firestore_client(config.project, config.database).collection(fleet.collection))
 
 
 def test_backfill_through_the_queue_delivers_each_missing_run_once(monkeypatch, fleet, queue_to, now, capsys):
@@ -225,8 +229,8 @@ def test_backfill_through_the_queue_delivers_each_missing_run_once(monkeypatch, 
     assert runs.main(["backfill", "--since", since, "--until", until, "--queue"]) == 0
     assert runs.main(["backfill", "--since", since, "--until", until, "--queue"]) == 0  # asked twice
     queue_to.wait_idle()
-    config = dedup.DedupConfig.from_env()
-    run_ids = [dedup.RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
+    config = DedupConfig.from_env()
+    run_ids = [RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
                for m in (0, 10, 20)]  # fmt: skip
     assert sorted(fleet.executions()) == sorted(run_ids)
     # One task per run: the second backfill found each run done, or its task queued already (same name).
@@ -268,16 +272,16 @@ def test_the_audit_catches_up_a_missing_run_within_max_lateness_only(monkeypatch
     while not clear(now):
         now += dt.timedelta(minutes=1)
     hour = now.replace(minute=0)
-    ledger = dedup.RunLedger(config)
+    ledger = RunLedger(config)
     long_ago = now - dt.timedelta(days=2)
-    ledger.write_audit_cursor(dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
+    ledger.write_audit_cursor(AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
     audit_at(http, config, now, caplog)
     queue_to.wait_idle()
     fire_times = [hour - dt.timedelta(hours=h) for h in range(25)]
     settled = [t for t in fire_times if now - audit.lookback(config) <= t <= now - config.settle]
     within = [t for t in settled if (now - t).total_seconds() <= limit]
     assert within and len(within) < len(settled)
-    expected = sorted(dedup.RunKey(config.project, config.location, "hourly", t).run_id for t in within)
+    expected = sorted(RunKey(config.project, config.location, "hourly", t).run_id for t in within)
     assert sorted(fleet.executions()) == expected  # caught up: each once; older ones left to a person
     queued = [r.json_fields for r in caplog.records if r.json_fields.get("catch_up") == "queued"]
     assert sorted(f["run_id"] for f in queued) == expected
@@ -292,8 +296,8 @@ def test_a_catch_up_the_queue_refuses_is_one_line_and_the_audit_still_completes(
     now = dt.datetime.now(UTC).replace(microsecond=0)
     config = hourly(monkeypatch, catch_up=True)
     long_ago = now - dt.timedelta(days=2)
-    dedup.RunLedger(config).write_audit_cursor(
-        dedup.AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}})
+    RunLedger(config).write_audit_cursor(
+        AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}})
     )
     monkeypatch.setenv(task_queue.EMULATOR_ENV, f"127.0.0.1:{free_port()}")  # nothing listens there
     missing = audit_at(http, config, now, caplog)  # the audit's own run is processed all the same

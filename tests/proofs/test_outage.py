@@ -1,6 +1,6 @@
 """Firestore outages, on a real server against a private emulator that these tests freeze, stop and restart.
 
-The client's bounds (dedup.py): every Firestore call has a deadline of RPC_TIMEOUT_SECONDS (5 s).
+The client's bounds (ledger.py): every Firestore call has a deadline of RPC_TIMEOUT_SECONDS (5 s).
 Writes (the claim's create, a takeover's update, the finish) are never retried by the client: a write
 whose answer was lost must not be repeated blind. Reads (the claim's get, after a failed create) are
 retried by READ_RETRY: 0.1 s doubling up to 1 s between tries, within the same 5 s. So a delivery that

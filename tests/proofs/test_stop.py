@@ -3,7 +3,7 @@ timeout settings (terraform/modules/scheduled-dedup/function.tf, environment_var
 
 The work runs in a process of its own, killed at the job's deadline (stop.py); the handler is never interrupted,
 so every delivery is answered with one outcome line whatever the work does, and the instance serves on. The
-deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (dedup.DedupConfig.stop_after).
+deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (settings.DedupConfig.stop_after).
 """
 
 import concurrent.futures
@@ -13,9 +13,9 @@ import time
 import pytest
 from conftest import records, scheduler_headers
 
-import dedup
 import stop
 from run_context import RunContext, Started, TerminalJobError, UnknownJob
+from settings import RELEASE_MARGIN
 
 pytestmark = pytest.mark.faults
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.faults
 def deployed_env(stop_after_seconds: int, threads: int = 2) -> dict[str, str]:
     """What function.tf sets (CLOUD_RUN_TIMEOUT_SECONDS: the function timeout, gunicorn's backstop), with a short
     deadline; THREADS follows max_instance_request_concurrency there."""
-    deadline = int(dedup.RELEASE_MARGIN.total_seconds()) + stop_after_seconds
+    deadline = int(RELEASE_MARGIN.total_seconds()) + stop_after_seconds
     return {
         "CLOUD_RUN_TIMEOUT_SECONDS": "300",
         "THREADED_TIMEOUT_ENABLED": "false",

@@ -20,8 +20,11 @@ import pytest
 from conftest import records, scheduler_headers
 from fake_firestore import BATCH_GET_DOCUMENTS, COMMIT{% if cookiecutter.target != "function" %}, RUN_QUERY{% endif %}
 
-import dedup
+from keys import read_run_key
+from ledger import READ_RETRY
+from outcomes import Outcome
 from run_context import TerminalJobError
+from settings import DedupConfig
 
 CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
 GUARD_REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
@@ -53,7 +56,7 @@ CALLS = {
     "follow-query": Call(RUN_QUERY, 0, None, None, True, {}),
 {%- endif %}
 }
-# Calls where NOT_FOUND / FAILED_PRECONDITION are no protocol answer, so they mean the database (dedup.firestore_call).
+# Calls where NOT_FOUND / FAILED_PRECONDITION are no protocol answer, so they mean the database (ledger.firestore_call).
 CLAIMS = {"claim-create", "claim-read", "follow-query"}
 
 
@@ -86,7 +89,7 @@ def existing_record(kind: str, now: dt.datetime) -> dict:
 def short_read_retry(monkeypatch):
     """The claim's read retries UNAVAILABLE, INTERNAL and RESOURCE_EXHAUSTED for RPC_TIMEOUT_SECONDS (5 s)
     before it gives up; scaled to 0.3 s here, the same RetryError at the end."""
-    monkeypatch.setattr(dedup, "READ_RETRY", dedup.READ_RETRY.with_timeout(0.3))
+    monkeypatch.setattr("ledger.READ_RETRY", READ_RETRY.with_timeout(0.3))
 
 
 @pytest.mark.parametrize("code", CODES, ids=[code.name for code in CODES])
@@ -95,9 +98,9 @@ def test_every_status_at_every_call_gives_one_outcome_line(
     call_name, code, http, collection, work, now, firestore_through, log_lines, short_read_retry, handler_module
 ):
     call = CALLS[call_name]
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     headers = scheduler_headers(job_of(call_name, code), now.isoformat())
-    run_id = dedup.read_run_key(headers, config, now).run_id
+    run_id = read_run_key(headers, config, now).run_id
     if call.existing:
         collection.document(run_id).set(existing_record(call.existing, now))
     before = records(collection)
@@ -113,7 +116,7 @@ def test_every_status_at_every_call_gives_one_outcome_line(
     assert len(outcome_lines) == 1, (response.status_code, response.text, outcome_lines)
     (line,) = outcome_lines
     assert line["outcome"] == outcome and response.text.startswith(f"{outcome}:")
-    assert response.status_code == line["http_status"] == handler_module.ANSWERS[dedup.Outcome(outcome)][0]
+    assert response.status_code == line["http_status"] == handler_module.ANSWERS[Outcome(outcome)][0]
     assert response.status_code >= 500 or code in call.protocol_answers
     if outcome == "misconfigured":
         assert config.database_name in line["message"]
@@ -147,6 +150,6 @@ def test_a_real_server_gives_one_outcome_line_for_every_status_at_the_claim(
         outcome_lines = [line for line in lines if line.get("job") == job_of("live", code) and "outcome" in line]
         assert len(outcome_lines) == 1, (code, answer, outcome_lines)
         (line,) = outcome_lines
-        assert (answer.status, line["outcome"]) == (handler_module.ANSWERS[dedup.Outcome(outcome)][0], outcome), code
+        assert (answer.status, line["outcome"]) == (handler_module.ANSWERS[Outcome(outcome)][0], outcome), code
         assert answer.text.startswith(f"{outcome}:"), (code, answer.text)
     assert fleet.executions() == []

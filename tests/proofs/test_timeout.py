@@ -2,7 +2,7 @@
 function (terraform/modules/scheduled-dedup/function.tf, environment_variables).
 
 The handler stops the work itself: the work runs in a process of its own, killed at the job's attempt deadline
-less the release margin (stop.py, dedup.DedupConfig.stop_after); then the handler releases the claim and
+less the release margin (stop.py, settings.DedupConfig.stop_after); then the handler releases the claim and
 answers 500, and the next delivery runs the work at once. A kill stops Python code and C code alike.
 functions-framework's threaded timeout stays off (THREADED_TIMEOUT_ENABLED=false); CLOUD_RUN_TIMEOUT_SECONDS
 is then gunicorn's worker timeout (functions_framework/_http/gunicorn.py, 3.10.2), which the gthread worker's
@@ -13,7 +13,7 @@ import pytest
 from conftest import PROJECT, records, scheduler_headers
 from google.cloud import firestore
 
-import dedup
+from settings import RELEASE_MARGIN, baked_settings
 
 pytestmark = pytest.mark.faults
 
@@ -24,7 +24,7 @@ DEPLOYED_ENV = {
     "THREADED_TIMEOUT_ENABLED": "false",
     "THREADS": "2",
     "LOG_EXECUTION_ID": "true",
-    "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(int(dedup.RELEASE_MARGIN.total_seconds()) + STOP_AFTER_SECONDS),
+    "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(int(RELEASE_MARGIN.total_seconds()) + STOP_AFTER_SECONDS),
 }
 STOPPED = "retryable_failure: retryable failure, run released for a retry: stopped at the job's deadline"
 # A stopped delivery is answered at the deadline plus a kill and a write: far sooner than this (a loaded machine).
@@ -39,7 +39,7 @@ def outcome_lines(server, job):
 def outputs_of(fleet):
     """The served job's effects, outputs/{run_id} (tests/harness/served_job.py)."""
     return records(
-        firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"]).collection(fleet.outputs)
+        firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"]).collection(fleet.outputs)
     )
 
 
@@ -77,7 +77,7 @@ def test_gunicorns_timeout_is_only_a_backstop_that_needs_more_than_one_thread(fl
     timeout finishes; with one thread, gunicorn's sync worker is killed instead: no outcome line, no release."""
     long_deadline = DEPLOYED_ENV | {
         "CLOUD_RUN_TIMEOUT_SECONDS": "2",
-        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(int(dedup.RELEASE_MARGIN.total_seconds()) + 30),
+        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(int(RELEASE_MARGIN.total_seconds()) + 30),
     }
     servers = {
         "threads": fleet.start(**long_deadline, SERVED_FIRST_RUN_SECONDS="4"),

@@ -12,7 +12,9 @@ import pytest
 import runs
 from conftest import records, scheduler_headers
 
-import dedup
+from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER
+from ledger import RunLedger
+from settings import DedupConfig
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "runs.py"
 
@@ -27,7 +29,7 @@ def recent(now):
 @pytest.fixture
 def deployed_job():
     """(Scheduler job name, job id) of the bake's first job: Scheduler delivers the name, the answers say the id."""
-    name, spec = sorted(dedup.DedupConfig.from_env().jobs.items())[0]
+    name, spec = sorted(DedupConfig.from_env().jobs.items())[0]
     return name, spec.job_id
 
 
@@ -79,7 +81,7 @@ def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
     collection.document("stuck").set(record("in_progress", -dt.timedelta(minutes=1)))
     collection.document("running").set(record("in_progress", dt.timedelta(minutes=5)))
     collection.document("done").set(record("completed", -dt.timedelta(minutes=1)))
-    assert [run for run, _ in runs.stuck_runs(collection, now)] == ["stuck"]
+    assert [run for run, _ in RunLedger(DedupConfig.from_env()).stuck_runs(now)] == ["stuck"]
 
 
 def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys, work, deployed_job):
@@ -97,16 +99,16 @@ def test_fire_sends_what_cloud_scheduler_sends():
     at = dt.datetime(2026, 3, 4, 5, 6, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
     assert delivery.minute_now(at) == "2026-03-04T04:06:00Z"
     assert delivery.delivery_headers("nightly", "2026-03-04T04:06:00Z", "p-123456", "europe-west1") == {
-        dedup.JOB_NAME_HEADER: "nightly",
-        dedup.SCHEDULE_TIME_HEADER: "2026-03-04T04:06:00Z",
-        dedup.PROJECT_HEADER: "p-123456",
-        dedup.LOCATION_HEADER: "europe-west1",
+        JOB_NAME_HEADER: "nightly",
+        SCHEDULE_TIME_HEADER: "2026-03-04T04:06:00Z",
+        PROJECT_HEADER: "p-123456",
+        LOCATION_HEADER: "europe-west1",
     }
 
 
 def test_every_tool_resolves_a_job_id_to_its_scheduler_job_name():
     """`runs.py fire nightly` is keyed and given to the work as the deployed job's deliveries are."""
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     for name, job in config.jobs.items():
         assert runs.resolve_job(config, job.job_id) == name
         assert runs.resolve_job(config, name) == name

@@ -1,6 +1,6 @@
 """The accepted schedule-time window, at its exact edges (docs/security.md, "Replay of old schedule times").
 
-A delivery is accepted when  now - retention < schedule time <= now + max_future  (dedup.read_run_key):
+A delivery is accepted when  now - retention < schedule time <= now + max_future  (read_run_key):
 - retention (DEDUP_RETENTION_SECONDS, baked from retention_seconds) is how long a run's record is
   kept: a record counts as absent from its expire_at on (Firestore's TTL may delete it any time
   after), so a schedule time that old could run again and is refused with a 400 instead;
@@ -16,8 +16,11 @@ import pytest
 from conftest import PROJECT, records, scheduler_headers
 
 import dedup
+from keys import read_run_key
+from outcomes import InvalidDelivery
+from settings import DedupConfig
 
-CONFIG = dedup.DedupConfig.from_env({"DEDUP_PROJECT": PROJECT})
+CONFIG = DedupConfig.from_env({"DEDUP_PROJECT": PROJECT})
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.UTC)
 TICK = dt.timedelta(microseconds=1)  # the finest step a schedule time has (fractions are cut to microseconds)
 
@@ -28,8 +31,8 @@ def iso(moment):
 
 def answer_at(schedule_time):
     try:
-        return dedup.read_run_key(scheduler_headers("nightly", iso(schedule_time)), CONFIG, NOW).schedule_time
-    except dedup.InvalidDelivery as refusal:
+        return read_run_key(scheduler_headers("nightly", iso(schedule_time)), CONFIG, NOW).schedule_time
+    except InvalidDelivery as refusal:
         return str(refusal)
 
 

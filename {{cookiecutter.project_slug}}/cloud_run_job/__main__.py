@@ -17,6 +17,7 @@ import sys
 from google.cloud.logging.handlers import StructuredLogHandler
 
 import dedup
+from settings import DedupConfig
 
 from .store import JobStore, SnapshotMismatch
 from .task import RUN_ID, SettingError, TaskIncomplete, TaskSettings, input_path, load_snapshot, run_task, whole_number
@@ -44,7 +45,7 @@ class TaskFields(logging.Filter):
 
 def open_store(environ=os.environ) -> JobStore:
     lease = dt.timedelta(seconds=whole_number(environ, "JOB_LEASE_SECONDS", "600", 1))
-    return JobStore(dedup.DedupConfig.from_env(environ), lease)
+    return JobStore(DedupConfig.from_env(environ), lease)
 
 
 def run_command() -> int:

@@ -1,6 +1,6 @@
 """The job's durable state, and the only job code that touches Firestore.
 
-Same layer as dedup.py's run ledger (its client, bounded-time call and GuardedRecords): every write is conditional,
+Same layer as the run ledger (ledger.py: its client, bounded-time call and GuardedRecords): every write is conditional,
 so no transaction is needed. Five collections, named after the run records' collection C:
 
     C_job_runs/{run_id}                  the input snapshot's version the run started with; task reports
@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-import dedup
-from dedup import READ_RETRY, Decision, GuardedRecords, RecordChanged, firestore_call  # see dedup.py
+from dedup import Decision
+from ledger import READ_RETRY, GuardedRecords, RecordChanged, firestore_call, firestore_client
+from settings import DedupConfig
 
 
 class ItemStatus(enum.StrEnum):
@@ -99,8 +100,8 @@ def item_key(run_id: str, item_id: str) -> str:
 
 
 class JobStore:
-    def __init__(self, config: dedup.DedupConfig, lease: dt.timedelta, client: firestore.Client | None = None):
-        self.client = client or dedup.firestore_client(config.project, config.database)
+    def __init__(self, config: DedupConfig, lease: dt.timedelta, client: firestore.Client | None = None):
+        self.client = client or firestore_client(config.project, config.database)
         self._call = functools.partial(firestore_call, database=config.database_name)
         self.records = GuardedRecords(self.client, self._call)
         self.lease = lease

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import dedup
+from keys import parse_schedule_time
 
 from .stages import STAGES, TerminalItemError
 from .store import ItemLease, JobStore, Worker
@@ -97,7 +98,7 @@ class TaskSettings:
         schedule_time = None
         if environ.get("DEDUP_SCHEDULE_TIME"):
             try:
-                schedule_time = dedup.parse_schedule_time(environ["DEDUP_SCHEDULE_TIME"])
+                schedule_time = parse_schedule_time(environ["DEDUP_SCHEDULE_TIME"])
             except ValueError as error:
                 raise SettingError(f"DEDUP_SCHEDULE_TIME={environ['DEDUP_SCHEDULE_TIME']!r}: {error}") from None
         task_count = whole_number(environ, "CLOUD_RUN_TASK_COUNT", "1", 1)

@@ -53,19 +53,23 @@ module "scheduled_dedup" {
   source_files = [
     "audit.py",
     "config.py",
-    "config.yaml", # the jobs and their timing, the same file this root reads
+    "config.yaml",
     "dedup.py",
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
-    "executions.py", # follows the executions the function starts
+    "executions.py",
 {%- endif %}
     "job.py",
+    "keys.py",
+    "ledger.py",
     "main.py",
+    "outcomes.py",
     "requirements.txt",
-    "rules.py", # config.py checks config.yaml with it
+    "rules.py",
     "run_context.py",
-    "run_log.py",   # the log lines, in the handler's process and the work's
-    "schedules.py", # when each job fires: dedup.py and audit.py compute fire times with it
-    "stop.py",      # the work in a process of its own, killed at its job's deadline
+    "run_log.py",
+    "schedules.py",
+    "settings.py",
+    "stop.py",
     "task_queue.py",
   ]
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}

@@ -17,8 +17,8 @@ from functions_framework import create_app
 from google.cloud import firestore
 from google.cloud.logging.handlers import StructuredLogHandler
 
-import dedup
 import stop
+from settings import baked_settings
 
 PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
@@ -60,7 +60,7 @@ def collection(monkeypatch, emulator_host):
     name = f"runs-{uuid.uuid4().hex[:12]}"
     monkeypatch.setenv("DEDUP_COLLECTION", name)
     monkeypatch.setenv("DEDUP_PROJECT", PROJECT)
-    return firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"]).collection(name)
+    return firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"]).collection(name)
 
 
 @pytest.fixture

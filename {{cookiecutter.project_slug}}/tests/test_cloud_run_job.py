@@ -24,6 +24,7 @@ from cloud_run_job.stages import STAGES
 from cloud_run_job.store import ItemBusy, ItemStatus, JobStore, LeaseLost, Worker, decide
 from cloud_run_job.task import SAMPLE_INPUT, SettingError, TaskSettings, load_snapshot, task_of
 from dedup import Decision
+from settings import DedupConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = load_snapshot(SAMPLE_INPUT)
@@ -79,7 +80,7 @@ class Job:
 
 @pytest.fixture
 def store(collection):
-    return JobStore(dedup.DedupConfig.from_env(), lease=dt.timedelta(seconds=60))
+    return JobStore(DedupConfig.from_env(), lease=dt.timedelta(seconds=60))
 
 
 @pytest.fixture

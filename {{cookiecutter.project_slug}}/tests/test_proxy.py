@@ -18,7 +18,8 @@ from google.cloud.run_v2.services.jobs.transports import JobsGrpcTransport
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2
 
-import dedup
+from keys import RunKey
+from settings import DedupConfig
 
 TARGET_ENV, TARGET = "PROXY_JOB_NAME", "projects/p-123456/locations/europe-west1/jobs/nightly-job"
 SERVICE, METHOD = "google.cloud.run.v2.Jobs", "RunJob"
@@ -72,7 +73,8 @@ REQUEST_TYPE = run_v2.RunJobRequest
 from google.cloud.workflows import executions_v1
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
 
-import dedup
+from keys import RunKey
+from settings import DedupConfig
 
 TARGET_ENV, TARGET = "PROXY_WORKFLOW_NAME", "projects/p-123456/locations/europe-west1/workflows/nightly-wf"
 SERVICE, METHOD = "google.cloud.workflows.executions.v1.Executions", "CreateExecution"
@@ -190,8 +192,8 @@ def deliver(http, hours_later=0, job="nightly"):
 
 
 def run_key(hours_later=0):
-    config = dedup.DedupConfig.from_env()
-    return dedup.RunKey(config.project, config.location, "nightly", SCHEDULED + dt.timedelta(hours=hours_later))
+    config = DedupConfig.from_env()
+    return RunKey(config.project, config.location, "nightly", SCHEDULED + dt.timedelta(hours=hours_later))
 
 
 def run_record(collection, hours_later=0):
@@ -297,7 +299,7 @@ def test_the_audit_follows_every_jobs_executions(http, collection, api, log_line
     deliver(http)
     api.states[f"{TARGET}/executions/run-1"] = "failed"
 
-    audit = deliver(http, hours_later=1, job=dedup.DedupConfig.from_env().audit_job)
+    audit = deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
 
     assert audit.status_code == 200 and audit.text.startswith("processed")
     assert run_record(collection)["status"] == "failed"
@@ -309,7 +311,7 @@ def test_an_ended_execution_is_recorded_and_logged_once(http, collection, api, l
     deliver(http)
     api.states[f"{TARGET}/executions/run-1"] = "failed"
     deliver(http, hours_later=1)
-    deliver(http, hours_later=1, job=dedup.DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
 
     assert len(ended_lines(log_lines)) == 1
 

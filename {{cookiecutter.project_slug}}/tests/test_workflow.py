@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import dedup
 import job
+from keys import RunKey
 from run_context import RunContext
+from settings import baked_settings
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "workflow" / "workflow.yaml"
 FIRESTORE = "googleapis.firestore.v1.projects.databases.documents."
@@ -51,7 +52,7 @@ def argument_sent_by_the_proxy(monkeypatch):
     monkeypatch.setattr(job, "executions_client", Client)
     monkeypatch.setenv("PROXY_WORKFLOW_NAME", "projects/p-123456/locations/europe-west1/workflows/wf")
     moment = dt.datetime(2026, 6, 1, 12, tzinfo=dt.UTC)
-    key = dedup.RunKey("p-123456", "europe-west1", "nightly", moment)
+    key = RunKey("p-123456", "europe-west1", "nightly", moment)
     job.run(RunContext(key.run_id, "nightly", "nightly", moment, "attempt", 1, "p-123456", "europe-west1"))
     return sent[0]
 
@@ -85,9 +86,9 @@ def test_the_side_effect_runs_only_after_a_create_keyed_by_the_run_id(steps):
 
 @pytest.mark.parametrize("name", ["DEDUP_DATABASE", "DEDUP_COLLECTION", "DEDUP_RETENTION_SECONDS"])
 def test_settings_default_to_the_values_baked_into_the_handler(steps, name):
-    """Unset in the workflow's environment, a setting means what it means to the handler (dedup.baked_settings())."""
+    """Unset in the workflow's environment, a setting means what it means to the handler (baked_settings())."""
     (default,) = re.findall(rf'sys\.get_env\("{name}", ("(?:[^"\\]|\\.)*")\)', WORKFLOW.read_text())
-    assert json.loads(default) == dedup.baked_settings()[name]
+    assert json.loads(default) == baked_settings()[name]
 
 
 def test_the_guard_names_the_execution_that_created_it(steps):

@@ -14,8 +14,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 import dedup  # noqa: E402
+from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER  # noqa: E402
 
 
 def minute_now(now: dt.datetime | None = None) -> str:
@@ -25,11 +26,11 @@ def minute_now(now: dt.datetime | None = None) -> str:
 
 
 def delivery_headers(job: str, time: str, project: str | None = None, location: str | None = None) -> dict[str, str]:
-    headers = {dedup.JOB_NAME_HEADER: job, dedup.SCHEDULE_TIME_HEADER: time}
+    headers = {JOB_NAME_HEADER: job, SCHEDULE_TIME_HEADER: time}
     if project:
-        headers[dedup.PROJECT_HEADER] = project
+        headers[PROJECT_HEADER] = project
     if location:
-        headers[dedup.LOCATION_HEADER] = location
+        headers[LOCATION_HEADER] = location
     return headers
 
 

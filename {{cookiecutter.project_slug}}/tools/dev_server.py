@@ -32,7 +32,7 @@ from firestore_emulator import Emulator, EmulatorNotFound, export_database, late
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".emulator-data"
-sys.path.insert(0, str(ROOT))  # the project root: dedup.py
+sys.path.insert(0, str(ROOT))  # the project root: the protocol modules
 
 
 def answers(url: str) -> bool:
@@ -109,9 +109,9 @@ def start_function(port: int, emulator_host: str) -> subprocess.Popen:
 
 def save_data(emulator: Emulator) -> None:
     """Export the project's database, then keep only that export (a failed export keeps the previous one)."""
-    import dedup
+    from settings import DedupConfig
 
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     fresh = DATA_DIR.with_name(DATA_DIR.name + ".new")
     shutil.rmtree(fresh, ignore_errors=True)
     try:

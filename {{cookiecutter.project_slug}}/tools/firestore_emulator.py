@@ -1,4 +1,4 @@
-"""Start, wait for, reset and stop Google's Firestore emulator (the official one: transactions isolate).
+"""Start, wait for and stop Google's Firestore emulator (the official one: transactions isolate).
 
 Used by the tests' fixture and `make dev`. As a script:
     python tools/firestore_emulator.py start [--port N]   # prints FIRESTORE_EMULATOR_HOST=..., runs until killed
@@ -138,12 +138,6 @@ def warm_up(host: str) -> None:
         body = json.dumps({"fields": {"n": {"integerValue": str(number)}}}).encode()
         request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
         urllib.request.urlopen(request, timeout=60).close()
-
-
-def reset(host: str, project: str, database: str = "(default)") -> None:
-    """Delete every document of one project's database (a lock held by a killed client makes this 409)."""
-    url = f"http://{host}/emulator/v1/projects/{project}/databases/{database}/documents"
-    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
 
 
 def export_database(host: str, project: str, database: str, directory: Path) -> Path:

@@ -1,21 +1,9 @@
 """The project's one operator command: `python tools/runs.py <command> ...` (`--help` lists them; docs/operations.md).
 
-Every command that names a job takes its job id (`nightly`, as the answers spell it) or its Scheduler job
-name (`<slug>-nightly`, what Scheduler sends and what a run is keyed by): `resolve_job` turns either into
-the deployed name, so an id printed, a record shown and a delivery sent are the deployed run's.
-
-  fire JOB [--time T] [--url URL]       one Scheduler-like delivery (default: the `make dev` server, now)
-  run-id JOB TIME                       the run's id (its Firestore document), as the handler keys it
-  show JOB TIME                         the run's record
-  stuck                                 in_progress runs whose lease has expired
-  missed --since T1 --until T2          the runs each job's cron expected that are missing or stuck (audit.py)
-  backfill --since T1 --until T2        deliver each of them with its original schedule time: one execution each
-                                        (--queue: through the deliveries queue, Cloud Tasks, from a laptop)
-  rerun JOB TIME --reason WHY           queue a re-run of a finished run: it runs once more, once, and its record
-                                        keeps who asked, when and why (docs/schedules-and-manual-runs.md)
-
-Firestore: the emulator FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials.
-A new command is one function and one entry of COMMANDS.
+Every command that names a job takes its job id (`nightly`) or its Scheduler job name (`<slug>-nightly`, what a
+run is keyed by): `resolve_job` turns either into the deployed name. Firestore: the emulator
+FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A new command is one function
+and one entry of COMMANDS.
 """
 
 from __future__ import annotations
@@ -29,40 +17,26 @@ import subprocess
 import sys
 import urllib.error
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import google.api_core.exceptions
 import google.auth.exceptions
-from google.cloud.firestore_v1.base_query import FieldFilter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 from delivery import delivery_headers, identity_token, minute_now, post  # noqa: E402
 from firestore_emulator import is_ready  # noqa: E402
 
 import audit  # noqa: E402
 import dedup  # noqa: E402
 import task_queue  # noqa: E402
+from keys import RERUN_ID, RERUN_TEXT, Rerun, RunKey, parse_schedule_time  # noqa: E402
+from ledger import RunLedger  # noqa: E402
+from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
+from settings import TASKS_QUEUE, DedupConfig, JobSpec  # noqa: E402
 
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
-
-
-def runs_collection(config: dedup.DedupConfig):
-    return dedup.firestore_client(config.project, config.database).collection(config.collection)
-
-
-def stuck_runs(collection, now) -> Iterator[tuple[str, dict]]:
-    """Runs still `in_progress` after their lease expired: the attempt died or hangs past its lease.
-
-    One equality filter, served by Firestore's automatic single-field index (no composite index to
-    create); few records are ever in_progress, so the lease is compared here.
-    """
-    query = collection.where(filter=FieldFilter("status", "==", dedup.Status.IN_PROGRESS.value))
-    for snapshot in query.stream(timeout=dedup.RPC_TIMEOUT_SECONDS):
-        record = snapshot.to_dict()
-        if record["lease_expires"] <= now:
-            yield snapshot.id, record
 
 
 def show(record: dict) -> str:
@@ -98,12 +72,12 @@ class BadArgument(ValueError):
 
 def moment(name: str, text: str) -> dt.datetime:
     try:
-        return dedup.parse_schedule_time(text)
+        return parse_schedule_time(text)
     except ValueError as error:
         raise BadArgument(f"{name}={text!r}: {error}") from None
 
 
-def resolve_job(config: dedup.DedupConfig, job: str, field: str = "JOB") -> str:
+def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
     """The Scheduler job name (what a deployed run is keyed by) of `job`: a job id or a Scheduler job name of
     DEDUP_JOBS, or the audit's job. The one place the tools turn a name into the deployed one."""
     for name, spec in config.jobs.items():
@@ -115,10 +89,10 @@ def resolve_job(config: dedup.DedupConfig, job: str, field: str = "JOB") -> str:
     raise BadArgument(f"{field}={job!r}: not a job of this project: {known or 'none'}, or {config.audit_job}")
 
 
-def run_key(config: dedup.DedupConfig, job: str, time: str, project: str | None = None, location: str | None = None):
-    """The key of one scheduled run as the deployed handler computes it (dedup.RunKey): the Scheduler job name,
+def run_key(config: DedupConfig, job: str, time: str, project: str | None = None, location: str | None = None):
+    """The key of one scheduled run as the deployed handler computes it (RunKey): the Scheduler job name,
     the schedule time normalised to UTC, the project/location it was delivered for (default: the function's own)."""
-    return dedup.RunKey(
+    return RunKey(
         project=project or config.project,
         location=location or config.location,
         job_name=resolve_job(config, job),
@@ -126,7 +100,7 @@ def run_key(config: dedup.DedupConfig, job: str, time: str, project: str | None 
     )
 
 
-def selected_jobs(config: dedup.DedupConfig, job: str | None) -> dict[str, dedup.JobSpec]:
+def selected_jobs(config: DedupConfig, job: str | None) -> dict[str, JobSpec]:
     """All of DEDUP_JOBS, or the one --job names (by its Scheduler job name or its job id)."""
     if job is None:
         return dict(config.jobs)
@@ -136,7 +110,7 @@ def selected_jobs(config: dedup.DedupConfig, job: str | None) -> dict[str, dedup
     return {name: config.jobs[name]}
 
 
-def find_runs(config: dedup.DedupConfig, args: argparse.Namespace, now: dt.datetime) -> list[audit.AuditedRun]:
+def find_runs(config: DedupConfig, args: argparse.Namespace, now: dt.datetime) -> list[audit.AuditedRun]:
     """The audit over [--since, --until), for the selected jobs; refuses a window the records cannot answer."""
     since, until = moment("--since", args.since), moment("--until", args.until)
     if since >= until:
@@ -147,7 +121,7 @@ def find_runs(config: dedup.DedupConfig, args: argparse.Namespace, now: dt.datet
             "the TTL may have deleted those records, so a missing run cannot be told from an expired one"
         )
     jobs = selected_jobs(config, args.job)
-    ledger = dedup.RunLedger(config)
+    ledger = RunLedger(config)
     # As the audit does: a job is judged from the first audit that saw it (none yet: the whole window).
     starts = audit.starts(ledger, jobs)
     return audit.audit_runs(ledger, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
@@ -161,7 +135,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def run_row(found: audit.AuditedRun, config: dedup.DedupConfig) -> list[str]:
+def run_row(found: audit.AuditedRun, config: DedupConfig) -> list[str]:
     zone = config.jobs[found.job].time_zone
     wall = found.wall_time.strftime("%Y-%m-%d %H:%M") + f" {zone}" + (f" ({found.dst.value})" if found.dst else "")
     return [found.job, audit.rfc3339(found.schedule_time), wall, found.state.value, found.run_id]
@@ -174,7 +148,7 @@ def summary(runs: list[audit.AuditedRun], listed: list[audit.AuditedRun], args: 
     return f"{len(listed)} of {len(runs)} expected run(s) from {args.since} to {args.until} need a delivery"
 
 
-def missed(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def missed(config: DedupConfig, args: argparse.Namespace) -> int:
     runs = find_runs(config, args, dedup.utcnow())
     listed = runs if args.all else list(audit.needing_delivery(runs))
     if args.json:
@@ -201,10 +175,10 @@ def id_token_for(url: str) -> str:
         ) from None
 
 
-def queue_of(config: dedup.DedupConfig, queue: str) -> str:
+def queue_of(config: DedupConfig, queue: str) -> str:
     """--queue's value, or the deployed deliveries queue (DEDUP_TASKS_QUEUE) for a bare --queue."""
     queue = queue or config.tasks_queue or ""
-    if not dedup.TASKS_QUEUE.fullmatch(queue):
+    if not TASKS_QUEUE.fullmatch(queue):
         raise BadArgument(
             f"--queue={queue!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE (terraform output task_queue)"
         )
@@ -219,7 +193,7 @@ def queued(queue: str, name: str, headers: dict[str, str]) -> str:
         raise QueueUnavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
 
 
-def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     """Deliver each missing or stuck run as Scheduler would: same job name and schedule time, so one executes."""
     runs = find_runs(config, args, dedup.utcnow())
     listed = list(audit.needing_delivery(runs))
@@ -233,7 +207,7 @@ def backfill(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
-            key = dedup.RunKey(config.project, config.location, found.job, found.schedule_time)
+            key = RunKey(config.project, config.location, found.job, found.schedule_time)
             answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), task_queue.delivery_headers(key))
         else:
             headers = delivery_headers(found.job, audit.rfc3339(found.schedule_time), config.project, config.location)
@@ -266,14 +240,14 @@ def gcloud_account() -> str:
     return account
 
 
-def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     """Queue a re-run of one finished run: the function runs it once more, once per re-run id, and records it."""
     rerun_id = args.rerun_id or uuid.uuid4().hex
-    request = dedup.Rerun(rerun_id, args.by or gcloud_account(), args.reason)
+    request = Rerun(rerun_id, args.by or gcloud_account(), args.reason)
     for name, value, pattern in (
-        ("--rerun-id", request.rerun_id, dedup.RERUN_ID),
-        ("--by", request.by, dedup.RERUN_TEXT),
-        ("--reason", request.reason, dedup.RERUN_TEXT),
+        ("--rerun-id", request.rerun_id, RERUN_ID),
+        ("--by", request.by, RERUN_TEXT),
+        ("--reason", request.reason, RERUN_TEXT),
     ):
         if not pattern.fullmatch(value):
             raise BadArgument(f"{name}={value!r}: must be {pattern.pattern}")
@@ -286,7 +260,7 @@ def rerun(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def fire(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def fire(config: DedupConfig, args: argparse.Namespace) -> int:
     """One delivery as Scheduler sends it: the job's Scheduler job name, a schedule time (default: this minute)."""
     time = args.time or minute_now()
     moment("TIME", time)
@@ -305,24 +279,24 @@ def fire(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     return 0 if 200 <= status < 300 else 1
 
 
-def print_run_id(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def print_run_id(config: DedupConfig, args: argparse.Namespace) -> int:
     print(run_key(config, args.job, args.time, args.project, args.location).run_id)
     return 0
 
 
-def show_run(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def show_run(config: DedupConfig, args: argparse.Namespace) -> int:
     key = run_key(config, args.job, args.time, args.project, args.location)
-    snapshot = runs_collection(config).document(key.run_id).get(timeout=dedup.RPC_TIMEOUT_SECONDS)
-    if not snapshot.exists:
+    record = RunLedger(config).read_runs([key.run_id]).get(key.run_id)
+    if record is None:
         print(f"{key.run_id}: no record (never claimed, released after a retryable failure, or deleted by TTL)")
         return 1
-    print(f"{key.run_id}:\n{show(snapshot.to_dict())}")
+    print(f"{key.run_id}:\n{show(record)}")
     return 0
 
 
-def list_stuck(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
+def list_stuck(config: DedupConfig, args: argparse.Namespace) -> int:
     found = 0
-    for run_id, record in stuck_runs(runs_collection(config), dedup.utcnow()):
+    for run_id, record in RunLedger(config).stuck_runs(dedup.utcnow()):
         found += 1
         print(f"{run_id}  job={record['job_name']} schedule_time={record['schedule_time']} "
               f"attempt={record.get('attempts')} lease_expires={record['lease_expires']}")  # fmt: skip
@@ -330,9 +304,9 @@ def list_stuck(config: dedup.DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def one_run(parser: argparse.ArgumentParser) -> None:
+def one_run(parser: argparse.ArgumentParser, time: str = "(X-CloudScheduler-ScheduleTime)") -> None:
     parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
-    parser.add_argument("time", help="schedule time, RFC 3339 (X-CloudScheduler-ScheduleTime)")
+    parser.add_argument("time", help=f"schedule time, RFC 3339 {time}")
     keyed_for(parser)
 
 
@@ -341,13 +315,18 @@ def keyed_for(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--location", help="the X-Scheduler-Location of the delivery (default: the function's)")
 
 
+def sent_to(parser: argparse.ArgumentParser) -> None:
+    """Where `fire` and `backfill` send their deliveries."""
+    parser.add_argument("--url", default="", help="a deployed function's URL (default: the local dev server)")
+    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
+
+
 def fire_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
     parser.add_argument("--time", default="", help="schedule time, RFC 3339 (default: now rounded to the minute)")
-    parser.add_argument("--url", default="", help="a deployed function's URL (default: the local dev server)")
-    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
     parser.add_argument("--impersonate", help="service account whose identity token to send (with --url)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the answer")
+    sent_to(parser)
     keyed_for(parser)
 
 
@@ -365,29 +344,25 @@ def missed_arguments(parser: argparse.ArgumentParser) -> None:
 
 def backfill_arguments(parser: argparse.ArgumentParser) -> None:
     window(parser)
-    parser.add_argument("--url", default="", help="the deployed function's URL (default: the local dev server)")
-    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
+    sent_to(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would be delivered, send nothing")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
     parser.add_argument("--queue", nargs="?", const="", default=None,
                         help="queue each on the deliveries queue (default queue: DEDUP_TASKS_QUEUE)")  # fmt: skip
 
 
 def rerun_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
-    parser.add_argument("time", help="the run's schedule time, RFC 3339")
+    one_run(parser, time="(the run's)")
     parser.add_argument("--reason", required=True, help="why it runs again (kept in the run's record)")
     parser.add_argument("--by", help="who asks (default: gcloud's active account)")
     parser.add_argument("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)")
     parser.add_argument("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)")
-    keyed_for(parser)
 
 
 @dataclasses.dataclass(frozen=True)
 class Command:
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[dedup.DedupConfig, argparse.Namespace], int]
+    run: Callable[[DedupConfig, argparse.Namespace], int]
     reads_records: bool = True
 
 
@@ -437,14 +412,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command.reads_records:
             check_emulator()
-        return command.run(dedup.DedupConfig.from_env(), args)
-    except (BadArgument, dedup.Misconfigured) as error:  # each names its field, its value and the rule
+        return command.run(DedupConfig.from_env(), args)
+    except (BadArgument, Misconfigured) as error:  # each names its field, its value and the rule
         print(error, file=sys.stderr)
         return 2
     except google.auth.exceptions.DefaultCredentialsError:
         print(NO_CREDENTIALS, file=sys.stderr)
         return 2
-    except (dedup.StoreUnavailable, Unreachable, QueueUnavailable) as error:
+    except (StoreUnavailable, Unreachable, QueueUnavailable) as error:
+        if isinstance(error.__cause__, google.auth.exceptions.DefaultCredentialsError):  # the ledger's client
+            print(NO_CREDENTIALS, file=sys.stderr)
+            return 2
         print(error, file=sys.stderr)
         return 1
     except (google.api_core.exceptions.GoogleAPIError, google.auth.exceptions.TransportError) as error:

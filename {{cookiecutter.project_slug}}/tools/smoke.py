@@ -24,11 +24,16 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: dedup.py
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job resolver)
 
 import dedup  # noqa: E402
 import schedules  # noqa: E402
+from ledger import RunLedger  # noqa: E402
+from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
+from settings import DedupConfig  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
 API_ROOTS = {
@@ -106,18 +111,13 @@ class Apis:
         body = {"resourceNames": [f"projects/{project}"], "filter": log_filter, "orderBy": "timestamp desc"}
         return self._json("POST", "logging", "v2/entries:list", body).get("entries", [])
 
-    def ttl_state(self, config: dedup.DedupConfig) -> str:
+    def ttl_state(self, config: DedupConfig) -> str:
         field = f"{config.database_name}/collectionGroups/{config.collection}/fields/expire_at"
         return self._json("GET", "firestore", f"v1/{field}").get("ttlConfig", {}).get("state", "none")
 
     def alert_policies(self, project: str, slug: str) -> list[dict]:
         query = urllib.parse.urlencode({"filter": f'user_labels."{LABEL}" = "{slug}"'})
         return self._json("GET", "monitoring", f"v3/projects/{project}/alertPolicies?{query}").get("alertPolicies", [])
-
-
-def next_fire_time(job: dedup.JobSpec, after: dt.datetime) -> dt.datetime:
-    """The schedule time a Force run sends now: the job's next fire time, in UTC (the handler keys it so too)."""
-    return schedules.next_fire_after(job.fire_rule, after)
 
 
 def wait_for(read: Callable[[], list[dict]], seconds: float, sleep=time.sleep, clock=time.monotonic) -> list[dict]:
@@ -131,7 +131,7 @@ def wait_for(read: Callable[[], list[dict]], seconds: float, sleep=time.sleep, c
 
 def run_smoke(
     apis: Apis,
-    config: dedup.DedupConfig,
+    config: DedupConfig,
     job_name: str,
     slug: str,
     read_record: Callable[[str], dict | None],
@@ -148,7 +148,7 @@ def run_smoke(
     # A Force run sends the job's next fire time (Google's guide); the line of that run is the one to read.
     # `since` allows for a few seconds between this machine's clock and the function's.
     since = dedup.utcnow() - dt.timedelta(seconds=5)
-    schedule_time = next_fire_time(config.jobs[job_name], since)
+    schedule_time = schedules.next_fire_after(config.jobs[job_name].fire_rule, since)
     resource = f"projects/{config.project}/locations/{config.location}/jobs/{job_name}"
     try:
         apis.force_run(resource)
@@ -214,14 +214,9 @@ def report(steps: list[Step], out=sys.stdout) -> int:
     return 0 if passed else 1
 
 
-def firestore_record_reader(config: dedup.DedupConfig) -> Callable[[str], dict | None]:
-    collection = dedup.firestore_client(config.project, config.database).collection(config.collection)
-
-    def read(run_id: str) -> dict | None:
-        snapshot = collection.document(run_id).get(timeout=dedup.RPC_TIMEOUT_SECONDS)
-        return snapshot.to_dict() if snapshot.exists else None
-
-    return read
+def record_reader(config: DedupConfig) -> Callable[[str], dict | None]:
+    ledger = RunLedger(config)
+    return lambda run_id: ledger.read_runs([run_id]).get(run_id)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,23 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-wait", type=float, default=LOG_WAIT_SECONDS, help="seconds to wait for the log line")
     args = parser.parse_args(argv)
     try:
-        config = dedup.DedupConfig.from_env()
+        config = DedupConfig.from_env()
         job_name = sorted(selected_jobs(config, args.job))[0]
         slug = config.audit_job.removesuffix("_audit")
-        session = google_session() if not os.environ.get("SMOKE_API_ROOT") else _plain_session()
-        steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, firestore_record_reader(config),
+        # No credentials against the tests' local stand-in (SMOKE_API_ROOT).
+        session = google_session() if not os.environ.get("SMOKE_API_ROOT") else requests.Session()
+        steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, record_reader(config),
                           log_wait=args.log_wait)  # fmt: skip
-    except (SmokeError, BadArgument, dedup.Misconfigured) as error:
+    except (SmokeError, BadArgument, Misconfigured, StoreUnavailable) as error:
         print(f"smoke: FAIL ({error})", file=sys.stderr)
         return 1
     return report(steps)
-
-
-def _plain_session():
-    """No credentials: the local stand-in of the tests (SMOKE_API_ROOT)."""
-    import requests
-
-    return requests.Session()
 
 
 if __name__ == "__main__":

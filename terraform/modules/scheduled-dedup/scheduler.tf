@@ -15,7 +15,7 @@ resource "google_cloud_scheduler_job" "this" {
   schedule  = each.value.schedule
   time_zone = each.value.time_zone
 
-  # The job's own deadline: its work is stopped then (dedup.DedupConfig.stop_after), and the function's
+  # The job's own deadline: its work is stopped then (settings.DedupConfig.stop_after), and the function's
   # timeout is the largest deadline (main.tf), so Scheduler never gives up on a run the function still finishes.
   attempt_deadline = "${each.value.attempt_deadline_seconds}s"
 

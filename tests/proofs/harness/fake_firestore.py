@@ -6,7 +6,7 @@ calls of that method through, then answers every later one with the status code,
 answers NOT_FOUND for a missing database or UNAVAILABLE in an outage. `hold(method, seconds, after=n)`
 delays the call after those n by `seconds`, then passes it on. The client (google-cloud-firestore)
 sends a create, an update and a delete as `Commit`, reads a document with `BatchGetDocuments` and
-runs a query (a proxy target's started runs, dedup.RunLedger.started_runs) with `RunQuery` (both server
+runs a query (a proxy target's started runs, ledger.RunLedger.started_runs) with `RunQuery` (both server
 streaming); other methods are answered UNIMPLEMENTED, so a client that started using one would show
 up as a failing test.
 """

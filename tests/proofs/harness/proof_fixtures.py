@@ -8,7 +8,7 @@ from fake_firestore import FaultyFirestore
 from google.cloud import firestore
 from live_server import Fleet
 
-import dedup
+from settings import baked_settings
 
 PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
@@ -40,7 +40,7 @@ def faulty_firestore(emulator_host):
 def firestore_through(faulty_firestore, monkeypatch):
     """The handler's Firestore client talks to the emulator through faulty_firestore; disarmed after."""
     client = firestore_client_of(faulty_firestore.host)
-    monkeypatch.setattr(dedup, "firestore_client", lambda project, database: client)
+    monkeypatch.setattr("ledger.firestore_client", lambda project, database: client)
     yield faulty_firestore
     faulty_firestore.clear()
 
@@ -50,7 +50,7 @@ def firestore_client_of(host):
     previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
     os.environ["FIRESTORE_EMULATOR_HOST"] = host
     try:
-        return firestore.Client(project=PROJECT, database=dedup.baked_settings()["DEDUP_DATABASE"])
+        return firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"])
     finally:
         if previous is None:
             del os.environ["FIRESTORE_EMULATOR_HOST"]

@@ -30,9 +30,10 @@ from pathlib import Path
 from google.api_core import exceptions as api_exceptions
 from google.cloud import firestore
 
-import dedup
 import main
+from ledger import RPC_TIMEOUT_SECONDS, RunLedger, firestore_client
 from run_context import RunContext, TerminalJobError
+from settings import DedupConfig
 
 handle_scheduled_job = main.handle_scheduled_job
 logger = logging.getLogger("served_job")
@@ -87,13 +88,13 @@ def _loop_over_firestore(client: firestore.Client) -> None:
     """Firestore calls without end: the stop lands inside one of them sooner or later."""
     probe = client.collection(os.environ["SERVED_OUTPUTS"]).document("probe")
     while True:
-        probe.get(timeout=dedup.RPC_TIMEOUT_SECONDS)
+        probe.get(timeout=RPC_TIMEOUT_SECONDS)
 
 
 def _misbehave(misdeed: str) -> None:
-    config = dedup.DedupConfig.from_env()
+    config = DedupConfig.from_env()
     if misdeed == "loop_firestore_shared":  # the process's cached client, as the handler's own code uses it
-        _loop_over_firestore(dedup.firestore_client(config.project, config.database))
+        _loop_over_firestore(firestore_client(config.project, config.database))
     if misdeed == "loop_firestore_own":  # a client of the work's own
         _loop_over_firestore(firestore.Client(project=config.project, database=config.database))
     if misdeed == "sys_exit":
@@ -127,25 +128,25 @@ def put_if_absent_job(context: RunContext) -> None:
         _take_long()
     if first_run and os.environ.get("SERVED_FIRST_RUN_DOES"):
         _misbehave(os.environ["SERVED_FIRST_RUN_DOES"])
-    config = dedup.DedupConfig.from_env()
-    outputs = dedup.firestore_client(config.project, config.database).collection(os.environ["SERVED_OUTPUTS"])
+    config = DedupConfig.from_env()
+    outputs = firestore_client(config.project, config.database).collection(os.environ["SERVED_OUTPUTS"])
     # AlreadyExists: an earlier attempt of this run wrote it, so the effect happened once.
     with contextlib.suppress(api_exceptions.AlreadyExists):
         outputs.document(context.run_id).create(
             {"attempt_id": context.attempt_id, "attempt": context.attempt, "written_at": firestore.SERVER_TIMESTAMP},
-            timeout=dedup.RPC_TIMEOUT_SECONDS,
+            timeout=RPC_TIMEOUT_SECONDS,
         )
     _stop_here("after_work")
     _hold_here("hold_after_work")
 
 
-_complete = dedup.RunLedger.complete
+_complete = RunLedger.complete
 
 
-def _complete_then_stop(self: dedup.RunLedger, *args, **kwargs) -> None:
+def _complete_then_stop(self: RunLedger, *args, **kwargs) -> None:
     _complete(self, *args, **kwargs)  # the finish commit lands ...
     _stop_here("after_finish")  # ... and the process dies before Scheduler gets the answer
 
 
 main.run = put_if_absent_job
-dedup.RunLedger.complete = _complete_then_stop
+RunLedger.complete = _complete_then_stop

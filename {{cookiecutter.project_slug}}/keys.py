@@ -1,0 +1,181 @@
+"""A delivery's run key: which run of which job the request is, read from its headers, and its document id.
+
+A run is keyed by (project, location, job name, schedule time): Cloud Scheduler keeps the schedule time constant
+across retries of one run, and the key's sha256 is the run's id (its record's document id). A re-run's headers
+(a person's request that a finished run runs once more) are read here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Mapping
+
+import schedules
+from outcomes import InvalidDelivery, SkippedDstGap, quoted
+from settings import JOB_NAME, LOCATION, PROJECT, DedupConfig, JobSpec
+
+JOB_NAME_HEADER = "X-CloudScheduler-JobName"
+SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
+# Cloud Scheduler sends no project or location; our Scheduler jobs add these (see terraform/), so
+# one endpoint can serve jobs of several projects or regions that reuse a JOB_ID.
+PROJECT_HEADER = "X-Scheduler-Project"
+LOCATION_HEADER = "X-Scheduler-Location"
+# A re-run: a person asked (tools/runs.py rerun, through the Cloud Tasks queue) that a finished run
+# runs once more. The id is the request's: its retries carry the same id, so the work runs once per id.
+RERUN_ID_HEADER = "X-Rerun-Id"
+RERUN_BY_HEADER = "X-Rerun-By"
+RERUN_REASON_HEADER = "X-Rerun-Reason"
+
+RERUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+# Who asked and why: printable text of bounded length (a header value; it is stored in the record).
+RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")
+RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<hms>\d{2}:\d{2}):(?P<second>\d{2})(?P<fraction>\.\d+)?"
+    r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunKey:
+    project: str
+    location: str
+    job_name: str
+    schedule_time: dt.datetime  # UTC
+    # A delivery dated later than now (beyond schedules.CLOCK_MARGIN): a Force run, keyed apart from the scheduled run.
+    manual: bool = False
+
+    @property
+    def run_id(self) -> str:
+        parts = (self.project, self.location, self.job_name, self.schedule_time.isoformat())
+        material = "\n".join(parts + (("manual",) if self.manual else ()))
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    @property
+    def trigger(self) -> str:
+        """How the run came: `scheduled`, or `manual` (a Force run before its schedule time)."""
+        return "manual" if self.manual else "scheduled"
+
+
+def parse_schedule_time(text: str) -> dt.datetime:
+    """RFC 3339 with a mandatory offset, as Cloud Scheduler sends it; returns UTC."""
+    match = RFC3339.fullmatch(text)
+    if not match:
+        raise ValueError("is not an RFC 3339 timestamp such as 2026-10-16T12:00:00Z")
+    if match["second"] == "60":
+        raise ValueError("is a leap second, which Cloud Scheduler never sends")
+    fraction = (match["fraction"] or "")[:7]  # microseconds: the precision Firestore stores
+    offset = "+00:00" if match["offset"] in "Zz" else match["offset"]
+    try:
+        parsed = dt.datetime.fromisoformat(f"{match['date']}T{match['hms']}:{match['second']}{fraction}{offset}")
+        return parsed.astimezone(dt.UTC)
+    except (ValueError, OverflowError):  # OverflowError: 0001-01-01T00:00:00+01:00 has no UTC datetime
+        raise ValueError("is not a valid date and time") from None
+
+
+def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.datetime) -> RunKey:
+    """Headers (any letter case) -> the run's key, or InvalidDelivery with a one-line reason."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+
+    def header(name: str, pattern: re.Pattern[str], rule: str, default: str | None = None) -> str:
+        value = lowered.get(name.lower(), default)
+        if value is None:
+            raise InvalidDelivery(f"missing {name} header: not a Cloud Scheduler delivery")
+        if not pattern.fullmatch(value):
+            raise InvalidDelivery(f"{name}={quoted(value)}: {rule}")
+        return value
+
+    job_name = header(JOB_NAME_HEADER, JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')")
+    project = header(PROJECT_HEADER, PROJECT, "must be a GCP project id", config.project)
+    location = header(LOCATION_HEADER, LOCATION, "must be a GCP region such as europe-west1", config.location)
+    if (project, location) not in config.served:
+        served = ", ".join(f"{p}/{loc}" for p, loc in config.served)
+        raise InvalidDelivery(
+            f"{PROJECT_HEADER}={quoted(project)}, {LOCATION_HEADER}={quoted(location)}: this function serves "
+            f"only {served} (`serve` in the configuration); a run keyed elsewhere would never be audited"
+        )
+    raw_time = lowered.get(SCHEDULE_TIME_HEADER.lower())
+    if raw_time is None:
+        # Google's dedup guide: a Force run sends the next scheduled time "or can be omitted".
+        raise InvalidDelivery(
+            f"missing {SCHEDULE_TIME_HEADER} header: Cloud Scheduler sends it for unix-cron jobs, and a Force run "
+            "may omit it; a run without it cannot be deduplicated, so nothing ran. Force-run the job again, or "
+            "send the header yourself (docs/schedules-and-manual-runs.md)"
+        )
+    try:
+        schedule_time = parse_schedule_time(raw_time)
+    except ValueError as error:
+        raise InvalidDelivery(f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: {error}") from None
+    # Past the retention window the run's record may be gone, so a replay would run again. At its very
+    # edge too: a record counts as absent from expire_at (>= schedule time + retention) on.
+    if schedule_time <= now - config.retention:
+        raise InvalidDelivery(
+            f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: older than the retention window "
+            f"({int(config.retention.total_seconds())} s); refusing a run that may already have happened"
+        )
+    # Dated later than now: a Force run, which sends the next fire time; a scheduled delivery never comes early.
+    # The time as sent decides: a reading of a daylight saving time may be keyed at a later instant.
+    manual = schedule_time > now + schedules.CLOCK_MARGIN
+    job = config.jobs.get(job_name)
+    if job is None:  # the audit job, or a job the configuration lacks: no cron to check against
+        if schedule_time > now + config.max_future:
+            raise InvalidDelivery(
+                f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: more than "
+                f"{int(config.max_future.total_seconds())} s in the future"
+            )
+    else:
+        schedule_time = _fire_time(job, schedule_time, raw_time, now)
+    return RunKey(project=project, location=location, job_name=job_name, schedule_time=schedule_time, manual=manual)
+
+
+def _fire_time(job: JobSpec, schedule_time: dt.datetime, raw_time: str, now: dt.datetime) -> dt.datetime:
+    """The schedule time a delivery of `job` is keyed by: the fire time it is a reading of (schedules.py: a
+    time daylight saving repeats or skips has one), or InvalidDelivery past the job's next fire time, or
+    SkippedDstGap for a skipped time the job skips."""
+    fire = schedules.fire_time_of(job.fire_rule, schedule_time)
+    if fire is not None and fire.instant is None:
+        raise SkippedDstGap(
+            f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: {fire.wall:%Y-%m-%d %H:%M} does not exist in "
+            f"{job.time_zone} (daylight saving) and the job's dst_gap is {schedules.SKIP}; the work does not run"
+        )
+    keyed = fire.instant if fire is not None else schedule_time
+    latest = schedules.next_fire_after(job.fire_rule, now + schedules.CLOCK_MARGIN)
+    if latest is None or keyed > latest:
+        raise InvalidDelivery(
+            f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: later than the job's next fire time after now "
+            f"({latest.isoformat() if latest else 'none'}) plus the clock margin "
+            f"({int(schedules.CLOCK_MARGIN.total_seconds())} s); Cloud Scheduler never sends that"
+        )
+    return keyed
+
+
+@dataclasses.dataclass(frozen=True)
+class Rerun:
+    """A person's request that a finished run runs once more: its id, who asked, why."""
+
+    rerun_id: str
+    by: str
+    reason: str
+
+
+def read_rerun(headers: Mapping[str, str]) -> Rerun | None:
+    """The re-run a delivery asks for (X-Rerun-Id, -By, -Reason), None for a plain delivery, or InvalidDelivery."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    rerun_id = lowered.get(RERUN_ID_HEADER.lower())
+    if rerun_id is None:
+        return None
+    fields = {}
+    for name, pattern, rule in (
+        (RERUN_ID_HEADER, RERUN_ID, "must be 1-100 letters, digits, '-', '_'"),
+        (RERUN_BY_HEADER, RERUN_TEXT, "must say who asked (1-500 printable characters)"),
+        (RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),
+    ):
+        value = lowered.get(name.lower())
+        if value is None:
+            raise InvalidDelivery(f"missing {name} header: a re-run ({RERUN_ID_HEADER}) says who asked and why")
+        if not pattern.fullmatch(value):
+            raise InvalidDelivery(f"{name}={quoted(value)}: {rule}")
+        fields[name] = value
+    return Rerun(fields[RERUN_ID_HEADER], fields[RERUN_BY_HEADER], fields[RERUN_REASON_HEADER])

@@ -1,0 +1,394 @@
+"""The run ledger: the protocol's records in Firestore, and the only code that touches Firestore.
+
+Each write is one move of the state machine (dedup.py) and is conditional: the claim is a create (None if the
+run exists), a takeover and every finish are guarded by the update time the claim last wrote (GuardedRecords).
+Every call has a bounded time, and its errors map to the protocol's outcomes (firestore_call).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import uuid
+from collections.abc import Iterable, Mapping
+
+import google.auth.exceptions
+from google.api_core import exceptions as api_exceptions
+from google.api_core import retry as api_retry
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+import dedup
+from keys import Rerun, RunKey
+from outcomes import (
+    Duplicate,
+    InProgress,
+    Misconfigured,
+    RunNotProcessed,
+    SkippedLate,
+    SkippedOverlap,
+    StoreUnavailable,
+    Superseded,
+)
+from run_context import RunContext
+from settings import DedupConfig
+
+# Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
+# was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
+RPC_TIMEOUT_SECONDS = 5.0
+READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
+# The audit's bookmark, one document in the runs collection for every job: per Scheduler job name when
+# the audit first saw the job (`since`) and up to when its runs are judged (`judged_until`), and when the
+# last full sweep ran. One read and one write per audit whatever the jobs (about 100 bytes a job: the
+# 1 MiB document limit holds some 10,000). Not 64 hex characters, so never a run id; no status, so no
+# query of runs.py finds it; no expire_at, so kept.
+AUDIT_CURSOR_ID = "audit-cursor"
+# Before the cursor, one marker per job held `since` (read once, when the cursor is first written).
+AUDIT_START_PREFIX = "audit-start-"
+
+# A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
+# since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
+# for a deleted record too) or NOT_FOUND (the record is gone).
+GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
+# The same two codes where a call does not expect them as its answer: the database itself cannot
+# hold the records. NOT_FOUND: it does not exist, e.g. a new project or a misspelt DEDUP_DATABASE
+# (googleapis/nodejs-firestore#2216, firebase/firebase-admin-node#2732); FAILED_PRECONDITION "The
+# Cloud Firestore API is not available for Firestore in Datastore Mode database ..."
+# (quarkiverse/quarkus-google-cloud-services#422). Retries cannot help; a deploy does.
+DATABASE_UNUSABLE = (api_exceptions.NotFound, api_exceptions.FailedPrecondition)
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """This attempt owns the run while the record's update time is still `write_time`."""
+
+    key: RunKey
+    attempt_id: str
+    attempt: int
+    write_time: dt.datetime
+    taken_over_from: str | None = None  # the expired attempt's id, on a takeover
+    rerun_id: str | None = None  # the re-run this claim runs, if it is one
+
+    def context(self, job_id: str | None) -> RunContext:
+        return RunContext(
+            run_id=self.key.run_id,
+            job_id=job_id,
+            job_name=self.key.job_name,
+            schedule_time=self.key.schedule_time,
+            attempt_id=self.attempt_id,
+            attempt=self.attempt,
+            project=self.key.project,
+            location=self.key.location,
+            trigger=self.key.trigger,
+            rerun_id=self.rerun_id,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class StartedRun:
+    """A run recorded `started`: a proxy target started its execution, whose end is not known yet."""
+
+    run_id: str
+    job_name: str
+    schedule_time: dt.datetime
+    execution: str  # the execution's full resource name
+    write_time: dt.datetime  # the record's update time when read: ending it is guarded by it
+
+
+@functools.cache
+def firestore_client(project: str, database: str) -> firestore.Client:
+    """One client per process, made on first use (never at import: no network before a request)."""
+    return firestore.Client(project=project, database=database)
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditCursor:
+    """The audit's bookmark (AUDIT_CURSOR_ID): job name -> {"since", "judged_until"}, and the last full sweep."""
+
+    jobs: Mapping[str, Mapping[str, dt.datetime]]
+    last_full_sweep: dt.datetime | None = None
+    update_time: dt.datetime | None = None  # None: not stored yet
+
+
+class RecordChanged(Exception):
+    """A guarded write's refusal: another writer changed or removed the record since the caller last saw it."""
+
+
+class GuardedRecords:
+    """The one way the protocol's records are written (the run ledger's, and the Cloud Run job target's items);
+    guarded writes need no transaction."""
+
+    def __init__(self, client: firestore.Client, call) -> None:
+        self.client = client
+        self._call = call  # firestore_call on the client's database
+
+    def create(self, ref: firestore.DocumentReference, record: Mapping[str, object]) -> dt.datetime | None:
+        """The new record's update time, or None if the record exists already."""
+        try:
+            return self._call(ref.create, record, retry=None, answers=(api_exceptions.AlreadyExists,)).update_time
+        except api_exceptions.AlreadyExists:
+            return None
+
+    def update_if_unchanged(
+        self, ref: firestore.DocumentReference, fields: Mapping[str, object], since: dt.datetime
+    ) -> dt.datetime:
+        """The record's new update time; RecordChanged if it changed or vanished since `since`."""
+        option = self.client.write_option(last_update_time=since)
+        try:
+            return self._call(ref.update, fields, option=option, retry=None, answers=GUARD_FAILED).update_time
+        except GUARD_FAILED:
+            raise RecordChanged(ref.id) from None
+
+    def delete_if_unchanged(self, ref: firestore.DocumentReference, since: dt.datetime) -> None:
+        """RecordChanged if the record changed or vanished since `since`."""
+        option = self.client.write_option(last_update_time=since)
+        try:
+            self._call(ref.delete, option=option, retry=None, answers=GUARD_FAILED)
+        except GUARD_FAILED:
+            raise RecordChanged(ref.id) from None
+
+
+class RunLedger:
+    """The run records in one Firestore collection, changed only through the protocol's transitions."""
+
+    # Ids per BatchGetDocuments: a bounded request (~100 KB of document names) and a bounded answer.
+    READ_BATCH = 1000
+
+    def __init__(self, config: DedupConfig, client: firestore.Client | None = None) -> None:
+        self.config = config
+        try:
+            self.client = client or firestore_client(config.project, config.database)
+        except google.auth.exceptions.GoogleAuthError as error:  # no credentials: nothing can be claimed
+            raise StoreUnavailable(f"no Firestore client: {type(error).__name__}: {_first_line(error)}") from error
+        self.collection = self.client.collection(config.collection)
+        self._call = functools.partial(firestore_call, database=config.database_name)
+        self.records = GuardedRecords(self.client, self._call)
+
+    def claim(self, key: RunKey, now: dt.datetime, rerun: Rerun | None = None) -> Claim:
+        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured. A re-run that reopens a
+        finished run (dedup.is_new_rerun) does so by a guarded write: two deliveries of it cannot both reopen it."""
+        ref = self.collection.document(key.run_id)
+        attempt_id = uuid.uuid4().hex
+        record = self._claim_record(key, attempt_id, attempt=1, now=now)
+        if rerun is not None:
+            record |= {"rerun_id": rerun.rerun_id, "reruns": [_rerun_entry(rerun, now, None)]}
+        write_time = self.records.create(ref, record)
+        if write_time is not None:
+            return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
+        snapshot = self._call(ref.get, retry=READ_RETRY)
+        if not snapshot.exists:  # released between our create and our read: let the next retry claim it
+            raise InProgress("the run was released while this delivery claimed it; retry")
+        current = snapshot.to_dict()
+        decision = dedup.decide(current, now, rerun and rerun.rerun_id)
+        if decision is dedup.Decision.DUPLICATE:
+            if key.manual:
+                raise Duplicate(
+                    f"a manual run for {key.schedule_time.isoformat()} is already {current['status']}: a Force run "
+                    "before a schedule time runs the work once; the scheduled run at that time still runs"
+                )
+            raise Duplicate(f"run already {current['status']}; the work does not run again")
+        if decision is dedup.Decision.IN_PROGRESS:
+            raise InProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
+        attempt = int(current.get("attempts", 1)) + 1
+        takeover = self._claim_record(key, attempt_id, attempt=attempt, now=now) | {
+            "finished_at": firestore.DELETE_FIELD,
+            "last_error": firestore.DELETE_FIELD,
+            "result": firestore.DELETE_FIELD,
+        }
+        fresh_rerun = rerun is not None and dedup.is_new_rerun(current, rerun.rerun_id)
+        if fresh_rerun:
+            takeover |= {
+                "rerun_id": rerun.rerun_id,
+                "reruns": [*current.get("reruns", []), _rerun_entry(rerun, now, current)],
+            }
+        try:
+            write_time = self.records.update_if_unchanged(ref, takeover, since=snapshot.update_time)
+        except RecordChanged:
+            raise InProgress("another delivery took the run over first") from None
+        rerun_id = rerun.rerun_id if fresh_rerun else current.get("rerun_id")
+        return Claim(key, attempt_id, attempt, write_time, taken_over_from=current["attempt_id"], rerun_id=rerun_id)
+
+    def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> None:
+        """Success; `result` is what the work reported (a proxy: the execution it started)."""
+        fields = {"status": dedup.Status.COMPLETED.value, "finished_at": now}
+        if result is not None:
+            fields["result"] = str(result)[:1500]
+        self._finish(claim, fields)
+
+    def fail(self, claim: Claim, reason: str, now: dt.datetime) -> None:
+        """Terminal failure: record it, so replays stop; the work does not run again."""
+        self._finish(claim, {"status": dedup.Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
+
+    def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
+        """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing.
+        Judged on a run's first claim only: a takeover continues a run claimed in time (the work may have
+        started), so it is finished or retried, never recorded as never run. A re-run is late on purpose: a person
+        asked for it, so the limit does not apply to it."""
+        job = self.config.jobs.get(claim.key.job_name)
+        if claim.rerun_id is not None:
+            return
+        if claim.taken_over_from is not None or job is None or job.max_lateness is None:
+            return
+        if now - claim.key.schedule_time <= job.max_lateness:
+            return
+        late = int((now - claim.key.schedule_time).total_seconds())
+        limit = int(job.max_lateness.total_seconds())
+        reason = f"delivered {late} s after its schedule time, past max_lateness_seconds={limit}; the work does not run"
+        self._skip(claim, now, SkippedLate(reason))
+
+    def skip_overlapping(self, claim: Claim, now: dt.datetime, reason: str) -> None:
+        """The job's previous execution still runs, and its overlap rule is "skip": record `skipped`, raise
+        SkippedOverlap."""
+        self._skip(claim, now, SkippedOverlap(reason))
+
+    def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
+        """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
+        the execution is seen to end (end_execution)."""
+        self._finish(claim, {"status": dedup.Status.STARTED.value, "started_at": now, "execution": execution[:1500]})
+
+    def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
+        """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
+        Few runs are ever `started` at once, so the expiry is compared here."""
+        return [
+            StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
+            for s in self._with_status(dedup.Status.STARTED, job_name)
+            if (record := s.to_dict())["expire_at"] > now
+        ]
+
+    def stuck_runs(self, now: dt.datetime) -> list[tuple[str, dict[str, object]]]:
+        """(run id, record) of the runs still `in_progress` after their lease expired: the attempt died or hangs
+        past its lease. Few runs are ever in_progress at once, so the lease is compared here."""
+        return [
+            (s.id, record)
+            for s in self._with_status(dedup.Status.IN_PROGRESS)
+            if (record := s.to_dict())["lease_expires"] <= now
+        ]
+
+    def _with_status(self, status: dedup.Status, job_name: str | None = None) -> list:
+        """The records in `status` (of one Scheduler job, or of all). Equality filters only: Firestore serves
+        them by merging its automatic single-field indexes, no composite index to create
+        (firebase.google.com/docs/firestore/query-data/index-overview, "Index merging")."""
+        query = self.collection.where(filter=FieldFilter("status", "==", status.value))
+        if job_name is not None:
+            query = query.where(filter=FieldFilter("job_name", "==", job_name))
+        return self._call(self._stream, query, retry=READ_RETRY)
+
+    def end_execution(self, run: StartedRun, status: dedup.Status, now: dt.datetime, reason: str | None = None) -> bool:
+        """Record how a started run's execution ended (`completed`, or `failed` with the reason); False if
+        another follower (a delivery, the audit) recorded it first."""
+        fields: dict[str, object] = {"status": status.value, "finished_at": now}
+        if reason is not None:
+            fields["last_error"] = reason[:1500]
+        try:
+            self.records.update_if_unchanged(self.collection.document(run.run_id), fields, since=run.write_time)
+        except RecordChanged:
+            return False
+        return True
+
+    def _skip(self, claim: Claim, now: dt.datetime, stop: RunNotProcessed) -> None:
+        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run."""
+        self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
+        raise stop
+
+    def release(self, claim: Claim) -> None:
+        """Retryable failure: delete the claim so that the next retry runs at once."""
+        self._finish(claim, None)
+
+    def read_runs(self, run_ids: Iterable[str]) -> dict[str, dict[str, object]]:
+        """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids."""
+        ids = list(dict.fromkeys(run_ids))
+        found: dict[str, dict[str, object]] = {}
+        for start in range(0, len(ids), self.READ_BATCH):
+            refs = [self.collection.document(run_id) for run_id in ids[start : start + self.READ_BATCH]]
+            snapshots = self._call(self._get_all, refs, retry=READ_RETRY)
+            found.update({snapshot.id: snapshot.to_dict() for snapshot in snapshots if snapshot.exists})
+        return found
+
+    def read_audit_cursor(self, job_names: Iterable[str]) -> AuditCursor:
+        """The audit's bookmark (one read); before its first write, seeded from the older per-job markers."""
+        snapshot = self._call(self.collection.document(AUDIT_CURSOR_ID).get, retry=READ_RETRY)
+        if snapshot.exists:
+            stored = snapshot.to_dict()
+            return AuditCursor(stored.get("jobs", {}), stored.get("last_full_sweep"), snapshot.update_time)
+        refs = [self.collection.document(AUDIT_START_PREFIX + name) for name in job_names]
+        markers = self._call(self._get_all, refs, retry=READ_RETRY) if refs else []
+        jobs = {m.id.removeprefix(AUDIT_START_PREFIX): m.to_dict()["since"] for m in markers if m.exists}
+        return AuditCursor({name: {"since": since, "judged_until": since} for name, since in jobs.items()})
+
+    def write_audit_cursor(self, cursor: AuditCursor) -> None:
+        """Store the bookmark; RecordChanged if another audit moved it since `cursor` was read."""
+        ref = self.collection.document(AUDIT_CURSOR_ID)
+        fields = {"jobs": dict(cursor.jobs), "last_full_sweep": cursor.last_full_sweep}
+        if cursor.update_time is None:
+            if self.records.create(ref, fields) is None:
+                raise RecordChanged(ref.id)
+        else:
+            self.records.update_if_unchanged(ref, fields, since=cursor.update_time)
+
+    # get_all and a query stream: read the stream here, so that its errors are the call's.
+    def _get_all(self, refs, **kwargs) -> list:
+        return list(self.client.get_all(refs, **kwargs))
+
+    @staticmethod
+    def _stream(query, **kwargs) -> list:
+        return list(query.stream(**kwargs))
+
+    def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
+        return {
+            "status": dedup.Status.IN_PROGRESS.value,
+            "attempt_id": attempt_id,
+            "lease_expires": now + self.config.lease_for(key.job_name),
+            # From the later of now and the schedule time: a forced run keys a future time.
+            "expire_at": max(now, key.schedule_time) + self.config.retention,
+            "attempts": attempt,
+            "claimed_at": now,
+            "job_name": key.job_name,
+            "schedule_time": key.schedule_time,
+            "project": key.project,
+            "location": key.location,
+            "trigger": key.trigger,
+        }
+
+    def _finish(self, claim: Claim, fields: dict[str, object] | None) -> None:
+        """The claim's last write (fields, or None: delete), or Superseded if another attempt took the run over."""
+        ref = self.collection.document(claim.key.run_id)
+        try:
+            if fields is None:
+                self.records.delete_if_unchanged(ref, since=claim.write_time)
+            else:
+                self.records.update_if_unchanged(ref, fields, since=claim.write_time)
+        except RecordChanged:
+            raise Superseded(
+                f"attempt {claim.attempt_id} lost its lease to a newer attempt; its result is not recorded"
+            ) from None
+
+
+def firestore_call(method, *args, database: str, answers: tuple[type[Exception], ...] = (), **kwargs):
+    """A Firestore call on `database` with a bounded time, which ends in its result, one of the errors
+    the call site expects as the protocol's answer (`answers`, re-raised), Misconfigured (an unexpected
+    DATABASE_UNUSABLE code: the database is missing or in Datastore mode) or StoreUnavailable (every
+    other gRPC status, and a read's RetryError)."""
+    try:
+        return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)
+    except answers:
+        raise
+    except DATABASE_UNUSABLE as error:
+        raise Misconfigured(
+            f"Firestore database {database} cannot hold the run records ({type(error).__name__}: "
+            f"{_first_line(error)}): it does not exist or is in Datastore mode; see DEDUP_PROJECT, DEDUP_DATABASE"
+        ) from error
+    except api_exceptions.GoogleAPIError as error:
+        raise StoreUnavailable(f"Firestore call failed: {type(error).__name__}: {_first_line(error)}") from error
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else ""
+
+
+def _rerun_entry(rerun: Rerun, now: dt.datetime, previous: Mapping[str, object] | None) -> dict[str, object]:
+    """What a run's record keeps of a re-run that ran (field `reruns`, one entry each)."""
+    entry: dict[str, object] = {"rerun_id": rerun.rerun_id, "by": rerun.by, "reason": rerun.reason, "at": now}
+    if previous is not None:
+        entry["previous_status"] = previous["status"]
+    return entry

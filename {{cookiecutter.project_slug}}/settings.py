@@ -1,0 +1,336 @@
+"""The protocol's settings: DedupConfig and each job's JobSpec, built from config.yaml.
+
+config.py reads and checks config.yaml; this module turns it into the DEDUP_* values the protocol runs by
+(`baked_settings`), each overridden by the environment variable of its name (a test's, a local run's: the
+deployed function gets none), and checks each value, or raises Misconfigured naming it, its value and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import json
+import os
+import re
+import zoneinfo
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from cronsim import CronSim, CronSimError
+
+import config
+import rules
+import schedules
+from outcomes import Misconfigured, quoted
+
+# A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole
+# schedule period ahead; anything further out is refused as nonsense. Not a setting: no project differs.
+MAX_FUTURE_SECONDS = "2764800"
+
+
+@functools.cache
+def baked_settings() -> Mapping[str, str]:
+    """config.yaml (read once per process by config.load) as DEDUP_* values, or Misconfigured."""
+    try:
+        loaded = config.load()
+    except config.ConfigError as error:
+        raise Misconfigured(str(error)) from None
+    jobs = {
+        loaded.scheduler_job_name(job_id): {
+            "job_id": job_id,
+            "schedule": job.schedule,
+            "time_zone": job.time_zone,
+            "attempt_deadline_seconds": job.timing["attempt_deadline_seconds"],
+            "lease_seconds": job.timing["lease_seconds"],
+            "retry_window_seconds": job.retry_window_seconds,
+            **({"max_lateness_seconds": job.max_lateness_seconds} if job.max_lateness_seconds is not None else {}),
+            # issue 18's per-job choices, as written; a switch that is off is left out.
+            **{key: value for key, value in job.options.items() if value is not False},
+        }
+        for job_id, job in loaded.jobs.items()
+    }
+    defaults = loaded.defaults
+    return MappingProxyType({
+        "DEDUP_PROJECT": loaded.project,
+        "DEDUP_LOCATION": loaded.region,
+        "DEDUP_DATABASE": loaded.database,
+        "DEDUP_COLLECTION": loaded.collection,
+        # The audit job's (and a job's that sets none): the defaults block's.
+        "DEDUP_LEASE_SECONDS": str(defaults["lease_seconds"]),
+        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(defaults["attempt_deadline_seconds"]),
+        "DEDUP_RETRY_WINDOW_SECONDS": str(
+            rules.retry_window_seconds(
+                defaults["attempt_deadline_seconds"],
+                defaults["retry_count"],
+                defaults["max_backoff_seconds"],
+                defaults["max_retry_duration_seconds"],
+            )
+        ),
+        "DEDUP_RETENTION_SECONDS": str(loaded.retention_seconds),
+        "DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS,
+        "DEDUP_JOBS": json.dumps(jobs),
+        "DEDUP_AUDIT_JOB": loaded.audit_job_name,
+        "DEDUP_TASKS_QUEUE": loaded.task_queue,
+        # config.yaml's `serve`; its default (only the function's own place) is left out, so that an overridden
+        # DEDUP_PROJECT / DEDUP_LOCATION stays the one place served (DedupConfig.served).
+        **({"DEDUP_SERVE": json.dumps([{"project": p, "location": loc} for p, loc in loaded.serve])}
+           if loaded.serve != ((loaded.project, loaded.region),) else {}),
+    })  # fmt: skip
+
+
+# The stop (stop.py): a run's work is killed this long before its job's attempt deadline, so that the
+# release (one Firestore write, RPC_TIMEOUT_SECONDS at most) and the answer reach Cloud Scheduler before
+# it gives up on the attempt: two Firestore deadlines, as the kill and the answer take milliseconds.
+RELEASE_MARGIN = dt.timedelta(seconds=10)
+DEADLINE_RULE = f"must be a whole number of seconds above the release margin ({RELEASE_MARGIN.seconds} s)"
+
+WHOLE_NUMBER = re.compile(r"[0-9]+")
+JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
+PROJECT, LOCATION = rules.PROJECT_ID, rules.REGION
+QUEUE_ID = "[A-Za-z0-9-]{1,100}"
+TASKS_QUEUE = re.compile(f"projects/{PROJECT.pattern}/locations/{LOCATION.pattern}/queues/{QUEUE_ID}")
+
+# What a proxy target's new run does while the job's previous execution still runs (JobSpec.overlap).
+OVERLAP_RULES = rules.JOB_CHOICES["overlap"]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """One Scheduler job as DEDUP_JOBS describes it: its id in the answers, its cron, the zone it is read in,
+    its lateness limit."""
+
+    job_id: str  # as written in config.yaml (`nightly`); Scheduler sends "<slug>-<job id>"
+    schedule: str
+    time_zone: str
+    max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
+    paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
+    catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
+    overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
+    # The job's own numbers (config.yaml); None: the project's (DedupConfig.attempt_deadline, .lease, .retry_window).
+    attempt_deadline: dt.timedelta | None = None
+    lease: dt.timedelta | None = None
+    retry_window: dt.timedelta | None = None
+    dst_gap: str = schedules.END_OF_GAP  # a wall-clock time the clocks skip: run at the gap's end, or skip
+
+    @property
+    def fire_rule(self) -> schedules.Schedule:
+        """When the job fires: what schedules.py computes fire times from."""
+        return schedules.Schedule(self.schedule, self.time_zone, self.dst_gap)
+
+
+@functools.lru_cache(maxsize=8)
+def parse_jobs(text: str) -> Mapping[str, JobSpec]:
+    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
+    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?, "overlap"?,
+    "dst_gap"?}}, or Misconfigured.
+    Cached: a delivery does not parse the table again, nor build a cron parser per job."""
+    try:
+        jobs = json.loads(text)
+    except ValueError as error:
+        raise Misconfigured(f"DEDUP_JOBS={quoted(text)}: is not JSON ({error})") from None
+    if not isinstance(jobs, dict):
+        raise Misconfigured(f"DEDUP_JOBS={quoted(text)}: must be a JSON object of job name -> job")
+    specs = {}
+    for name, job in jobs.items():
+        field = f"DEDUP_JOBS.{name}"
+        if not JOB_NAME.fullmatch(name):
+            raise Misconfigured(f"DEDUP_JOBS={quoted(name)}: a job name is letters, digits, '-', '_'")
+        if not isinstance(job, dict) or not {"job_id", "schedule", "time_zone"} <= set(job):
+            raise Misconfigured(f"{field}={quoted(json.dumps(job))}: must hold job_id, schedule and time_zone")
+        if not isinstance(job["job_id"], str) or not JOB_NAME.fullmatch(job["job_id"]):
+            raise Misconfigured(f"{field}.job_id={job['job_id']!r}: a job id is letters, digits, '-', '_'")
+        try:
+            CronSim(str(job["schedule"]), dt.datetime(2000, 1, 1))
+        except CronSimError as error:
+            raise Misconfigured(f"{field}.schedule={job['schedule']!r}: is not a cron schedule ({error})") from None
+        try:
+            zoneinfo.ZoneInfo(str(job["time_zone"]))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            raise Misconfigured(f"{field}.time_zone={job['time_zone']!r}: is not an IANA time zone") from None
+        numbers = {}
+        for key in ("max_lateness_seconds", "attempt_deadline_seconds", "lease_seconds", "retry_window_seconds"):
+            number = job.get(key)
+            if number is not None and (type(number) is not int or number <= 0):
+                raise Misconfigured(f"{field}.{key}={number!r}: must be a positive whole number or null")
+            numbers[key] = dt.timedelta(seconds=number) if number is not None else None
+        deadline = job.get("attempt_deadline_seconds")  # a whole number by now
+        if deadline is not None and deadline <= RELEASE_MARGIN.total_seconds():  # stopped before it could start
+            raise Misconfigured(f"{field}.attempt_deadline_seconds={deadline!r}: {DEADLINE_RULE}")
+        for flag in ("paused", "catch_up"):
+            if type(job.get(flag, False)) is not bool:
+                raise Misconfigured(f"{field}.{flag}={job[flag]!r}: must be true or false")
+        overlap = job.get("overlap", "skip")
+        if overlap not in OVERLAP_RULES:
+            raise Misconfigured(f"{field}.overlap={overlap!r}: must be one of {', '.join(OVERLAP_RULES)}")
+        dst_gap = job.get("dst_gap", schedules.END_OF_GAP)
+        if dst_gap not in schedules.DST_GAP_RULES:
+            raise Misconfigured(f"{field}.dst_gap={dst_gap!r}: must be one of {', '.join(schedules.DST_GAP_RULES)}")
+        specs[name] = JobSpec(
+            job_id=job["job_id"],
+            schedule=str(job["schedule"]),
+            time_zone=str(job["time_zone"]),
+            max_lateness=numbers["max_lateness_seconds"],
+            attempt_deadline=numbers["attempt_deadline_seconds"],
+            lease=numbers["lease_seconds"],
+            retry_window=numbers["retry_window_seconds"],
+            paused=job.get("paused", False),
+            catch_up=job.get("catch_up", False),
+            overlap=overlap,
+            dst_gap=dst_gap,
+        )
+    return MappingProxyType(specs)
+
+
+def overridden(jobs: Mapping[str, JobSpec], environ: Mapping[str, str]) -> Mapping[str, JobSpec]:
+    """A DEDUP_ATTEMPT_DEADLINE_SECONDS, DEDUP_LEASE_SECONDS or DEDUP_RETRY_WINDOW_SECONDS of the environment (a
+    test's, a local run's) holds for every job, over each job's own from config.yaml."""
+    fields = {
+        "DEDUP_ATTEMPT_DEADLINE_SECONDS": "attempt_deadline",
+        "DEDUP_LEASE_SECONDS": "lease",
+        "DEDUP_RETRY_WINDOW_SECONDS": "retry_window",
+    }
+    cleared = {field: None for variable, field in fields.items() if environ.get(variable)}
+    if not cleared:
+        return jobs
+    return MappingProxyType({name: dataclasses.replace(job, **cleared) for name, job in jobs.items()})
+
+
+def parse_serve(text: str | None) -> tuple[tuple[str, str], ...]:
+    """DEDUP_SERVE, [{"project", "location"}, ...]: where the runs this function accepts may be keyed
+    (`serve` in the configuration); unset: () (DedupConfig.served: only its own). Or Misconfigured."""
+    if text is None:
+        return ()
+    try:
+        places = json.loads(text)
+    except ValueError as error:
+        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: is not JSON ({error})") from None
+    rule = 'must be a non-empty JSON list of {"project": "<GCP project id>", "location": "<GCP region>"}'
+    if not isinstance(places, list) or not places:
+        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: {rule}")
+    served = []
+    for place in places:
+        if (
+            not isinstance(place, dict)
+            or set(place) != {"project", "location"}
+            or not PROJECT.fullmatch(str(place["project"]))
+            or not LOCATION.fullmatch(str(place["location"]))
+        ):
+            raise Misconfigured(f"DEDUP_SERVE={quoted(json.dumps(place))}: {rule}")
+        served.append((place["project"], place["location"]))
+    return tuple(served)
+
+
+@dataclasses.dataclass(frozen=True)
+class DedupConfig:
+    project: str
+    location: str
+    database: str
+    collection: str
+    lease: dt.timedelta
+    retention: dt.timedelta
+    max_future: dt.timedelta
+    retry_window: dt.timedelta
+    jobs: Mapping[str, JobSpec]
+    audit_job: str
+    # Cloud Scheduler's attempt deadline of the audit job and of a job that sets none of its own (the defaults').
+    attempt_deadline: dt.timedelta
+    # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (projects/P/locations/L/queues/Q);
+    # None: not deployed with one (the job catch_up needs it).
+    tasks_queue: str | None = None
+    # Where a run may be keyed (project, location): `serve` in the configuration; empty: only the function's own.
+    serve: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def served(self) -> tuple[tuple[str, str], ...]:
+        return self.serve or ((self.project, self.location),)
+
+    @property
+    def settle(self) -> dt.timedelta:
+        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease.
+        The project's (the audit job's); a job's own is settle_for."""
+        return self.lease + self.retry_window
+
+    def lease_for(self, job_name: str) -> dt.timedelta:
+        """The lease of a run of `job_name`: the job's own (config.yaml), else the project's."""
+        job = self.jobs.get(job_name)
+        return job.lease if job is not None and job.lease is not None else self.lease
+
+    def settle_for(self, job_name: str) -> dt.timedelta:
+        """settle, for a run of `job_name`: with the job's own lease and retry window."""
+        job = self.jobs.get(job_name)
+        window = job.retry_window if job is not None and job.retry_window is not None else self.retry_window
+        return self.lease_for(job_name) + window
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> DedupConfig:
+        """The settings, or Misconfigured naming the variable, its value and the rule."""
+
+        def value(name: str, pattern: re.Pattern[str] | None = None, rule: str = "") -> str:
+            text = environ.get(name) or baked_settings().get(name)
+            if text is None:
+                raise Misconfigured(f"{name} is not set, and config.yaml has no value for it")
+            if pattern and not pattern.fullmatch(text):
+                raise Misconfigured(f"{name}={text!r}: {rule}")
+            return text
+
+        def optional_queue() -> str | None:
+            text = environ.get("DEDUP_TASKS_QUEUE", baked_settings().get("DEDUP_TASKS_QUEUE")) or None
+            if text is not None and not TASKS_QUEUE.fullmatch(text):
+                raise Misconfigured(
+                    f"DEDUP_TASKS_QUEUE={text!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE"
+                )
+            return text
+
+        def seconds(name: str) -> dt.timedelta:
+            text = value(name, WHOLE_NUMBER, "must be a positive whole number of seconds")
+            if int(text) == 0:
+                raise Misconfigured(f"{name}={text!r}: must be a positive whole number of seconds")
+            return dt.timedelta(seconds=int(text))
+
+        def attempt_deadline() -> dt.timedelta:
+            name = "DEDUP_ATTEMPT_DEADLINE_SECONDS"
+            text = value(name, WHOLE_NUMBER, DEADLINE_RULE)
+            if int(text) <= RELEASE_MARGIN.total_seconds():
+                raise Misconfigured(f"{name}={text!r}: {DEADLINE_RULE}")
+            return dt.timedelta(seconds=int(text))
+
+        config = cls(
+            project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
+            location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
+            database=value("DEDUP_DATABASE"),
+            collection=value("DEDUP_COLLECTION"),
+            lease=seconds("DEDUP_LEASE_SECONDS"),
+            retention=seconds("DEDUP_RETENTION_SECONDS"),
+            max_future=seconds("DEDUP_MAX_FUTURE_SECONDS"),
+            retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
+            jobs=overridden(parse_jobs(value("DEDUP_JOBS")), environ),
+            audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
+            attempt_deadline=attempt_deadline(),
+            serve=parse_serve(environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE")),
+            tasks_queue=optional_queue(),
+        )
+        for name, job in config.jobs.items():
+            if job.catch_up and config.tasks_queue is None:
+                raise Misconfigured(
+                    f"DEDUP_JOBS.{name}.catch_up=true: the audit delivers through a Cloud Tasks queue, "
+                    "and DEDUP_TASKS_QUEUE is not set"
+                )
+        return config
+
+    def stop_after(self, job_name: str) -> dt.timedelta:
+        """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
+        release margin, so that the release and the answer reach Scheduler in time. The one place that says it."""
+        job = self.jobs.get(job_name)
+        deadline = job.attempt_deadline if job and job.attempt_deadline else self.attempt_deadline
+        return deadline - RELEASE_MARGIN
+
+    def job_id(self, job_name: str) -> str | None:
+        """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job DEDUP_JOBS lacks."""
+        job = self.jobs.get(job_name)
+        return job.job_id if job else None
+
+    @property
+    def database_name(self) -> str:
+        """The database's resource name, as Firestore spells it in its own errors."""
+        return f"projects/{self.project}/databases/{self.database}"
