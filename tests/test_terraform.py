@@ -547,6 +547,27 @@ def test_one_definition_of_the_image_repository_and_its_cleanup_policies():
         assert calls == [source], path
 
 
+def test_an_applied_repository_keeps_its_object_when_it_moved_into_the_shared_module():
+    """A bake applied while images.tf made the repository itself keeps it (and the build account's grant):
+    moved blocks from those addresses to the ones module "images" makes, which must exist."""
+    images = (MODULE_DIR / "images.tf").read_text()
+    moved = dict(re.findall(r"^moved \{\n  from = (\S+)\n  to   = (\S+)\n\}", images, re.M))
+    assert moved == {
+        "google_artifact_registry_repository.images": "module.images[0].google_artifact_registry_repository.this",
+        "google_artifact_registry_repository_iam_member.build_images": (
+            'module.images[0].google_artifact_registry_repository_iam_member.writers["build"]'
+        ),
+    }
+    assert 'module "images" {\n  source = "../image-repository"\n  count  =' in images
+    assert "  writers       = { build = local.account_members.build }\n" in images
+    shared = (MODULES_DIR / "image-repository" / "main.tf").read_text()
+    declared = set(re.findall(r'^resource "(\w+)" "(\w+)"', shared, re.M))
+    assert declared == {
+        ("google_artifact_registry_repository", "this"),
+        ("google_artifact_registry_repository_iam_member", "writers"),
+    }
+
+
 def test_nobody_is_granted_act_as_on_any_account_of_the_module():
     """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one

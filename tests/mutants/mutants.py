@@ -2133,6 +2133,14 @@ MUTANTS = [
         ("tests/test_hooks.py", "-k", "vendored_beside"),
     ),
     Mutant(
+        "images-moved-to-a-missing-address",
+        "terraform/modules/scheduled-dedup/images.tf",
+        "  to   = module.images[0].google_artifact_registry_repository.this\n",
+        "  to   = module.images[0].google_artifact_registry_repository.images\n",
+        "an applied bake's repository moves to the address the shared module makes, not to a destroy and a create",
+        ("tests/test_terraform.py", "-k", "keeps_its_object_when_it_moved"),
+    ),
+    Mutant(
         "images-keep-none",
         "terraform/modules/image-repository/variables.tf",
         "var.images_kept >= 1 &&",
