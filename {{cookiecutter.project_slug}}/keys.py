@@ -141,6 +141,9 @@ def _fire_time(job: JobSpec, schedule_time: dt.datetime, raw_time: str, now: dt.
             f"{job.time_zone} (daylight saving) and the job's dst_gap is {schedules.SKIP}; the work does not run"
         )
     keyed = fire.instant if fire is not None else schedule_time
+    if keyed <= now + schedules.CLOCK_MARGIN:
+        return keyed  # before the next fire time after now + the margin, which comes later still
+    # Only a delivery dated ahead (a Force run, or a forged time) walks the cron to the next fire time.
     latest = schedules.next_fire_after(job.fire_rule, now + schedules.CLOCK_MARGIN)
     if latest is None or keyed > latest:
         raise InvalidDelivery(
