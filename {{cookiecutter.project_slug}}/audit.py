@@ -206,8 +206,9 @@ def run(context: RunContext) -> str:
     what needs a person, then move the bookmark (after the lines: a crash in between re-reports, never skips)."""
     config = DedupConfig.from_env()
     ledger = RunLedger(config)
-    sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)
-    now = dedup.utcnow()
+    cursor = ledger.read_audit_cursor(config.jobs)
+    now = dedup.utcnow()  # one instant for the bookmark's windows and the judging
+    sweep = plan(cursor, config.jobs, now, config)
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
     catch_up(config, runs, now)
     for found in needing_delivery(runs):

@@ -1149,8 +1149,8 @@ MUTANTS = [
     Mutant(
         "audit-bookmark-from-the-schedule-time",
         "baked/audit.py",
-        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)",
-        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, context.schedule_time, config)",
+        "sweep = plan(cursor, config.jobs, now, config)",
+        "sweep = plan(cursor, config.jobs, context.schedule_time, config)",
         "the audit's start marker and window come from the function's clock, never a delivery dated ahead",
         ("tests/test_accept.py::test_an_audit_dated_ahead_leaves_the_marker_at_the_functions_clock",),
     ),
@@ -1933,8 +1933,8 @@ MUTANTS = [
     Mutant(
         "audit-bookmark-from-schedule-time",
         "baked/audit.py",
-        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, dedup.utcnow(), config)",
-        "sweep = plan(ledger.read_audit_cursor(config.jobs), config.jobs, context.schedule_time, config)",
+        "sweep = plan(cursor, config.jobs, now, config)",
+        "sweep = plan(cursor, config.jobs, context.schedule_time, config)",
         "the audit's bookmark follows the function's clock, never a delivery's schedule time",
         ("tests/test_audit.py::test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before",),
     ),
