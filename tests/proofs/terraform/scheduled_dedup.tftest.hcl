@@ -586,9 +586,8 @@ run "rejects_an_unknown_overlap_rule" {
   expect_failures = [var.jobs]
 }
 
-# --- shapes: the module refuses values out of their ranges at plan (the rules between numbers are rules.py's) ---
+# --- shapes: the module refuses values out of their ranges at plan (the rules between numbers are rules.py's: tests/test_config.py, `make deploy`) ---
 
-# Shapes only: the rules between the numbers are rules.py's (tests/test_config.py, `make deploy`).
 run "rejects_a_jobs_attempt_deadline_above_30_minutes" {
   command = plan
 

@@ -19,11 +19,11 @@ output "state_bucket" {
 }
 
 output "workload_service_account_emails" {
-  description = "The function's accounts, which ../main.tf passes to the modules (the deployer may act as exactly these)."
+  description = "The function's accounts (the deployer may act as exactly these); ../main.tf names the same emails from config.yaml."
   value       = { for key, account in google_service_account.workload : key => account.email }
 }
 
 output "images_repository" {
-  description = "The function's image repository, which ../main.tf passes to the module (images_repository)."
+  description = "The function's image repository; ../main.tf names the same repository from config.yaml (images_repository)."
   value       = module.images.id
 }
