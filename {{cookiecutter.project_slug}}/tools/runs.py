@@ -204,13 +204,13 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     failures = 0
     progress = Progress("delivering")
     for done, found in enumerate(listed, start=1):
+        # The same headers by either way: what Scheduler would send for the run.
+        headers = task_queue.delivery_headers(RunKey(config.project, config.location, found.job, found.schedule_time))
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
-            key = RunKey(config.project, config.location, found.job, found.schedule_time)
-            answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), task_queue.delivery_headers(key))
+            answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), headers)
         else:
-            headers = delivery_headers(found.job, audit.rfc3339(found.schedule_time), config.project, config.location)
             if token:
                 headers["Authorization"] = f"Bearer {token}"
             try:
