@@ -251,16 +251,18 @@ class DedupConfig:
         The project's (the audit job's); a job's own is settle_for."""
         return self.lease + self.retry_window
 
+    def _own(self, job_name: str, field: str, default):
+        """The job's own value of `field` (config.yaml), else `default`, the project's."""
+        value = getattr(self.jobs.get(job_name), field, None)
+        return default if value is None else value
+
     def lease_for(self, job_name: str) -> dt.timedelta:
         """The lease of a run of `job_name`: the job's own (config.yaml), else the project's."""
-        job = self.jobs.get(job_name)
-        return job.lease if job is not None and job.lease is not None else self.lease
+        return self._own(job_name, "lease", self.lease)
 
     def settle_for(self, job_name: str) -> dt.timedelta:
         """settle, for a run of `job_name`: with the job's own lease and retry window."""
-        job = self.jobs.get(job_name)
-        window = job.retry_window if job is not None and job.retry_window is not None else self.retry_window
-        return self.lease_for(job_name) + window
+        return self.lease_for(job_name) + self._own(job_name, "retry_window", self.retry_window)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> DedupConfig:
@@ -321,14 +323,11 @@ class DedupConfig:
     def stop_after(self, job_name: str) -> dt.timedelta:
         """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
         release margin, so that the release and the answer reach Scheduler in time. The one place that says it."""
-        job = self.jobs.get(job_name)
-        deadline = job.attempt_deadline if job and job.attempt_deadline else self.attempt_deadline
-        return deadline - RELEASE_MARGIN
+        return self._own(job_name, "attempt_deadline", self.attempt_deadline) - RELEASE_MARGIN
 
     def job_id(self, job_name: str) -> str | None:
         """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job DEDUP_JOBS lacks."""
-        job = self.jobs.get(job_name)
-        return job.job_id if job else None
+        return self._own(job_name, "job_id", None)
 
     @property
     def database_name(self) -> str:
