@@ -75,7 +75,8 @@ PRICES = {
 }
 
 # What the module creates (terraform/modules/scheduled-dedup): one condition per alert policy, the
-# same whatever the jobs: 4 outcomes, Scheduler attempts, missed and stuck runs, the audit stopping.
+# same whatever the jobs: 4 outcomes, Scheduler attempts, missed and stuck runs, the audit stopping
+# (a function bake's; a proxy target adds one, its failed executions).
 # Checked against the module's plan (test_monitoring).
 ALERT_CONDITIONS = 8
 
@@ -89,7 +90,7 @@ class Assumptions:
     deploys: int = 10  # a month
     build_minutes: float = 2.0  # a build of the function
     image_gb: float = 0.2  # one build's image in Artifact Registry
-    images_kept: int = 2  # the image repository's cleanup policy: the module's function.images_kept default (images.tf)
+    images_kept: int = 2  # the image repository's cleanup policy: images_kept's default (modules/image-repository)
 
 
 @dataclasses.dataclass(frozen=True)
