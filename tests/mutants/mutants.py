@@ -356,8 +356,8 @@ MUTANTS = [
     Mutant(
         "zero-seconds-accepted",
         SETTINGS,
-        "if int(text) == 0:",
-        "if int(text) < 0:",
+        "def seconds(name: str, minimum: int = 0,",
+        "def seconds(name: str, minimum: int = -1,",
         "a DEDUP_* duration is a positive whole number",
         (f"{PROTOCOL}::test_bad_setting_is_refused_naming_variable_and_value",),
     ),
@@ -1052,8 +1052,8 @@ MUTANTS = [
     Mutant(
         "attempt-deadline-within-the-margin",
         SETTINGS,
-        "            if int(text) <= RELEASE_MARGIN.total_seconds():",
-        "            if int(text) < 0:",
+        "RELEASE_MARGIN.seconds, DEADLINE_RULE)",
+        "0, DEADLINE_RULE)",
         "an attempt deadline within the release margin is refused, naming it",
         (f"{PROTOCOL}::test_an_attempt_deadline_within_the_release_margin_is_refused_naming_it",),
     ),
@@ -1488,8 +1488,8 @@ MUTANTS = [
     Mutant(
         "paused-flag-unchecked",
         SETTINGS,
-        "if type(job.get(flag, False)) is not bool:",
-        "if False:",
+        'key: rules.check_choice(f"{field}.{key}", job[key], allowed)',
+        'key: job[key] if allowed == (False, True) else rules.check_choice(f"{field}.{key}", job[key], allowed)',
         "paused and catch_up in DEDUP_JOBS are booleans, or Misconfigured names the field",
         ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
     ),
@@ -1655,8 +1655,8 @@ MUTANTS = [
     Mutant(
         "proxy-overlap-rule-unchecked",
         "baked-cloud-run-job/settings.py",
-        "if overlap not in OVERLAP_RULES:",
-        "if False:",
+        'key: rules.check_choice(f"{field}.{key}", job[key], allowed)',
+        'key: job[key] if key == "overlap" else rules.check_choice(f"{field}.{key}", job[key], allowed)',
         "an overlap rule other than skip or start is refused naming the job and the value",
         (PROXY_TESTS, "-k", "bad_overlap_rule"),
     ),
