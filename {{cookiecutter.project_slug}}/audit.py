@@ -24,14 +24,13 @@ import dedup
 import rules
 import schedules
 import task_queue
-from keys import RunKey
+from keys import RunKey, rfc3339
 from ledger import AuditCursor, RunLedger
 from run_context import RunContext
 from settings import DedupConfig, JobSpec
 
 logger = logging.getLogger(__name__)
 
-UTC = dt.UTC
 # How far back each audit run looks (never beyond the retention, past which records may be gone); rules.py checks
 # that the audit interval plus settle fit in it, so that every run is judged by at least one audit.
 AUDIT_LOOKBACK = dt.timedelta(seconds=rules.AUDIT_LOOKBACK_SECONDS)
@@ -55,31 +54,28 @@ class State(enum.StrEnum):
 NEEDS_DELIVERY = (State.MISSING, State.STUCK)
 
 
-Dst = schedules.Dst
-
-
 @dataclasses.dataclass(frozen=True)
-class ExpectedRun:
-    """One fire time of a job's cron, and the run key a delivery for it is keyed by."""
+class AuditedRun:
+    """One fire time of a job's cron, the run key a delivery for it is keyed by, and (once judged) its state."""
 
     job: str
     wall_time: dt.datetime  # naive: the time on the zone's wall clock, as the cron means it
     key: RunKey
-    dst: Dst | None = None
+    dst: schedules.Dst | None = None
+    state: State | None = None  # None: expected, not judged yet
 
     @property
-    def schedule_time(self) -> dt.datetime:
+    def schedule_time(self) -> dt.datetime:  # UTC
         return self.key.schedule_time
 
+    @property
+    def run_id(self) -> str:
+        return self.key.run_id
 
-@dataclasses.dataclass(frozen=True)
-class AuditedRun:
-    job: str
-    schedule_time: dt.datetime  # UTC
-    run_id: str
-    state: State
-    wall_time: dt.datetime
-    dst: Dst | None
+    @property
+    def fields(self) -> dict[str, str]:
+        """The run's fields on a log line about it: its logs and the per-job metric find the line by them."""
+        return {"job": self.job, "schedule_time": self.schedule_time.isoformat(), "run_id": self.run_id}
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -92,17 +88,12 @@ class AuditedRun:
         }
 
 
-def rfc3339(moment: dt.datetime) -> str:
-    """UTC with a Z, as Cloud Scheduler sends X-CloudScheduler-ScheduleTime."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def expected_runs(
     name: str, job: JobSpec, since: dt.datetime, until: dt.datetime, project: str, location: str
-) -> list[ExpectedRun]:
+) -> list[AuditedRun]:
     """The runs `job` should have had with a schedule time in [since, until), in time order."""
     return [
-        ExpectedRun(
+        AuditedRun(
             name,
             fire.wall,
             RunKey(project=project, location=location, job_name=name, schedule_time=fire.instant),
@@ -113,13 +104,9 @@ def expected_runs(
 
 
 def judge(
-    run: ExpectedRun,
-    records: Mapping[str, Mapping[str, object]],
-    now: dt.datetime,
-    settle: dt.timedelta,
-    paused: bool = False,
-):
-    """The expected run's state, from its record; without one, paused for a paused job."""
+    run: AuditedRun, records: Mapping[str, Mapping[str, object]], now: dt.datetime, settle: dt.timedelta, paused: bool
+) -> AuditedRun:
+    """The expected run, judged from its record; without one, paused for a paused job."""
     record = records.get(run.key.run_id)
     if record is None and paused:
         state = State.PAUSED
@@ -129,7 +116,7 @@ def judge(
         state = State.STUCK if record["lease_expires"] <= now else State.IN_PROGRESS
     else:
         state = State(status.value)
-    return AuditedRun(run.job, run.schedule_time, run.key.run_id, state, run.wall_time, run.dst)
+    return dataclasses.replace(run, state=state)
 
 
 def audit_runs(
@@ -151,12 +138,7 @@ def audit_runs(
         for name, job in jobs.items()
         for run in expected_runs(name, job, max(since, starts.get(name, since)), until, *place)
     ]
-    run_ids = list(dict.fromkeys(run.key.run_id for run in expected))
-    records: dict[str, dict[str, object]] = {}
-    for start in range(0, len(run_ids), ledger.READ_BATCH):
-        records |= ledger.read_runs(run_ids[start : start + ledger.READ_BATCH])
-        if progress:
-            progress(min(start + ledger.READ_BATCH, len(run_ids)), len(run_ids))
+    records = ledger.read_runs((run.run_id for run in expected), progress)
     return [judge(run, records, now, config.settle_for(run.job), jobs[run.job].paused) for run in expected]
 
 
@@ -212,23 +194,14 @@ def run(context: RunContext) -> str:
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
     catch_up(config, runs, now)
     for found in needing_delivery(runs):
-        # job / schedule_time / run_id are the audited run's (they override the audit run's own
-        # fields on this line), so the run's logs and the per-job metric find it.
+        # The audited run's job / schedule_time / run_id override the audit run's own on this line.
         logger.warning(
             "scheduled run %s: %s at %s (run_id %s)",
             found.state.value,
             found.job,
             rfc3339(found.schedule_time),
             found.run_id,
-            extra={
-                "json_fields": {
-                    "audit_state": found.state.value,
-                    "job": found.job,
-                    "schedule_time": found.schedule_time.isoformat(),
-                    "run_id": found.run_id,
-                    "audit_run_id": context.run_id,
-                }
-            },
+            extra={"json_fields": found.fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}},
         )
     counts = collections.Counter(found.state.value for found in runs)
     summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no runs settled"
@@ -256,35 +229,26 @@ def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
     return (found for found in runs if found.state in NEEDS_DELIVERY)
 
 
-def catching_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> Iterator[AuditedRun]:
-    """The missing runs of catch_up jobs still within their max_lateness_seconds (no limit: any the audit sees)."""
+def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
+    """Queue a delivery of each missing run of a catch_up job still within its max_lateness_seconds (no limit: any
+    the audit sees), one line each. A task per run id (task_queue.enqueue_run), so the daily full sweep, which sees
+    a run missing until it ran, queues it once. A failure to queue is logged, not raised, and ends the catch-up: the
+    queue is unreachable or refuses the function, the rest would fail alike (each after its timeout); the next full
+    sweep tries again those still within their limit."""
     for found in runs:
         job = config.jobs[found.job]
         within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness
-        if found.state is State.MISSING and job.catch_up and within:
-            yield found
-
-
-def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
-    """Queue a delivery of each run `catching_up` names, one line each. A task per run id (Cloud Tasks refuses
-    a second of the same name), so the daily full sweep, which sees a run missing until it ran, queues it once.
-    A failure to queue is logged, not raised, and ends the catch-up: the queue is unreachable or refuses the
-    function, the rest would fail alike (each after its timeout); the next full sweep tries again those still
-    within their limit."""
-    for found in catching_up(config, runs, now):
-        key = RunKey(config.project, config.location, found.job, found.schedule_time)
-        fields = {"job": found.job, "schedule_time": found.schedule_time.isoformat(), "run_id": found.run_id}
+        if found.state is not State.MISSING or not job.catch_up or not within:
+            continue
         try:
-            queued = task_queue.enqueue(
-                config.tasks_queue, task_queue.task_id(found.run_id, "catch-up"), task_queue.delivery_headers(key)
-            )
+            queued = task_queue.enqueue_run(config.tasks_queue, found.key, "catch-up")
         except Exception as error:  # any failure of the queue: this audit's other work goes on
             logger.error(
                 "catch-up of %s at %s not queued: %s: %s", found.job, rfc3339(found.schedule_time),
-                type(error).__name__, error, extra={"json_fields": fields | {"catch_up": "failed"}},
+                type(error).__name__, error, extra={"json_fields": found.fields | {"catch_up": "failed"}},
             )  # fmt: skip
             return
         logger.info(
             "catch-up of %s at %s %s", found.job, rfc3339(found.schedule_time),
-            "queued" if queued else "was queued before", extra={"json_fields": fields | {"catch_up": "queued"}},
+            "queued" if queued else "was queued before", extra={"json_fields": found.fields | {"catch_up": "queued"}},
         )  # fmt: skip

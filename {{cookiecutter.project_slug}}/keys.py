@@ -75,6 +75,11 @@ def parse_schedule_time(text: str) -> dt.datetime:
         raise ValueError("is not a valid date and time") from None
 
 
+def rfc3339(moment: dt.datetime) -> str:
+    """UTC with a Z, as Cloud Scheduler sends X-CloudScheduler-ScheduleTime."""
+    return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
 def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.datetime) -> RunKey:
     """Headers (any letter case) -> the run's key, or InvalidDelivery with a one-line reason."""
     lowered = {name.lower(): value for name, value in headers.items()}

@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import functools
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import google.auth.exceptions
 from google.api_core import exceptions as api_exceptions
@@ -295,14 +295,19 @@ class RunLedger:
         """Retryable failure: delete the claim so that the next retry runs at once."""
         self._finish(claim, None)
 
-    def read_runs(self, run_ids: Iterable[str]) -> dict[str, dict[str, object]]:
-        """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids."""
+    def read_runs(
+        self, run_ids: Iterable[str], progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, dict[str, object]]:
+        """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids, each
+        followed by progress(ids read, ids)."""
         ids = list(dict.fromkeys(run_ids))
         found: dict[str, dict[str, object]] = {}
         for start in range(0, len(ids), self.READ_BATCH):
             refs = [self.collection.document(run_id) for run_id in ids[start : start + self.READ_BATCH]]
             snapshots = self._call(self._get_all, refs, retry=READ_RETRY)
             found.update({snapshot.id: snapshot.to_dict() for snapshot in snapshots if snapshot.exists})
+            if progress:
+                progress(min(start + self.READ_BATCH, len(ids)), len(ids))
         return found
 
     def read_audit_cursor(self, job_names: Iterable[str]) -> AuditCursor:

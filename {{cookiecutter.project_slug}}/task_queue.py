@@ -32,6 +32,7 @@ from keys import (
     SCHEDULE_TIME_HEADER,
     Rerun,
     RunKey,
+    rfc3339,
 )
 
 # Where a local stand-in of the Cloud Tasks API listens (host:port, plain HTTP, like FIRESTORE_EMULATOR_HOST):
@@ -69,7 +70,7 @@ def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
     X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
     headers = {
         JOB_NAME_HEADER: key.job_name,
-        SCHEDULE_TIME_HEADER: key.schedule_time.isoformat().replace("+00:00", "Z"),
+        SCHEDULE_TIME_HEADER: rfc3339(key.schedule_time),
         PROJECT_HEADER: key.project,
         LOCATION_HEADER: key.location,
     }
@@ -80,6 +81,12 @@ def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
             RERUN_REASON_HEADER: rerun.reason,
         }
     return headers
+
+
+def enqueue_run(queue: str, key: RunKey, kind: str, rerun: Rerun | None = None) -> bool:
+    """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id, or re-run id>-<kind>`, so
+    one asked for twice is queued once; True if queued now, False if queued before."""
+    return enqueue(queue, task_id(rerun.rerun_id if rerun else key.run_id, kind), delivery_headers(key, rerun))
 
 
 def enqueue(queue: str, name: str, headers: dict[str, str], tasks: tasks_v2.CloudTasksClient | None = None) -> bool:
