@@ -188,7 +188,7 @@ def run(context: RunContext) -> str:
     what needs a person, then move the bookmark (after the lines: a crash in between re-reports, never skips)."""
     config = DedupConfig.from_env()
     ledger = RunLedger(config)
-    cursor = ledger.read_audit_cursor(config.jobs)
+    cursor = ledger.read_audit_cursor()
     now = dedup.utcnow()  # one instant for the bookmark's windows and the judging
     sweep = plan(cursor, config.jobs, now, config)
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
@@ -220,9 +220,7 @@ def run(context: RunContext) -> str:
 
 def starts(ledger: RunLedger, job_names) -> dict[str, dt.datetime]:
     """When the audit first saw each job (jobs it never saw are left out): nothing before is judged."""
-    return {
-        name: entry["since"] for name, entry in ledger.read_audit_cursor(job_names).jobs.items() if name in job_names
-    }
+    return {name: entry["since"] for name, entry in ledger.read_audit_cursor().jobs.items() if name in job_names}
 
 
 def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
