@@ -22,18 +22,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import tasks_v2
 
-from keys import (
-    JOB_NAME_HEADER,
-    LOCATION_HEADER,
-    PROJECT_HEADER,
-    RERUN_BY_HEADER,
-    RERUN_ID_HEADER,
-    RERUN_REASON_HEADER,
-    SCHEDULE_TIME_HEADER,
-    Rerun,
-    RunKey,
-    rfc3339,
-)
+from keys import Rerun, RunKey, delivery_headers
 
 # Where a local stand-in of the Cloud Tasks API listens (host:port, plain HTTP, like FIRESTORE_EMULATOR_HOST):
 # a stand-in the protocol's proofs run. Unset: the real API with your credentials.
@@ -62,25 +51,6 @@ def task_id(unique: str, kind: str) -> str:
     dedups by id at a cost: "Using hashed strings for the task ID or for the prefix of the task ID is recommended"
     (gcloud tasks create-http-task, TASK_ID)."""
     return f"{unique}-{kind}"
-
-
-def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
-    """What a Scheduler delivery of the run carries (plus the re-run's headers): the function keys it alike.
-    Cloud Tasks passes them on: it ignores or replaces only Host, Content-Length, User-Agent, X-Google-* and
-    X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
-    headers = {
-        JOB_NAME_HEADER: key.job_name,
-        SCHEDULE_TIME_HEADER: rfc3339(key.schedule_time),
-        PROJECT_HEADER: key.project,
-        LOCATION_HEADER: key.location,
-    }
-    if rerun is not None:
-        headers |= {
-            RERUN_ID_HEADER: rerun.rerun_id,
-            RERUN_BY_HEADER: rerun.by,
-            RERUN_REASON_HEADER: rerun.reason,
-        }
-    return headers
 
 
 def enqueue_run(queue: str, key: RunKey, kind: str, rerun: Rerun | None = None) -> bool:

@@ -1550,8 +1550,8 @@ MUTANTS = [
     Mutant(
         "rerun-reason-unchecked",
         KEYS,
-        '(RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),',
-        '(RERUN_REASON_HEADER, re.compile(".*", re.S), "must say why (1-500 printable characters)"),',
+        'RERUN_REASON_HEADER: (RERUN_TEXT, "must say why (1-500 printable characters)"),',
+        'RERUN_REASON_HEADER: (re.compile(".*", re.S), "must say why (1-500 printable characters)"),',
         "a re-run says why in printable text, or the delivery is refused in one line",
         ("tests/test_manual_runs.py::test_a_bad_rerun_request_is_refused_in_one_line_and_changes_nothing",),
     ),
