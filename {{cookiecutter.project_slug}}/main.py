@@ -1,11 +1,9 @@
 """HTTP adapter for Cloud Scheduler deliveries: request -> run key -> claim -> work -> finish -> answer.
 
-The run key comes from keys.py, the claim and the finish from ledger.py (deciding by dedup.py's state
-machine), the work from job.py (audit.py for the audit job's deliveries); this file translates between
-HTTP and them, and writes one structured log line per delivery (plus a
-`takeover` line when a lease is taken over), which carries the work's duration_ms when the work ran.
-The work runs in a process of its own that is killed at the job's deadline (stop.py); this process
-is never interrupted, so it always finishes the claim and answers.
+The run key comes from keys.py, the claim and the finish from ledger.py (by dedup.py's state machine), the work
+from job.py (audit.py for the audit job) in a process stopped at the job's deadline (stop.py); this file
+translates between HTTP and them, and logs one line per delivery (plus a `takeover` line), with the work's
+duration_ms when the work ran.
 """
 
 import logging

@@ -161,28 +161,17 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
 
 
 def parse_serve(text: str | None) -> tuple[tuple[str, str], ...]:
-    """DEDUP_SERVE, [{"project", "location"}, ...]: where the runs this function accepts may be keyed
-    (`serve` in the configuration); unset: () (DedupConfig.served: only its own). Or Misconfigured."""
+    """DEDUP_SERVE, config.yaml's `serve` as JSON (rules.check_serve): where the runs this function accepts may be
+    keyed; unset: () (DedupConfig.served: only its own). Or Misconfigured."""
     if text is None:
         return ()
     try:
-        places = json.loads(text)
-    except ValueError as error:
+        places = rules.check_serve(json.loads(text) or [], "", "")  # never its default: null is refused too
+    except json.JSONDecodeError as error:
         raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: is not JSON ({error})") from None
-    rule = 'must be a non-empty JSON list of {"project": "<GCP project id>", "location": "<GCP region>"}'
-    if not isinstance(places, list) or not places:
-        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: {rule}")
-    served = []
-    for place in places:
-        if (
-            not isinstance(place, dict)
-            or set(place) != {"project", "location"}
-            or not PROJECT.fullmatch(str(place["project"]))
-            or not LOCATION.fullmatch(str(place["location"]))
-        ):
-            raise Misconfigured(f"DEDUP_SERVE={quoted(json.dumps(place))}: {rule}")
-        served.append((place["project"], place["location"]))
-    return tuple(served)
+    except rules.RuleError as error:
+        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: {error}") from None
+    return tuple((place["project"], place["location"]) for place in places)
 
 
 @dataclasses.dataclass(frozen=True)
