@@ -58,6 +58,7 @@ class Config:
     database: str
     collection: str
     retention_seconds: int
+    audit_interval_minutes: int
     serve: tuple[tuple[str, str], ...]  # (project, location) pairs the function takes deliveries for
     defaults: Mapping[str, int]  # the audit job's numbers, and every job's where it says nothing
     jobs: Mapping[str, Job]  # by job id
@@ -106,6 +107,7 @@ def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Conf
         database=checked["database"],
         collection=checked["collection"],
         retention_seconds=checked["retention_seconds"],
+        audit_interval_minutes=checked["audit_interval_minutes"],
         serve=tuple((entry["project"], entry["location"]) for entry in checked["serve"]),
         defaults=MappingProxyType(checked["defaults"]),
         jobs=MappingProxyType(jobs),
