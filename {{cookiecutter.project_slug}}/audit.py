@@ -72,6 +72,9 @@ class AuditedRun:
     def run_id(self) -> str:
         return self.key.run_id
 
+    def __str__(self) -> str:
+        return f"{self.job} at {rfc3339(self.schedule_time)}"
+
     @property
     def fields(self) -> dict[str, str]:
         """The run's fields on a log line about it: its logs and the per-job metric find the line by them."""
@@ -195,25 +198,13 @@ def run(context: RunContext) -> str:
     catch_up(config, runs, now)
     for found in needing_delivery(runs):
         # The audited run's job / schedule_time / run_id override the audit run's own on this line.
-        logger.warning(
-            "scheduled run %s: %s at %s (run_id %s)",
-            found.state.value,
-            found.job,
-            rfc3339(found.schedule_time),
-            found.run_id,
-            extra={"json_fields": found.fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}},
-        )
+        fields = found.fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}
+        logger.warning(f"scheduled run {found.state}: {found} (run_id {found.run_id})", extra={"json_fields": fields})
     counts = collections.Counter(found.state.value for found in runs)
     summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no runs settled"
-    kind = "full sweep" if sweep.full else "incremental"
-    logger.info(
-        "audit (%s) of %d job(s) up to %s: %s",
-        kind,
-        len(config.jobs),
-        rfc3339(sweep.until),
-        summary,
-        extra={"json_fields": {"audit_summary": dict(counts), "audit_until": rfc3339(sweep.until), "audit_kind": kind}},
-    )
+    kind, until = "full sweep" if sweep.full else "incremental", rfc3339(sweep.until)
+    fields = {"audit_summary": dict(counts), "audit_until": until, "audit_kind": kind}
+    logger.info(f"audit ({kind}) of {len(config.jobs)} job(s) up to {until}: {summary}", extra={"json_fields": fields})
     ledger.write_audit_cursor(sweep.cursor)
     return summary
 
@@ -241,12 +232,10 @@ def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> N
         try:
             queued = task_queue.enqueue_run(config.tasks_queue, found.key, "catch-up")
         except Exception as error:  # any failure of the queue: this audit's other work goes on
+            fields = found.fields | {"catch_up": "failed"}
             logger.error(
-                "catch-up of %s at %s not queued: %s: %s", found.job, rfc3339(found.schedule_time),
-                type(error).__name__, error, extra={"json_fields": found.fields | {"catch_up": "failed"}},
-            )  # fmt: skip
+                f"catch-up of {found} not queued: {type(error).__name__}: {error}", extra={"json_fields": fields}
+            )
             return
-        logger.info(
-            "catch-up of %s at %s %s", found.job, rfc3339(found.schedule_time),
-            "queued" if queued else "was queued before", extra={"json_fields": found.fields | {"catch_up": "queued"}},
-        )  # fmt: skip
+        done = "queued" if queued else "was queued before"
+        logger.info(f"catch-up of {found} {done}", extra={"json_fields": found.fields | {"catch_up": "queued"}})
