@@ -1,8 +1,7 @@
 """The run ledger: the protocol's records in Firestore, and the only code that touches Firestore.
 
-Each write is one move of the state machine (dedup.py) and is conditional: the claim is a create (None if the
-run exists), a takeover and every finish are guarded by the update time the claim last wrote (GuardedRecords).
-Every call has a bounded time, and its errors map to the protocol's outcomes (firestore_call).
+Each write is one move of dedup.py's state machine, conditional (GuardedRecords); every call has a bounded time,
+and its errors map to the protocol's outcomes (firestore_call).
 """
 
 from __future__ import annotations
@@ -224,8 +223,7 @@ class RunLedger:
         self._skip(claim, now, SkippedLate(f"{reason}; the work does not run"))
 
     def skip_overlapping(self, claim: Claim, now: dt.datetime, reason: str) -> None:
-        """The job's previous execution still runs, and its overlap rule is "skip": record `skipped`, raise
-        SkippedOverlap."""
+        """The job's previous execution still runs (its overlap rule: skip): record `skipped`, raise SkippedOverlap."""
         self._skip(claim, now, SkippedOverlap(reason))
 
     def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:

@@ -81,11 +81,8 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         if claim.rerun_id:
             RUN_FIELDS.set(RUN_FIELDS.get() | {"rerun_id": claim.rerun_id})
         if claim.taken_over_from:
-            logger.warning(
-                "took the run over from attempt %s, whose lease expired",
-                claim.taken_over_from,
-                extra={"json_fields": {"outcome": "takeover"}},
-            )
+            line = f"took the run over from attempt {claim.taken_over_from}, whose lease expired"
+            logger.warning(line, extra={"json_fields": {"outcome": "takeover"}})
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
         stop_at = arrived + config.stop_after(key.job_name).total_seconds()
