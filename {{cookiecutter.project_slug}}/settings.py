@@ -112,10 +112,8 @@ class JobSpec:
 
 @functools.lru_cache(maxsize=8)
 def parse_jobs(text: str) -> Mapping[str, JobSpec]:
-    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
-    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?, "overlap"?,
-    "dst_gap"?}}, or Misconfigured.
-    Cached: a delivery does not parse the table again, nor build a cron parser per job."""
+    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", and JobSpec's other fields as
+    config.yaml names them}}, or Misconfigured. Cached: a delivery does not parse the table again."""
     try:
         jobs = json.loads(text)
     except ValueError as error:

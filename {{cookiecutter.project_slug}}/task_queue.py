@@ -37,13 +37,10 @@ CALL_TIMEOUT_SECONDS = 30.0
 
 def client() -> tasks_v2.CloudTasksClient:
     host = os.environ.get(EMULATOR_ENV)
-    if host:
-        return tasks_v2.CloudTasksClient(
-            transport="rest",
-            credentials=AnonymousCredentials(),
-            client_options=ClientOptions(api_endpoint=f"http://{host}"),
-        )
-    return tasks_v2.CloudTasksClient()
+    if not host:
+        return tasks_v2.CloudTasksClient()
+    options = ClientOptions(api_endpoint=f"http://{host}")
+    return tasks_v2.CloudTasksClient(transport="rest", credentials=AnonymousCredentials(), client_options=options)
 
 
 def task_id(unique: str, kind: str) -> str:
