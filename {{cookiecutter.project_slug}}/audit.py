@@ -96,12 +96,7 @@ def expected_runs(
 ) -> list[AuditedRun]:
     """The runs `job` should have had with a schedule time in [since, until), in time order."""
     return [
-        AuditedRun(
-            name,
-            fire.wall,
-            RunKey(project=project, location=location, job_name=name, schedule_time=fire.instant),
-            fire.dst,
-        )
+        AuditedRun(name, fire.wall, RunKey(project, location, name, fire.instant), fire.dst)
         for fire in schedules.runs(job.fire_rule, since, until)
     ]
 
@@ -169,19 +164,14 @@ def plan(cursor: AuditCursor, job_names, now: dt.datetime, config: DedupConfig) 
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
     # `paused` is kept in a job's entry while it is paused: a new job, and one paused or resumed since the
     # last audit, are judged from now on (the deploy's instant is unknown; the paused period is never missing).
-    pause = {name: {"paused": True} if name in config.jobs and config.jobs[name].paused else {} for name in job_names}
-    seen = {}
+    starts, jobs = {}, {}
     for name in job_names:
+        pause = {"paused": True} if name in config.jobs and config.jobs[name].paused else {}
         entry = cursor.jobs.get(name)
-        unchanged = entry is not None and bool(entry.get("paused", False)) == bool(pause[name])
-        seen[name] = entry if unchanged else {"since": now, "judged_until": now}
-    starts = {
-        name: entry["since"] if full else max(entry["since"], entry["judged_until"]) for name, entry in seen.items()
-    }
-    jobs = {
-        name: {"since": entry["since"], "judged_until": max(entry["judged_until"], until)} | pause[name]
-        for name, entry in seen.items()
-    }
+        if entry is None or bool(entry.get("paused", False)) != bool(pause):
+            entry = {"since": now, "judged_until": now}
+        starts[name] = entry["since"] if full else max(entry["since"], entry["judged_until"])
+        jobs[name] = {"since": entry["since"], "judged_until": max(entry["judged_until"], until)} | pause
     last_full = now if full else cursor.last_full_sweep
     return Sweep(starts, since, until, full, AuditCursor(jobs, last_full, cursor.update_time))
 

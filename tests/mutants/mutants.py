@@ -1478,8 +1478,8 @@ MUTANTS = [
     Mutant(
         "resume-keeps-the-paused-marker",
         "baked/audit.py",
-        'unchanged = entry is not None and bool(entry.get("paused", False)) == bool(pause[name])',
-        "unchanged = entry is not None",
+        'if entry is None or bool(entry.get("paused", False)) != bool(pause):',
+        "if entry is None:",
         "a resume restarts the job's judging, so the paused period is never reported missed",
         (
             "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
