@@ -193,8 +193,8 @@ def run(context: RunContext) -> str:
     counts = collections.Counter(found.state.value for found in runs)
     summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no runs settled"
     kind, until = "full sweep" if sweep.full else "incremental", rfc3339(sweep.until)
-    fields = {"audit_summary": dict(counts), "audit_until": until, "audit_kind": kind}
-    logger.info(f"audit ({kind}) of {len(config.jobs)} job(s) up to {until}: {summary}", extra={"json_fields": fields})
+    line = f"audit ({kind}) of {len(config.jobs)} job(s) up to {until}: {summary}"
+    logger.info(line, extra={"json_fields": {"audit_summary": dict(counts), "audit_until": until, "audit_kind": kind}})
     ledger.write_audit_cursor(sweep.cursor)
     return summary
 
