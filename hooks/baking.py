@@ -66,6 +66,7 @@ def vendor_terraform_modules(project_dir: Path, repo_dir: Path, target: str) -> 
     return copies
 
 
+# config.yaml's first version (write_config); from then on the user edits it, and the bake never writes it again.
 HEADER = """\
 # The schedule configuration of this project: the only place its jobs and their timing live.
 # The function reads it from its source, Terraform's root with yamldecode, the tools and the tests with config.py.
