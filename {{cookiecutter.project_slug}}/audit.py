@@ -39,10 +39,12 @@ FULL_SWEEP_EVERY = dt.timedelta(days=1)
 
 
 class State(enum.StrEnum):
+    """An expected run's state: its record's status (dedup.Status), or what the audit makes of it."""
+
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered past max_lateness_seconds (or, a proxy's, while the previous execution ran)
-    STARTED = "started"  # a proxy target's execution, not yet seen to end (followed until it does)
+    SKIPPED = "skipped"
+    STARTED = "started"
     IN_PROGRESS = "in_progress"
     STUCK = "stuck"  # in_progress, lease expired: the attempt died and no retry took it over (yet)
     MISSING = "missing"  # no record, and settle has passed: no delivery will come by itself
