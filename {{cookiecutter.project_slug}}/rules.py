@@ -257,14 +257,17 @@ class Cron:
                 match = CRON_ITEM.fullmatch(item)
                 if not match:
                     raise ValueError(f"{name} item {item!r} is not a number, range, list or step")
-                start, end = (low, high) if match["lo"] is None else (_cron_value(match["lo"], field), high)
-                if match["hi"] is not None and (end := _cron_value(match["hi"], field)) < start:
-                    raise ValueError(f"{name} range {item!r} runs backwards")
-                if match["step"] is not None and int(match["step"]) == 0:
+                step = int(match["step"] or 1)
+                if match["lo"] is None:  # '*'
+                    start, end = low, high
+                else:  # 'n/step' runs from n to the field's end, as in Vixie cron
+                    start = _cron_value(match["lo"], field)
+                    end = _cron_value(match["hi"], field) if match["hi"] else (high if match["step"] else start)
+                    if end < start:
+                        raise ValueError(f"{name} range {item!r} runs backwards")
+                if step == 0:
                     raise ValueError(f"{name} step in {item!r} is 0")
-                if match["lo"] is not None and match["hi"] is None and match["step"] is None:
-                    end = start  # 'n'; 'n/step' runs from n to the field's end, as in Vixie cron
-                values.update(range(start, end + 1, int(match["step"] or 1)))
+                values.update(range(start, end + 1, step))
             sets.append(frozenset(values))
         minutes, hours, days, months, weekdays = sets
         both = parts[2].startswith("*") or parts[4].startswith("*")
@@ -479,7 +482,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     return checked
 
 
-def check_audit_interval(values: Mapping[str, object], timing: Mapping[str, int]) -> int:
+def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
     """The audit runs every `audit_interval_minutes`; each looks back min(1 day, retention).
 
     A run is judged once lease + retry window (settle) has passed since its schedule time, so every
@@ -487,9 +490,9 @@ def check_audit_interval(values: Mapping[str, object], timing: Mapping[str, int]
     Terraform checks only that the interval is one of AUDIT_INTERVALS_MINUTES.
     """
     field = "audit_interval_minutes"
-    minutes = parse_seconds(field, values[field], 1)
+    minutes = parse_seconds(field, value, 1)
     if minutes not in AUDIT_INTERVALS_MINUTES:
-        raise RuleError(field, values[field], f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
+        raise RuleError(field, value, f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
     settle = timing["lease_seconds"] + retry_window_seconds(
         timing["attempt_deadline_seconds"],
         timing["retry_count"],
@@ -502,7 +505,7 @@ def check_audit_interval(values: Mapping[str, object], timing: Mapping[str, int]
             f"the interval ({minutes * 60} s) + lease + retry window ({settle} s) must fit in the audit's lookback "
             f"(min(1 day, retention_seconds) = {lookback} s), or a run could go missing between two audits"
         )
-        raise RuleError(field, values[field], rule)
+        raise RuleError(field, value, rule)
     return minutes
 
 
@@ -622,9 +625,9 @@ def dst_hits(schedule: str, time_zone: str, start: dt.date, years: int = DST_WAR
             readings = [(wall.time(), *_readings(wall, zone)) for wall in cron.walls(day)]
             skipped = tuple(wall for wall, early, late in readings if early > late)
             repeated = tuple(wall for wall, early, late in readings if early < late)
-            hits += [
-                DstHit(day, kind, walls) for kind, walls in (("skipped", skipped), ("repeated", repeated)) if walls
-            ]
+            for kind, walls in (("skipped", skipped), ("repeated", repeated)):
+                if walls:
+                    hits.append(DstHit(day, kind, walls))
     return hits
 
 
@@ -965,7 +968,7 @@ def check_config(
             if {"retry_count", "max_retry_duration_seconds"} & set(job):  # else the defaults' warning says it
                 warnings.extend(f"{prefix.rstrip('.')}: {warning}" for warning in own)
     checked["retention_seconds"] = parse_seconds("retention_seconds", retention, 1)
-    interval = {"audit_interval_minutes": raw.get("audit_interval_minutes", 60)}
+    interval = raw.get("audit_interval_minutes", 60)
     for timing in [audit_timing, *(job["timing"] for job in jobs.values())]:
         checked["audit_interval_minutes"] = check_audit_interval(interval, timing)
     if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
