@@ -395,8 +395,7 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
     RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
     linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
     10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays)
-    models the same shape for the fault tests; a test checks that the two agree.
+    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays) models the same.
     """
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
@@ -421,11 +420,9 @@ def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: i
 
 def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
     """Deadline <= stop <= lease - margin; retries reach past the lease; retention covers lease + retry window.
-
     One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
-    The work is stopped at the job's attempt deadline (settings.DedupConfig.stop_after), so the stop is the
-    deadline unless `function_timeout_seconds` says otherwise (the model's tests vary it).
-    """
+    The work is stopped at the job's attempt deadline (settings.DedupConfig.stop_after): the stop is the deadline
+    unless `function_timeout_seconds` says otherwise (the model's tests vary it)."""
     checked: dict[str, int] = {}
 
     def number(name: str, low: int = 0, high: int | None = None) -> int:
@@ -483,12 +480,9 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
 
 
 def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
-    """The audit runs every `audit_interval_minutes`; each looks back min(1 day, retention).
-
-    A run is judged once lease + retry window (settle) has passed since its schedule time, so every
-    run is seen by at least one audit only if interval + settle fits in the lookback.
-    Terraform checks only that the interval is one of AUDIT_INTERVALS_MINUTES.
-    """
+    """The audit runs every `audit_interval_minutes`; each looks back min(1 day, retention). A run is judged once
+    lease + retry window (settle) has passed since its schedule time, so every run is seen by at least one audit
+    only if interval + settle fits in the lookback. Terraform checks only that the interval is one of the list."""
     field = "audit_interval_minutes"
     minutes = parse_seconds(field, value, 1)
     if minutes not in AUDIT_INTERVALS_MINUTES:
@@ -926,13 +920,11 @@ def check_serve(value: object, project: str, region: str) -> list[dict[str, str]
 def check_config(
     raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
 ) -> dict[str, object]:
-    """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`).
-
-    The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key: the bake's
-    answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also the
-    schedule rules (each job's smallest gap over the coming years, in its zone) against its numbers, from `start`;
-    the function's load skips them (the bake, the tests and `make deploy` run them).
-    Returns the checked file plus `warnings`; the first broken rule raises RuleError."""
+    """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`), plus
+    `warnings`. The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key:
+    the bake's answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also
+    each job's smallest gap over the coming years, from `start`, against its numbers (the function's load skips it;
+    the bake, the tests and `make deploy` run it)."""
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
