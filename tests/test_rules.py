@@ -122,7 +122,7 @@ def test_database_accepts(database):
     assert rules.check_field("firestore_database", database) == database
 
 
-# a1b2c3d4-...: UUID-like but of the id's own shape (a letter first), so only UUID_LIKE refuses it.
+# a1b2c3d4-...: UUID-like but of the id's own shape (a letter first), so only DATABASE_ID's lookahead refuses it.
 @pytest.mark.parametrize(
     "database",
     [

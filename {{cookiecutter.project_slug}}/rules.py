@@ -63,8 +63,9 @@ REPOSITORY = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.\.?\Z)[A-Za-z0
 GOOGLE_SUBJECT_MAX_BYTES = 127
 DEPLOY_JOB_SUBJECT = "repo:{repository}:environment:production"
 
-# Each answer of one shape (config.yaml's keys take the answers' rules): the pattern its value must fullmatch
-# (bool: must be a bool), and the rule a refusal states. "" also passes an OPTIONAL field.
+# Each answer, in the prompt's order (cookiecutter.json), and its shape (config.yaml's keys take the answers' rules):
+# the pattern its value must fullmatch (bool: must be a bool; "jobs": each job id's), and the rule a refusal states.
+# "" also passes an OPTIONAL field.
 FIELDS: dict[str, tuple[re.Pattern[str] | type, str]] = {
     # Rendered inside TOML strings and Terraform comments, where a control character (Unicode categories Cc,
     # Cs, Zl, Zp) breaks the file.
@@ -373,16 +374,18 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
         if not isinstance(job, Mapping) or "schedule" not in job or not set(job) <= JOB_KEYS:
             rule = f"must hold a schedule, and nothing else but {', '.join(sorted(JOB_KEYS - {'schedule'}))}"
             raise RuleError(f"jobs.{job_id}", job, rule)
-        checked[job_id] = {
+        own = {
             "schedule": check_schedule(job_id, job["schedule"]),
             "time_zone": check_time_zone(job_id, job.get("time_zone", DEFAULT_TIME_ZONE)),
         }
         if "max_lateness_seconds" in job:
-            checked[job_id]["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
-        for key, allowed in JOB_CHOICES.items():
-            if key in job:
-                checked[job_id][key] = check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
-        checked[job_id].update({key: job[key] for key in TIMING_KEYS if key in job})
+            own["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
+        own |= {
+            key: check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
+            for key, allowed in JOB_CHOICES.items()
+            if key in job
+        }
+        checked[job_id] = own | {key: job[key] for key in TIMING_KEYS if key in job}
     return checked
 
 
@@ -1000,17 +1003,17 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
 
 
 def validate(context: Mapping[str, object]) -> dict[str, object]:
-    """All rules, in prompt order; the first broken one raises. Returns the normalised answers, `config` (what the
-    bake writes as config.yaml) and `warnings`."""
-    checked = {key: check_field(key, context[key]) for key in ("project_name", "project_slug", "gcp_project_id")}
-    checked |= {key: check_field(key, context[key]) for key in ("region", "target")}
-    checked["jobs"] = check_jobs(parse_jobs(context["jobs"]))
+    """All rules: the answers in the prompt's order (FIELDS'), then the configuration they make; the first broken one
+    raises. Returns the normalised answers, `config` (what the bake writes as config.yaml) and `warnings`."""
+    checked = {}
+    for field in FIELDS:
+        if field == "jobs":
+            checked[field] = check_jobs(parse_jobs(context[field]))
+        elif field == "repository":
+            checked[field] = check_repository(context[field], context["state_bucket"])
+        else:
+            checked[field] = check_field(field, context[field])
     config = config_from_answers(context)
     resolved = check_config(config, dt.date.today(), defaults_prefix="")
-    checked |= resolved["defaults"]
-    checked |= {key: resolved[key] for key in ("warnings", "audit_interval_minutes", "retention_seconds")}
-    for key in ("firestore_database", "create_firestore_database", "firestore_collection", "alert_email"):
-        checked[key] = check_field(key, context[key])
-    checked["state_bucket"] = check_field("state_bucket", context["state_bucket"])
-    checked["repository"] = check_repository(context["repository"], checked["state_bucket"])
-    return {**checked, "config": config}
+    numbers = {key: resolved[key] for key in ("audit_interval_minutes", "retention_seconds")}
+    return {**checked, **resolved["defaults"], **numbers, "warnings": resolved["warnings"], "config": config}
