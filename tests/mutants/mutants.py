@@ -2240,4 +2240,21 @@ MUTANTS = [
         "the Cloud Run job's image holds every project module its code imports, followed",
         ("tests/test_function_source.py", "-k", "job_image"),
     ),
+    # --- issue 17: the bake's own tests and its other files (branch s5tests) ---
+    Mutant(
+        "s5tests-smoke-project-from-make",
+        "{{cookiecutter.project_slug}}/Makefile",
+        '\t@$(PY) tools/smoke.py $(if $(JOB),--job "$(JOB)")',
+        '\t@DEDUP_PROJECT=$(PROJECT) DEDUP_LOCATION=$(REGION) $(PY) tools/smoke.py $(if $(JOB),--job "$(JOB)")',
+        "make smoke checks config.yaml's project and region, as the function and Terraform do",
+        ("tests/test_baked_makefile.py", "-k", "smoke"),
+    ),
+    Mutant(
+        "s5tests-busier-schedule-suggests-a-failing-gap",
+        "baked/rules.py",
+        "at least {busiest.seconds + 1} s apart",
+        "at least {busiest.seconds} s apart",
+        "the bake's configuration test: a busier schedule is refused naming a gap that passes",
+        ("tests/test_config.py", "-k", "busier"),
+    ),
 ]
