@@ -393,9 +393,10 @@ def format_table(title: str, rows: list[Row]) -> str:
 
 def matrix_answers() -> dict[str, dict[str, object]]:
     """Each matrix bake's answers as the hook checks them (cookiecutter renders the defaults around each bake's)."""
+    import questions  # the hook's check of the answers (conftest puts hooks/ on the path)
     from conftest import MATRIX, rendered_answers
 
-    return {name: rules.validate(rendered_answers(overrides)) for name, overrides in MATRIX.items()}
+    return {name: questions.validate(rendered_answers(overrides)) for name, overrides in MATRIX.items()}
 
 
 def bake_tables(name: str, checked: Mapping[str, object]) -> list[tuple[str, int, list[Row]]]:

@@ -175,11 +175,12 @@ def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
     """config.yaml, written from the answers, is what settings.py reads: the jobs by their Scheduler names with their
     job ids and each job's own numbers, and the audit's job name. No settings.json beside it."""
     import baking
+    import questions
     import rules
 
     answers = json.loads((baked / ".cookiecutter.json").read_text())
     written = yaml.safe_load((baked / "config.yaml").read_text())
-    rendered = baking.render_config(rules.config_from_answers({**answers, "jobs": written["jobs"]}))
+    rendered = baking.render_config(questions.config_from_answers({**answers, "jobs": written["jobs"]}))
     assert written == yaml.safe_load(rendered)
     assert sorted(written["jobs"]) == answers["jobs"]
     printed = subprocess.run(

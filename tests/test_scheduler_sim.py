@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import questions
 import rules
 import scheduler_sim
 from conftest import DEFAULT_ANSWERS, MATRIX
@@ -51,7 +52,7 @@ def test_every_matrix_bake_loses_no_run_to_one_fault_and_never_works_twice_at_on
 
 def default_timing() -> dict[str, int]:
     """A default bake's numbers, as its config.yaml resolves them for a job that sets none of its own."""
-    return rules.check_config(rules.config_from_answers(DEFAULT_ANSWERS), schedules=False)["defaults"]
+    return rules.check_config(questions.config_from_answers(DEFAULT_ANSWERS), schedules=False)["defaults"]
 
 
 def test_the_issues_counterexample_loses_a_run_to_a_crash_right_after_the_claim():

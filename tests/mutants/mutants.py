@@ -42,6 +42,7 @@ LEDGER = "baked/ledger.py"
 SETTINGS = "baked/settings.py"
 MAIN = "baked/main.py"
 RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
+QUESTIONS = "hooks/questions.py"  # what only the answers need: the hook's
 VARIABLES = "terraform/modules/scheduled-dedup/variables.tf"
 CORE_MAIN = "terraform/modules/scheduled-dedup/main.tf"
 JOB_VARIABLES = "terraform/modules/scheduled-dedup-cloud-run-job/variables.tf"
@@ -691,7 +692,7 @@ MUTANTS = [
     ),
     Mutant(
         "rules-control-characters",
-        RULES,
+        QUESTIONS,
         "[^\\x00-\\x1f\\x7f-\\x9f",
         "[^\\x7f-\\x9f",
         "a project name has no control characters",
@@ -755,7 +756,7 @@ MUTANTS = [
     ),
     Mutant(
         "rules-email-anything",
-        RULES,
+        QUESTIONS,
         'EMAIL = re.compile(r"[^@\\s]+@[^@\\s]+\\.[^@\\s]+")',
         'EMAIL = re.compile(r".+")',
         "alert_email is an e-mail address",
@@ -1345,7 +1346,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-jobs-text-unparsed",
-        RULES,
+        QUESTIONS,
         "    if not isinstance(jobs, str):\n        return jobs\n",
         "    if True:\n        return jobs\n",
         "jobs given as JSON text (the command line, a typed answer) is parsed, not refused",
