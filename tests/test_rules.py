@@ -13,6 +13,7 @@ import cronsim
 import pytest
 import questions  # the hook's checks of the answers (hooks/questions.py)
 import rules
+import scheduler_sim  # the independent model of Scheduler and the handler (tests/scheduler_sim.py)
 import schedules  # the bake's (plain Python in the template): the function's expansion
 from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
@@ -826,13 +827,20 @@ def test_a_schedule_that_never_fires_twice_has_no_gap():
     assert rules.smallest_gap("0 0 29 2 *", "Etc/UTC", START, years=2) is None  # only 2028-02-29 in 2026-2027
 
 
+def fire_times(schedule: str, time_zone: str, first: dt.date, last: dt.date) -> list[dt.datetime]:
+    """Every instant (UTC) at which rules.py's expansion (smallest_gap's) may fire on the local days `first` to
+    `last`: every fire time, not smallest_gap's sample of a day of one offset."""
+    days = rules._fire_instants(rules.Cron.parse(rules.check_schedule("job", schedule)), time_zone, first, last)
+    return [dt.datetime.fromtimestamp(instant, dt.UTC) for instants in days for instant in instants]
+
+
 @pytest.mark.parametrize(
     ("schedule", "zone"),
     [("*/7 * * * *", "America/New_York"), ("15 1,2 * * *", "Europe/Madrid"), ("0 */5 * * 1-5", "Australia/Lord_Howe")],
 )
 def test_smallest_gap_is_the_smallest_step_between_all_fire_times(schedule, zone):
     """The fast path (one offset a day) agrees with the exact expansion, over a year of both transitions."""
-    times = rules.fire_times(schedule, zone, START, dt.date(2026, 12, 31))
+    times = fire_times(schedule, zone, START, dt.date(2026, 12, 31))
     steps = [int((later - earlier).total_seconds()) for earlier, later in zip(times, times[1:], strict=False)]
     assert rules.smallest_gap(schedule, zone, START, years=1).seconds == min(steps)
 
@@ -875,7 +883,7 @@ def test_fire_times_are_cronsims_plus_the_documented_dst_extras(schedule, zone):
     hour starts with '*', and a repeated time once then; the hook counts both cases always (the worst gap)."""
     tz = zoneinfo.ZoneInfo(zone)
     for first, last in CROSS_CHECK_DAYS[zone]:
-        ours = rules.fire_times(schedule, zone, first, last)
+        ours = fire_times(schedule, zone, first, last)
         theirs = cronsim_fire_times(schedule, zone, first, last)
         assert ours == sorted(set(ours))
         assert set(theirs) <= set(ours), (first, sorted(set(theirs) - set(ours)))
@@ -889,10 +897,10 @@ def test_fire_times_are_cronsims_plus_the_documented_dst_extras(schedule, zone):
 
 
 def test_the_dst_extras_are_a_repeated_times_second_instant_and_a_skipped_times_transition():
-    repeated = rules.fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))
+    repeated = fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))
     assert [moment.isoformat() for moment in repeated] == ["2026-11-01T05:30:00+00:00", "2026-11-01T06:30:00+00:00"]
     assert len(cronsim_fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))) == 1
-    skipped = rules.fire_times("30 * * * *", "Europe/Madrid", dt.date(2026, 3, 29), dt.date(2026, 3, 29))[:3]
+    skipped = fire_times("30 * * * *", "Europe/Madrid", dt.date(2026, 3, 29), dt.date(2026, 3, 29))[:3]
     assert [moment.isoformat() for moment in skipped] == [
         "2026-03-28T23:30:00+00:00",
         "2026-03-29T00:30:00+00:00",
@@ -945,7 +953,7 @@ def test_the_defaults_worst_fault_is_a_crash_just_before_a_retry_meets_the_lease
     """Killed 149 s after the claim: retries at 179, 239, 359 s meet the lease (until 360 s); retry 4 at
     599 s takes over and may work the whole 300 s timeout: 899 s. (Killed at 150 s, retry 3 at 360 s takes over.)"""
     busy = {outcome.fault: outcome for outcome in rules.busy_after_one_fault(DEFAULT_TIMING)}
-    assert list(busy) == list(rules.FAULTS)
+    assert list(busy) == list(scheduler_sim.FAULTS)
     assert {fault: outcome.seconds for fault, outcome in busy.items()} == {
         "none": 300,
         "sigkill before the claim": 330,

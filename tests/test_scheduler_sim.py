@@ -27,7 +27,7 @@ SCHEDULE_FOR_GAP = {
     **{3600 * hours: f"0 */{hours} * * *" for hours in (1, 2, 3, 4, 6, 8, 12)},
     86400: "0 0 * * *",
 }
-NO_RETRY_LOSSES = set(rules.FAULTS) - {"none", "lost 2xx"}
+NO_RETRY_LOSSES = set(scheduler_sim.FAULTS) - {"none", "lost 2xx"}
 
 
 def hook_bound(timing) -> int:
@@ -41,9 +41,9 @@ def test_every_matrix_bake_loses_no_run_to_one_fault_and_never_works_twice_at_on
     for title, gap, rows in scheduler_sim.bake_tables(bake, checked):
         print("\n" + scheduler_sim.format_table(title, rows))
         verdicts = {row.fault: row.verdict for row in rows}
-        assert set(verdicts) == set(rules.FAULTS)
+        assert set(verdicts) == set(scheduler_sim.FAULTS)
         if retries:
-            assert verdicts == dict.fromkeys(rules.FAULTS, OK), title
+            assert verdicts == dict.fromkeys(scheduler_sim.FAULTS, OK), title
         else:  # warned by the hook: nothing retries a crash, an error or a hang
             assert {fault for fault, verdict in verdicts.items() if verdict != OK} == NO_RETRY_LOSSES, title
             assert {verdicts[fault] for fault in NO_RETRY_LOSSES} == {LOST}, title

@@ -484,12 +484,6 @@ def _fire_instants(
             yield tuple(sorted({midnight + 60 * minute for minute in sample or cron.day_minutes}))
 
 
-def fire_times(schedule: str, time_zone: str, first: dt.date, last: dt.date) -> list[dt.datetime]:
-    """Every instant (UTC) at which the schedule may fire on the local days `first` to `last`."""
-    days = _fire_instants(Cron.parse(check_schedule("job", schedule)), time_zone, first, last)
-    return [dt.datetime.fromtimestamp(instant, dt.UTC) for instants in days for instant in instants]
-
-
 @dataclasses.dataclass(frozen=True)
 class Gap:
     seconds: int
@@ -573,19 +567,12 @@ def dst_warnings(jobs: Mapping[str, Mapping[str, str]], start: dt.date) -> list[
 
 # ---------------------------------------------------------------- one fault against the schedule
 
-# The faults one run may meet, in the order the tables show them. A SIGKILL ends the attempt at once (the
-# connection breaks) and leaves the claim to its lease; a retryable error releases the claim (main.py);
-# a hang is work that runs until it is stopped and the claim released: modelled at the function timeout, the
-# latest it can be (the baked handler kills it at the attempt deadline less 10 s, its stop.py);
-# a lost 2xx is a run completed whose answer Scheduler never gets, so it fails at the attempt deadline.
-FAULTS = (
-    "none",
-    "sigkill before the claim",
-    "sigkill after the claim",  # at any second from the claim to the end of the work, before its finish
-    "retryable error",  # at any second of the work
-    "hang",
-    "lost 2xx",
-)
+# The faults one run may meet (busy_after_one_fault). A SIGKILL ends the attempt at once (the connection breaks)
+# and leaves the claim to its lease, at any second from the claim to the end of the work; a retryable error, at
+# any second of the work, releases the claim (main.py); a hang is work that runs until it is stopped and the
+# claim released: modelled at the function timeout, the latest it can be (the baked handler kills it at the
+# attempt deadline less 10 s, its stop.py); a lost 2xx is a run completed whose answer Scheduler never gets, so
+# it fails at the attempt deadline.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -648,7 +635,7 @@ class Busy:
 
 
 def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
-    """For each fault of FAULTS, the worst over when it strikes (every whole second of the attempt: exact for
+    """For each fault (none, sigkill before / after the claim, retryable error, hang, lost 2xx), the worst over when it strikes (every whole second of the attempt: exact for
     whole-second answers), counted from the fire time. The first attempt arrives at the fire time and claims
     the run at once; 409 and `duplicate` answers are immediate; a delivery at the very second the lease ends,
     or the run is released, claims it (dedup.decide)."""
