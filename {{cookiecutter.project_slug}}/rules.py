@@ -147,7 +147,6 @@ JOB_CHOICES: dict[str, tuple[object, ...]] = {
     "overlap": ("skip", "start"),
 }
 JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", *TIMING_KEYS, *JOB_CHOICES}
-JOB_FLAGS = tuple(key for key, allowed in JOB_CHOICES.items() if allowed == (False, True))
 
 
 def cron_fields(schedule: str) -> list[str]:

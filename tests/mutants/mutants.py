@@ -2258,4 +2258,13 @@ MUTANTS = [
         "the bake's configuration test: a busier schedule is refused naming a gap that passes",
         ("tests/test_config.py", "-k", "busier"),
     ),
+    # --- issue 17: what only the hook or the template's tests use leaves the bake (branch s5hook) ---
+    Mutant(
+        "s5hook-dead-code-in-the-bake",
+        RULES,
+        "def check_choice(",
+        "def parse_answer(value: object) -> object:\n    return value\n\n\ndef check_choice(",
+        "the bake carries no code that only the hook or the template's tests use",
+        ("tests/test_bake.py", "-k", "carries_no_code"),
+    ),
 ]
