@@ -634,7 +634,7 @@ class Busy:
 
 
 def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
-    """For each fault (none, sigkill before / after the claim, retryable error, hang, lost 2xx), the worst over when it strikes (every whole second of the attempt: exact for
+    """For each fault (and none), the worst over when it strikes (every whole second of the attempt: exact for
     whole-second answers), counted from the fire time. The first attempt arrives at the fire time and claims
     the run at once; 409 and `duplicate` answers are immediate; a delivery at the very second the lease ends,
     or the run is released, claims it (dedup.decide)."""

@@ -169,4 +169,3 @@ def fire_time_of(schedule: Schedule, delivered: dt.datetime) -> FireTime | None:
         if delivered in fire.readings:
             return fire
     return None
-
