@@ -1,15 +1,17 @@
 """The operator command (tools/runs.py) against the handler and Google's Firestore emulator."""
 
 import datetime as dt
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
-import delivery
 import pytest
 import runs
+import time_machine
 from conftest import records, scheduler_headers
 
 from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER
@@ -95,15 +97,34 @@ def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys
         assert list(records(collection))[0] in shown and '"status": "completed"' in shown
 
 
-def test_fire_sends_what_cloud_scheduler_sends():
-    at = dt.datetime(2026, 3, 4, 5, 6, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
-    assert delivery.minute_now(at) == "2026-03-04T04:06:00Z"
-    assert delivery.delivery_headers("nightly", "2026-03-04T04:06:00Z", "p-123456", "europe-west1") == {
-        JOB_NAME_HEADER: "nightly",
-        SCHEDULE_TIME_HEADER: "2026-03-04T04:06:00Z",
-        PROJECT_HEADER: "p-123456",
-        LOCATION_HEADER: "europe-west1",
-    }
+def test_fire_sends_what_cloud_scheduler_sends(deployed_job):
+    """`runs.py fire JOB`: the Scheduler job name, this minute in UTC (or the time given), the project/location."""
+    names = (JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, PROJECT_HEADER, LOCATION_HEADER)
+    sent = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            sent.append({name: self.headers.get(name) for name in names})
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fire = ["fire", deployed_job[1], "--port", str(server.server_address[1])]
+    try:
+        at = dt.datetime(2026, 3, 4, 5, 6, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+        with time_machine.travel(at, tick=False):
+            assert runs.main([*fire, "--project", "p-123456", "--location", "europe-west1"]) == 0
+        assert runs.main([*fire, "--time", "2026-03-04T05:06:00+01:00"]) == 0
+    finally:
+        server.shutdown()
+    assert sent == [  # no project/location given: the function keys the run by its own
+        dict(zip(names, (deployed_job[0], "2026-03-04T04:06:00Z", "p-123456", "europe-west1"), strict=True)),
+        dict(zip(names, (deployed_job[0], "2026-03-04T04:06:00Z", None, None), strict=True)),
+    ]
 
 
 def test_every_tool_resolves_a_job_id_to_its_scheduler_job_name():
