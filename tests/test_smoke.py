@@ -250,6 +250,14 @@ def test_an_unknown_job_is_refused_in_one_line(deployed):
     assert len(result.stderr.splitlines()) == 1 and not result.stdout
 
 
+def test_a_project_without_jobs_is_refused_in_one_line(deployed):
+    project, _, env, _ = deployed
+    result = smoke(project, {**env, "DEDUP_JOBS": "{}"})
+    assert result.returncode == 1
+    assert result.stderr == "smoke: FAIL (no job to Force-run: config.yaml (or DEDUP_JOBS) has none)\n"
+    assert not result.stdout
+
+
 def test_without_credentials_smoke_names_the_fix_in_one_line(tmp_path, deployed):
     project, _, env, _ = deployed
     env = {k: v for k, v in env.items() if k != "SMOKE_API_ROOT"}

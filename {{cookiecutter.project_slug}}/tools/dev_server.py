@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from firestore_emulator import Emulator, EmulatorNotFound, answer, saved_export, stop_group, wait_until
+from firestore_emulator import Emulator, answer, saved_export, stop_group, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".emulator-data"
@@ -78,31 +78,26 @@ def serve(port: int) -> None:
     create_server(app, debug=False).run("127.0.0.1", port)
 
 
-def interrupt(*_: object) -> None:
-    """SIGTERM (a test, a process manager) ends the run as Ctrl-C does: through main's `finally`."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", nargs="?", choices=["serve"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=8080, help="the function's port")
-    parser.add_argument("--emulator-port", type=int, default=None, help="the emulator's port (default: a free one)")
     args = parser.parse_args(argv)
     if args.mode == "serve":
         serve(args.port)
         return 0
 
-    signal.signal(signal.SIGTERM, interrupt)
-    # Ctrl-C works even when a non-interactive shell started us with SIGINT ignored (a `&` job).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (a test, a process manager) ends the run as Ctrl-C does, through `finally`; and Ctrl-C works even
+    # when a non-interactive shell started us with SIGINT ignored (a `&` job).
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.default_int_handler)
     emulator = function = None
     host = os.environ.get("FIRESTORE_EMULATOR_HOST")
     try:
         if not host:
             saved = saved_export(DATA_DIR)
             print(f"==> starting Google's Firestore emulator{f' from {DATA_DIR.name}/' if saved else ''}", flush=True)
-            emulator = Emulator(args.emulator_port, import_data=saved).start()
+            emulator = Emulator(import_data=saved).start()
             host = emulator.host
         url = f"http://127.0.0.1:{args.port}/"
         print(f"==> starting the function at {url} (no reloader: after an edit, Ctrl-C and make dev)", flush=True)
@@ -121,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             time.sleep(0.5)
         return function.returncode
-    except EmulatorNotFound as error:
-        print(error, file=sys.stderr)
-        return 2
-    except RuntimeError as error:  # the emulator or the function did not start
+    except RuntimeError as error:  # no emulator installed (EmulatorNotFound), or it or the function did not start
         print(error, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -145,10 +137,9 @@ def save_data(emulator: Emulator) -> None:
     config = DedupConfig.from_env()
     try:
         emulator.save(config.project, config.database, DATA_DIR)
+        print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)", flush=True)
     except OSError as error:
         print(f"the emulator's data was not saved ({error}); {DATA_DIR.name}/ keeps the previous run's", flush=True)
-        return
-    print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)", flush=True)
 
 
 if __name__ == "__main__":

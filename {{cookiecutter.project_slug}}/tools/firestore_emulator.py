@@ -22,10 +22,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 INSTALL_HINT = (
-    "Google's Firestore emulator was not found. Install it with "
-    "`apt-get install google-cloud-cli-firestore-emulator openjdk-17-jre-headless` "
-    "(or `gcloud components install cloud-firestore-emulator`), or point FIRESTORE_EMULATOR_HOST "
-    "at a running one."
+    "Google's Firestore emulator was not found. Install it with `apt-get install google-cloud-cli-firestore-emulator "
+    "openjdk-17-jre-headless` (or `gcloud components install cloud-firestore-emulator`), or point "
+    "FIRESTORE_EMULATOR_HOST at a running one."
 )
 JAR = Path("platform", "cloud-firestore-emulator", "cloud-firestore-emulator.jar")
 MAIN_CLASS = "com.google.cloud.datastore.emulator.firestore.CloudFirestore"
@@ -176,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     print(f"FIRESTORE_EMULATOR_HOST={emulator.host}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with contextlib.suppress(KeyboardInterrupt, SystemExit):
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
+    with contextlib.suppress(KeyboardInterrupt):
         emulator.process.wait()
     emulator.stop()
     return 0

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         config = DedupConfig.from_env()
         job_name = min(selected_jobs(config, args.job), default=None)
         if job_name is None:
-            raise SmokeError("config.yaml has no job to Force-run")
+            raise SmokeError("no job to Force-run: config.yaml (or DEDUP_JOBS) has none")
         passed = run_smoke(Apis(), config, job_name, args.log_wait)
     except (SmokeError, BadArgument, Misconfigured) as error:
         print(f"smoke: FAIL ({error})", file=sys.stderr)
