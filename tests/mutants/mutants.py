@@ -2256,6 +2256,14 @@ MUTANTS = [
         "fire sends a project/location header only when given: else the function keys the run by its own",
         ("tests/test_tools.py::test_fire_sends_what_cloud_scheduler_sends",),
     ),
+    Mutant(
+        "s5tools-token-audience-only-impersonating",
+        "baked/tools/runs.py",
+        'if account.endswith(".gserviceaccount.com") else []',
+        "if impersonate else []",
+        "a service account's identity token (a VM's) is for the function's URL, which Cloud Run checks",
+        ("tests/test_tools.py", "-k", "identity_token"),
+    ),
     # --- issue 17: dedup.py split by concern (branch s4split) ---
     Mutant(
         "s4split-job-image-without-a-protocol-module",

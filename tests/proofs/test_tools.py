@@ -97,14 +97,14 @@ def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys
         assert list(records(collection))[0] in shown and '"status": "completed"' in shown
 
 
-def test_fire_sends_what_cloud_scheduler_sends(deployed_job):
-    """`runs.py fire JOB`: the Scheduler job name, this minute in UTC (or the time given), the project/location."""
-    names = (JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, PROJECT_HEADER, LOCATION_HEADER)
+@pytest.fixture
+def receiver():
+    """A local HTTP server that answers 200 and keeps the headers of each POST (a stand-in for the function)."""
     sent = []
 
     class Recorder(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
-            sent.append({name: self.headers.get(name) for name in names})
+            sent.append(self.headers)
             self.send_response(200)
             self.end_headers()
 
@@ -113,18 +113,61 @@ def test_fire_sends_what_cloud_scheduler_sends(deployed_job):
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    fire = ["fire", deployed_job[1], "--port", str(server.server_address[1])]
-    try:
-        at = dt.datetime(2026, 3, 4, 5, 6, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
-        with time_machine.travel(at, tick=False):
-            assert runs.main([*fire, "--project", "p-123456", "--location", "europe-west1"]) == 0
-        assert runs.main([*fire, "--time", "2026-03-04T05:06:00+01:00"]) == 0
-    finally:
-        server.shutdown()
-    assert sent == [  # no project/location given: the function keys the run by its own
-        dict(zip(names, (deployed_job[0], "2026-03-04T04:06:00Z", "p-123456", "europe-west1"), strict=True)),
-        dict(zip(names, (deployed_job[0], "2026-03-04T04:06:00Z", None, None), strict=True)),
+    yield server.server_address[1], sent
+    server.shutdown()
+
+
+def test_fire_sends_what_cloud_scheduler_sends(deployed_job, receiver):
+    """`runs.py fire JOB`: the Scheduler job name, this minute in UTC (or the time given), the project/location."""
+    port, sent = receiver
+    fire = ["fire", deployed_job[1], "--port", str(port)]
+    at = dt.datetime(2026, 3, 4, 5, 6, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    with time_machine.travel(at, tick=False):
+        assert runs.main([*fire, "--project", "p-123456", "--location", "europe-west1"]) == 0
+    assert runs.main([*fire, "--time", "2026-03-04T05:06:00+01:00"]) == 0
+    names = (JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, PROJECT_HEADER, LOCATION_HEADER, "Authorization")
+    assert [tuple(headers.get(name) for name in names) for headers in sent] == [
+        (deployed_job[0], "2026-03-04T04:06:00Z", "p-123456", "europe-west1", None),
+        (deployed_job[0], "2026-03-04T04:06:00Z", None, None, None),  # none given: the function keys it by its own
     ]
+
+
+FAKE_GCLOUD = """#!/bin/sh
+echo "$@" >> "$GCLOUD_CALLS"
+if [ "$*" = "config get-value account" ]; then echo "$ACTIVE_ACCOUNT"; else echo "token-$ACTIVE_ACCOUNT"; fi
+"""
+
+
+@pytest.mark.parametrize(
+    ("account", "impersonate", "audience"),
+    [
+        ("ana@example.com", "", False),
+        ("vm@p.iam.gserviceaccount.com", "", True),
+        ("ana@example.com", "inv@p.iam.gserviceaccount.com", True),
+    ],
+    ids=["a-person", "a-vm", "impersonating"],
+)
+def test_a_delivery_to_a_url_carries_an_identity_token_for_it(
+    tmp_path, receiver, deployed_job, account, impersonate, audience
+):
+    """fire and backfill --url: one token from gcloud, for the function's URL whenever gcloud can say so."""
+    port, sent = receiver
+    (tmp_path / "gcloud").write_text(FAKE_GCLOUD)
+    (tmp_path / "gcloud").chmod(0o755)
+    url = f"http://127.0.0.1:{port}/"
+    environ = {
+        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "GCLOUD_CALLS": str(tmp_path / "calls"),
+        "ACTIVE_ACCOUNT": account,
+    }
+    result = run_tool(
+        "fire", deployed_job[1], "--url", url, *(["--impersonate", impersonate] if impersonate else []), **environ
+    )
+    assert result.returncode == 0, result.stderr
+    assert sent[0]["Authorization"] == f"Bearer token-{account}"
+    (token_call,) = [call for call in (tmp_path / "calls").read_text().splitlines() if "print-identity-token" in call]
+    assert (f"--audiences={url}" in token_call) is audience
+    assert (f"--impersonate-service-account={impersonate}" in token_call) is bool(impersonate)
 
 
 def test_every_tool_resolves_a_job_id_to_its_scheduler_job_name():

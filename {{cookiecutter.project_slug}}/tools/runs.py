@@ -181,12 +181,15 @@ def gcloud(*arguments: str) -> str:
 
 @functools.cache
 def identity_token(audience: str, impersonate: str | None) -> str:
-    """An OIDC identity token from gcloud, once per command: your own, or a service account's for `audience`
-    (gcloud auth print-identity-token: --audiences works for service accounts only)."""
-    if not impersonate:
-        return gcloud("auth", "print-identity-token")
-    return gcloud("auth", "print-identity-token", f"--impersonate-service-account={impersonate}",
-                  f"--audiences={audience}", "--include-email")  # fmt: skip
+    """An OIDC identity token from gcloud, once per command: the impersonated service account's, else the active
+    account's (a VM's service account, or yours). Its audience is the function's URL, as Cloud Run checks, for a
+    service account; gcloud takes --audiences from service accounts only, so a person's has gcloud's own
+    (cloud.google.com/sdk/gcloud/reference/auth/print-identity-token)."""
+    account = impersonate or gcloud("config", "get-value", "account")
+    flags = [f"--audiences={audience}"] if account.endswith(".gserviceaccount.com") else []
+    if impersonate:
+        flags += [f"--impersonate-service-account={impersonate}", "--include-email"]
+    return gcloud("auth", "print-identity-token", *flags)
 
 
 def target(args: argparse.Namespace) -> str:
@@ -222,7 +225,7 @@ def fire(config: DedupConfig, args: argparse.Namespace) -> int:
     args.time = args.time or audit.rfc3339(dedup.utcnow().replace(second=0, microsecond=0))
     key = run_key(config, args)
     print(f"==> POST {target(args)}  job={key.job_name} schedule_time={audit.rfc3339(key.schedule_time)}", flush=True)
-    # The project and location only when given: else the function keys the run by its own, as Scheduler's do.
+    # The project and location headers only when given: without them the function keys the run by its own.
     given = {keys.PROJECT_HEADER: args.project, keys.LOCATION_HEADER: args.location}
     headers = {name: value for name, value in task_queue.delivery_headers(key).items() if given.get(name, True)}
     status, answer = post(args, headers)

@@ -26,12 +26,11 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
-from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job resolver)
+from runs import UNAVAILABLE, BadArgument, ledger, selected_jobs  # noqa: E402  (the tools' one resolver, one ledger)
 
 import dedup  # noqa: E402
 import schedules  # noqa: E402
-from ledger import RunLedger  # noqa: E402
-from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
+from outcomes import Misconfigured  # noqa: E402
 from settings import DedupConfig  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
@@ -92,7 +91,7 @@ def step(name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
     """Run one step (a SmokeError or an unreachable Firestore is its failure) and print its line; True if it passed."""
     try:
         ok, detail = probe()
-    except (SmokeError, StoreUnavailable) as error:
+    except (SmokeError, *UNAVAILABLE) as error:
         ok, detail = False, str(error)
     print(f"{'PASS' if ok else 'FAIL'}  {name:<15} {detail}", flush=True)
     return ok
@@ -133,7 +132,7 @@ def run_smoke(apis: Apis, config: DedupConfig, job_name: str, log_wait: float) -
     def run_record() -> tuple[bool, str]:
         if not line.get("run_id"):
             return False, "skipped: no run_id from an outcome line"
-        status = (RunLedger(config).read_runs([line["run_id"]]).get(line["run_id"]) or {}).get("status")
+        status = (ledger(config).read_runs([line["run_id"]]).get(line["run_id"]) or {}).get("status")
         return status == dedup.Status.COMPLETED, f"{config.collection}/{line['run_id']} status={status}"
 
     def ttl_policy() -> tuple[bool, str]:
