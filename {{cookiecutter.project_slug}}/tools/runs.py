@@ -336,13 +336,7 @@ def queued(queue: str, name: str, headers: dict[str, str]) -> str:
     *WINDOW,
     *SENT_TO,
     arg("--dry-run", action="store_true", help="list what would be delivered, send nothing"),
-    arg(
-        "--queue",
-        nargs="?",
-        const="",
-        default=None,
-        help="queue each on the deliveries queue (default: DEDUP_TASKS_QUEUE)",
-    ),
+    arg("--queue", nargs="?", const="", default=None, help="queue each on the deliveries queue (DEDUP_TASKS_QUEUE)"),
 )
 def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     """Deliver each missing or stuck run as Scheduler would: same job name and schedule time, so one executes."""
