@@ -5,7 +5,7 @@ run is keyed by): `resolve_job` turns either into the deployed name. Firestore: 
 FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A delivery carries the headers
 Scheduler sends (task_queue.delivery_headers); it goes to the local dev server, to a deployed function (--url, with
 an identity token as Scheduler's OIDC token), or through the deliveries queue (--queue). A new command is one
-function and one entry of COMMANDS.
+function, its @command line says what it does and takes.
 """
 
 from __future__ import annotations
