@@ -2264,6 +2264,14 @@ MUTANTS = [
         "a service account's identity token (a VM's) is for the function's URL, which Cloud Run checks",
         ("tests/test_tools.py", "-k", "identity_token"),
     ),
+    Mutant(
+        "s5tools-failed-save-left-beside",
+        "baked/tools/firestore_emulator.py",
+        "            shutil.rmtree(fresh, ignore_errors=True)  # nothing half-written left beside the project\n",
+        "",
+        "a failed save of make dev's data keeps the last one and leaves nothing half-written beside the project",
+        ("tests/test_tools.py", "-k", "failed_save"),
+    ),
     # --- issue 17: dedup.py split by concern (branch s4split) ---
     Mutant(
         "s4split-job-image-without-a-protocol-module",

@@ -13,6 +13,7 @@ import pytest
 import runs
 import time_machine
 from conftest import records, scheduler_headers
+from firestore_emulator import Emulator
 
 from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER
 from ledger import RunLedger
@@ -212,3 +213,13 @@ def test_no_credentials_is_one_line_naming_the_fix(tmp_path):
     result = run_tool("stuck", CLOUDSDK_CONFIG=str(tmp_path), NO_GCE_CHECK="True", GOOGLE_APPLICATION_CREDENTIALS="")
     assert result.returncode == 2
     assert result.stderr.strip() == runs.NO_CREDENTIALS
+
+
+def test_a_failed_save_of_the_emulators_data_keeps_the_last_one_and_leaves_nothing_beside(tmp_path):
+    """make dev's save at Ctrl-C: an export the emulator does not make leaves the previous data as it was."""
+    data = tmp_path / ".emulator-data"
+    (data / "previous").mkdir(parents=True)
+    with pytest.raises(OSError):
+        Emulator(port=closed_port()).save("p", "(default)", data)  # nothing listens there
+    assert [path.name for path in tmp_path.iterdir()] == [".emulator-data"]
+    assert [path.name for path in data.iterdir()] == ["previous"]

@@ -106,11 +106,9 @@ class Emulator:
             wait_until(lambda: is_ready(self.host), self.process, timeout, failure)
             # A cold emulator's first writes take seconds (JIT), longer than the handler's RPC timeout,
             # which would turn a test's first delivery into a spurious 5xx: a few writes through REST first.
+            documents = f"http://{self.host}/v1/projects/warm-up/databases/(default)/documents/warm-up"
             for number in range(3):
-                url = (
-                    f"http://{self.host}/v1/projects/warm-up/databases/(default)/documents/warm-up?documentId=w{number}"
-                )
-                post_json(url, {"fields": {"n": {"integerValue": str(number)}}})
+                post_json(f"{documents}?documentId=w{number}", {"fields": {"n": {"integerValue": str(number)}}})
         except (RuntimeError, OSError):
             self.stop()
             raise
@@ -127,7 +125,11 @@ class Emulator:
         shutil.rmtree(fresh, ignore_errors=True)
         fresh.mkdir(parents=True)
         body = {"database": f"projects/{project}/databases/{database}", "export_directory": str(fresh)}
-        post_json(f"http://{self.host}/emulator/v1/projects/{project}:export", body)
+        try:
+            post_json(f"http://{self.host}/emulator/v1/projects/{project}:export", body)
+        except OSError:
+            shutil.rmtree(fresh, ignore_errors=True)  # nothing half-written left beside the project
+            raise
         shutil.rmtree(directory, ignore_errors=True)
         fresh.rename(directory)
 
