@@ -1,16 +1,11 @@
-"""`make dev`: Google's Firestore emulator + the function, served as deployed, logging one short line per record.
+"""`make dev`: Google's Firestore emulator + the function served as deployed (gunicorn), one short line per record.
 
-Prints the function's URL and FIRESTORE_EMULATOR_HOST, then runs until Ctrl-C (or SIGTERM), which
-stops both. An emulator already named by FIRESTORE_EMULATOR_HOST is used instead of a new one.
-
-- No reloader: functions-framework's --debug reloader polled the tree at a core's worth of CPU and missed
-  edits; after an edit, Ctrl-C and `make dev` again (the data survives, below).
-- Logs: the deployed function writes one JSON line per record for Cloud Logging; here each is one line
-  for a person: time, severity, outcome, job, schedule time, message (`serve` swaps the handler's format).
-- Data: at Ctrl-C the project's database is exported to .emulator-data/ (git-ignored) and the next
-  `make dev` starts from it; delete the directory to start empty.
-- Nothing outlives it: the function's server stops when this process dies however it dies (even SIGKILL,
-  which runs no `finally`), and this process stops when the emulator dies.
+Prints the function's URL and FIRESTORE_EMULATOR_HOST (an emulator that variable names is used instead of a new one),
+then runs until Ctrl-C or SIGTERM. No reloader: functions-framework's --debug one polled the tree at a core's worth
+of CPU and missed edits. The JSON line per record is Cloud Logging's; here each is one line for a person (`serve`).
+At Ctrl-C the project's database is saved in .emulator-data/ (git-ignored), which the next `make dev` starts from.
+Nothing outlives it: the function's server stops when this process dies, even by SIGKILL (no `finally` runs), and
+this process stops when the emulator dies.
 """
 
 from __future__ import annotations
