@@ -1,4 +1,4 @@
-"""`make smoke` of a bake, end to end on this machine: the bake's tools/smoke.py against a real
+"""`make smoke` of a bake, end to end on this machine: the bake's `tools/runs.py smoke` against a real
 functions-framework server of the bake, Google's Firestore emulator, and a local stand-in for the four
 Google REST APIs it calls (Scheduler jobs.run, Logging entries.list, the Firestore field's TTL state,
 Monitoring alertPolicies.list). The stand-in's Force run does what Google's guide says one does: it
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.bake
 
 
 class StandIn(http.server.ThreadingHTTPServer):
-    """The Google APIs smoke.py calls. `ttl_state`, `policies` and `scheduler_status` set what it answers."""
+    """The Google APIs `runs.py smoke` calls. `ttl_state`, `policies` and `scheduler_status` set what it answers."""
 
     def __init__(self, function_url: str, settings: dict, log_path: Path) -> None:
         super().__init__(("127.0.0.1", 0), StandInHandler)
@@ -60,7 +60,7 @@ class StandIn(http.server.ThreadingHTTPServer):
             "X-Scheduler-Location": self.settings["region"],
         }
         request = urllib.request.Request(self.function_url, data=b"", headers=headers, method="POST")
-        with contextlib.suppress(urllib.error.HTTPError):  # the answer is the function's: smoke.py reads its line
+        with contextlib.suppress(urllib.error.HTTPError):  # the answer is the function's: smoke reads its line
             urllib.request.urlopen(request, timeout=30).close()
 
     def stamp_lines(self) -> None:
@@ -182,7 +182,7 @@ def _wait_until_serving(port: int, server: subprocess.Popen) -> None:
 
 def smoke(project: Path, env: dict, *args: str, log_wait: str = "10") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "tools/smoke.py", "--log-wait", log_wait, *args],
+        [sys.executable, "tools/runs.py", "smoke", "--log-wait", log_wait, *args],
         cwd=project, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -195,7 +195,7 @@ def test_a_healthy_deployment_passes_every_step_and_the_run_is_recorded(deployed
     assert [line.split()[0] for line in result.stdout.splitlines()[:5]] == ["PASS"] * 5
     assert result.stdout.splitlines()[-1] == "smoke: PASS (5/5 steps)"
     run_id = re.search(r"run_id=([0-9a-f]{64})", result.stdout).group(1)
-    from google.cloud import firestore  # the record smoke.py read is really there, completed
+    from google.cloud import firestore  # the record smoke read is really there, completed
 
     client = firestore.Client(project=stand_in.settings["project"], database=stand_in.settings["database"])
     assert client.collection(collection).document(run_id).get().to_dict()["status"] == "completed"

@@ -1949,7 +1949,7 @@ MUTANTS = [
     ),
     Mutant(
         "smoke-ttl-creating-passes",
-        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        "{{cookiecutter.project_slug}}/tools/runs.py",
         'return state == "ACTIVE", f"{config.collection}.expire_at',
         'return state != "NEEDS_REPAIR", f"{config.collection}.expire_at',
         "make smoke fails until the TTL policy is ACTIVE (a CREATING policy has not deleted old records yet)",
@@ -1957,7 +1957,7 @@ MUTANTS = [
     ),
     Mutant(
         "smoke-disabled-policy-passes",
-        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        "{{cookiecutter.project_slug}}/tools/runs.py",
         "return bool(policies) and not disabled, f",
         "return bool(policies), f",
         "make smoke fails when an alert policy of the project is disabled",
@@ -1965,7 +1965,7 @@ MUTANTS = [
     ),
     Mutant(
         "smoke-record-not-checked",
-        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        "{{cookiecutter.project_slug}}/tools/runs.py",
         "return status == dedup.Status.COMPLETED, f",
         "return True, f",
         "make smoke fails when the Force run left no completed record",
@@ -2235,9 +2235,9 @@ MUTANTS = [
     # --- issue 17: the tools, one way each (branch s5tools) ---
     Mutant(
         "s5tools-smoke-without-jobs",
-        "{{cookiecutter.project_slug}}/tools/smoke.py",
-        "        if job_name is None:\n            raise SmokeError(",
-        "        if False:\n            raise SmokeError(",
+        "{{cookiecutter.project_slug}}/tools/runs.py",
+        "    if job_name is None:\n        raise Misconfigured(",
+        "    if False:\n        raise Misconfigured(",
         "make smoke on a configuration without jobs is one line naming why, not a traceback",
         ("tests/test_smoke.py", "-k", "without_jobs"),
     ),
@@ -2286,8 +2286,8 @@ MUTANTS = [
     Mutant(
         "s5tests-smoke-project-from-make",
         "{{cookiecutter.project_slug}}/Makefile",
-        '\t@$(PY) tools/smoke.py $(if $(JOB),--job "$(JOB)")',
-        '\t@DEDUP_PROJECT=$(PROJECT) DEDUP_LOCATION=$(REGION) $(PY) tools/smoke.py $(if $(JOB),--job "$(JOB)")',
+        '\t@$(PY) tools/runs.py smoke $(if $(JOB),--job "$(JOB)")',
+        '\t@DEDUP_PROJECT=$(PROJECT) DEDUP_LOCATION=$(REGION) $(PY) tools/runs.py smoke $(if $(JOB),--job "$(JOB)")',
         "make smoke checks config.yaml's project and region, as the function and Terraform do",
         ("tests/test_baked_makefile.py", "-k", "smoke"),
     ),

@@ -4,8 +4,8 @@ Every command that names a job takes its job id (`nightly`) or its Scheduler job
 run is keyed by): `resolve_job` turns either into the deployed name. Firestore: the emulator
 FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A delivery carries the headers
 Scheduler sends (task_queue.delivery_headers); it goes to the local dev server, to a deployed function (--url, with
-an identity token as Scheduler's OIDC token), or through the deliveries queue (--queue). A new command is one
-function, its @command line says what it does and takes.
+an identity token as Scheduler's OIDC token), or through the deliveries queue (--queue). `smoke` (make smoke) checks a
+deployment through Google's REST APIs. A new command is one function, its @command line says what it does and takes.
 """
 
 from __future__ import annotations
@@ -17,14 +17,19 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import google.api_core.exceptions
+import google.auth
 import google.auth.exceptions
+import requests
+from google.auth.transport.requests import AuthorizedSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
 from firestore_emulator import is_ready  # noqa: E402
@@ -32,6 +37,7 @@ from firestore_emulator import is_ready  # noqa: E402
 import audit  # noqa: E402
 import dedup  # noqa: E402
 import keys  # noqa: E402
+import schedules  # noqa: E402
 import task_queue  # noqa: E402
 from ledger import RunLedger  # noqa: E402
 from outcomes import InvalidDelivery, Misconfigured, StoreUnavailable  # noqa: E402
@@ -40,14 +46,35 @@ from settings import TASKS_QUEUE, DedupConfig, JobSpec  # noqa: E402
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
 RUN_HEADER = ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "RUN_ID"]
-# What a tool meets when Firestore cannot be reached, with the one thing to do about it.
+# What a tool meets when Google or the emulator cannot be reached, with the one thing to do about it.
+LOGIN = "no Google credentials: run `gcloud auth application-default login`"
 NO_CREDENTIALS = (
-    "no Google credentials: run `gcloud auth application-default login`, or for Firestore use the local emulator: "
-    "`make dev` prints FIRESTORE_EMULATOR_HOST=...; export it in this shell"
+    f"{LOGIN}, or for Firestore use the local emulator: `make dev` prints FIRESTORE_EMULATOR_HOST=...; export it in "
+    "this shell"
 )
 NO_EMULATOR = "FIRESTORE_EMULATOR_HOST={}: no emulator answers there; start `make dev` (it prints the host to use)"
 # The flag of each re-run header: keys.read_rerun, the function's own check, judges the request before it is queued.
 RERUN_FLAGS = {keys.RERUN_ID_HEADER: "--rerun-id", keys.RERUN_BY_HEADER: "--by", keys.RERUN_REASON_HEADER: "--reason"}
+# The REST roots of the four APIs `smoke` calls. One override for tests: SMOKE_API_ROOT, a local stand-in for all.
+API_ROOTS = {
+    # POST {root}/v1/{name}:run - https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs/run
+    "scheduler": "https://cloudscheduler.googleapis.com",
+    # POST {root}/v2/entries:list - https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list
+    "logging": "https://logging.googleapis.com",
+    # GET {root}/v1/{field name} - Field.ttlConfig.state: CREATING, ACTIVE, NEEDS_REPAIR
+    # (https://firebase.google.com/docs/firestore/reference/rest/v1/projects.databases.collectionGroups.fields)
+    "firestore": "https://firestore.googleapis.com",
+    # GET {root}/v3/projects/P/alertPolicies - https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.alertPolicies/list
+    "monitoring": "https://monitoring.googleapis.com",
+}
+# Cloud Logging shows an entry within seconds, but its documented ingestion delay can reach a minute.
+LOG_WAIT_SECONDS = 120.0
+POLL_SECONDS = 5.0
+# The label the module puts on everything it makes (terraform/modules/scheduled-dedup/main.tf, local.labels).
+LABEL = "scheduled-dedup"
+# The outcome lines that prove a Force run reached the work (main.py's ANSWERS names them). duplicate: an earlier
+# smoke's Force run of the same slot ran it; that still proves Scheduler -> function -> Firestore.
+ANSWERED = ("processed", "duplicate")
 
 
 class BadArgument(ValueError):
@@ -392,6 +419,116 @@ def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+class Apis:
+    """The REST calls of `smoke`: with Application Default Credentials, or plainly to SMOKE_API_ROOT."""
+
+    def __init__(self) -> None:
+        root = os.environ.get("SMOKE_API_ROOT")
+        self.roots = dict.fromkeys(API_ROOTS, root.rstrip("/")) if root else API_ROOTS
+        self.session = requests.Session()
+        if not root:
+            try:
+                credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+            except google.auth.exceptions.DefaultCredentialsError:
+                raise Unavailable(f"{LOGIN} first") from None
+            self.session = AuthorizedSession(credentials)
+
+    def call(self, method: str, api: str, path: str, body: dict | None = None) -> dict:
+        url = f"{self.roots[api]}/{path}"
+        response = self.session.request(method, url, json=body, timeout=30)
+        if response.status_code >= 400:
+            text = " ".join(response.text.split())[:200]
+            raise Unavailable(f"{method} {url} answered {response.status_code}: {text}")
+        return response.json() if response.content else {}
+
+
+def step(name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
+    """Run one smoke step (what Google or the emulator did not serve is its failure), print its line; True: passed."""
+    try:
+        ok, detail = probe()
+    except UNAVAILABLE as error:
+        ok, detail = False, str(error)
+    print(f"{'PASS' if ok else 'FAIL'}  {name:<15} {detail}", flush=True)
+    return ok
+
+
+@command(
+    "after a deploy: a Force run of a job, its outcome line, its record, the TTL and alert policies; PASS or FAIL",
+    arg("--job", help="job id or Scheduler job name (default: the first job)"),
+    arg("--log-wait", type=float, default=LOG_WAIT_SECONDS, help="seconds to wait for the log line"),
+)
+def smoke(config: DedupConfig, args: argparse.Namespace) -> int:
+    """Is the deployed project alive? Five steps, each a PASS or FAIL line; a step an earlier failure leaves nothing
+    to check fails. Credentials: Application Default Credentials with the roles docs/operations.md lists.
+
+    1. a Force run of the job (Cloud Scheduler `jobs.run`: the console's button, so it also proves the Scheduler
+       job, its OIDC token, the invoker grant and the ingress);
+    2. its outcome line, read back from Cloud Logging (the function ran our code and logged one line);
+    3. its run record in Firestore (the claim protocol wrote and finished it);
+    4. the TTL policy on `expire_at` is ACTIVE (old records are deleted: storage stays bounded);
+    5. the alert policies this project's Terraform made are there and enabled.
+    """
+    job_name = min(selected_jobs(config, args.job), default=None)
+    if job_name is None:
+        raise Misconfigured("no job to Force-run: config.yaml (or DEDUP_JOBS) has none")
+    apis = Apis()
+    # A Force run sends the job's next fire time (Google's guide); the line of that run is the one to read.
+    # `since` allows for a few seconds between this machine's clock and the function's.
+    since = dedup.utcnow() - dt.timedelta(seconds=5)
+    schedule_time = schedules.next_fire_after(config.jobs[job_name].fire_rule, since)
+    resource = f"projects/{config.project}/locations/{config.location}/jobs/{job_name}"
+    passed: list[bool] = []
+    line: dict = {}
+
+    def force_run() -> tuple[bool, str]:
+        apis.call("POST", "scheduler", f"v1/{resource}:run", {})
+        return True, f"{resource}:run accepted"
+
+    def outcome_line() -> tuple[bool, str]:
+        if not passed[0]:
+            return False, "skipped: no Force run"
+        log_filter = (
+            f'jsonPayload.job="{job_name}" AND jsonPayload.schedule_time="{schedule_time.isoformat()}" '
+            f'AND jsonPayload.outcome:* AND timestamp>="{since.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
+        )
+        body = {"resourceNames": [f"projects/{config.project}"], "filter": log_filter, "orderBy": "timestamp desc"}
+        deadline = time.monotonic() + args.log_wait
+        while not (entries := apis.call("POST", "logging", "v2/entries:list", body).get("entries")):
+            if time.monotonic() >= deadline:
+                wanted = f"{job_name} at {schedule_time.isoformat()}"
+                return False, f"no outcome line of {wanted} in Cloud Logging after {args.log_wait:.0f} s"
+            time.sleep(POLL_SECONDS)
+        line.update(entries[0].get("jsonPayload", {}))
+        detail = f"outcome={line.get('outcome')} http_status={line.get('http_status')} run_id={line.get('run_id')}"
+        return line.get("outcome") in ANSWERED, f"{detail}: {line.get('message', '')}"
+
+    def run_record() -> tuple[bool, str]:
+        if not line.get("run_id"):
+            return False, "skipped: no run_id from an outcome line"
+        status = (ledger(config).read_runs([line["run_id"]]).get(line["run_id"]) or {}).get("status")
+        return status == dedup.Status.COMPLETED, f"{config.collection}/{line['run_id']} status={status}"
+
+    def ttl_policy() -> tuple[bool, str]:
+        field = f"{config.database_name}/collectionGroups/{config.collection}/fields/expire_at"
+        state = apis.call("GET", "firestore", f"v1/{field}").get("ttlConfig", {}).get("state", "none")
+        return state == "ACTIVE", f"{config.collection}.expire_at ttlConfig.state={state}"
+
+    def alert_policies() -> tuple[bool, str]:
+        slug = config.audit_job.removesuffix("_audit")
+        query = urllib.parse.urlencode({"filter": f'user_labels."{LABEL}" = "{slug}"'})
+        path = f"v3/projects/{config.project}/alertPolicies?{query}"
+        policies = apis.call("GET", "monitoring", path).get("alertPolicies", [])
+        disabled = [policy.get("displayName", "?") for policy in policies if not policy.get("enabled", False)]
+        detail = f"; disabled: {', '.join(disabled)}" if disabled else ", all enabled"
+        return bool(policies) and not disabled, f"{len(policies)} alert policies labelled {LABEL}={slug}{detail}"
+
+    probes = {"force run": force_run, "outcome line": outcome_line, "run record": run_record}
+    for name, probe in {**probes, "TTL policy": ttl_policy, "alert policies": alert_policies}.items():
+        passed.append(step(name, probe))
+    print(f"smoke: {'PASS' if all(passed) else 'FAIL'} ({sum(passed)}/{len(passed)} steps)")
+    return 0 if all(passed) else 1
+
+
 def unavailable(error: Exception) -> tuple[str, int]:
     """One line for what Google did not give, and the exit status: no credentials (2) names the fix."""
     if any(isinstance(e, google.auth.exceptions.DefaultCredentialsError) for e in (error, error.__cause__)):
@@ -414,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         message, status = str(error), 2
     except UNAVAILABLE as error:
         message, status = unavailable(error)
+    if args.run is smoke:  # its verdict, whatever stopped it: one FAIL line, exit status 1
+        message, status = f"smoke: FAIL ({message})", 1
     print(message, file=sys.stderr)
     return status
 
