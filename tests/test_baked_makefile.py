@@ -273,7 +273,7 @@ def test_make_deploy_is_terraform_init_then_apply_with_the_baked_variables(proje
 
 
 def test_make_smoke_checks_the_project_and_region_of_config_yaml(project):
-    """`runs.py smoke` reads them in config.yaml, as the function and Terraform do: make's variables override neither."""
+    """runs.py smoke reads them in config.yaml, as the function and Terraform do: make's variables override neither."""
     dry = make(project, "-n", "smoke", "PROJECT=other-project", "REGION=us-central1")
     assert dry.returncode == 0, dry.stderr
     (command,) = [line for line in dry.stdout.splitlines() if "tools/runs.py smoke" in line]

@@ -2308,4 +2308,13 @@ MUTANTS = [
         "the bake carries no code that only the hook or the template's tests use",
         ("tests/test_bake.py", "-k", "carries_no_code"),
     ),
+    # --- issue 17: make smoke is runs.py smoke, one HTTP client in tools/ (branch s5smoke) ---
+    Mutant(
+        "s5smoke-smoke-refusal-without-its-verdict",
+        "{{cookiecutter.project_slug}}/tools/runs.py",
+        "    if args.run is smoke:",
+        "    if False:",
+        "make smoke stopped before its steps still ends in one `smoke: FAIL (why)` line and exit status 1",
+        ("tests/test_smoke.py", "-k", "unknown_job"),
+    ),
 ]

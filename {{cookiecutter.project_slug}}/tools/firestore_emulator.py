@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -16,10 +15,10 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import requests
 
 INSTALL_HINT = (
     "Google's Firestore emulator was not found. Install it with `apt-get install google-cloud-cli-firestore-emulator "
@@ -53,11 +52,8 @@ def free_port() -> int:
 def answer(url: str) -> bytes | None:
     """The body `url` answers a GET with (an HTTP error's included), or None when nothing answers."""
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return response.read()
-    except urllib.error.HTTPError as error:
-        return error.read()
-    except OSError:  # URLError included
+        return requests.get(url, timeout=1).content
+    except requests.RequestException:
         return None
 
 
@@ -72,12 +68,6 @@ def wait_until(ready: Callable[[], bool], process: subprocess.Popen, seconds: fl
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(failure)
         time.sleep(0.2)
-
-
-def post_json(url: str, body: dict) -> None:
-    headers = {"Content-Type": "application/json"}
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
-    urllib.request.urlopen(request, timeout=60).close()
 
 
 class Emulator:
@@ -108,8 +98,9 @@ class Emulator:
             # which would turn a test's first delivery into a spurious 5xx: a few writes through REST first.
             documents = f"http://{self.host}/v1/projects/warm-up/databases/(default)/documents/warm-up"
             for number in range(3):
-                post_json(f"{documents}?documentId=w{number}", {"fields": {"n": {"integerValue": str(number)}}})
-        except (RuntimeError, OSError):
+                body = {"fields": {"n": {"integerValue": str(number)}}}
+                requests.post(f"{documents}?documentId=w{number}", json=body, timeout=60).raise_for_status()
+        except (RuntimeError, OSError):  # requests' errors are OSErrors
             self.stop()
             raise
         return self
@@ -125,9 +116,10 @@ class Emulator:
         shutil.rmtree(fresh, ignore_errors=True)
         fresh.mkdir(parents=True)
         body = {"database": f"projects/{project}/databases/{database}", "export_directory": str(fresh)}
+        url = f"http://{self.host}/emulator/v1/projects/{project}:export"
         try:
-            post_json(f"http://{self.host}/emulator/v1/projects/{project}:export", body)
-        except OSError:
+            requests.post(url, json=body, timeout=60).raise_for_status()
+        except OSError:  # requests' errors are OSErrors
             shutil.rmtree(fresh, ignore_errors=True)  # nothing half-written left beside the project
             raise
         shutil.rmtree(directory, ignore_errors=True)

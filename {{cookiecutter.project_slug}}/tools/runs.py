@@ -18,9 +18,7 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -229,15 +227,11 @@ def post(args: argparse.Namespace, headers: dict[str, str]) -> tuple[int, str]:
     url = target(args)
     if args.url:
         headers = {**headers, "Authorization": f"Bearer {identity_token(args.url, args.impersonate)}"}
-    request = urllib.request.Request(url, data=b"", headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=args.timeout) as response:
-            status, body = response.status, response.read()
-    except urllib.error.HTTPError as error:
-        status, body = error.code, error.read()
-    except OSError as error:  # URLError included: nothing answered
+        response = requests.post(url, headers=headers, timeout=args.timeout)
+    except requests.RequestException as error:  # nothing answered
         return 0, f"cannot reach {url}: {error}" + ("" if args.url else " (is `make dev` running?)")
-    return status, f"{status} {body.decode(errors='replace').strip()}"
+    return response.status_code, f"{response.status_code} {response.text.strip()}"
 
 
 @command(
@@ -458,16 +452,8 @@ def step(name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
     arg("--log-wait", type=float, default=LOG_WAIT_SECONDS, help="seconds to wait for the log line"),
 )
 def smoke(config: DedupConfig, args: argparse.Namespace) -> int:
-    """Is the deployed project alive? Five steps, each a PASS or FAIL line; a step an earlier failure leaves nothing
-    to check fails. Credentials: Application Default Credentials with the roles docs/operations.md lists.
-
-    1. a Force run of the job (Cloud Scheduler `jobs.run`: the console's button, so it also proves the Scheduler
-       job, its OIDC token, the invoker grant and the ingress);
-    2. its outcome line, read back from Cloud Logging (the function ran our code and logged one line);
-    3. its run record in Firestore (the claim protocol wrote and finished it);
-    4. the TTL policy on `expire_at` is ACTIVE (old records are deleted: storage stays bounded);
-    5. the alert policies this project's Terraform made are there and enabled.
-    """
+    """Is the deployed project alive? Five steps, a PASS or FAIL line each (what each proves, what its FAIL means and
+    the roles they need: docs/operations.md); a step an earlier failure leaves nothing to check fails."""
     job_name = min(selected_jobs(config, args.job), default=None)
     if job_name is None:
         raise Misconfigured("no job to Force-run: config.yaml (or DEDUP_JOBS) has none")
