@@ -1,19 +1,16 @@
 """Start, wait for, save and stop Google's Firestore emulator (the official one: transactions isolate).
 
-Used by the tests' fixture and `make dev`. As a script:
-    python tools/firestore_emulator.py start [--port N]   # prints FIRESTORE_EMULATOR_HOST=..., runs until killed
+Used by the tests' fixture and `make dev` (whose emulator serves several runs: docs/operations.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -156,25 +153,3 @@ def running_emulator() -> Iterator[str]:
     finally:
         emulator.stop()
         del os.environ["FIRESTORE_EMULATOR_HOST"]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["start"])
-    parser.add_argument("--port", type=int, default=None)
-    args = parser.parse_args(argv)
-    try:
-        emulator = Emulator(args.port).start()
-    except EmulatorNotFound as error:
-        print(error, file=sys.stderr)
-        return 2
-    print(f"FIRESTORE_EMULATOR_HOST={emulator.host}", flush=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
-    with contextlib.suppress(KeyboardInterrupt):
-        emulator.process.wait()
-    emulator.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
