@@ -148,6 +148,9 @@ def test_fire_at_make_dev_processes_then_skips_the_duplicate(project, dev_server
     outcomes = [line for line in output.splitlines() if " processed " in line or " duplicate " in line]
     assert len(outcomes) == 2 and all(len(line) <= 200 and "{" not in line for line in outcomes), outcomes
     assert f"nightly-report-nightly {sent.replace('Z', '+00:00')}" in outcomes[0]
+    # The work's lines too, logged in its own process (stop.py): a person's line each, none of them JSON.
+    assert any("scheduled work for nightly" in line for line in output.splitlines()), output
+    assert not [line for line in output.splitlines() if line.startswith("{")], output
     assert "==> stopped" in output
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)

@@ -6,6 +6,7 @@ its own process carries the same run fields as the handler's outcome line.
 
 import contextvars
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -17,6 +18,9 @@ from google.cloud.logging.handlers import StructuredLogHandler
 RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "run_fields", default=MappingProxyType({})
 )
+# Set by `make dev` (tools/dev_server.py): one short line per record for a person, in the handler's process and the
+# work's. The deployed function has no such variable: Cloud Logging's JSON lines.
+TEXT_LOGS_ENV = "DEDUP_TEXT_LOGS"
 
 
 class RunFieldsFilter(logging.Filter):
@@ -25,13 +29,34 @@ class RunFieldsFilter(logging.Filter):
         return True
 
 
+class TextFormatter(logging.Formatter):
+    """One short line per record: what the JSON line says, for a terminal."""
+
+    FIELDS = ("outcome", "job", "schedule_time")
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "json_fields", {})
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            message += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+        if "duration_ms" in fields:
+            message += f" [{fields['duration_ms']} ms]"
+        parts = [self.formatTime(record, "%H:%M:%S"), f"{record.levelname:<7}"]
+        parts += [str(fields[name]) for name in self.FIELDS if fields.get(name) is not None]
+        return " ".join([*parts, " | ".join(message.splitlines())])
+
+
 def configure_logging() -> None:
     """One JSON line on stdout per record, which Cloud Run turns into a structured entry: no Logging API
     call per line. Ours is the root logger's only handler: functions-framework (3.10.2, create_app)
     adds its own before it loads main.py (with LOG_EXECUTION_ID, which the function gets, a handler
     on the WSGI error stream; with ENTRY_POINT, two more), and each would print every record again,
     without severity or outcome: twice the log volume and its cost."""
-    handler = StructuredLogHandler(stream=sys.stdout)
+    if os.environ.get(TEXT_LOGS_ENV):
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(TextFormatter())
+    else:
+        handler = StructuredLogHandler(stream=sys.stdout)
     handler.addFilter(RunFieldsFilter())
     root = logging.getLogger()
     root.handlers = [handler]

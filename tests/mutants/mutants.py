@@ -1436,8 +1436,8 @@ MUTANTS = [
     Mutant(
         "i17bake-dev-json-logs",
         "{{cookiecutter.project_slug}}/tools/dev_server.py",
-        "    logging.getLogger().handlers = [text]\n",
-        "",
+        '    os.environ[TEXT_LOGS_ENV] = "1"',
+        "    pass",
         "make dev prints one short human-readable line per record",
         ("tests/test_baked_makefile.py", "-k", "processes_then_skips"),
     ),
@@ -2316,5 +2316,14 @@ MUTANTS = [
         "    if False:",
         "make smoke stopped before its steps still ends in one `smoke: FAIL (why)` line and exit status 1",
         ("tests/test_smoke.py", "-k", "unknown_job"),
+    ),
+    Mutant(
+        "s5smoke-dev-work-lines-json",
+        "{{cookiecutter.project_slug}}/run_log.py",
+        "    configure_logging()\n    google.cloud.logging_v2._instrumentation_emitted = True",
+        "    os.environ.pop(TEXT_LOGS_ENV, None)\n    configure_logging()\n"
+        "    google.cloud.logging_v2._instrumentation_emitted = True",
+        "make dev prints the work's lines (logged in its own process) as short text lines too, not JSON",
+        ("tests/test_baked_makefile.py", "-k", "processes_then_skips"),
     ),
 ]

@@ -2,7 +2,8 @@
 
 Prints the function's URL and FIRESTORE_EMULATOR_HOST (an emulator that variable names is used instead of a new one),
 then runs until Ctrl-C or SIGTERM. No reloader: functions-framework's --debug one polled the tree at a core's worth
-of CPU and missed edits. The JSON line per record is Cloud Logging's; here each is one line for a person (`serve`).
+of CPU and missed edits. The JSON line per record is Cloud Logging's; here each is one line for a person, the work's
+too (run_log.TEXT_LOGS_ENV).
 At Ctrl-C the project's database is saved in .emulator-data/ (git-ignored), which the next `make dev` starts from.
 Nothing outlives it: the function's server stops when this process dies, even by SIGKILL (no `finally` runs), and
 this process stops when the emulator dies.
@@ -11,7 +12,6 @@ this process stops when the emulator dies.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import subprocess
@@ -25,23 +25,6 @@ from firestore_emulator import Emulator, answer, saved_export, stop_group, wait_
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".emulator-data"
 sys.path.insert(0, str(ROOT))  # the project root: the protocol modules
-
-
-class TextFormatter(logging.Formatter):
-    """One short line per record: what main.py's JSON line says, for a terminal."""
-
-    FIELDS = ("outcome", "job", "schedule_time")
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields = getattr(record, "json_fields", {})
-        message = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            message += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
-        if "duration_ms" in fields:
-            message += f" [{fields['duration_ms']} ms]"
-        parts = [self.formatTime(record, "%H:%M:%S"), f"{record.levelname:<7}"]
-        parts += [str(fields[name]) for name in self.FIELDS if fields.get(name) is not None]
-        return " ".join([*parts, " | ".join(message.splitlines())])
 
 
 def exit_with_parent(poll_seconds: float = 1.0) -> None:
@@ -62,14 +45,11 @@ def serve(port: int) -> None:
     from functions_framework import create_app
     from functions_framework._http import create_server
 
-    from run_log import RunFieldsFilter
+    from run_log import TEXT_LOGS_ENV
 
     exit_with_parent()
-    app = create_app("handle_scheduled_job", str(ROOT / "main.py"))  # imports main.py: it sets up JSON logging
-    text = logging.StreamHandler(sys.stdout)  # in place of main.py's handler, with the same run fields
-    text.addFilter(RunFieldsFilter())
-    text.setFormatter(TextFormatter())
-    logging.getLogger().handlers = [text]
+    os.environ[TEXT_LOGS_ENV] = "1"  # before main.py sets up logging; the work's processes inherit it
+    app = create_app("handle_scheduled_job", str(ROOT / "main.py"))
     create_server(app, debug=False).run("127.0.0.1", port)
 
 
