@@ -80,7 +80,7 @@ class BadArgument(ValueError):
 
 
 class Unavailable(RuntimeError):
-    """The emulator, the queue or gcloud did not serve: the message says what to start or fix (exit status 1)."""
+    """The emulator, the queue, gcloud or a Google API did not serve: the message says what to start or fix (exit 1)."""
 
 
 # What may fail for want of Google: the message says what to start, log in to or fix.
