@@ -30,6 +30,10 @@ import rules  # noqa: E402
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
+# The modules the bakes of these tests call: this working tree's, offline. An absolute path is a package Terraform
+# links into .terraform/modules (Terraform's "Module Sources": not a local path); its sub-directory after "//" is
+# the module, so the core module's "../image-repository" resolves in the same package.
+MODULE_SOURCE = f"{ROOT / baking.MODULES_DIR}//{baking.MODULE}"
 
 
 def extra_context(answers: dict[str, object]) -> dict[str, object]:
@@ -133,7 +137,7 @@ def bake(output_dir: Path, **answers: object) -> Path:
         cookiecutter(
             str(ROOT),
             no_input=True,
-            extra_context=extra_context(answers),
+            extra_context=extra_context({"_module_source": MODULE_SOURCE, **answers}),
             output_dir=str(output_dir),
             accept_hooks=True,
         )
