@@ -65,8 +65,8 @@ def module_source(
     from cookiecutter.repository import expand_abbreviations, is_repo_url
 
     url = expand_abbreviations(template, BUILTIN_ABBREVIATIONS)  # gh:, gl:, bb: -> their https URLs
-    if not is_repo_url(url) and origin and is_repo_url(origin):  # a local clone: where it came from
-        url, checkout = origin, None
+    if not is_repo_url(url) and origin:  # a local clone: where it came from (cruft clones a local template too)
+        url, checkout = origin if is_repo_url(origin) else (repo_dir / origin).as_uri(), None
     if not is_repo_url(url):
         return f"{repo_dir.resolve() / MODULES_DIR}//{MODULE}"
     ref = checkout or head

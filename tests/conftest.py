@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,23 @@ DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
 # links into .terraform/modules (Terraform's "Module Sources": not a local path); its sub-directory after "//" is
 # the module, so the core module's "../image-repository" resolves in the same package.
 MODULE_SOURCE = f"{ROOT / baking.MODULES_DIR}//{baking.MODULE}"
+# A module call of a bake's root: the name of its block and the module's directory, the last part of its address.
+MODULE_CALL = re.compile(r'^module "(\w+)" \{\n  source = "[^"]*/([\w-]+)(?:\?[^"]*)?"', re.M)
+
+
+def called_modules(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> list[Path]:
+    """The modules a bake's roots call (the last part of each address; in `modules`, this working tree's by default,
+    as MODULE_SOURCE bakes) and the ones those call beside them (the core's ../image-repository)."""
+    roots = [project / "terraform" / "main.tf", project / "terraform" / "bootstrap" / "main.tf"]
+    names = {name for root in roots if root.is_file() for _, name in MODULE_CALL.findall(root.read_text())}
+    sibling = re.compile(r'^  source += "\.\./([\w-]+)"$', re.M)
+    names |= {
+        name
+        for called in names
+        for path in (modules / called).glob("*.tf")
+        for name in sibling.findall(path.read_text())
+    }
+    return [modules / name for name in sorted(names)]
 
 
 def extra_context(answers: dict[str, object]) -> dict[str, object]:

@@ -15,7 +15,7 @@ from conftest import ROOT
 pytestmark = pytest.mark.bake
 
 CRUFT = Path(sys.executable).with_name("cruft")
-# What a bake reads: the variables, the hooks, the baked tree and the Terraform module it vendors.
+# What a bake reads: the variables, the hooks, the baked tree and the Terraform modules it calls.
 TEMPLATE_PARTS = ("cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".terraform*", "node_modules")
 
@@ -53,9 +53,10 @@ def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_pat
     project = out / "nightly-report"
     state = json.loads((project / ".cruft.json").read_text())
     assert state["template"] == str(template_repo)
-    # The hooks ran under cruft: answers written, the Terraform module vendored.
+    # The hooks ran under cruft: answers written, the modules called at the template's commit (cruft's _commit).
     assert (project / ".cookiecutter.json").is_file()
-    assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+    module = f"git::{template_repo.as_uri()}//terraform/modules/scheduled-dedup?ref={state['commit']}"
+    assert f'  source = "{module}"\n' in (project / "terraform" / "main.tf").read_text()
     assert (project / "rules.py").is_file() and (project / "config.yaml").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
     run("git", "init", "-q", "-b", "main", cwd=project)

@@ -204,7 +204,10 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
     )
     assert result.returncode == 0, result.stderr
     (project,) = output.iterdir()
-    assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+    # The modules' address is this checkout's: its local path, or its origin at its commit.
+    head, origin, prefix = baking.git_facts(ROOT)
+    address = baking.module_source(template, None, ROOT, head, origin, prefix).replace(baking.MODULE, "scheduled-dedup")
+    assert f'  source = "{address}"\n' in (project / "terraform" / "main.tf").read_text()
     assert (project / "config.yaml").is_file() and (project / "rules.py").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
 
@@ -521,7 +524,7 @@ DERIVATIONS = {
         f"git::https://example.com/dedup.git{MODULES}?ref={SHA}",
     ),
     "local-without-a-remote": ("/t", None, None, f"/t/terraform/modules//{baking.MODULE}"),
-    "local-with-a-local-origin": ("/t", None, "/elsewhere/dedup", f"/t/terraform/modules//{baking.MODULE}"),
+    "local-clone-of-a-local-repository": ("/t", None, "/src/dedup", f"git::file:///src/dedup{MODULES}?ref={SHA}"),
 }
 
 
