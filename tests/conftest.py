@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -199,3 +200,30 @@ def run_proofs(project: Path, emulator_host: str, *pytest_args: str) -> subproce
     """The template's proofs in a laid-in copy of the bake (`proved`), against the shared emulator."""
     env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_TEST_PROJECT": f"proofs-{project.name}"[:30]}
     return prove.run(proved(project), *pytest_args, env=env, capture_output=True, text=True, timeout=1500)
+
+
+# What a bake reads: the variables, the hooks, the baked tree and the Terraform modules it calls.
+TEMPLATE_PARTS = ("cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".terraform*", "node_modules")
+
+
+def git_commit(repo: Path, message: str) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, timeout=120)
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", *identity, "commit", "-qm", message], cwd=repo, check=True, timeout=120)
+
+
+@pytest.fixture
+def template_repo(tmp_path):
+    """A copy of this working tree's template in a git repository of its own (as cruft expects one), committed."""
+    repo = tmp_path / "template"
+    repo.mkdir()
+    for part in TEMPLATE_PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, repo / part, ignore=IGNORED)
+        else:
+            shutil.copy2(source, repo / part)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, timeout=60)
+    git_commit(repo, "template v1")
+    return repo

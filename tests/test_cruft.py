@@ -3,48 +3,23 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import git_commit
 
 pytestmark = pytest.mark.bake
 
 CRUFT = Path(sys.executable).with_name("cruft")
-# What a bake reads: the variables, the hooks, the baked tree and the Terraform modules it calls.
-TEMPLATE_PARTS = ("cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".terraform*", "node_modules")
 
 
 def run(*command, cwd):
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{' '.join(map(str, command))} failed:\n{result.stdout}\n{result.stderr}"
     return result
-
-
-def git_commit(repo: Path, message: str) -> None:
-    run("git", "add", "-A", cwd=repo)
-    run("git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", message, cwd=repo)
-
-
-@pytest.fixture
-def template_repo(tmp_path):
-    """A copy of the template in a git repository of its own, as cruft expects one."""
-    repo = tmp_path / "template"
-    repo.mkdir()
-    for part in TEMPLATE_PARTS:
-        source = ROOT / part
-        if source.is_dir():
-            shutil.copytree(source, repo / part, ignore=IGNORED)
-        else:
-            shutil.copy2(source, repo / part)
-    run("git", "init", "-q", "-b", "main", cwd=repo)
-    git_commit(repo, "template v1")
-    return repo
 
 
 def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_path):

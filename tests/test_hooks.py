@@ -553,19 +553,15 @@ def test_module_source_overrides_the_derivation_and_names_every_module(tmp_path)
     assert sources == {name: f"git::https://example.com/x.git//m/{name}?ref=v9" for name in baking.MODULES}
 
 
-def test_a_bake_from_a_clone_calls_the_modules_at_its_remote_pinned_to_its_commit(tmp_path):
+def test_a_bake_from_a_clone_calls_the_modules_at_its_remote_pinned_to_its_commit(template_repo, tmp_path):
     """No _module_source: a bake from a clone of a remote calls the modules there, at the commit it was baked from,
     and holds no copy of them."""
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--local", str(ROOT), str(clone)], check=True, timeout=120)
-    subprocess.run(
-        ["git", "-C", str(clone), "remote", "set-url", "origin", "https://example.com/dedup.git"], check=True
-    )
-    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    git = ("git", "-C", str(template_repo))
+    subprocess.run([*git, "remote", "add", "origin", "https://example.com/dedup.git"], check=True, timeout=60)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    out = tmp_path / "out"
     project = Path(
-        cookiecutter_main(
-            str(clone), no_input=True, output_dir=str(tmp_path / "out"), extra_context={"target": "workflow"}
-        )
+        cookiecutter_main(str(template_repo), no_input=True, output_dir=str(out), extra_context={"target": "workflow"})
     )
     assert not (project / baking.MODULES_DIR).exists()
     sources = re.findall(r'^  source += "([^"]+)"', (project / "terraform" / "main.tf").read_text(), re.M)
