@@ -17,7 +17,8 @@ import rules
 # configuration and a module upgrade is one ref bump. Terraform's "Module Sources" page: a generic git source
 # `git::<URL>//<sub-directory>?ref=<tag or commit>` clones the whole repository and reads the module from the
 # sub-directory ("Modules in Package Sub-directories"), so the core module's "../image-repository" resolves in the
-# same clone; an absolute path is no local path but a package copied into the module cache (the test forms below).
+# same clone. An absolute path is no local path but a package installed into .terraform/modules (Terraform 1.15 links
+# it there), so "<checkout>/terraform/modules//<module>" installs the modules alone, not the checkout's venvs.
 MODULES_DIR = Path("terraform") / "modules"
 MODULES = ("scheduled-dedup", "image-repository", "scheduled-dedup-cloud-run-job", "scheduled-dedup-workflow")
 # Where a module's name goes in an address: `_module_source` (cookiecutter.json, asked of no one) may set one,
