@@ -565,7 +565,7 @@ def test_one_definition_of_the_image_repository_and_its_cleanup_policies():
     assert defining == {"terraform/modules/image-repository/main.tf"}
     callers = {
         "terraform/modules/scheduled-dedup/images.tf": "../image-repository",
-        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf": "../modules/image-repository",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf": "{{ cookiecutter.module_sources['image-repository'] }}",
     }
     for path, source in callers.items():
         calls = re.findall(r'^module "images" \{\n  source = "([^"]+)"', (ROOT / path).read_text(), re.M)
