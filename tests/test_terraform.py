@@ -563,9 +563,10 @@ def test_one_definition_of_the_image_repository_and_its_cleanup_policies():
         if re.search(r"cleanup_policies|older_than|keep_count|resource \"google_artifact_registry", path.read_text())
     }
     assert defining == {"terraform/modules/image-repository/main.tf"}
+    bootstrap = "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf"
     callers = {
         "terraform/modules/scheduled-dedup/images.tf": "../image-repository",
-        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf": "{{ cookiecutter.module_sources['image-repository'] }}",
+        bootstrap: "{{ cookiecutter.module_sources['image-repository'] }}",  # its pinned address (hooks/baking.py)
     }
     for path, source in callers.items():
         calls = re.findall(r'^module "images" \{\n  source = "([^"]+)"', (ROOT / path).read_text(), re.M)
