@@ -39,7 +39,7 @@ LATENESS_CASES = [60, 59, 3600, 0]
 
 def hook_refuses_audit(interval: int, timing: dict[str, int]) -> bool:
     try:
-        rules.check_audit_interval({"audit_interval_minutes": str(interval)}, timing)
+        rules.check_audit_interval(str(interval), timing)
     except rules.RuleError:
         return True
     return False

@@ -272,6 +272,14 @@ def test_make_deploy_is_terraform_init_then_apply_with_the_baked_variables(proje
     assert "create database: true; alerts to: nobody" in dry.stdout
 
 
+def test_make_smoke_checks_the_project_and_region_of_config_yaml(project):
+    """smoke.py reads them in config.yaml, as the function and Terraform do: make's variables override neither."""
+    dry = make(project, "-n", "smoke", "PROJECT=other-project", "REGION=us-central1")
+    assert dry.returncode == 0, dry.stderr
+    (command,) = [line for line in dry.stdout.splitlines() if "tools/smoke.py" in line]
+    assert command.rstrip() == f"{sys.executable} tools/smoke.py" and "other-project" not in dry.stdout
+
+
 def test_every_target_says_what_it_does(project):
     makefile = (project / "Makefile").read_text()
     for target in ("venv", "dev", "fire", "test", "lint", "deploy"):

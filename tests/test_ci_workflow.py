@@ -286,6 +286,7 @@ def hook_env(tmp_path, emulator_host) -> dict[str, str]:
         "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
         "FIRESTORE_EMULATOR_HOST": emulator_host,
         "DEDUP_TEST_PROJECT": "bake-pre-commit",
+        "PY": sys.executable,  # the baked Makefile's interpreter: this venv holds the bake's pins
     }
 
 
@@ -303,9 +304,12 @@ def test_pre_commit_config_validates_and_every_hook_is_local(bakes, hook_env):
         assert result.returncode == 0, result.stdout + result.stderr
         config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
         assert [repo["repo"] for repo in config["repos"]] == ["local"]  # nothing to clone: runs offline
-        hooks = [hook["id"] for hook in config["repos"][0]["hooks"]]
-        assert hooks == ["ruff-check", "ruff-format", "terraform-fmt", "pytest-fast"]
+        hooks = {hook["id"]: hook["entry"] for hook in config["repos"][0]["hooks"]}
+        assert hooks == {"lint": "make lint", "terraform-fmt": "terraform fmt -check -recursive terraform",
+                         "test": "make test"}  # fmt: skip
         assert {hook["language"] for hook in config["repos"][0]["hooks"]} == {"system"}
+        # Lint and tests are defined once, in the Makefile: the commit runs what CI runs.
+        assert {"make lint", "make test"} <= set(runs(workflow_of(project)[1], "python"))
 
 
 def test_pre_commit_hooks_pass_on_a_fresh_bake(bakes, hook_env, tmp_path):
@@ -313,7 +317,7 @@ def test_pre_commit_hooks_pass_on_a_fresh_bake(bakes, hook_env, tmp_path):
     result = pre_commit(repository, "run", "--all-files", env=hook_env)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
-    for hook in ("ruff check", "ruff format --check", "terraform fmt -check", "pytest"):
+    for hook in ("make lint", "terraform fmt -check", "make test"):
         assert re.search(rf"^{re.escape(hook)}\.+Passed$", result.stdout, re.M), out
 
 
@@ -325,7 +329,7 @@ def test_pre_commit_hooks_fail_on_bad_python_and_terraform(bakes, hook_env, tmp_
     subprocess.run(["git", "add", "-A"], cwd=repository, check=True)
     result = pre_commit(repository, "run", "--all-files", "--hook-stage", "pre-commit", env=hook_env)
     assert result.returncode != 0
-    assert re.search(r"^ruff check\.+Failed$", result.stdout, re.M), result.stdout
+    assert re.search(r"^make lint\.+Failed$", result.stdout, re.M), result.stdout
     assert re.search(r"^terraform fmt -check\.+Failed$", result.stdout, re.M), result.stdout
 
 

@@ -266,8 +266,8 @@ def test_a_default_bake_creates_a_database_named_after_its_slug(default_answers)
 @pytest.mark.parametrize("slug", ["abc", "a" * 20, "x-1"])
 def test_the_slug_derived_database_id_passes_firestores_rule(slug):
     """<slug>-db is a valid Firestore database id for every valid slug (3-20 chars -> 6-23)."""
-    rules.check_slug(slug)
-    assert rules.check_database(f"{slug}-db") == f"{slug}-db"
+    rules.check_field("project_slug", slug)
+    assert rules.check_field("firestore_database", f"{slug}-db") == f"{slug}-db"
 
 
 @pytest.mark.parametrize(
@@ -275,24 +275,24 @@ def test_the_slug_derived_database_id_passes_firestores_rule(slug):
 )
 def test_database_ids_firestore_refuses_are_refused(database):
     with pytest.raises(rules.RuleError, match=r"^firestore_database=.*not UUID-like"):
-        rules.check_database(database)
+        rules.check_field("firestore_database", database)
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
 def test_create_firestore_database_must_be_a_bool(value):
     with pytest.raises(rules.RuleError, match=r"^create_firestore_database=.*: must be yes or no$"):
-        rules.check_create_database(value)
+        rules.check_field("create_firestore_database", value)
 
 
 @pytest.mark.parametrize("email", ["", "oncall@example.com", "a.b+c@sub.example.org"])
 def test_alert_email_accepts_an_address_or_nothing(email):
-    assert rules.check_alert_email(email) == email
+    assert rules.check_field("alert_email", email) == email
 
 
 @pytest.mark.parametrize("email", ["oncall", "oncall@example", "on call@example.com", "a@b@c.com"])
 def test_alert_email_refuses_what_is_not_an_address(email):
     with pytest.raises(rules.RuleError, match=r"^alert_email=.*: must be an e-mail address"):
-        rules.check_alert_email(email)
+        rules.check_field("alert_email", email)
 
 
 def test_the_email_rule_is_terraforms():

@@ -41,12 +41,12 @@ SLUG_RULE = "3-20 chars of lowercase letters, digits and hyphens"
 
 @pytest.mark.parametrize("slug", ["abc", "a" * 20, "nightly-report", "a1-b2", "r2d2"])
 def test_slug_accepts(slug):
-    assert rules.check_slug(slug) == slug
+    assert rules.check_field("project_slug", slug) == slug
 
 
 @pytest.mark.parametrize("slug", ["ab", "a" * 21, "1abc", "-abc", "abc-", "Abc", "ab_c", "ab c", "", "-", "üabc", None])
 def test_slug_refuses(slug):
-    assert_refused(rules.check_slug, [slug], "project_slug", slug, SLUG_RULE)
+    assert_refused(rules.check_field, ["project_slug", slug], "project_slug", slug, SLUG_RULE)
 
 
 PROJECT_RULE = (
@@ -56,7 +56,7 @@ PROJECT_RULE = (
 
 @pytest.mark.parametrize("project_id", ["abcdef", "a" + "b" * 29, "my-gcp-project", "a-1-b2", "abc-d1"])
 def test_project_id_accepts_6_to_30_chars(project_id):
-    assert rules.check_project_id(project_id) == project_id
+    assert rules.check_field("gcp_project_id", project_id) == project_id
 
 
 @pytest.mark.parametrize(
@@ -78,51 +78,51 @@ def test_project_id_accepts_6_to_30_chars(project_id):
     ],
 )
 def test_project_id_refuses(project_id):
-    assert_refused(rules.check_project_id, [project_id], "gcp_project_id", project_id, PROJECT_RULE)
+    assert_refused(rules.check_field, ["gcp_project_id", project_id], "gcp_project_id", project_id, PROJECT_RULE)
 
 
 @pytest.mark.parametrize(
     "region", ["europe-west1", "us-central1", "northamerica-northeast2", "europe-west10", "me-central2"]
 )
 def test_region_accepts(region):
-    assert rules.check_region(region) == region
+    assert rules.check_field("region", region) == region
 
 
 @pytest.mark.parametrize(
     "region", ["europe", "EUROPE-WEST1", "europe-west", "europe-west100", "us central1", "europe-west1-b", ""]
 )
 def test_region_refuses(region):
-    assert_refused(rules.check_region, [region], "region", region, "must be a GCP region")
+    assert_refused(rules.check_field, ["region", region], "region", region, "must be a GCP region")
 
 
 @pytest.mark.parametrize("target", rules.TARGETS)
 def test_target_accepts_each_target(target):
-    assert rules.check_target(target) == target
+    assert rules.check_field("target", target) == target
 
 
 @pytest.mark.parametrize("target", ["Function", "lambda", "", "function "])
 def test_target_refuses(target):
-    assert_refused(rules.check_target, [target], "target", target, "function, cloud_run_job, workflow")
+    assert_refused(rules.check_field, ["target", target], "target", target, "function, cloud_run_job, workflow")
 
 
 @pytest.mark.parametrize("name", ["Nightly Report", 'Bob\'s "Quarterly" \\ Report', "Informe 🚀 日本語", "x"])
 def test_project_name_accepts_any_one_line_text(name):
-    assert rules.check_project_name(name) == name
+    assert rules.check_field("project_name", name) == name
 
 
 @pytest.mark.parametrize(
     "name", ["", "   ", "two\nlines", "tab\there", "bell\x07", "del\x7f", None, "line\u2028separator", "para\u2029sep"]
 )
 def test_project_name_refuses_blank_or_control_characters(name):
-    assert_refused(rules.check_project_name, [name], "project_name", name, "one line of non-blank text")
+    assert_refused(rules.check_field, ["project_name", name], "project_name", name, "one line of non-blank text")
 
 
 @pytest.mark.parametrize("database", ["(default)", "dedup-runs", "abcd", "a" + "b" * 62, "db-x9"])
 def test_database_accepts(database):
-    assert rules.check_database(database) == database
+    assert rules.check_field("firestore_database", database) == database
 
 
-# a1b2c3d4-...: UUID-like but of the id's own shape (a letter first), so only UUID_LIKE refuses it.
+# a1b2c3d4-...: UUID-like but of the id's own shape (a letter first), so only DATABASE_ID's lookahead refuses it.
 @pytest.mark.parametrize(
     "database",
     [
@@ -138,18 +138,24 @@ def test_database_accepts(database):
     ],
 )
 def test_database_refuses(database):
-    assert_refused(rules.check_database, [database], "firestore_database", database, "(default) or 4-63 chars")
+    assert_refused(
+        rules.check_field, ["firestore_database", database], "firestore_database", database, "(default) or 4-63 chars"
+    )
 
 
 @pytest.mark.parametrize("collection", ["scheduler_runs", "Runs-2", "a", "_x", "__x", "x__", "___", "a" * 100])
 def test_collection_accepts(collection):
-    assert rules.check_collection(collection) == collection
+    assert rules.check_field("firestore_collection", collection) == collection
 
 
 @pytest.mark.parametrize("collection", ["a" * 101, "", "a/b", "a.b", "..", "runs ü", "__x__", "____"])
 def test_collection_refuses(collection):
     assert_refused(
-        rules.check_collection, [collection], "firestore_collection", collection, "1-100 chars of letters, digits"
+        rules.check_field,
+        ["firestore_collection", collection],
+        "firestore_collection",
+        collection,
+        "1-100 chars of letters, digits",
     )
 
 
@@ -160,7 +166,7 @@ STATE_BUCKET_RULE = "a Cloud Storage bucket name: 3-63 chars of lowercase letter
 
 @pytest.mark.parametrize("bucket", ["", "abc", "acme-tf-state", "a_b", "0tfstate9", "a" * 63])
 def test_state_bucket_accepts_empty_or_a_bucket_name(bucket):
-    assert rules.check_state_bucket(bucket) == bucket
+    assert rules.check_field("state_bucket", bucket) == bucket
 
 
 @pytest.mark.parametrize(
@@ -181,7 +187,7 @@ def test_state_bucket_accepts_empty_or_a_bucket_name(bucket):
     ],
 )
 def test_state_bucket_refuses(bucket):
-    assert_refused(rules.check_state_bucket, [bucket], "state_bucket", bucket, STATE_BUCKET_RULE)
+    assert_refused(rules.check_field, ["state_bucket", bucket], "state_bucket", bucket, STATE_BUCKET_RULE)
 
 
 REPOSITORY_RULE = "must be a GitHub repository as owner/name"

@@ -1,34 +1,43 @@
 """The rules of this project's configuration, once: the bake's hook ran them on the answers, config.py runs them on
-config.yaml (at every load; with the schedule rules under `python config.py`, which `make deploy` runs first),
-and the tests import them.
-
-Terraform checks shapes only (ranges, ids, the cron's five fields): each such check says so next to it, and
-`terraform/modules/scheduled-dedup/variables.tf` holds the same shape. The rules between numbers are here alone.
+config.yaml (at every load; the schedule rules too under `python config.py`, which `make deploy` runs first), and
+the tests import them. Terraform checks shapes only (ranges, ids, the cron's five fields: each such check in
+terraform/modules/scheduled-dedup/variables.tf says so); the rules between numbers are here alone.
 Each refusal is a `RuleError` whose message is one line: the key, the value given, the rule.
 Standard library only: the bake's hook runs it in whatever Python runs cookiecutter.
 """
 
 from __future__ import annotations
 
-import bisect
+import calendar
 import dataclasses
 import datetime as dt
 import functools
 import json
 import re
-import unicodedata
 import zoneinfo
 from collections.abc import Iterator, Mapping
 
-# How much longer than the stop (the job's attempt deadline) a lease lasts, at the least.
-LEASE_MARGIN_SECONDS = 30
-# Cloud Scheduler HTTP targets accept attempt deadlines of 15 s to 30 min.
+# Cloud Scheduler HTTP targets accept attempt deadlines of 15 s to 30 min; its retry_config's bounds.
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
-# Cloud Run functions (gen2) HTTP functions time out after at most 60 min.
-MAX_FUNCTION_TIMEOUT_SECONDS = 3600
-# Cloud Scheduler retry_config bounds.
 MAX_RETRY_COUNT = 5
 MAX_BACKOFF_SECONDS = 3600
+# Cloud Run functions (gen2) HTTP functions time out after at most 60 min.
+MAX_FUNCTION_TIMEOUT_SECONDS = 3600
+# How much longer than the stop (the job's attempt deadline) a lease lasts, at the least.
+LEASE_MARGIN_SECONDS = 30
+# How much longer than its deadline a job's lease lasts when the file does not say (a retry comes after it).
+LEASE_AFTER_DEADLINE_SECONDS = 60
+# A job's max_lateness_seconds: Scheduler's own deliveries come seconds late, and a limit below a minute would
+# skip runs that came on time.
+MIN_MAX_LATENESS_SECONDS = 60
+# The audit job's cadence: minutes that divide an hour or a day evenly, so that a cron says it exactly;
+# at most 12 h, so that it fits in the one-day lookback with the settle time.
+# Also in Terraform (var.audit's validation; local.audit_schedule turns it into the cron).
+AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
+# How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
+AUDIT_LOOKBACK_SECONDS = 86400
+
+# ---------------------------------------------------------------- names and ids
 
 SLUG = re.compile(r"[a-z][a-z0-9-]{1,18}[a-z0-9]")
 PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
@@ -36,9 +45,8 @@ REGION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
 JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 # Firestore reserves collection ids of the form __name__.
 COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
-DATABASE_ID = re.compile(r"\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9]")
 # Firestore refuses UUID-like database ids (REST projects.databases.create, databaseId).
-UUID_LIKE = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+DATABASE_ID = re.compile(r"(?![0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z)(?:\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9])")
 # Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 TARGETS = ("function", "cloud_run_job", "workflow")
@@ -55,23 +63,61 @@ REPOSITORY = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.\.?\Z)[A-Za-z0
 GOOGLE_SUBJECT_MAX_BYTES = 127
 DEPLOY_JOB_SUBJECT = "repo:{repository}:environment:production"
 
-MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# unix-cron: minute, hour, day of month, month, day of week (0 and 7 are Sunday).
-CRON_FIELDS = (
-    ("minute", 0, 59, {}),
-    ("hour", 0, 23, {}),
-    ("day of month", 1, 31, {}),
-    (
-        "month",
-        1,
-        12,
-        {m: i + 1 for i, m in enumerate(MONTHS)},
+# Each answer, in the prompt's order (cookiecutter.json), and its shape (config.yaml's keys take the answers' rules):
+# the pattern its value must fullmatch (bool: must be a bool; "jobs": each job id's), and the rule a refusal states.
+# "" also passes an OPTIONAL field.
+FIELDS: dict[str, tuple[re.Pattern[str] | type, str]] = {
+    # Rendered inside TOML strings and Terraform comments, where a control character (Unicode categories Cc,
+    # Cs, Zl, Zp) breaks the file.
+    "project_name": (
+        re.compile(r"(?=.*\S)[^\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]+"),
+        "must be one line of non-blank text without control characters",
     ),
-    ("day of week", 0, 7, {d: i for i, d in enumerate(WEEKDAYS)}),
-)
-# ASCII only: \w and \d would let through digits such as "٣" that int() reads but Cloud Scheduler refuses.
-CRON_ITEM = re.compile(r"(?P<range>\*|(?P<lo>[0-9A-Za-z]+)(?:-(?P<hi>[0-9A-Za-z]+))?)(?:/(?P<step>[0-9]+))?")
+    # Slugs name the directory and every cloud resource; service-account ids (6-30 chars) add a suffix of up to
+    # 8 characters (-invoker), hence 20 at most. cookiecutter.json falls back to "-" when the name slugifies to
+    # nothing: an empty slug would name the output directory itself, and cookiecutter would stop with "directory
+    # already exists" before this rule could explain.
+    "project_slug": (
+        SLUG,
+        "must be 3-20 chars of lowercase letters, digits and hyphens, start with a letter, end with a letter or digit",
+    ),
+    "gcp_project_id": (
+        PROJECT_ID,
+        "a GCP project id is 6-30 chars of lowercase letters, digits and hyphens, "
+        "starts with a letter and does not end with a hyphen",
+    ),
+    "region": (REGION, "must be a GCP region such as europe-west1 or us-central1"),
+    "target": (re.compile("|".join(TARGETS)), f"must be one of {', '.join(TARGETS)}"),
+    "jobs": (
+        JOB_ID,
+        "each job id must be 1-40 chars of lowercase letters, digits and hyphens, starting with a letter or digit",
+    ),
+    "firestore_database": (
+        DATABASE_ID,
+        "must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter, "
+        "not UUID-like",
+    ),
+    # cookiecutter turns yes/no (and true/false) answers into a bool; anything else is a typo.
+    "create_firestore_database": (bool, "must be yes or no"),
+    "firestore_collection": (
+        COLLECTION_ID,
+        "must be 1-100 chars of letters, digits, '_' or '-', and not __like_this__ (reserved by Firestore)",
+    ),
+    "alert_email": (EMAIL, "must be an e-mail address such as oncall@example.com, or empty"),
+    # Empty: local Terraform state, as `make deploy` always had. Otherwise the gcs backend's bucket.
+    "state_bucket": (
+        STATE_BUCKET,
+        "must be empty (local state) or a Cloud Storage bucket name: 3-63 chars of lowercase letters, digits, "
+        "'-' and '_', starting and ending with a letter or digit, no dots, not starting with 'goog' "
+        "nor containing 'google'",
+    ),
+    "repository": (
+        REPOSITORY,
+        "must be a GitHub repository as owner/name (owner: 1-39 letters, digits or inner single hyphens; "
+        "name: 1-100 letters, digits, '.', '_' or '-', not '.' or '..')",
+    ),
+}
+OPTIONAL = ("alert_email", "state_bucket")
 
 
 class RuleError(ValueError):
@@ -82,101 +128,16 @@ class RuleError(ValueError):
         self.field = field
 
 
-def check_pattern(field: str, value: str, pattern: re.Pattern[str], rule: str) -> str:
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise RuleError(field, value, rule)
+def check_field(field: str, value: object, name: str | None = None) -> object:
+    """`value` has the shape of FIELDS[field]; a refusal names `name` (default: the field)."""
+    shape, rule = FIELDS[field]
+    if shape is bool:
+        valid = isinstance(value, bool)
+    else:
+        valid = (field in OPTIONAL and value == "") or (isinstance(value, str) and shape.fullmatch(value))
+    if not valid:
+        raise RuleError(name or field, value, rule)
     return value
-
-
-def check_project_name(value: str) -> str:
-    # It is rendered inside TOML strings and Terraform comments, where a control character breaks the file.
-    if (
-        not isinstance(value, str)
-        or not value.strip()
-        or any(unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") for c in value)
-    ):
-        raise RuleError("project_name", value, "must be one line of non-blank text without control characters")
-    return value
-
-
-def check_slug(value: str) -> str:
-    # Slugs name the directory and every cloud resource; service-account ids (6-30 chars) add a
-    # suffix of up to 8 characters (-invoker), hence 20 at most. cookiecutter.json falls back to "-" when the
-    # name slugifies to nothing: an empty slug would name the output directory itself, and cookiecutter
-    # would stop with "directory already exists" before this rule could explain.
-    return check_pattern(
-        "project_slug",
-        value,
-        SLUG,
-        "must be 3-20 chars of lowercase letters, digits and hyphens, start with a letter, end with a letter or digit",
-    )
-
-
-def check_project_id(value: str) -> str:
-    return check_pattern(
-        "gcp_project_id",
-        value,
-        PROJECT_ID,
-        "a GCP project id is 6-30 chars of lowercase letters, digits and hyphens, "
-        "starts with a letter and does not end with a hyphen",
-    )
-
-
-def check_region(value: str) -> str:
-    return check_pattern("region", value, REGION, "must be a GCP region such as europe-west1 or us-central1")
-
-
-def check_target(value: str) -> str:
-    if value not in TARGETS:
-        raise RuleError("target", value, f"must be one of {', '.join(TARGETS)}")
-    return value
-
-
-def check_collection(value: str) -> str:
-    return check_pattern(
-        "firestore_collection",
-        value,
-        COLLECTION_ID,
-        "must be 1-100 chars of letters, digits, '_' or '-', and not __like_this__ (reserved by Firestore)",
-    )
-
-
-def check_database(value: str) -> str:
-    rule = (
-        "must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter, "
-        "not UUID-like"
-    )
-    check_pattern("firestore_database", value, DATABASE_ID, rule)
-    if UUID_LIKE.fullmatch(value):
-        raise RuleError("firestore_database", value, rule)
-    return value
-
-
-def check_create_database(value: object) -> bool:
-    # cookiecutter turns yes/no (and true/false) answers into a bool; anything else is a typo.
-    if not isinstance(value, bool):
-        raise RuleError("create_firestore_database", value, "must be yes or no")
-    return value
-
-
-def check_alert_email(value: str) -> str:
-    if value == "":
-        return value
-    return check_pattern("alert_email", value, EMAIL, "must be an e-mail address such as oncall@example.com, or empty")
-
-
-def check_state_bucket(value: str) -> str:
-    """Empty: local Terraform state, as `make deploy` always had. Otherwise the gcs backend's bucket."""
-    if value == "":
-        return value
-    return check_pattern(
-        "state_bucket",
-        value,
-        STATE_BUCKET,
-        "must be empty (local state) or a Cloud Storage bucket name: 3-63 chars of lowercase letters, digits, "
-        "'-' and '_', starting and ending with a letter or digit, no dots, not starting with 'goog' "
-        "nor containing 'google'",
-    )
 
 
 def check_repository(value: str, state_bucket: str) -> str:
@@ -185,70 +146,77 @@ def check_repository(value: str, state_bucket: str) -> str:
     No default: a placeholder owner/name would hand deploy rights to whoever owns that name on GitHub.
     Only a bake with a state bucket has the pipeline, so only there is it required.
     """
-    if value == "" and not state_bucket:
-        return value
     if value == "":
-        raise RuleError(
-            "repository",
-            value,
-            "is required with a state_bucket: the GitHub owner/name whose workflows may plan and deploy",
-        )
-    check_pattern(
-        "repository",
-        value,
-        REPOSITORY,
-        "must be a GitHub repository as owner/name (owner: 1-39 letters, digits or inner single hyphens; "
-        "name: 1-100 letters, digits, '.', '_' or '-', not '.' or '..')",
-    )
-    subject = DEPLOY_JOB_SUBJECT.format(repository=value)
+        if state_bucket:
+            rule = "is required with a state_bucket: the GitHub owner/name whose workflows may plan and deploy"
+            raise RuleError("repository", value, rule)
+        return value
+    subject = DEPLOY_JOB_SUBJECT.format(repository=check_field("repository", value))
     if len(subject.encode()) > GOOGLE_SUBJECT_MAX_BYTES:
-        raise RuleError(
-            "repository",
-            value,
+        rule = (
             f"must be at most {GOOGLE_SUBJECT_MAX_BYTES - len(DEPLOY_JOB_SUBJECT.format(repository=''))} chars: "
             f"the deploy job's token subject {subject!r} would exceed the {GOOGLE_SUBJECT_MAX_BYTES} bytes "
-            "Workload Identity Federation allows for google.subject",
+            "Workload Identity Federation allows for google.subject"
         )
+        raise RuleError("repository", value, rule)
     return value
 
 
-def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None) -> int:
-    """A whole number of seconds within [low, high]; cookiecutter hands numbers over as text."""
+def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None, rule: str = "") -> int:
+    """A whole number of seconds within [low, high] (cookiecutter hands numbers over as text); `rule`, if given,
+    is the refusal's rule for both."""
     text = str(value)  # no strip(): the templates render the value as given
     if not re.fullmatch(r"[0-9]+", text):
-        raise RuleError(field, value, "must be a whole number")
+        raise RuleError(field, value, rule or "must be a whole number")
     number = int(text)
     if number < low or (high is not None and number > high):
-        bounds = f"{low}-{high}" if high is not None else f"at least {low}"
-        raise RuleError(field, value, f"must be {bounds}")
+        raise RuleError(field, value, rule or f"must be {f'{low}-{high}' if high is not None else f'at least {low}'}")
     return number
 
 
-def _cron_value(token: str, name: str, low: int, high: int, names: Mapping[str, int]) -> int:
-    number = int(token) if token.isdigit() else names.get(token.lower())
-    if number is None or not low <= number <= high:
-        raise ValueError(f"{name} value {token!r} is outside {low}-{high}")
-    return number
+# ---------------------------------------------------------------- jobs: cron, time zone, options
 
-
-def check_cron_field(text: str, name: str, low: int, high: int, names: Mapping[str, int]) -> None:
-    """One cron field: a comma list of '*', 'n', 'a-b', each optionally '/step'."""
-    for item in text.split(","):
-        match = CRON_ITEM.fullmatch(item)
-        if not match:
-            raise ValueError(f"{name} item {item!r} is not a number, range, list or step")
-        if match["lo"] is not None:
-            start = _cron_value(match["lo"], name, low, high, names)
-            if match["hi"] is not None and _cron_value(match["hi"], name, low, high, names) < start:
-                raise ValueError(f"{name} range {item!r} runs backwards")
-        if match["step"] is not None and int(match["step"]) == 0:
-            raise ValueError(f"{name} step in {item!r} is 0")
-
-
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+# unix-cron: minute, hour, day of month, month, day of week (0 and 7 are Sunday), each with its names.
+CRON_FIELDS = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    ("month", 1, 12, {month: i for i, month in enumerate(MONTHS, 1)}),
+    ("day of week", 0, 7, {day: i for i, day in enumerate(WEEKDAYS)}),
+)
+# One item of a field's comma list: '*', 'n' or 'a-b', each optionally '/step'. ASCII only: \w and \d would let
+# through digits such as "٣" that int() reads but Cloud Scheduler refuses.
+CRON_ITEM = re.compile(r"(?P<range>\*|(?P<lo>[0-9A-Za-z]+)(?:-(?P<hi>[0-9A-Za-z]+))?)(?:/(?P<step>[0-9]+))?")
 GROC_REFUSED = (
     "groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees "
     "the X-CloudScheduler-ScheduleTime header for unix-cron"
 )
+# A job without a time_zone is read in UTC (also the Terraform module's optional() default).
+DEFAULT_TIME_ZONE = "Etc/UTC"
+# The timing numbers a job may set for itself, or the project for every job under `defaults:`.
+TIMING_KEYS = (
+    "attempt_deadline_seconds",
+    "lease_seconds",
+    "retry_count",
+    "min_backoff_seconds",
+    "max_backoff_seconds",
+    "max_doublings",
+    "max_retry_duration_seconds",
+)
+# What Terraform gives each Scheduler job as written (the job's, else the defaults block's): never derived, since a
+# derivation in Terraform would be a second copy of the formula (derive_timing). lease_seconds is the function's.
+SCHEDULER_KEYS = tuple(key for key in TIMING_KEYS if key != "lease_seconds")
+# Per-job options with a fixed set of values (issue 18's; paused is also Terraform's, scheduler.tf).
+JOB_CHOICES: dict[str, tuple[object, ...]] = {
+    "paused": (False, True),
+    "catch_up": (False, True),
+    "dst_gap": ("end_of_gap", "skip"),
+    "overlap": ("skip", "start"),
+}
+JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", *TIMING_KEYS, *JOB_CHOICES}
+JOB_FLAGS = tuple(key for key, allowed in JOB_CHOICES.items() if allowed == (False, True))
 
 
 def cron_fields(schedule: str) -> list[str]:
@@ -257,42 +225,128 @@ def cron_fields(schedule: str) -> list[str]:
     return re.findall(r"[^\t\n\f\r ]+", schedule)
 
 
+def _cron_value(token: str, field: tuple[str, int, int, Mapping[str, int]]) -> int:
+    name, low, high, names = field
+    number = int(token) if token.isdigit() else names.get(token.lower())
+    if number is None or not low <= number <= high:
+        raise ValueError(f"{name} value {token!r} is outside {low}-{high}")
+    return number
+
+
+@dataclasses.dataclass(frozen=True)
+class Cron:
+    """A 5-field unix-cron schedule as sets of values (day of week 0-6, Sunday 0)."""
+
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]
+    # Vixie/Debian cron, and cronsim with them: when the day-of-month or the day-of-week field starts
+    # with '*', a day must match both; otherwise either ("0 0 13 * 5": every 13th and every Friday).
+    days_and_weekdays: bool
+
+    @classmethod
+    def parse(cls, schedule: str) -> Cron:
+        """Raises ValueError naming the field and the item that is not unix-cron."""
+        parts = cron_fields(schedule)
+        sets = []
+        for part, field in zip(parts, CRON_FIELDS, strict=True):
+            name, low, high, _ = field
+            values = set()
+            for item in part.split(","):
+                match = CRON_ITEM.fullmatch(item)
+                if not match:
+                    raise ValueError(f"{name} item {item!r} is not a number, range, list or step")
+                step = int(match["step"] or 1)
+                if match["lo"] is None:  # '*'
+                    start, end = low, high
+                else:  # 'n/step' runs from n to the field's end, as in Vixie cron
+                    start = _cron_value(match["lo"], field)
+                    end = _cron_value(match["hi"], field) if match["hi"] else (high if match["step"] else start)
+                    if end < start:
+                        raise ValueError(f"{name} range {item!r} runs backwards")
+                if step == 0:
+                    raise ValueError(f"{name} step in {item!r} is 0")
+                values.update(range(start, end + 1, step))
+            sets.append(frozenset(values))
+        minutes, hours, days, months, weekdays = sets
+        both = parts[2].startswith("*") or parts[4].startswith("*")
+        return cls(minutes, hours, days, months, frozenset(day % 7 for day in weekdays), both)
+
+    def fires_on(self, day: dt.date) -> bool:
+        if day.month not in self.months:
+            return False
+        by_date, by_weekday = day.day in self.days, (day.weekday() + 1) % 7 in self.weekdays
+        return (by_date and by_weekday) if self.days_and_weekdays else (by_date or by_weekday)
+
+    @functools.cached_property
+    def day_minutes(self) -> tuple[int, ...]:
+        return tuple(sorted(hour * 60 + minute for hour in self.hours for minute in self.minutes))
+
+    def walls(self, day: dt.date) -> list[dt.datetime]:
+        """The wall-clock times (naive) the schedule names on a day it fires."""
+        return [dt.datetime.combine(day, dt.time(minute // 60, minute % 60)) for minute in self.day_minutes]
+
+    def fires_ever(self) -> bool:
+        """False for a day of month none of the schedule's months has ('0 0 30 2 *'; a leap year's months: Feb 29
+        does fire); when day of month and day of week are both restricted either matches, and every month has
+        every weekday."""
+        longest = [calendar.monthrange(2000, month)[1] for month in self.months]
+        return not self.days_and_weekdays or any(day <= days for days in longest for day in self.days)
+
+
 def check_schedule(job_id: str, schedule: str) -> str:
     """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
-
-    Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf);
-    this full grammar runs in the hook and, on config.yaml, in config.py and tests/test_config.py."""
+    Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf)."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
-    parts = cron_fields(schedule)
-    if len(parts) != 5:
+    if len(cron_fields(schedule)) != 5:
         raise RuleError(field, schedule, f"must be 5-field unix-cron such as '0 3 * * *'; {GROC_REFUSED}")
-    for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
-        try:
-            check_cron_field(part, name, low, high, names)
-        except ValueError as error:
-            # Some groc forms have five words ("1st monday of sep 17:00"): say why groc is refused there too.
-            raise RuleError(field, schedule, f"not valid unix-cron: {error}; {GROC_REFUSED}") from None
-    if not Cron.parse(schedule).fires_ever():
+    try:
+        cron = Cron.parse(schedule)
+    except ValueError as error:
+        # Some groc forms have five words ("1st monday of sep 17:00"): say why groc is refused there too.
+        raise RuleError(field, schedule, f"not valid unix-cron: {error}; {GROC_REFUSED}") from None
+    if not cron.fires_ever():
         # Terraform and Scheduler take it; the function's cronsim refuses it ("Bad day-of-month"), so every job
         # and the audit would answer `misconfigured` until a deploy.
         raise RuleError(field, schedule, "never fires: no month in its month field has that day of month")
     return schedule
 
 
-def check_time_zone(job_id: str, time_zone: str) -> str:
-    field = f"jobs.{job_id}.time_zone"
-    # The list, not ZoneInfo(): ZoneInfo("Europe") raises IsADirectoryError and ZoneInfo("posix/Europe/Madrid")
-    # loads, yet neither is a zone Cloud Scheduler knows. "localtime" is the machine's alias, not an IANA name.
-    if not isinstance(time_zone, str) or time_zone not in iana_time_zones():
-        raise RuleError(field, time_zone, "must be an IANA time zone such as Etc/UTC or Europe/Madrid")
-    return time_zone
-
-
 @functools.cache
 def iana_time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones() - {"localtime"})
+
+
+def check_time_zone(job_id: str, time_zone: str) -> str:
+    # The list, not ZoneInfo(): ZoneInfo("Europe") raises IsADirectoryError and ZoneInfo("posix/Europe/Madrid")
+    # loads, yet neither is a zone Cloud Scheduler knows. "localtime" is the machine's alias, not an IANA name.
+    if not isinstance(time_zone, str) or time_zone not in iana_time_zones():
+        rule = "must be an IANA time zone such as Etc/UTC or Europe/Madrid"
+        raise RuleError(f"jobs.{job_id}.time_zone", time_zone, rule)
+    return time_zone
+
+
+def check_max_lateness(job_id: str, value: object) -> int:
+    """A delivery later than this after its schedule time is recorded skipped and never runs the work.
+    Also in Terraform: a validation of var.jobs."""
+    rule = f"must be a whole number of seconds, at least {MIN_MAX_LATENESS_SECONDS} (omit it for no limit)"
+    return parse_seconds(f"jobs.{job_id}.max_lateness_seconds", value, MIN_MAX_LATENESS_SECONDS, rule=rule)
+
+
+def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> object:
+    """One of `allowed`; a true/false option also as text (cookiecutter may hand a nested value over so)."""
+    if allowed == (False, True):
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise RuleError(field, value, "must be true or false")
+    if value not in allowed:
+        raise RuleError(field, value, f"must be one of {', '.join(map(str, allowed))}")
+    return value
 
 
 def parse_jobs(jobs: object) -> object:
@@ -316,133 +370,26 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
         raise RuleError("jobs", jobs, 'must be a non-empty mapping {"job-id": {"schedule": ..., "time_zone": ...}}')
     checked = {}
     for job_id, job in jobs.items():
-        check_pattern(
-            "jobs",
-            job_id,
-            JOB_ID,
-            "each job id must be 1-40 chars of lowercase letters, digits and hyphens, starting with a letter or digit",
-        )
+        check_field("jobs", job_id)
         if not isinstance(job, Mapping) or "schedule" not in job or not set(job) <= JOB_KEYS:
-            raise RuleError(
-                f"jobs.{job_id}",
-                job,
-                f"must hold a schedule, and nothing else but {', '.join(sorted(JOB_KEYS - {'schedule'}))}",
-            )
-        checked[job_id] = {
+            rule = f"must hold a schedule, and nothing else but {', '.join(sorted(JOB_KEYS - {'schedule'}))}"
+            raise RuleError(f"jobs.{job_id}", job, rule)
+        own = {
             "schedule": check_schedule(job_id, job["schedule"]),
             "time_zone": check_time_zone(job_id, job.get("time_zone", DEFAULT_TIME_ZONE)),
         }
         if "max_lateness_seconds" in job:
-            checked[job_id]["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
-        for key, allowed in JOB_CHOICES.items():
-            if key in job:
-                checked[job_id][key] = check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
-        checked[job_id].update({key: job[key] for key in TIMING_KEYS if key in job})
+            own["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
+        own |= {
+            key: check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
+            for key, allowed in JOB_CHOICES.items()
+            if key in job
+        }
+        checked[job_id] = own | {key: job[key] for key in TIMING_KEYS if key in job}
     return checked
 
 
-# A job without a time_zone is read in UTC (also the Terraform module's optional() default).
-DEFAULT_TIME_ZONE = "Etc/UTC"
-# The timing numbers a job may set for itself, or the project for every job under `defaults:`.
-TIMING_KEYS = (
-    "attempt_deadline_seconds",
-    "lease_seconds",
-    "retry_count",
-    "min_backoff_seconds",
-    "max_backoff_seconds",
-    "max_doublings",
-    "max_retry_duration_seconds",
-)
-# What Terraform gives each Scheduler job as written (the job's, else the defaults block's): never derived, since a
-# derivation in Terraform would be a second copy of the formula (derive_timing). check_config refuses a file
-# that leaves one out, naming the value derive_timing would give. lease_seconds is the function's alone: derived.
-SCHEDULER_KEYS = tuple(key for key in TIMING_KEYS if key != "lease_seconds")
-# Per-job options with a fixed set of values (issue 18's; paused is also Terraform's, scheduler.tf).
-JOB_CHOICES: dict[str, tuple[object, ...]] = {
-    "paused": (False, True),
-    "catch_up": (False, True),
-    "dst_gap": ("end_of_gap", "skip"),
-    "overlap": ("skip", "start"),
-}
-JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", *TIMING_KEYS, *JOB_CHOICES}
-JOB_FLAGS = tuple(key for key, allowed in JOB_CHOICES.items() if allowed == (False, True))
-
-
-def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> object:
-    """One of `allowed`; a true/false option also as text (cookiecutter may hand a nested value over so)."""
-    if allowed == (False, True):
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        if not isinstance(value, bool):
-            raise RuleError(field, value, "must be true or false")
-    if value not in allowed:
-        raise RuleError(field, value, f"must be one of {', '.join(map(str, allowed))}")
-    return value
-
-
-def check_max_lateness(job_id: str, value: object) -> int:
-    """A delivery later than this after its schedule time is recorded skipped and never runs the work.
-
-    A whole number of seconds, at least 60: Scheduler's own deliveries come seconds late, and a limit
-    below a minute would skip runs that came on time. cookiecutter hands nested numbers over as text.
-    Also in Terraform: a validation of var.jobs in terraform/modules/scheduled-dedup/variables.tf.
-    """
-    field = f"jobs.{job_id}.max_lateness_seconds"
-    try:
-        return parse_seconds(field, value, MIN_MAX_LATENESS_SECONDS)
-    except RuleError:
-        rule = f"must be a whole number of seconds, at least {MIN_MAX_LATENESS_SECONDS} (omit it for no limit)"
-        raise RuleError(field, value, rule) from None
-
-
-MIN_MAX_LATENESS_SECONDS = 60
-
-# The audit job's cadence: minutes that divide an hour or a day evenly, so that a cron says it exactly;
-# at most 12 h, so that it fits in the one-day lookback with the settle time.
-# Also in Terraform (var.audit's validation; local.audit_schedule turns it into the cron).
-AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
-# How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
-AUDIT_LOOKBACK_SECONDS = 86400
-
-
-def check_audit_interval(values: Mapping[str, object], timing: Mapping[str, int]) -> int:
-    """The audit runs every `audit_interval_minutes`; each looks back min(1 day, retention).
-
-    A run is judged once lease + retry window (settle) has passed since its schedule time, so every
-    run is seen by at least one audit only if interval + settle fits in the lookback.
-    Terraform checks only that the interval is one of AUDIT_INTERVALS_MINUTES.
-    """
-    field = "audit_interval_minutes"
-    minutes = parse_seconds(field, values[field], 1)
-    if minutes not in AUDIT_INTERVALS_MINUTES:
-        raise RuleError(field, values[field], f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
-    settle = timing["lease_seconds"] + retry_window_seconds(
-        timing["attempt_deadline_seconds"],
-        timing["retry_count"],
-        timing["max_backoff_seconds"],
-        timing["max_retry_duration_seconds"],
-    )
-    lookback = min(AUDIT_LOOKBACK_SECONDS, timing["retention_seconds"])
-    if minutes * 60 + settle > lookback:
-        raise RuleError(
-            field,
-            values[field],
-            f"the interval ({minutes * 60} s) + lease + retry window ({settle} s) must fit in the audit's lookback "
-            f"(min(1 day, retention_seconds) = {lookback} s), or a run could go missing between two audits",
-        )
-    return minutes
-
-
-def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: int, max_retry_duration: int) -> int:
-    """The longest time from a run's first attempt to the end of its last one.
-
-    Conservative: every wait counts as max_backoff. Cloud Scheduler keeps retrying until both
-    retry_count and max_retry_duration are reached, so the longer of the two bounds wins.
-    Here alone (config.py gives each job's to the function).
-    """
-    by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
-    by_duration = max_retry_duration + max_backoff + attempt_deadline if max_retry_duration else 0
-    return max(by_count, by_duration)
+# ---------------------------------------------------------------- one job's timing numbers
 
 
 def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doublings: int) -> int:
@@ -451,8 +398,7 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
     RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
     linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
     10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays)
-    models the same shape for the fault tests; a test checks that the two agree.
+    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays) models the same.
     """
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
@@ -462,29 +408,35 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
 
 
 def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int, max_doublings: int) -> list[int]:
-    """The waits before each of the `retry_count` retries (retry_wait_seconds for 0 ... retry_count - 1).
-
-    Here alone: Terraform takes the retry numbers as written.
-    """
+    """The waits before each of the `retry_count` retries."""
     return [retry_wait_seconds(retry, min_backoff, max_backoff, max_doublings) for retry in range(retry_count)]
+
+
+def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: int, max_retry_duration: int) -> int:
+    """The longest time from a run's first attempt to the end of its last one (config.py gives each job's to the
+    function). Conservative: every wait counts as max_backoff. Cloud Scheduler keeps retrying until both
+    retry_count and max_retry_duration are reached, so the longer of the two bounds wins."""
+    by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
+    by_duration = max_retry_duration + max_backoff + attempt_deadline if max_retry_duration else 0
+    return max(by_count, by_duration)
 
 
 def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
     """Deadline <= stop <= lease - margin; retries reach past the lease; retention covers lease + retry window.
-
     One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
-    The work is stopped at the job's attempt deadline (settings.DedupConfig.stop_after), so the stop is the
-    deadline unless `function_timeout_seconds` says otherwise (the model's tests vary it).
-    """
+    The work is stopped at the job's attempt deadline (settings.DedupConfig.stop_after): the stop is the deadline
+    unless `function_timeout_seconds` says otherwise (the model's tests vary it)."""
+    checked: dict[str, int] = {}
 
     def number(name: str, low: int = 0, high: int | None = None) -> int:
-        return parse_seconds(prefix + name, values[name], low, high)
+        checked[name] = parse_seconds(prefix + name, values[name], low, high)
+        return checked[name]
 
     def refuse(name: str, rule: str) -> RuleError:
         return RuleError(prefix + name, values[name], rule)
 
     deadline = number("attempt_deadline_seconds", *ATTEMPT_DEADLINE_RANGE)
-    timeout = deadline
+    checked["function_timeout_seconds"] = timeout = deadline
     if "function_timeout_seconds" in values:
         timeout = number("function_timeout_seconds", 1, MAX_FUNCTION_TIMEOUT_SECONDS)
         if timeout < deadline:
@@ -504,10 +456,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     min_backoff = number("min_backoff_seconds", 0, MAX_BACKOFF_SECONDS)
     max_backoff = number("max_backoff_seconds", 0, MAX_BACKOFF_SECONDS)
     if max_backoff < min_backoff:
-        raise refuse(
-            "max_backoff_seconds",
-            f"must be at least min_backoff_seconds ({min_backoff})",
-        )
+        raise refuse("max_backoff_seconds", f"must be at least min_backoff_seconds ({min_backoff})")
     max_doublings = number("max_doublings", 0, 16)
     max_retry_duration = number("max_retry_duration_seconds", 0)
     # With retries, the last one must come after the lease ends: a run whose instance crashed right after
@@ -515,151 +464,78 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     # retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs the run.
     waits = retry_intervals_seconds(retry_count, min_backoff, max_backoff, max_doublings)
     if waits and sum(waits) <= lease:
-        raise refuse(
-            "retry_count",
+        rule = (
             f"the retries ({'+'.join(map(str, waits))} = {sum(waits)} s) end before the lease ({lease} s) expires, "
             "so a run whose instance crashed is never retried; "
-            "raise retry_count or min_backoff_seconds, or shorten lease_seconds",
+            "raise retry_count or min_backoff_seconds, or shorten lease_seconds"
         )
+        raise refuse("retry_count", rule)
     window = retry_window_seconds(deadline, retry_count, max_backoff, max_retry_duration)
     # A project-level number: named as itself, with the job whose numbers it must cover.
-    retention = parse_seconds("retention_seconds", values["retention_seconds"], 1)
+    retention = checked["retention_seconds"] = parse_seconds("retention_seconds", values["retention_seconds"], 1)
     if retention < lease + window:
-        whose = f"{prefix}lease_seconds" if prefix else "lease_seconds"
-        raise RuleError(
-            "retention_seconds",
-            values["retention_seconds"],
-            f"must be at least {whose} + the retry window ({lease} + {window} = {lease + window}), "
-            "or a late retry finds no record and runs again",
+        rule = (
+            f"must be at least {prefix}lease_seconds + the retry window ({lease} + {window} = {lease + window}), "
+            "or a late retry finds no record and runs again"
         )
-    return {
-        "attempt_deadline_seconds": deadline,
-        "function_timeout_seconds": timeout,
-        "lease_seconds": lease,
-        "retry_count": retry_count,
-        "min_backoff_seconds": min_backoff,
-        "max_backoff_seconds": max_backoff,
-        "max_doublings": max_doublings,
-        "max_retry_duration_seconds": max_retry_duration,
-        "retention_seconds": retention,
-    }
+        raise RuleError("retention_seconds", values["retention_seconds"], rule)
+    return checked
 
 
-# ---------------------------------------------------------------- the schedule's smallest gap
+def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
+    """The audit runs every `audit_interval_minutes`; each looks back min(1 day, retention). A run is judged once
+    lease + retry window (settle) has passed since its schedule time, so every run is seen by at least one audit
+    only if interval + settle fits in the lookback. Terraform checks only that the interval is one of the list."""
+    field = "audit_interval_minutes"
+    minutes = parse_seconds(field, value, 1)
+    if minutes not in AUDIT_INTERVALS_MINUTES:
+        raise RuleError(field, value, f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
+    settle = timing["lease_seconds"] + retry_window_seconds(
+        timing["attempt_deadline_seconds"],
+        timing["retry_count"],
+        timing["max_backoff_seconds"],
+        timing["max_retry_duration_seconds"],
+    )
+    lookback = min(AUDIT_LOOKBACK_SECONDS, timing["retention_seconds"])
+    if minutes * 60 + settle > lookback:
+        rule = (
+            f"the interval ({minutes * 60} s) + lease + retry window ({settle} s) must fit in the audit's lookback "
+            f"(min(1 day, retention_seconds) = {lookback} s), or a run could go missing between two audits"
+        )
+        raise RuleError(field, value, rule)
+    return minutes
+
+
+# ---------------------------------------------------------------- fire times: the smallest gap, daylight saving
 
 # How far ahead fire times are expanded: long enough for every DST rule of the coming years and for a
 # Feb 29 schedule to fire twice (the century rule aside).
 GAP_WINDOW_YEARS = 9
-# Offsets are sampled this often to find a zone's transitions (no zone changes its offset twice within it).
-TRANSITION_SAMPLE_SECONDS = 6 * 3600
-EPOCH = dt.datetime(1970, 1, 1)
+# How many years ahead the bake and the baked configuration check name the dates daylight saving hits a job.
+DST_WARNING_YEARS = 5
 
 
-@dataclasses.dataclass(frozen=True)
-class Cron:
-    """A checked 5-field unix-cron schedule as sets of values (day of week 0-6, Sunday 0)."""
-
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]
-    # Vixie/Debian cron, and cronsim with them: when the day-of-month or the day-of-week field starts
-    # with '*', a day must match both; otherwise either ("0 0 13 * 5": every 13th and every Friday).
-    days_and_weekdays: bool
-
-    @classmethod
-    def parse(cls, schedule: str) -> Cron:
-        parts = cron_fields(schedule)
-        sets = []
-        for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
-            values = set()
-            for item in part.split(","):
-                match = CRON_ITEM.fullmatch(item)
-                step = int(match["step"] or 1)
-                if match["lo"] is None:  # '*'
-                    start, end = low, high
-                else:
-                    start = _cron_value(match["lo"], name, low, high, names)
-                    # 'n/step' runs from n to the field's end, as in Vixie cron.
-                    end = (
-                        _cron_value(match["hi"], name, low, high, names)
-                        if match["hi"]
-                        else (high if match["step"] else start)
-                    )
-                values.update(range(start, end + 1, step))
-            sets.append(frozenset(values))
-        minutes, hours, days, months, weekdays = sets
-        return cls(
-            minutes,
-            hours,
-            days,
-            months,
-            frozenset(day % 7 for day in weekdays),
-            parts[2].startswith("*") or parts[4].startswith("*"),
-        )
-
-    def fires_on(self, day: dt.date) -> bool:
-        if day.month not in self.months:
-            return False
-        by_date = day.day in self.days
-        by_weekday = (day.weekday() + 1) % 7 in self.weekdays
-        return (by_date and by_weekday) if self.days_and_weekdays else (by_date or by_weekday)
-
-    @functools.cached_property
-    def day_minutes(self) -> tuple[int, ...]:
-        return tuple(sorted(hour * 60 + minute for hour in self.hours for minute in self.minutes))
-
-    def fires_ever(self) -> bool:
-        """False for a day of month no month of the schedule has ('0 0 30 2 *'); when day of month and day of
-        week are both restricted either matches, and every month has every weekday."""
-        if not self.days_and_weekdays:
-            return True
-        return any(day <= LONGEST_MONTH_DAYS[month - 1] for month in self.months for day in self.days)
-
-    def fires_at(self, wall: dt.datetime) -> bool:
-        """Whether the schedule names this wall-clock minute."""
-        return self.fires_on(wall.date()) and wall.hour * 60 + wall.minute in self.day_minute_set
-
-    @functools.cached_property
-    def day_minute_set(self) -> frozenset[int]:
-        return frozenset(self.day_minutes)
+def _days(first: dt.date, last: dt.date) -> Iterator[dt.date]:
+    return (first + dt.timedelta(days=n) for n in range((last - first).days + 1))
 
 
-# Days per month in a leap year: a Feb 29 schedule does fire.
-LONGEST_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+def _last_day(start: dt.date, years: int) -> dt.date:
+    return dt.date(start.year + years, start.month, 1) - dt.timedelta(days=1)
 
 
-def _epoch_seconds(naive: dt.datetime) -> int:
-    return int((naive - EPOCH).total_seconds())
+def _clocks_change_on(day: dt.date, zone: zoneinfo.ZoneInfo) -> bool:
+    """Whether the zone's offset changes within this local day (no zone changes it twice in a day)."""
+    return len({dt.datetime.combine(day + dt.timedelta(days=n), dt.time(), zone).utcoffset() for n in (0, 1)}) > 1
 
 
-@functools.cache
-def zone_transitions(time_zone: str, first: dt.date, last: dt.date) -> tuple[int, ...]:
-    """The UTC instants (epoch seconds) at which the zone's offset changes, from a day before `first`
-    to a day after `last`, each found to the second by bisection between two samples."""
-    zone = zoneinfo.ZoneInfo(time_zone)
-
-    def offset(instant: int) -> dt.timedelta:
-        return dt.datetime.fromtimestamp(instant, zone).utcoffset()
-
-    start = _epoch_seconds(dt.datetime.combine(first, dt.time())) - 2 * 86400
-    end = _epoch_seconds(dt.datetime.combine(last, dt.time())) + 2 * 86400
-    found = []
-    before = offset(start)
-    for sample in range(start + TRANSITION_SAMPLE_SECONDS, end + TRANSITION_SAMPLE_SECONDS, TRANSITION_SAMPLE_SECONDS):
-        after = offset(sample)
-        if after != before:
-            low, high = sample - TRANSITION_SAMPLE_SECONDS, sample
-            while high - low > 1:
-                middle = (low + high) // 2
-                low, high = (middle, high) if offset(middle) == before else (low, middle)
-            found.append(high)
-            before = after
-    return tuple(found)
+def _readings(wall: dt.datetime, zone: zoneinfo.ZoneInfo) -> tuple[int, int]:
+    """The instants (epoch seconds) of a wall-clock time read with fold 0 and 1 (PEP 495): equal for most, in order
+    for one the clocks pass twice (repeated), inverted for one they jump over (skipped: before and after the jump)."""
+    early, late = (wall.replace(tzinfo=zone, fold=fold) for fold in (0, 1))
+    return int(early.timestamp()), int(late.timestamp())
 
 
-def _wall_clock_instants(naive: dt.datetime, zone: zoneinfo.ZoneInfo, transitions: tuple[int, ...]) -> set[int]:
+def _wall_clock_instants(wall: dt.datetime, zone: zoneinfo.ZoneInfo) -> set[int]:
     """The instants at which Cloud Scheduler may fire for one local wall-clock time.
 
     Cloud Scheduler "runs on wall clock time" and warns that around DST a job may "run or not run
@@ -667,61 +543,35 @@ def _wall_clock_instants(naive: dt.datetime, zone: zoneinfo.ZoneInfo, transition
     For the smallest gap we count the worst: a time that occurs twice (clocks go back) fires at both
     instants; a time that does not exist (clocks go forward) fires at the transition, as cron does.
     """
-    instants = set()
-    for fold in (0, 1):
-        instant = int(naive.replace(tzinfo=zone, fold=fold).timestamp())
-        if dt.datetime.fromtimestamp(instant, zone).replace(tzinfo=None) == naive:
-            instants.add(instant)
-    if not instants:  # skipped by the clocks: the transition lies between the two readings of `naive`
-        after_jump = int(naive.replace(tzinfo=zone, fold=1).timestamp())
-        before_jump = int(naive.replace(tzinfo=zone, fold=0).timestamp())
-        index = bisect.bisect_right(transitions, after_jump)
-        assert index < len(transitions) and transitions[index] <= before_jump, naive
-        instants.add(transitions[index])
-    return instants
+    early, late = _readings(wall, zone)
+    if early <= late:
+        return {early, late}
+    low, high, before = late, early, dt.datetime.fromtimestamp(late, zone).utcoffset()
+    while high - low > 1:  # skipped: the transition lies between the two readings; find it to the second
+        middle = (low + high) // 2
+        low, high = (middle, high) if dt.datetime.fromtimestamp(middle, zone).utcoffset() == before else (low, middle)
+    return {high}
 
 
-@dataclasses.dataclass(frozen=True)
-class FireDay:
-    """The fire instants (epoch seconds) of one local day: `exact` near a transition, else `base` + the
-    schedule's wall-clock minutes (one offset all day)."""
-
-    base: int | None
-    exact: tuple[int, ...] = ()
-
-    def instants(self, cron: Cron) -> tuple[int, ...]:
-        return self.exact if self.base is None else tuple(self.base + 60 * minute for minute in cron.day_minutes)
-
-
-def _fire_days(cron: Cron, time_zone: str, first: dt.date, last: dt.date) -> Iterator[FireDay]:
-    """Each day from `first` to `last` (inclusive, local) on which the schedule fires at least once."""
+def _fire_instants(
+    cron: Cron, time_zone: str, first: dt.date, last: dt.date, sample: tuple[int, ...] = ()
+) -> Iterator[tuple[int, ...]]:
+    """For each local day from `first` to `last` on which the schedule fires, its fire instants (epoch seconds),
+    sorted: all of them on a day the clocks change; on a day of one offset, those of the wall-clock minutes
+    `sample` only, if given."""
     zone = zoneinfo.ZoneInfo(time_zone)
-    transitions = zone_transitions(time_zone, first, last)
-    day = first
-    while day <= last:
-        if cron.fires_on(day):
-            midnight = _epoch_seconds(dt.datetime.combine(day, dt.time()))
-            near = bisect.bisect_left(transitions, midnight - 86400)
-            if near < len(transitions) and transitions[near] < midnight + 2 * 86400:
-                instants = set()
-                for minute in cron.day_minutes:
-                    naive = dt.datetime.combine(day, dt.time(minute // 60, minute % 60))
-                    instants |= _wall_clock_instants(naive, zone, transitions)
-                yield FireDay(None, tuple(sorted(instants)))
-            else:
-                offset = int(zone.utcoffset(dt.datetime.combine(day, dt.time(12))).total_seconds())
-                yield FireDay(midnight - offset)
-        day += dt.timedelta(days=1)
+    for day in filter(cron.fires_on, _days(first, last)):
+        if _clocks_change_on(day, zone):
+            yield tuple(sorted(set().union(*(_wall_clock_instants(wall, zone) for wall in cron.walls(day)))))
+        else:
+            midnight = int(dt.datetime.combine(day, dt.time(), zone).timestamp())
+            yield tuple(sorted({midnight + 60 * minute for minute in sample or cron.day_minutes}))
 
 
 def fire_times(schedule: str, time_zone: str, first: dt.date, last: dt.date) -> list[dt.datetime]:
     """Every instant (UTC) at which the schedule may fire on the local days `first` to `last`."""
-    cron = Cron.parse(check_schedule("job", schedule))
-    return [
-        dt.datetime.fromtimestamp(instant, dt.UTC)
-        for day in _fire_days(cron, time_zone, first, last)
-        for instant in day.instants(cron)
-    ]
+    days = _fire_instants(Cron.parse(check_schedule("job", schedule)), time_zone, first, last)
+    return [dt.datetime.fromtimestamp(instant, dt.UTC) for instants in days for instant in instants]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -737,44 +587,22 @@ class Gap:
 
 def smallest_gap(schedule: str, time_zone: str, start: dt.date, years: int = GAP_WINDOW_YEARS) -> Gap | None:
     """The shortest time between two consecutive fire times over `years` from `start` (local days);
-    None if the schedule fires less than twice in them."""
+    None if the schedule fires less than twice in them. A day of one offset has the wall-clock steps, its
+    smallest at the same place every day: its first and last fire times and that step stand for it."""
     cron = Cron.parse(schedule)
     minutes = cron.day_minutes
-    steps = [later - earlier for earlier, later in zip(minutes, minutes[1:], strict=False)]
-    # A day on one offset has the wall-clock gaps: its smallest is at the same place every day.
-    inner = steps.index(min(steps)) if steps else None
-    best: tuple[int, int, int] | None = None
-    previous_last = None
-    last_day = dt.date(start.year + years, start.month, 1) - dt.timedelta(days=1)
-    for day in _fire_days(cron, time_zone, start, last_day):
-        if day.base is None:
-            instants = day.exact
-            candidates = [
-                (later - earlier, earlier, later) for earlier, later in zip(instants, instants[1:], strict=False)
-            ]
-            first, last = instants[0], instants[-1]
-        else:
-            first, last = day.base + 60 * minutes[0], day.base + 60 * minutes[-1]
-            candidates = []
-            if inner is not None:
-                earlier = day.base + 60 * minutes[inner]
-                candidates.append((60 * steps[inner], earlier, earlier + 60 * steps[inner]))
-        if previous_last is not None:
-            candidates.insert(0, (first - previous_last, previous_last, first))
-        for candidate in candidates:
-            if best is None or candidate[0] < best[0]:
-                best = candidate
-        previous_last = last
+    inner = min(zip(minutes, minutes[1:], strict=False), key=lambda pair: pair[1] - pair[0], default=())
+    best, previous = None, ()
+    for instants in _fire_instants(cron, time_zone, start, _last_day(start, years), (minutes[0], *inner, minutes[-1])):
+        timeline = (*previous, *instants)
+        for earlier, later in zip(timeline, timeline[1:], strict=False):
+            if best is None or later - earlier < best[0]:
+                best = (later - earlier, earlier, later)
+        previous = instants[-1:]
     if best is None:
         return None
     seconds, first, second = best
     return Gap(seconds, dt.datetime.fromtimestamp(first, dt.UTC), dt.datetime.fromtimestamp(second, dt.UTC))
-
-
-# ---------------------------------------------------------------- daylight saving (a warning, not a refusal)
-
-# How many years ahead the bake and the baked configuration check name the dates daylight saving hits a job.
-DST_WARNING_YEARS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -787,24 +615,16 @@ class DstHit:
 
 
 def dst_hits(schedule: str, time_zone: str, start: dt.date, years: int = DST_WARNING_YEARS) -> list[DstHit]:
-    """Every offset change of the zone within `years` from `start` that repeats or skips a fire time."""
-    cron = Cron.parse(schedule)
-    zone = zoneinfo.ZoneInfo(time_zone)
-    last = dt.date(start.year + years, start.month, 1) - dt.timedelta(days=1)
-    hits = []
-    for instant in zone_transitions(time_zone, start, last):
-        at = EPOCH + dt.timedelta(seconds=instant)  # naive UTC
-        old = at + dt.datetime.fromtimestamp(instant - 1, zone).utcoffset()  # the wall clock just before
-        new = at + dt.datetime.fromtimestamp(instant, zone).utcoffset()  # and from the change on
-        kind, first, end = ("skipped", old, new) if new > old else ("repeated", new, old)
-        minute = first.replace(second=0) + (dt.timedelta(minutes=1) if first.second else dt.timedelta())
-        walls = []
-        while minute < end:
-            if cron.fires_at(minute):
-                walls.append(minute)
-            minute += dt.timedelta(minutes=1)
-        if walls and start <= walls[0].date() <= last:
-            hits.append(DstHit(walls[0].date(), kind, tuple(wall.time() for wall in walls)))
+    """Every local day within `years` from `start` on which the zone's clocks repeat or skip a fire time."""
+    cron, zone, hits = Cron.parse(schedule), zoneinfo.ZoneInfo(time_zone), []
+    for day in filter(cron.fires_on, _days(start, _last_day(start, years))):
+        if _clocks_change_on(day, zone):
+            readings = [(wall.time(), *_readings(wall, zone)) for wall in cron.walls(day)]
+            skipped = tuple(wall for wall, early, late in readings if early > late)
+            repeated = tuple(wall for wall, early, late in readings if early < late)
+            for kind, walls in (("skipped", skipped), ("repeated", repeated)):
+                if walls:
+                    hits.append(DstHit(day, kind, walls))
     return hits
 
 
@@ -821,10 +641,8 @@ def dst_warnings(jobs: Mapping[str, Mapping[str, str]], start: dt.date) -> list[
             # Debian cron, and cronsim in the function: a '*' minute or hour runs on the new time as it comes.
             rule = "a '*' minute or hour field runs a repeated time at both instants and a skipped one not at all"
         else:
-            rule = (
-                "a repeated time runs once (the first), a skipped one "
-                f"{'once at the end of the gap' if gap == 'end_of_gap' else 'not at all'} (dst_gap={gap})"
-            )
+            skipped = "once at the end of the gap" if gap == "end_of_gap" else "not at all"
+            rule = f"a repeated time runs once (the first), a skipped one {skipped} (dst_gap={gap})"
         dates = ", ".join(
             f"{hit.day} ({hit.kind} {'/'.join(f'{wall:%H:%M}' for wall in hit.walls[:3])}"
             f"{'...' if len(hit.walls) > 3 else ''})"
@@ -873,13 +691,8 @@ class SchedulerRetries:
 
     @classmethod
     def of(cls, timing: Mapping[str, int]) -> SchedulerRetries:
-        return cls(
-            timing["retry_count"],
-            timing["min_backoff_seconds"],
-            timing["max_backoff_seconds"],
-            timing["max_doublings"],
-            timing["max_retry_duration_seconds"],
-        )
+        keys = ("retry_count", "min_backoff_seconds", "max_backoff_seconds", "max_doublings")
+        return cls(*(timing[key] for key in keys), timing["max_retry_duration_seconds"])
 
     @property
     def retries_at_all(self) -> bool:
@@ -918,31 +731,6 @@ class Busy:
     recovered_by: int | None = None  # when the attempt that does the work after the fault arrives
 
 
-def _busy_after_claim(timing: Mapping[str, int], retries: SchedulerRetries, claimed_at: int, attempt: int) -> int:
-    """A healthy attempt (number `attempt`, 0 = the first) claims the run at `claimed_at` and works the whole
-    function timeout: the longest work there is. Past the attempt deadline Scheduler counts it failed and
-    retries; those retries get 409 until the work is done, then `duplicate` (a 2xx), which ends them."""
-    deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
-    done = claimed_at + timeout
-    if timeout <= deadline:
-        return done
-    duplicate = retries.first_retry_from(claimed_at + deadline, done, attempt)
-    return max(done, duplicate[1]) if duplicate else done
-
-
-def _worst(fault: str, cases: list[tuple[str, tuple[int, int] | None]], timing, retries) -> Busy:
-    """The worst of `cases` (when the fault struck, the retry that can claim the run): lost, else the latest."""
-    worst = None
-    for what, retry in cases:
-        if retry is None:
-            return Busy(fault, None, f"{what}: the retries stop before the run can be claimed")
-        busy = _busy_after_claim(timing, retries, retry[1], retry[0])
-        if worst is None or busy > worst.seconds:
-            story = f"{what}, retry {retry[0]} claims the run at {retry[1]} s and may work the whole timeout"
-            worst = Busy(fault, busy, story, retry[1])
-    return worst
-
-
 def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
     """For each fault of FAULTS, the worst over when it strikes (every whole second of the attempt: exact for
     whole-second answers), counted from the fire time. The first attempt arrives at the fire time and claims
@@ -950,28 +738,40 @@ def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
     or the run is released, claims it (dedup.decide)."""
     retries = SchedulerRetries.of(timing)
     deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
-    lease = timing["lease_seconds"]
-    none = _busy_after_claim(timing, retries, 0, 0)
+
+    def after_claim(attempt: int, claimed_at: int) -> int:
+        """Attempt `attempt` (0 = the first) claims the run at `claimed_at` and works the whole function timeout:
+        the longest work there is. Past the attempt deadline Scheduler counts it failed and retries; those
+        retries get 409 until the work is done, then `duplicate` (a 2xx), which ends them."""
+        done = claimed_at + timeout
+        duplicate = retries.first_retry_from(claimed_at + deadline, done, attempt) if timeout > deadline else None
+        return max(done, duplicate[1]) if duplicate else done
+
+    def worst(fault: str, cases: list[tuple[str, int, int]]) -> Busy:
+        """The worst of `cases` (what struck, when Scheduler saw the attempt fail, when the run can be claimed
+        again): lost, else the latest."""
+        busiest = None
+        for what, failed_at, ready_at in cases:
+            retry = retries.first_retry_from(failed_at, ready_at)
+            if retry is None:
+                return Busy(fault, None, f"{what}: the retries stop before the run can be claimed")
+            busy = after_claim(*retry)
+            if busiest is None or busy > busiest.seconds:
+                story = f"{what}, retry {retry[0]} claims the run at {retry[1]} s and may work the whole timeout"
+                busiest = Busy(fault, busy, story, retry[1])
+        return busiest
+
     lost_2xx = retries.first_retry_from(deadline, timeout)
     return [
-        Busy("none", none, "the work lasts the whole function timeout"),
-        _worst(
-            "sigkill before the claim", [("killed before the claim", retries.first_retry_from(0, 0))], timing, retries
-        ),
-        _worst(
+        Busy("none", after_claim(0, 0), "the work lasts the whole function timeout"),
+        worst("sigkill before the claim", [("killed before the claim", 0, 0)]),
+        # Scheduler sees the failure when the instance dies, or at the deadline if the work outlasts it.
+        worst(
             "sigkill after the claim",
-            # Scheduler sees the failure when the instance dies, or at the deadline if the work outlasts it.
-            [(f"killed {f} s after the claim", retries.first_retry_from(f, lease)) for f in range(deadline + 1)],
-            timing,
-            retries,
+            [(f"killed {f} s after the claim", f, timing["lease_seconds"]) for f in range(deadline + 1)],
         ),
-        _worst(
-            "retryable error",
-            [(f"error {k} s into the work", retries.first_retry_from(min(k, deadline), k)) for k in range(timeout + 1)],
-            timing,
-            retries,
-        ),
-        _worst("hang", [("hung until the timeout", retries.first_retry_from(deadline, timeout))], timing, retries),
+        worst("retryable error", [(f"error {k} s into the work", min(k, deadline), k) for k in range(timeout + 1)]),
+        worst("hang", [("hung until the timeout", deadline, timeout)]),
         Busy("lost 2xx", max(timeout, lost_2xx[1]) if lost_2xx else timeout, "completed, its 2xx lost"),
     ]
 
@@ -979,38 +779,35 @@ def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
 def check_schedule_timing(
     jobs: Mapping[str, Mapping[str, str]], timing: Mapping[str, int], start: dt.date, prefix: str = ""
 ) -> list[str]:
-    """No fault loses a run (retries permitting), and no run overlaps the next: each job's smallest gap G must
-    exceed the longest one fault keeps a run busy (which is at least the function timeout). Cloud Scheduler
-    retries a run "retry_count times, or until the next scheduled execution time, whichever comes first", or
-    else "the next scheduled execution time might be skipped if the retries continue through that time": a run
-    still busy at the next fire time is lost either way. Terraform cannot expand a cron: `python config.py` and
-    tests/test_config.py check this rule on config.yaml. Returns warnings."""
+    """No fault loses a run (retries permitting), and no run overlaps the next: each job's smallest gap must
+    exceed the longest one fault keeps a run busy (at least the function timeout). Cloud Scheduler retries a run
+    "retry_count times, or until the next scheduled execution time, whichever comes first", or else "the next
+    scheduled execution time might be skipped if the retries continue through that time": a run still busy at
+    the next fire time is lost either way. Terraform cannot expand a cron. Returns warnings."""
     retries = SchedulerRetries.of(timing)
     outcomes = busy_after_one_fault(timing)
     lost = [outcome for outcome in outcomes if outcome.seconds is None]
     if lost and retries.retries_at_all:
         unlimited = busy_after_one_fault({**timing, "max_retry_duration_seconds": 10**9})
         needed = max(outcome.recovered_by or 0 for outcome in unlimited)
-        raise RuleError(
-            prefix + "max_retry_duration_seconds",
-            str(timing["max_retry_duration_seconds"]),
+        rule = (
             f"with retry_count {timing['retry_count']} it alone bounds the retries, and it ends before a "
-            f"{lost[0].fault} is recovered ({lost[0].story}); it must be 0 (no retries at all) or more than {needed}",
+            f"{lost[0].fault} is recovered ({lost[0].story}); it must be 0 (no retries at all) or more than {needed}"
         )
+        raise RuleError(prefix + "max_retry_duration_seconds", str(timing["max_retry_duration_seconds"]), rule)
     busiest = max((outcome for outcome in outcomes if outcome.seconds is not None), key=lambda o: o.seconds)
     for job_id, job in jobs.items():
         gap = smallest_gap(job["schedule"], job["time_zone"], start)
         if gap is not None and gap.seconds <= busiest.seconds:
-            raise RuleError(
-                f"jobs.{job_id}.schedule",
-                job["schedule"],
+            rule = (
                 f"fires only {gap.seconds} s apart in {job['time_zone']} ({gap.where(job['time_zone'])}), "
                 f"with attempt_deadline_seconds {timing['attempt_deadline_seconds']}, lease_seconds "
                 f"{timing['lease_seconds']} and retry_count {timing['retry_count']} one fault can keep a run busy "
                 f"for {busiest.seconds} s ({busiest.fault}: {busiest.story}), so a run would be lost or overlap "
                 f"the next: choose a schedule whose runs are at least {busiest.seconds + 1} s apart, or "
-                f"{passing_deadline_hint(timing, gap.seconds)}",
+                f"{passing_deadline_hint(timing, gap.seconds)}"
             )
+            raise RuleError(f"jobs.{job_id}.schedule", job["schedule"], rule)
     if not retries.retries_at_all:
         return [
             "retry_count=0 with max_retry_duration_seconds=0: Cloud Scheduler never retries, so one crash, "
@@ -1020,10 +817,27 @@ def check_schedule_timing(
     return []
 
 
+def passing_deadline_hint(timing: Mapping[str, int], gap: int) -> str:
+    """The largest attempt_deadline_seconds (its lease as far beyond it) with which one fault keeps a run busy
+    for less than `gap`, for a refusal's "a value that would pass"."""
+    slack = timing["lease_seconds"] - timing["attempt_deadline_seconds"]
+
+    def fits(deadline: int) -> bool:
+        shorter = {**timing, "attempt_deadline_seconds": deadline, "function_timeout_seconds": deadline}
+        busy = [outcome.seconds for outcome in busy_after_one_fault({**shorter, "lease_seconds": deadline + slack})]
+        return None not in busy and max(busy) < gap
+
+    low, high = ATTEMPT_DEADLINE_RANGE[0], timing["attempt_deadline_seconds"] - 1
+    if high < low or not fits(low):
+        return "a sparser schedule is the only fix with these retries (no attempt_deadline_seconds fits the gap)"
+    while low < high:  # the busy time grows with the deadline
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return f"an attempt_deadline_seconds of at most {low} (lease_seconds {low + slack})"
+
+
 # ---------------------------------------------------------------- the configuration file (config.yaml)
 
-# How much longer than its deadline a job's lease lasts when the file does not say (a retry comes after it).
-LEASE_AFTER_DEADLINE_SECONDS = 60
 # The project-level keys of config.yaml (config.py reads them; Terraform's root too).
 CONFIG_KEYS = (
     "slug",
@@ -1037,6 +851,8 @@ CONFIG_KEYS = (
     "defaults",
     "jobs",
 )
+# The answers that become config.yaml's defaults block ("" in cookiecutter.json: derive_timing's value).
+DERIVED_ANSWERS = ("lease_seconds", "min_backoff_seconds", "max_backoff_seconds")
 
 
 def derive_timing(
@@ -1071,51 +887,22 @@ def resolve_job_timing(
     A Scheduler number in neither is refused with the value derive_timing gives (Terraform reads it as written)."""
     prefix = f"jobs.{job_id}." if prefix is None else prefix
     merged = {**defaults, **{key: job[key] for key in TIMING_KEYS if key in job}}
-    for key in SCHEDULER_KEYS:
-        if key not in merged:
-            deadline = parse_seconds(
-                f"{prefix}attempt_deadline_seconds",
-                merged.get("attempt_deadline_seconds", 0),
-                *ATTEMPT_DEADLINE_RANGE,
-            )
-            hint = derive_timing(deadline, int(str(merged.get("retry_count", MAX_RETRY_COUNT))))
-            suggestion = f"e.g. {hint[key]}" if key in hint else "e.g. the default"
-            raise RuleError(
-                f"{prefix}{key}",
-                None,
-                f"is set neither for the job nor under defaults: Terraform takes it as written, so write it "
-                f"({suggestion})",
-            )
-    if "lease_seconds" not in job and ("attempt_deadline_seconds" in job or "lease_seconds" not in merged):
-        deadline = parse_seconds(
-            f"{prefix}attempt_deadline_seconds", merged["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE
+    missing = [key for key in SCHEDULER_KEYS if key not in merged]
+    own_lease = "lease_seconds" not in job and ("attempt_deadline_seconds" in job or "lease_seconds" not in merged)
+    if missing or own_lease:
+        given = merged.get("attempt_deadline_seconds", 0)
+        deadline = parse_seconds(f"{prefix}attempt_deadline_seconds", given, *ATTEMPT_DEADLINE_RANGE)
+    if missing:
+        hint = derive_timing(deadline, int(str(merged.get("retry_count", MAX_RETRY_COUNT))))
+        suggestion = f"e.g. {hint[missing[0]]}" if missing[0] in hint else "e.g. the default"
+        raise RuleError(
+            f"{prefix}{missing[0]}",
+            None,
+            f"is set neither for the job nor under defaults: Terraform takes it as written, so write it ({suggestion})",
         )
+    if own_lease:
         merged["lease_seconds"] = deadline + LEASE_AFTER_DEADLINE_SECONDS
     return merged
-
-
-def passing_deadline_hint(timing: Mapping[str, int], gap: int) -> str:
-    """The largest attempt_deadline_seconds (its lease as far beyond it) with which one fault keeps a run busy
-    for less than `gap`, for a refusal's "a value that would pass"."""
-    slack = timing["lease_seconds"] - timing["attempt_deadline_seconds"]
-
-    def fits(deadline: int) -> bool:
-        shorter = {
-            **timing,
-            "attempt_deadline_seconds": deadline,
-            "function_timeout_seconds": deadline,
-            "lease_seconds": deadline + slack,
-        }
-        busy = [outcome.seconds for outcome in busy_after_one_fault(shorter)]
-        return None not in busy and max(busy) < gap
-
-    low, high = ATTEMPT_DEADLINE_RANGE[0], timing["attempt_deadline_seconds"] - 1
-    if high < low or not fits(low):
-        return "a sparser schedule is the only fix with these retries (no attempt_deadline_seconds fits the gap)"
-    while low < high:  # the busy time grows with the deadline
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if fits(middle) else (low, middle - 1)
-    return f"an attempt_deadline_seconds of at most {low} (lease_seconds {low + slack})"
 
 
 def check_serve(value: object, project: str, region: str) -> list[dict[str, str]]:
@@ -1128,38 +915,33 @@ def check_serve(value: object, project: str, region: str) -> list[dict[str, str]
     for entry in value:
         if not isinstance(entry, Mapping) or set(entry) != {"project", "location"}:
             raise RuleError("serve", entry, rule)
-        check_pattern("serve.project", entry["project"], PROJECT_ID, "must be a GCP project id")
-        check_pattern("serve.location", entry["location"], REGION, "must be a GCP region such as europe-west1")
+        check_field("gcp_project_id", entry["project"], "serve.project")
+        check_field("region", entry["location"], "serve.location")
     return [dict(entry) for entry in value]
 
 
 def check_config(
     raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
 ) -> dict[str, object]:
-    """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`).
-
-    The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key: the bake's
-    answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also the
-    schedule rules (each job's smallest gap over the coming years, in its zone) against its numbers, from `start`;
-    the function's load skips them (the bake, the tests and `make deploy` run them).
-    Returns the checked file plus `warnings`; the first broken rule raises RuleError."""
+    """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`), plus
+    `warnings`. The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key:
+    the bake's answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also
+    each job's smallest gap over the coming years, from `start`, against its numbers (the function's load skips it;
+    the bake, the tests and `make deploy` run it)."""
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
     missing = sorted({"slug", "project", "region", "database", "collection", "jobs"} - set(raw))
     if unknown or missing:
-        raise RuleError(
-            "config.yaml",
-            sorted(raw),
-            f"unknown key(s) {unknown} or missing key(s) {missing}: the keys are {', '.join(CONFIG_KEYS)}",
-        )
-    project, region = check_project_id(raw["project"]), check_region(raw["region"])
+        rule = f"unknown key(s) {unknown} or missing key(s) {missing}: the keys are {', '.join(CONFIG_KEYS)}"
+        raise RuleError("config.yaml", sorted(raw), rule)
+    project, region = check_field("gcp_project_id", raw["project"]), check_field("region", raw["region"])
     checked: dict[str, object] = {
-        "slug": check_slug(raw["slug"]),
+        "slug": check_field("project_slug", raw["slug"]),
         "project": project,
         "region": region,
-        "database": check_database(raw["database"]),
-        "collection": check_collection(raw["collection"]),
+        "database": check_field("firestore_database", raw["database"]),
+        "collection": check_field("firestore_collection", raw["collection"]),
         "serve": check_serve(raw.get("serve"), project, region),
     }
     defaults = raw.get("defaults") or {}
@@ -1169,34 +951,24 @@ def check_config(
     retention = raw.get("retention_seconds", 604800)
     start = start or dt.date.today()
     # The audit job's numbers, and every job's where it says nothing.
-    audit_timing = check_timing(
-        {**resolve_job_timing("audit", {}, defaults, defaults_prefix), "retention_seconds": retention},
-        defaults_prefix,
-    )
+    audit = {**resolve_job_timing("audit", {}, defaults, defaults_prefix), "retention_seconds": retention}
+    audit_timing = check_timing(audit, defaults_prefix)
     warnings = check_schedule_timing({}, audit_timing, start, defaults_prefix)
     for job_id, job in jobs.items():
         prefix = f"jobs.{job_id}."
         values = {**resolve_job_timing(job_id, job, defaults), "retention_seconds": retention}
-        timing = check_timing(values, prefix)
-        job["timing"] = timing
+        job["timing"] = check_timing(values, prefix)
         if schedules:
-            own = check_schedule_timing({job_id: job}, timing, start, prefix)
+            own = check_schedule_timing({job_id: job}, job["timing"], start, prefix)
             if {"retry_count", "max_retry_duration_seconds"} & set(job):  # else the defaults' warning says it
                 warnings.extend(f"{prefix.rstrip('.')}: {warning}" for warning in own)
     checked["retention_seconds"] = parse_seconds("retention_seconds", retention, 1)
     interval = raw.get("audit_interval_minutes", 60)
     for timing in [audit_timing, *(job["timing"] for job in jobs.values())]:
-        checked["audit_interval_minutes"] = check_audit_interval({"audit_interval_minutes": interval}, timing)
+        checked["audit_interval_minutes"] = check_audit_interval(interval, timing)
     if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
         warnings.extend(dst_warnings(jobs, start))
-    checked["defaults"] = audit_timing
-    checked["jobs"] = jobs
-    checked["warnings"] = warnings
-    return checked
-
-
-# The answers that become config.yaml's defaults block ("" in cookiecutter.json: derive_timing's value).
-DERIVED_ANSWERS = ("lease_seconds", "min_backoff_seconds", "max_backoff_seconds")
+    return {**checked, "defaults": audit_timing, "jobs": jobs, "warnings": warnings}
 
 
 def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
@@ -1211,7 +983,7 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
     }
     derived = derive_timing(deadline, retry_count, given["lease_seconds"], given["min_backoff_seconds"])
     defaults: dict[str, object] = {}
-    for key in SCHEDULER_KEYS[:1] + ("lease_seconds",) + SCHEDULER_KEYS[1:]:
+    for key in TIMING_KEYS:
         answer = context.get(key, "")
         if answer != "":
             defaults[key] = answer
@@ -1231,27 +1003,17 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
 
 
 def validate(context: Mapping[str, object]) -> dict[str, object]:
-    """All rules, in prompt order; the first broken one raises. Returns the normalised answers, `config` (what the
-    bake writes as config.yaml) and `warnings`."""
-    checked: dict[str, object] = {
-        "project_name": check_project_name(context["project_name"]),
-        "project_slug": check_slug(context["project_slug"]),
-        "gcp_project_id": check_project_id(context["gcp_project_id"]),
-        "region": check_region(context["region"]),
-        "target": check_target(context["target"]),
-        "jobs": check_jobs(parse_jobs(context["jobs"])),
-    }
+    """All rules: the answers in the prompt's order (FIELDS'), then the configuration they make; the first broken one
+    raises. Returns the normalised answers, `config` (what the bake writes as config.yaml) and `warnings`."""
+    checked = {}
+    for field in FIELDS:
+        if field == "jobs":
+            checked[field] = check_jobs(parse_jobs(context[field]))
+        elif field == "repository":
+            checked[field] = check_repository(context[field], context["state_bucket"])
+        else:
+            checked[field] = check_field(field, context[field])
     config = config_from_answers(context)
     resolved = check_config(config, dt.date.today(), defaults_prefix="")
-    checked.update(resolved["defaults"])
-    checked["warnings"] = resolved["warnings"]
-    checked["audit_interval_minutes"] = resolved["audit_interval_minutes"]
-    checked["retention_seconds"] = resolved["retention_seconds"]
-    checked["firestore_database"] = check_database(context["firestore_database"])
-    checked["create_firestore_database"] = check_create_database(context["create_firestore_database"])
-    checked["firestore_collection"] = check_collection(context["firestore_collection"])
-    checked["alert_email"] = check_alert_email(context["alert_email"])
-    checked["state_bucket"] = check_state_bucket(context["state_bucket"])
-    checked["repository"] = check_repository(context["repository"], checked["state_bucket"])
-    checked["config"] = config
-    return checked
+    numbers = {key: resolved[key] for key in ("audit_interval_minutes", "retention_seconds")}
+    return {**checked, **resolved["defaults"], **numbers, "warnings": resolved["warnings"], "config": config}

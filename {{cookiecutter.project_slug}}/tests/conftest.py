@@ -34,9 +34,8 @@ def emulator_host():
 
 
 def in_this_process(work, context, fields, stop_at, preload=()):
-    """main.run_until_stopped for the in-process suites: the work runs in the test's process, where a test
-    can hold it, count its calls and fake its clients; how it ended is judged by stop.ending_of, as in the
-    work's own process. The process and its kill are tested on real servers (the proofs of the stop and the timeout)."""
+    """main.run_until_stopped in the test's process, where a test can hold the work, count its calls and fake its
+    clients; how it ended is judged by stop.ending_of, as in the work's own process (killed at the deadline)."""
     return stop.ending_of(work, context)
 
 
@@ -85,9 +84,7 @@ def now():
 
 def scheduler_headers(job="nightly", time="2026-01-01T00:00:00Z", **extra):
     """The headers Cloud Scheduler sends (HTTP/1.1 spelling), plus any extra ones."""
-    headers = {"X-CloudScheduler-JobName": job, "X-CloudScheduler-ScheduleTime": time}
-    headers.update(extra)
-    return headers
+    return {"X-CloudScheduler-JobName": job, "X-CloudScheduler-ScheduleTime": time, **extra}
 
 
 def records(collection):

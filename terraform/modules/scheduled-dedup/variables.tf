@@ -1,7 +1,7 @@
 # Inputs of the scheduled-dedup module.
 #
 # The validation blocks below check SHAPES only (ids, ranges, the cron's five fields), each as the baked
-# rules.py does (check_slug, check_project_id, check_region, check_jobs, check_database, check_collection).
+# rules.py does (FIELDS, checked by check_field; check_jobs).
 # The rules between numbers (lease, retries, retention, the audit's lookback, each job's schedule) live once,
 # in rules.py: the bake, config.py, the project's tests and `make deploy` (before Terraform) run them.
 
@@ -249,7 +249,7 @@ variable "firestore" {
   nullable = false
 
   validation {
-    # rules.DATABASE_ID and rules.UUID_LIKE (Firestore REST projects.databases.create, databaseId:
+    # rules.DATABASE_ID (Firestore REST projects.databases.create, databaseId:
     # 4-63 chars of [a-z0-9-], first a letter, last a letter or digit, not UUID-like; or (default)).
     condition     = can(regex("^(\\(default\\)|[a-z][a-z0-9-]{2,61}[a-z0-9])$", var.firestore.database)) && !can(regex("^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$", var.firestore.database))
     error_message = "firestore.database: must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter, and not UUID-like."
