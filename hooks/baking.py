@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -24,8 +25,8 @@ MODULES = ("scheduled-dedup", "image-repository", "scheduled-dedup-cloud-run-job
 # Where a module's name goes in an address: `_module_source` (cookiecutter.json, asked of no one) may set one,
 # e.g. "git::https://example.com/dedup.git//terraform/modules/{module}?ref=v2", and the template's tests do.
 MODULE = "{module}"
-# The project's one configuration file, written from the answers by the bake's own config.py and rules.py
-# (the post hook puts the template's copies on the path); from then on the user edits it.
+# The project's one configuration file, written from the answers (render_config, with the bake's own rules.py:
+# the post hook puts the template's copy on the path); from then on the user edits it.
 CONFIG_FILE = "config.yaml"
 
 # Paths (relative to the baked project) that only the given targets use; a path listed under two
@@ -100,12 +101,65 @@ def module_sources(answers: Mapping[str, object], repo_dir: Path) -> dict[str, s
     return {name: address.replace(MODULE, name) for name in MODULES}
 
 
-def write_config(project_dir: Path, answers: Mapping[str, object]) -> Path:
-    """config.yaml from the answers: rules.config_from_answers decides the numbers, config.render the text."""
-    import config
+# config.yaml's first version (write_config); from then on the user edits it, and the bake never writes it again.
+HEADER = """\
+# The schedule configuration of this project: the only place its jobs and their timing live.
+# The function reads it from its source, Terraform's root with yamldecode, the tools and the tests with config.py.
+# Change it, then `python config.py` (or `make deploy`, which runs it first) checks it with the rules of rules.py.
+# Adding or removing a job: here, and its work in job.py's WORK (tests/test_config.py fails when they disagree).
+"""
 
+TIMING_COMMENT = """\
+# Timing, in seconds, for every job that does not set its own (any of these keys may sit under a job):
+#   attempt_deadline_seconds  how long Scheduler waits for an answer (15-1800); the work is stopped then,
+#                             and the function's timeout is the largest deadline of all jobs
+#   lease_seconds             how long a claimed run stays locked (default: the job's deadline + 60)
+#   retry_count, min_backoff_seconds, max_backoff_seconds, max_doublings, max_retry_duration_seconds:
+#                             Cloud Scheduler's retry_config, given to Terraform as written
+"""
+
+JOBS_COMMENT = """\
+# job id => schedule (5-field unix-cron), time_zone (IANA, default Etc/UTC), optional timing keys as above,
+# max_lateness_seconds (a later delivery is recorded skipped and does not run the work), paused (true/false).
+# Each job is the Cloud Scheduler job "<slug>-<job id>".
+"""
+
+
+def _scalar(value: object) -> str:
+    """A YAML scalar (JSON's spelling of strings, numbers and booleans is YAML too); cookiecutter hands numbers over
+    as text (rules.config_from_answers keeps them so): written as numbers."""
+    return json.dumps(int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]+", value) else value)
+
+
+def render_config(config: Mapping[str, object]) -> str:
+    """The text of config.yaml for a checked config (rules.config_from_answers), with its comments."""
+    lines = [HEADER]
+    for key in ("slug", "project", "region", "database", "collection", "retention_seconds"):
+        lines.append(f"{key}: {_scalar(config[key])}")
+    lines.append("# How often the audit checks every job's expected runs against the records (minutes).")
+    lines.append(f"audit_interval_minutes: {_scalar(config['audit_interval_minutes'])}")
+    lines.append("# The (project, location) pairs whose deliveries the function takes; default: only its own.")
+    own = f"project: {_scalar(config['project'])}, location: {_scalar(config['region'])}"
+    lines.append("# serve:\n#   - {" + own + "}")
+    lines.append("")
+    lines.append(TIMING_COMMENT.rstrip("\n"))
+    lines.append("defaults:")
+    lines.extend(f"  {key}: {_scalar(value)}" for key, value in config["defaults"].items())
+    lines.append("")
+    lines.append(JOBS_COMMENT.rstrip("\n"))
+    lines.append("jobs:")
+    for job_id, job in sorted(config["jobs"].items()):
+        lines.append(f"  {job_id}:")
+        first = [key for key in ("schedule", "time_zone") if key in job]
+        ordered = first + [key for key in job if key not in first]
+        lines.extend(f"    {key}: {_scalar(job[key])}" for key in ordered)
+    return "\n".join(lines) + "\n"
+
+
+def write_config(project_dir: Path, answers: Mapping[str, object]) -> Path:
+    """config.yaml from the answers: rules.config_from_answers decides the numbers, render_config the text."""
     path = project_dir / CONFIG_FILE
-    path.write_text(config.render(rules.config_from_answers(public_answers(answers))), encoding="utf-8")
+    path.write_text(render_config(rules.config_from_answers(public_answers(answers))), encoding="utf-8")
     return path
 
 

@@ -11,7 +11,7 @@ TEMPLATE_DIR_NOTE = Path(".template-dir")
 REPO_DIR = Path(TEMPLATE_DIR_NOTE.read_text(encoding="utf-8"))
 TEMPLATE_DIR_NOTE.unlink()
 sys.path.insert(0, str(REPO_DIR / "hooks"))
-sys.path.insert(1, str(REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")))  # rules.py and config.py
+sys.path.insert(1, str(REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")))  # rules.py
 import baking  # noqa: E402  (found through the template's own hooks directory)
 
 try:

@@ -174,12 +174,13 @@ def test_only_the_protocol_modules_touch_firestore(tmp_path, answers):
 def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
     """config.yaml, written from the answers, is what settings.py reads: the jobs by their Scheduler names with their
     job ids and each job's own numbers, and the audit's job name. No settings.json beside it."""
-    import config
+    import baking
     import rules
 
     answers = json.loads((baked / ".cookiecutter.json").read_text())
     written = yaml.safe_load((baked / "config.yaml").read_text())
-    assert written == yaml.safe_load(config.render(rules.config_from_answers({**answers, "jobs": written["jobs"]})))
+    rendered = baking.render_config(rules.config_from_answers({**answers, "jobs": written["jobs"]}))
+    assert written == yaml.safe_load(rendered)
     assert sorted(written["jobs"]) == answers["jobs"]
     printed = subprocess.run(
         [sys.executable, "-c", "import settings, json; print(json.dumps(dict(settings.baked_settings())))"],

@@ -1078,9 +1078,11 @@ def test_overlap_refuses_anything_else(value):
 
 
 def test_overlap_rules_are_the_handlers():
-    """The bake hook and the baked settings.py accept the same overlap rules: one definition, in rules.py."""
+    """The bake hook and the baked settings.py accept the same job choices (overlap among them): one definition
+    and one check, in rules.py."""
     settings_text = (TEMPLATE_PROJECT / "settings.py").read_text()
-    assert 'OVERLAP_RULES = rules.JOB_CHOICES["overlap"]' in settings_text
+    assert 'rules.check_choice(f"{field}.{key}", job[key], allowed)' in settings_text
+    assert "for key, allowed in rules.JOB_CHOICES.items()" in settings_text
 
 
 @pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)

@@ -24,14 +24,13 @@ import dedup
 import rules
 import schedules
 import task_queue
-from keys import RunKey
+from keys import RunKey, rfc3339
 from ledger import AuditCursor, RunLedger
 from run_context import RunContext
 from settings import DedupConfig, JobSpec
 
 logger = logging.getLogger(__name__)
 
-UTC = dt.UTC
 # How far back each audit run looks (never beyond the retention, past which records may be gone); rules.py checks
 # that the audit interval plus settle fit in it, so that every run is judged by at least one audit.
 AUDIT_LOOKBACK = dt.timedelta(seconds=rules.AUDIT_LOOKBACK_SECONDS)
@@ -40,10 +39,12 @@ FULL_SWEEP_EVERY = dt.timedelta(days=1)
 
 
 class State(enum.StrEnum):
+    """An expected run's state: its record's status (dedup.Status), or what the audit makes of it."""
+
     COMPLETED = "completed"
     FAILED = "failed"
-    SKIPPED = "skipped"  # delivered past max_lateness_seconds (or, a proxy's, while the previous execution ran)
-    STARTED = "started"  # a proxy target's execution, not yet seen to end (followed until it does)
+    SKIPPED = "skipped"
+    STARTED = "started"
     IN_PROGRESS = "in_progress"
     STUCK = "stuck"  # in_progress, lease expired: the attempt died and no retry took it over (yet)
     MISSING = "missing"  # no record, and settle has passed: no delivery will come by itself
@@ -55,31 +56,31 @@ class State(enum.StrEnum):
 NEEDS_DELIVERY = (State.MISSING, State.STUCK)
 
 
-Dst = schedules.Dst
-
-
 @dataclasses.dataclass(frozen=True)
-class ExpectedRun:
-    """One fire time of a job's cron, and the run key a delivery for it is keyed by."""
+class AuditedRun:
+    """One fire time of a job's cron, the run key a delivery for it is keyed by, and (once judged) its state."""
 
     job: str
     wall_time: dt.datetime  # naive: the time on the zone's wall clock, as the cron means it
     key: RunKey
-    dst: Dst | None = None
+    dst: schedules.Dst | None = None
+    state: State | None = None  # None: expected, not judged yet
 
     @property
-    def schedule_time(self) -> dt.datetime:
+    def schedule_time(self) -> dt.datetime:  # UTC
         return self.key.schedule_time
 
+    @property
+    def run_id(self) -> str:
+        return self.key.run_id
 
-@dataclasses.dataclass(frozen=True)
-class AuditedRun:
-    job: str
-    schedule_time: dt.datetime  # UTC
-    run_id: str
-    state: State
-    wall_time: dt.datetime
-    dst: Dst | None
+    def __str__(self) -> str:
+        return f"{self.job} at {rfc3339(self.schedule_time)}"
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """The run's fields on a log line about it: its logs and the per-job metric find the line by them."""
+        return {"job": self.job, "schedule_time": self.schedule_time.isoformat(), "run_id": self.run_id}
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -92,34 +93,20 @@ class AuditedRun:
         }
 
 
-def rfc3339(moment: dt.datetime) -> str:
-    """UTC with a Z, as Cloud Scheduler sends X-CloudScheduler-ScheduleTime."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def expected_runs(
     name: str, job: JobSpec, since: dt.datetime, until: dt.datetime, project: str, location: str
-) -> list[ExpectedRun]:
+) -> list[AuditedRun]:
     """The runs `job` should have had with a schedule time in [since, until), in time order."""
     return [
-        ExpectedRun(
-            name,
-            fire.wall,
-            RunKey(project=project, location=location, job_name=name, schedule_time=fire.instant),
-            fire.dst,
-        )
+        AuditedRun(name, fire.wall, RunKey(project, location, name, fire.instant), fire.dst)
         for fire in schedules.runs(job.fire_rule, since, until)
     ]
 
 
 def judge(
-    run: ExpectedRun,
-    records: Mapping[str, Mapping[str, object]],
-    now: dt.datetime,
-    settle: dt.timedelta,
-    paused: bool = False,
-):
-    """The expected run's state, from its record; without one, paused for a paused job."""
+    run: AuditedRun, records: Mapping[str, Mapping[str, object]], now: dt.datetime, settle: dt.timedelta, paused: bool
+) -> AuditedRun:
+    """The expected run, judged from its record; without one, paused for a paused job."""
     record = records.get(run.key.run_id)
     if record is None and paused:
         state = State.PAUSED
@@ -129,7 +116,7 @@ def judge(
         state = State.STUCK if record["lease_expires"] <= now else State.IN_PROGRESS
     else:
         state = State(status.value)
-    return AuditedRun(run.job, run.schedule_time, run.key.run_id, state, run.wall_time, run.dst)
+    return dataclasses.replace(run, state=state)
 
 
 def audit_runs(
@@ -151,12 +138,7 @@ def audit_runs(
         for name, job in jobs.items()
         for run in expected_runs(name, job, max(since, starts.get(name, since)), until, *place)
     ]
-    run_ids = list(dict.fromkeys(run.key.run_id for run in expected))
-    records: dict[str, dict[str, object]] = {}
-    for start in range(0, len(run_ids), ledger.READ_BATCH):
-        records |= ledger.read_runs(run_ids[start : start + ledger.READ_BATCH])
-        if progress:
-            progress(min(start + ledger.READ_BATCH, len(run_ids)), len(run_ids))
+    records = ledger.read_runs((run.run_id for run in expected), progress)
     return [judge(run, records, now, config.settle_for(run.job), jobs[run.job].paused) for run in expected]
 
 
@@ -184,19 +166,14 @@ def plan(cursor: AuditCursor, job_names, now: dt.datetime, config: DedupConfig) 
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
     # `paused` is kept in a job's entry while it is paused: a new job, and one paused or resumed since the
     # last audit, are judged from now on (the deploy's instant is unknown; the paused period is never missing).
-    pause = {name: {"paused": True} if name in config.jobs and config.jobs[name].paused else {} for name in job_names}
-    seen = {}
+    starts, jobs = {}, {}
     for name in job_names:
+        pause = {"paused": True} if name in config.jobs and config.jobs[name].paused else {}
         entry = cursor.jobs.get(name)
-        unchanged = entry is not None and bool(entry.get("paused", False)) == bool(pause[name])
-        seen[name] = entry if unchanged else {"since": now, "judged_until": now}
-    starts = {
-        name: entry["since"] if full else max(entry["since"], entry["judged_until"]) for name, entry in seen.items()
-    }
-    jobs = {
-        name: {"since": entry["since"], "judged_until": max(entry["judged_until"], until)} | pause[name]
-        for name, entry in seen.items()
-    }
+        if entry is None or bool(entry.get("paused", False)) != bool(pause):
+            entry = {"since": now, "judged_until": now}
+        starts[name] = entry["since"] if full else max(entry["since"], entry["judged_until"])
+        jobs[name] = {"since": entry["since"], "judged_until": max(entry["judged_until"], until)} | pause
     last_full = now if full else cursor.last_full_sweep
     return Sweep(starts, since, until, full, AuditCursor(jobs, last_full, cursor.update_time))
 
@@ -206,85 +183,51 @@ def run(context: RunContext) -> str:
     what needs a person, then move the bookmark (after the lines: a crash in between re-reports, never skips)."""
     config = DedupConfig.from_env()
     ledger = RunLedger(config)
-    cursor = ledger.read_audit_cursor(config.jobs)
+    cursor = ledger.read_audit_cursor()
     now = dedup.utcnow()  # one instant for the bookmark's windows and the judging
     sweep = plan(cursor, config.jobs, now, config)
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
     catch_up(config, runs, now)
     for found in needing_delivery(runs):
-        # job / schedule_time / run_id are the audited run's (they override the audit run's own
-        # fields on this line), so the run's logs and the per-job metric find it.
-        logger.warning(
-            "scheduled run %s: %s at %s (run_id %s)",
-            found.state.value,
-            found.job,
-            rfc3339(found.schedule_time),
-            found.run_id,
-            extra={
-                "json_fields": {
-                    "audit_state": found.state.value,
-                    "job": found.job,
-                    "schedule_time": found.schedule_time.isoformat(),
-                    "run_id": found.run_id,
-                    "audit_run_id": context.run_id,
-                }
-            },
-        )
+        # The audited run's job / schedule_time / run_id override the audit run's own on this line.
+        fields = found.fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}
+        logger.warning(f"scheduled run {found.state}: {found} (run_id {found.run_id})", extra={"json_fields": fields})
     counts = collections.Counter(found.state.value for found in runs)
     summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no runs settled"
-    kind = "full sweep" if sweep.full else "incremental"
-    logger.info(
-        "audit (%s) of %d job(s) up to %s: %s",
-        kind,
-        len(config.jobs),
-        rfc3339(sweep.until),
-        summary,
-        extra={"json_fields": {"audit_summary": dict(counts), "audit_until": rfc3339(sweep.until), "audit_kind": kind}},
-    )
+    kind, until = "full sweep" if sweep.full else "incremental", rfc3339(sweep.until)
+    line = f"audit ({kind}) of {len(config.jobs)} job(s) up to {until}: {summary}"
+    logger.info(line, extra={"json_fields": {"audit_summary": dict(counts), "audit_until": until, "audit_kind": kind}})
     ledger.write_audit_cursor(sweep.cursor)
     return summary
 
 
 def starts(ledger: RunLedger, job_names) -> dict[str, dt.datetime]:
     """When the audit first saw each job (jobs it never saw are left out): nothing before is judged."""
-    return {
-        name: entry["since"] for name, entry in ledger.read_audit_cursor(job_names).jobs.items() if name in job_names
-    }
+    return {name: entry["since"] for name, entry in ledger.read_audit_cursor().jobs.items() if name in job_names}
 
 
 def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
     return (found for found in runs if found.state in NEEDS_DELIVERY)
 
 
-def catching_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> Iterator[AuditedRun]:
-    """The missing runs of catch_up jobs still within their max_lateness_seconds (no limit: any the audit sees)."""
+def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
+    """Queue a delivery of each missing run of a catch_up job still within its max_lateness_seconds (no limit: any
+    the audit sees), one line each. A task per run id (task_queue.enqueue_run), so the daily full sweep, which sees
+    a run missing until it ran, queues it once. A failure to queue is logged, not raised, and ends the catch-up: the
+    queue is unreachable or refuses the function, the rest would fail alike (each after its timeout); the next full
+    sweep tries again those still within their limit."""
     for found in runs:
         job = config.jobs[found.job]
         within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness
-        if found.state is State.MISSING and job.catch_up and within:
-            yield found
-
-
-def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
-    """Queue a delivery of each run `catching_up` names, one line each. A task per run id (Cloud Tasks refuses
-    a second of the same name), so the daily full sweep, which sees a run missing until it ran, queues it once.
-    A failure to queue is logged, not raised, and ends the catch-up: the queue is unreachable or refuses the
-    function, the rest would fail alike (each after its timeout); the next full sweep tries again those still
-    within their limit."""
-    for found in catching_up(config, runs, now):
-        key = RunKey(config.project, config.location, found.job, found.schedule_time)
-        fields = {"job": found.job, "schedule_time": found.schedule_time.isoformat(), "run_id": found.run_id}
+        if found.state is not State.MISSING or not job.catch_up or not within:
+            continue
         try:
-            queued = task_queue.enqueue(
-                config.tasks_queue, task_queue.task_id(found.run_id, "catch-up"), task_queue.delivery_headers(key)
-            )
+            queued = task_queue.enqueue_run(config.tasks_queue, found.key, "catch-up")
         except Exception as error:  # any failure of the queue: this audit's other work goes on
+            fields = found.fields | {"catch_up": "failed"}
             logger.error(
-                "catch-up of %s at %s not queued: %s: %s", found.job, rfc3339(found.schedule_time),
-                type(error).__name__, error, extra={"json_fields": fields | {"catch_up": "failed"}},
-            )  # fmt: skip
+                f"catch-up of {found} not queued: {type(error).__name__}: {error}", extra={"json_fields": fields}
+            )
             return
-        logger.info(
-            "catch-up of %s at %s %s", found.job, rfc3339(found.schedule_time),
-            "queued" if queued else "was queued before", extra={"json_fields": fields | {"catch_up": "queued"}},
-        )  # fmt: skip
+        done = "queued" if queued else "was queued before"
+        logger.info(f"catch-up of {found} {done}", extra={"json_fields": found.fields | {"catch_up": "queued"}})

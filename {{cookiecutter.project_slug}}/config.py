@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,16 +37,17 @@ class Job:
     time_zone: str
     timing: Mapping[str, int]
     max_lateness_seconds: int | None = None
-    paused: bool = False
     options: Mapping[str, object] = dataclasses.field(default_factory=dict)  # issue 18's per-job choices, as written
 
-    @property
-    def retry_window_seconds(self) -> int:
-        """The longest time from the run's first delivery to the end of its last retry (rules.retry_window_seconds)."""
-        t = self.timing
-        return rules.retry_window_seconds(
-            t["attempt_deadline_seconds"], t["retry_count"], t["max_backoff_seconds"], t["max_retry_duration_seconds"]
-        )
+
+def retry_window_seconds(timing: Mapping[str, int]) -> int:
+    """The longest time from a run's first delivery to the end of its last retry (rules.retry_window_seconds)."""
+    return rules.retry_window_seconds(
+        timing["attempt_deadline_seconds"],
+        timing["retry_count"],
+        timing["max_backoff_seconds"],
+        timing["max_retry_duration_seconds"],
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +96,6 @@ def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Conf
             time_zone=job["time_zone"],
             timing=MappingProxyType(job["timing"]),
             max_lateness_seconds=job.get("max_lateness_seconds"),
-            paused=bool(job.get("paused", False)),
             options=MappingProxyType({key: job[key] for key in rules.JOB_CHOICES if key in job}),
         )
         for job_id, job in checked["jobs"].items()
@@ -129,66 +127,6 @@ def _load(path: Path, schedules: bool) -> Config:
     except OSError as error:
         raise ConfigError(f"{path.name}: cannot be read ({error.strerror or error})") from None
     return parse(text, path.name, schedules)
-
-
-# ---------------------------------------------------------------- the bake's first version of the file
-
-HEADER = """\
-# The schedule configuration of this project: the only place its jobs and their timing live.
-# The function reads it from its source, Terraform's root with yamldecode, the tools and the tests with config.py.
-# Change it, then `python config.py` (or `make deploy`, which runs it first) checks it with the rules of rules.py.
-# Adding or removing a job: here, and its work in job.py's WORK (tests/test_config.py fails when they disagree).
-"""
-
-TIMING_COMMENT = """\
-# Timing, in seconds, for every job that does not set its own (any of these keys may sit under a job):
-#   attempt_deadline_seconds  how long Scheduler waits for an answer (15-1800); the work is stopped then,
-#                             and the function's timeout is the largest deadline of all jobs
-#   lease_seconds             how long a claimed run stays locked (default: the job's deadline + 60)
-#   retry_count, min_backoff_seconds, max_backoff_seconds, max_doublings, max_retry_duration_seconds:
-#                             Cloud Scheduler's retry_config, given to Terraform as written
-"""
-
-JOBS_COMMENT = """\
-# job id => schedule (5-field unix-cron), time_zone (IANA, default Etc/UTC), optional timing keys as above,
-# max_lateness_seconds (a later delivery is recorded skipped and does not run the work), paused (true/false).
-# Each job is the Cloud Scheduler job "<slug>-<job id>".
-"""
-
-
-def _scalar(value: object) -> str:
-    """A YAML scalar: JSON's spelling of strings, numbers and booleans is YAML too."""
-    return json.dumps(value)
-
-
-def _number(value: object) -> object:
-    """cookiecutter hands numbers over as text (rules.config_from_answers keeps them so): write them as numbers."""
-    return int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]+", value) else value
-
-
-def render(config: Mapping[str, object]) -> str:
-    """The text of config.yaml for a checked config (rules.config_from_answers), with its comments."""
-    lines = [HEADER]
-    for key in ("slug", "project", "region", "database", "collection", "retention_seconds"):
-        lines.append(f"{key}: {_scalar(_number(config[key]))}")
-    lines.append("# How often the audit checks every job's expected runs against the records (minutes).")
-    lines.append(f"audit_interval_minutes: {_scalar(_number(config['audit_interval_minutes']))}")
-    lines.append("# The (project, location) pairs whose deliveries the function takes; default: only its own.")
-    own = f"project: {_scalar(config['project'])}, location: {_scalar(config['region'])}"
-    lines.append("# serve:\n#   - {" + own + "}")
-    lines.append("")
-    lines.append(TIMING_COMMENT.rstrip("\n"))
-    lines.append("defaults:")
-    lines.extend(f"  {key}: {_scalar(_number(value))}" for key, value in config["defaults"].items())
-    lines.append("")
-    lines.append(JOBS_COMMENT.rstrip("\n"))
-    lines.append("jobs:")
-    for job_id, job in sorted(config["jobs"].items()):
-        lines.append(f"  {job_id}:")
-        first = [key for key in ("schedule", "time_zone") if key in job]
-        ordered = first + [key for key in job if key not in first]
-        lines.extend(f"    {key}: {_scalar(_number(job[key]))}" for key in ordered)
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:

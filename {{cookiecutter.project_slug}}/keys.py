@@ -2,7 +2,7 @@
 
 A run is keyed by (project, location, job name, schedule time): Cloud Scheduler keeps the schedule time constant
 across retries of one run, and the key's sha256 is the run's id (its record's document id). A re-run's headers
-(a person's request that a finished run runs once more) are read here too.
+(a person's request that a finished run runs once more) are read here too, and a run's are written (for Cloud Tasks).
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ RFC3339 = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<hms>\d{2}:\d{2}):(?P<second>\d{2})(?P<fraction>\.\d+)?"
     r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
 )
+# What each header's value must be (the schedule time's: parse_schedule_time).
+HEADER_RULES = {
+    JOB_NAME_HEADER: (JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')"),
+    PROJECT_HEADER: (PROJECT, "must be a GCP project id"),
+    LOCATION_HEADER: (LOCATION, "must be a GCP region such as europe-west1"),
+    RERUN_ID_HEADER: (RERUN_ID, "must be 1-100 letters, digits, '-', '_'"),
+    RERUN_BY_HEADER: (RERUN_TEXT, "must say who asked (1-500 printable characters)"),
+    RERUN_REASON_HEADER: (RERUN_TEXT, "must say why (1-500 printable characters)"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,21 +84,30 @@ def parse_schedule_time(text: str) -> dt.datetime:
         raise ValueError("is not a valid date and time") from None
 
 
+def rfc3339(moment: dt.datetime) -> str:
+    """UTC with a Z, as Cloud Scheduler sends X-CloudScheduler-ScheduleTime."""
+    return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _header(headers: Mapping[str, str], name: str, missing: str, default: str | None = None) -> str:
+    """Header `name` of `headers` (lower-cased names) as HEADER_RULES wants it, or InvalidDelivery; `missing` says
+    why it must be there."""
+    pattern, rule = HEADER_RULES[name]
+    value = headers.get(name.lower(), default)
+    if value is None:
+        raise InvalidDelivery(f"missing {name} header: {missing}")
+    if not pattern.fullmatch(value):
+        raise InvalidDelivery(f"{name}={quoted(value)}: {rule}")
+    return value
+
+
 def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.datetime) -> RunKey:
     """Headers (any letter case) -> the run's key, or InvalidDelivery with a one-line reason."""
     lowered = {name.lower(): value for name, value in headers.items()}
-
-    def header(name: str, pattern: re.Pattern[str], rule: str, default: str | None = None) -> str:
-        value = lowered.get(name.lower(), default)
-        if value is None:
-            raise InvalidDelivery(f"missing {name} header: not a Cloud Scheduler delivery")
-        if not pattern.fullmatch(value):
-            raise InvalidDelivery(f"{name}={quoted(value)}: {rule}")
-        return value
-
-    job_name = header(JOB_NAME_HEADER, JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')")
-    project = header(PROJECT_HEADER, PROJECT, "must be a GCP project id", config.project)
-    location = header(LOCATION_HEADER, LOCATION, "must be a GCP region such as europe-west1", config.location)
+    missing = "not a Cloud Scheduler delivery"
+    job_name = _header(lowered, JOB_NAME_HEADER, missing)
+    project = _header(lowered, PROJECT_HEADER, missing, config.project)
+    location = _header(lowered, LOCATION_HEADER, missing, config.location)
     if (project, location) not in config.served:
         served = ", ".join(f"{p}/{loc}" for p, loc in config.served)
         raise InvalidDelivery(
@@ -166,19 +184,26 @@ class Rerun:
 def read_rerun(headers: Mapping[str, str]) -> Rerun | None:
     """The re-run a delivery asks for (X-Rerun-Id, -By, -Reason), None for a plain delivery, or InvalidDelivery."""
     lowered = {name.lower(): value for name, value in headers.items()}
-    rerun_id = lowered.get(RERUN_ID_HEADER.lower())
-    if rerun_id is None:
+    if RERUN_ID_HEADER.lower() not in lowered:
         return None
-    fields = {}
-    for name, pattern, rule in (
-        (RERUN_ID_HEADER, RERUN_ID, "must be 1-100 letters, digits, '-', '_'"),
-        (RERUN_BY_HEADER, RERUN_TEXT, "must say who asked (1-500 printable characters)"),
-        (RERUN_REASON_HEADER, RERUN_TEXT, "must say why (1-500 printable characters)"),
-    ):
-        value = lowered.get(name.lower())
-        if value is None:
-            raise InvalidDelivery(f"missing {name} header: a re-run ({RERUN_ID_HEADER}) says who asked and why")
-        if not pattern.fullmatch(value):
-            raise InvalidDelivery(f"{name}={quoted(value)}: {rule}")
-        fields[name] = value
-    return Rerun(fields[RERUN_ID_HEADER], fields[RERUN_BY_HEADER], fields[RERUN_REASON_HEADER])
+    missing = f"a re-run ({RERUN_ID_HEADER}) says who asked and why"
+    return Rerun(*(_header(lowered, name, missing) for name in (RERUN_ID_HEADER, RERUN_BY_HEADER, RERUN_REASON_HEADER)))
+
+
+def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
+    """What a Scheduler delivery of the run carries (plus the re-run's headers): the function keys it alike.
+    Cloud Tasks (task_queue.py) passes them on: it ignores or replaces only Host, Content-Length, User-Agent,
+    X-Google-* and X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
+    headers = {
+        JOB_NAME_HEADER: key.job_name,
+        SCHEDULE_TIME_HEADER: rfc3339(key.schedule_time),
+        PROJECT_HEADER: key.project,
+        LOCATION_HEADER: key.location,
+    }
+    if rerun is not None:
+        headers |= {
+            RERUN_ID_HEADER: rerun.rerun_id,
+            RERUN_BY_HEADER: rerun.by,
+            RERUN_REASON_HEADER: rerun.reason,
+        }
+    return headers

@@ -1,8 +1,7 @@
 """The run ledger: the protocol's records in Firestore, and the only code that touches Firestore.
 
-Each write is one move of the state machine (dedup.py) and is conditional: the claim is a create (None if the
-run exists), a takeover and every finish are guarded by the update time the claim last wrote (GuardedRecords).
-Every call has a bounded time, and its errors map to the protocol's outcomes (firestore_call).
+Each write is one move of dedup.py's state machine, conditional (GuardedRecords); every call has a bounded time,
+and its errors map to the protocol's outcomes (firestore_call).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import dataclasses
 import datetime as dt
 import functools
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import google.auth.exceptions
 from google.api_core import exceptions as api_exceptions
@@ -21,16 +20,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 import dedup
 from keys import Rerun, RunKey
-from outcomes import (
-    Duplicate,
-    InProgress,
-    Misconfigured,
-    RunNotProcessed,
-    SkippedLate,
-    SkippedOverlap,
-    StoreUnavailable,
-    Superseded,
-)
+from outcomes import Duplicate, InProgress, Misconfigured, SkippedLate, SkippedOverlap, StoreUnavailable, Superseded
 from run_context import RunContext
 from settings import DedupConfig
 
@@ -44,8 +34,6 @@ READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=R
 # 1 MiB document limit holds some 10,000). Not 64 hex characters, so never a run id; no status, so no
 # query of runs.py finds it; no expire_at, so kept.
 AUDIT_CURSOR_ID = "audit-cursor"
-# Before the cursor, one marker per job held `since` (read once, when the cursor is first written).
-AUDIT_START_PREFIX = "audit-start-"
 
 # A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
 # since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
@@ -226,20 +214,16 @@ class RunLedger:
         started), so it is finished or retried, never recorded as never run. A re-run is late on purpose: a person
         asked for it, so the limit does not apply to it."""
         job = self.config.jobs.get(claim.key.job_name)
-        if claim.rerun_id is not None:
+        limit = job.max_lateness if job else None
+        late = now - claim.key.schedule_time
+        if claim.rerun_id is not None or claim.taken_over_from is not None or limit is None or late <= limit:
             return
-        if claim.taken_over_from is not None or job is None or job.max_lateness is None:
-            return
-        if now - claim.key.schedule_time <= job.max_lateness:
-            return
-        late = int((now - claim.key.schedule_time).total_seconds())
-        limit = int(job.max_lateness.total_seconds())
-        reason = f"delivered {late} s after its schedule time, past max_lateness_seconds={limit}; the work does not run"
-        self._skip(claim, now, SkippedLate(reason))
+        second = dt.timedelta(seconds=1)
+        reason = f"delivered {late // second} s after its schedule time, past max_lateness_seconds={limit // second}"
+        self._skip(claim, now, SkippedLate(f"{reason}; the work does not run"))
 
     def skip_overlapping(self, claim: Claim, now: dt.datetime, reason: str) -> None:
-        """The job's previous execution still runs, and its overlap rule is "skip": record `skipped`, raise
-        SkippedOverlap."""
+        """The job's previous execution still runs (its overlap rule: skip): record `skipped`, raise SkippedOverlap."""
         self._skip(claim, now, SkippedOverlap(reason))
 
     def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
@@ -286,7 +270,7 @@ class RunLedger:
             return False
         return True
 
-    def _skip(self, claim: Claim, now: dt.datetime, stop: RunNotProcessed) -> None:
+    def _skip(self, claim: Claim, now: dt.datetime, stop: SkippedLate | SkippedOverlap) -> None:
         """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run."""
         self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
         raise stop
@@ -295,26 +279,28 @@ class RunLedger:
         """Retryable failure: delete the claim so that the next retry runs at once."""
         self._finish(claim, None)
 
-    def read_runs(self, run_ids: Iterable[str]) -> dict[str, dict[str, object]]:
-        """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids."""
+    def read_runs(
+        self, run_ids: Iterable[str], progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, dict[str, object]]:
+        """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids, each
+        followed by progress(ids read, ids)."""
         ids = list(dict.fromkeys(run_ids))
         found: dict[str, dict[str, object]] = {}
         for start in range(0, len(ids), self.READ_BATCH):
             refs = [self.collection.document(run_id) for run_id in ids[start : start + self.READ_BATCH]]
             snapshots = self._call(self._get_all, refs, retry=READ_RETRY)
             found.update({snapshot.id: snapshot.to_dict() for snapshot in snapshots if snapshot.exists})
+            if progress:
+                progress(min(start + self.READ_BATCH, len(ids)), len(ids))
         return found
 
-    def read_audit_cursor(self, job_names: Iterable[str]) -> AuditCursor:
-        """The audit's bookmark (one read); before its first write, seeded from the older per-job markers."""
+    def read_audit_cursor(self) -> AuditCursor:
+        """The audit's bookmark (one read); before its first write, an empty one."""
         snapshot = self._call(self.collection.document(AUDIT_CURSOR_ID).get, retry=READ_RETRY)
-        if snapshot.exists:
-            stored = snapshot.to_dict()
-            return AuditCursor(stored.get("jobs", {}), stored.get("last_full_sweep"), snapshot.update_time)
-        refs = [self.collection.document(AUDIT_START_PREFIX + name) for name in job_names]
-        markers = self._call(self._get_all, refs, retry=READ_RETRY) if refs else []
-        jobs = {m.id.removeprefix(AUDIT_START_PREFIX): m.to_dict()["since"] for m in markers if m.exists}
-        return AuditCursor({name: {"since": since, "judged_until": since} for name, since in jobs.items()})
+        if not snapshot.exists:
+            return AuditCursor({})
+        stored = snapshot.to_dict()
+        return AuditCursor(stored.get("jobs", {}), stored.get("last_full_sweep"), snapshot.update_time)
 
     def write_audit_cursor(self, cursor: AuditCursor) -> None:
         """Store the bookmark; RecordChanged if another audit moved it since `cursor` was read."""

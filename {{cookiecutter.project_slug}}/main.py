@@ -1,11 +1,9 @@
 """HTTP adapter for Cloud Scheduler deliveries: request -> run key -> claim -> work -> finish -> answer.
 
-The run key comes from keys.py, the claim and the finish from ledger.py (deciding by dedup.py's state
-machine), the work from job.py (audit.py for the audit job's deliveries); this file translates between
-HTTP and them, and writes one structured log line per delivery (plus a
-`takeover` line when a lease is taken over), which carries the work's duration_ms when the work ran.
-The work runs in a process of its own that is killed at the job's deadline (stop.py); this process
-is never interrupted, so it always finishes the claim and answers.
+The run key comes from keys.py, the claim and the finish from ledger.py (by dedup.py's state machine), the work
+from job.py (audit.py for the audit job) in a process stopped at the job's deadline (stop.py); this file
+translates between HTTP and them, and logs one line per delivery (plus a `takeover` line), with the work's
+duration_ms when the work ran.
 """
 
 import logging
@@ -83,11 +81,8 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         if claim.rerun_id:
             RUN_FIELDS.set(RUN_FIELDS.get() | {"rerun_id": claim.rerun_id})
         if claim.taken_over_from:
-            logger.warning(
-                "took the run over from attempt %s, whose lease expired",
-                claim.taken_over_from,
-                extra={"json_fields": {"outcome": "takeover"}},
-            )
+            line = f"took the run over from attempt {claim.taken_over_from}, whose lease expired"
+            logger.warning(line, extra={"json_fields": {"outcome": "takeover"}})
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
         stop_at = arrived + config.stop_after(key.job_name).total_seconds()

@@ -1,7 +1,7 @@
 """What happened to one delivery: each outcome's name, and the exception that ends a delivery with it.
 
 The protocol's modules (settings, keys, ledger) raise these; main.py gives each outcome its HTTP status and
-log severity, and logs one line per delivery with the outcome's name.
+log severity, and logs one line per delivery with the outcome's name: one name from the decision to the log line.
 """
 
 from __future__ import annotations
@@ -10,9 +10,6 @@ import enum
 
 
 class Outcome(enum.StrEnum):
-    """What happened to one delivery, by its log label: one name from the decision to the exception
-    to the log line. What Cloud Scheduler is answered is the HTTP adapter's business (main.py)."""
-
     PROCESSED = "processed"
     DUPLICATE = "duplicate"  # the run is finished already; the work does not run again
     IN_PROGRESS = "in_progress"  # another attempt holds a live lease
@@ -47,8 +44,6 @@ class InProgress(RunNotProcessed):
 
 
 class Superseded(RunNotProcessed):
-    """This attempt's lease expired and another attempt took the run over; its result is not recorded."""
-
     outcome = Outcome.SUPERSEDED
 
 
@@ -61,14 +56,10 @@ class Misconfigured(RunNotProcessed, ValueError):
 
 
 class SkippedLate(RunNotProcessed):
-    """Delivered later than its job's max_lateness_seconds: recorded `skipped`, the work does not run."""
-
     outcome = Outcome.SKIPPED_LATE
 
 
 class SkippedDstGap(RunNotProcessed):
-    """A wall-clock time daylight saving skips, of a job whose dst_gap is skip: nothing is written or run."""
-
     outcome = Outcome.SKIPPED_DST_GAP
 
 
@@ -77,8 +68,6 @@ class MethodNotAllowed(RunNotProcessed):
 
 
 class SkippedOverlap(RunNotProcessed):
-    """A proxy target's job whose previous execution still runs, with overlap "skip": recorded `skipped`."""
-
     outcome = Outcome.SKIPPED_OVERLAP
 
 

@@ -974,7 +974,7 @@ def check_config(
 def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
     """The first config.yaml, from the bake's answers: defaults from the timing answers, derive_timing's value
     for a derived answer left empty. The answers stay as given (cookiecutter hands numbers over as text: a
-    refusal shows them so); config.render writes them as numbers."""
+    refusal shows them so); the hook writes them into config.yaml as numbers."""
     deadline = parse_seconds("attempt_deadline_seconds", context["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
     retry_count = parse_seconds("retry_count", context["retry_count"], 0, MAX_RETRY_COUNT)
     given = {

@@ -43,7 +43,7 @@ def baked_settings() -> Mapping[str, str]:
             "time_zone": job.time_zone,
             "attempt_deadline_seconds": job.timing["attempt_deadline_seconds"],
             "lease_seconds": job.timing["lease_seconds"],
-            "retry_window_seconds": job.retry_window_seconds,
+            "retry_window_seconds": config.retry_window_seconds(job.timing),
             **({"max_lateness_seconds": job.max_lateness_seconds} if job.max_lateness_seconds is not None else {}),
             # issue 18's per-job choices, as written; a switch that is off is left out.
             **{key: value for key, value in job.options.items() if value is not False},
@@ -59,14 +59,7 @@ def baked_settings() -> Mapping[str, str]:
         # The audit job's (and a job's that sets none): the defaults block's.
         "DEDUP_LEASE_SECONDS": str(defaults["lease_seconds"]),
         "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(defaults["attempt_deadline_seconds"]),
-        "DEDUP_RETRY_WINDOW_SECONDS": str(
-            rules.retry_window_seconds(
-                defaults["attempt_deadline_seconds"],
-                defaults["retry_count"],
-                defaults["max_backoff_seconds"],
-                defaults["max_retry_duration_seconds"],
-            )
-        ),
+        "DEDUP_RETRY_WINDOW_SECONDS": str(config.retry_window_seconds(defaults)),
         "DEDUP_RETENTION_SECONDS": str(loaded.retention_seconds),
         "DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS,
         "DEDUP_JOBS": json.dumps(jobs),
@@ -84,21 +77,19 @@ def baked_settings() -> Mapping[str, str]:
 # it gives up on the attempt: two Firestore deadlines, as the kill and the answer take milliseconds.
 RELEASE_MARGIN = dt.timedelta(seconds=10)
 DEADLINE_RULE = f"must be a whole number of seconds above the release margin ({RELEASE_MARGIN.seconds} s)"
+# The job numbers an environment variable DEDUP_<FIELD>_SECONDS sets for every job (DedupConfig.from_env).
+OVERRIDDEN = ("attempt_deadline", "lease", "retry_window")
 
 WHOLE_NUMBER = re.compile(r"[0-9]+")
+POSITIVE_SECONDS = "must be a positive whole number of seconds"
 JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
 PROJECT, LOCATION = rules.PROJECT_ID, rules.REGION
-QUEUE_ID = "[A-Za-z0-9-]{1,100}"
-TASKS_QUEUE = re.compile(f"projects/{PROJECT.pattern}/locations/{LOCATION.pattern}/queues/{QUEUE_ID}")
-
-# What a proxy target's new run does while the job's previous execution still runs (JobSpec.overlap).
-OVERLAP_RULES = rules.JOB_CHOICES["overlap"]
+TASKS_QUEUE = re.compile(f"projects/{PROJECT.pattern}/locations/{LOCATION.pattern}/queues/" + "[A-Za-z0-9-]{1,100}")
 
 
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """One Scheduler job as DEDUP_JOBS describes it: its id in the answers, its cron, the zone it is read in,
-    its lateness limit."""
+    """One Scheduler job as DEDUP_JOBS describes it (config.yaml's job; rules.JOB_CHOICES for its choices)."""
 
     job_id: str  # as written in config.yaml (`nightly`); Scheduler sends "<slug>-<job id>"
     schedule: str
@@ -106,7 +97,7 @@ class JobSpec:
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
     paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
     catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
-    overlap: str = "skip"  # proxy targets: one of OVERLAP_RULES
+    overlap: str = "skip"  # proxy targets: what a new run does while the job's previous execution still runs
     # The job's own numbers (config.yaml); None: the project's (DedupConfig.attempt_deadline, .lease, .retry_window).
     attempt_deadline: dt.timedelta | None = None
     lease: dt.timedelta | None = None
@@ -121,10 +112,8 @@ class JobSpec:
 
 @functools.lru_cache(maxsize=8)
 def parse_jobs(text: str) -> Mapping[str, JobSpec]:
-    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", "max_lateness_seconds"?,
-    "attempt_deadline_seconds"?, "lease_seconds"?, "retry_window_seconds"?, "paused"?, "catch_up"?, "overlap"?,
-    "dst_gap"?}}, or Misconfigured.
-    Cached: a delivery does not parse the table again, nor build a cron parser per job."""
+    """DEDUP_JOBS, {"<Scheduler job name>": {"job_id", "schedule", "time_zone", and JobSpec's other fields as
+    config.yaml names them}}, or Misconfigured. Cached: a delivery does not parse the table again."""
     try:
         jobs = json.loads(text)
     except ValueError as error:
@@ -148,77 +137,39 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
             zoneinfo.ZoneInfo(str(job["time_zone"]))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             raise Misconfigured(f"{field}.time_zone={job['time_zone']!r}: is not an IANA time zone") from None
-        numbers = {}
+        numbers = {}  # JobSpec's field of each: the key without "_seconds"
         for key in ("max_lateness_seconds", "attempt_deadline_seconds", "lease_seconds", "retry_window_seconds"):
             number = job.get(key)
             if number is not None and (type(number) is not int or number <= 0):
                 raise Misconfigured(f"{field}.{key}={number!r}: must be a positive whole number or null")
-            numbers[key] = dt.timedelta(seconds=number) if number is not None else None
+            numbers[key.removesuffix("_seconds")] = dt.timedelta(seconds=number) if number is not None else None
         deadline = job.get("attempt_deadline_seconds")  # a whole number by now
         if deadline is not None and deadline <= RELEASE_MARGIN.total_seconds():  # stopped before it could start
             raise Misconfigured(f"{field}.attempt_deadline_seconds={deadline!r}: {DEADLINE_RULE}")
-        for flag in ("paused", "catch_up"):
-            if type(job.get(flag, False)) is not bool:
-                raise Misconfigured(f"{field}.{flag}={job[flag]!r}: must be true or false")
-        overlap = job.get("overlap", "skip")
-        if overlap not in OVERLAP_RULES:
-            raise Misconfigured(f"{field}.overlap={overlap!r}: must be one of {', '.join(OVERLAP_RULES)}")
-        dst_gap = job.get("dst_gap", schedules.END_OF_GAP)
-        if dst_gap not in schedules.DST_GAP_RULES:
-            raise Misconfigured(f"{field}.dst_gap={dst_gap!r}: must be one of {', '.join(schedules.DST_GAP_RULES)}")
-        specs[name] = JobSpec(
-            job_id=job["job_id"],
-            schedule=str(job["schedule"]),
-            time_zone=str(job["time_zone"]),
-            max_lateness=numbers["max_lateness_seconds"],
-            attempt_deadline=numbers["attempt_deadline_seconds"],
-            lease=numbers["lease_seconds"],
-            retry_window=numbers["retry_window_seconds"],
-            paused=job.get("paused", False),
-            catch_up=job.get("catch_up", False),
-            overlap=overlap,
-            dst_gap=dst_gap,
-        )
+        try:  # paused, catch_up, dst_gap, overlap: the same rule as config.yaml's
+            choices = {
+                key: rules.check_choice(f"{field}.{key}", job[key], allowed)
+                for key, allowed in rules.JOB_CHOICES.items()
+                if key in job
+            }
+        except rules.RuleError as error:
+            raise Misconfigured(str(error)) from None
+        specs[name] = JobSpec(job["job_id"], str(job["schedule"]), str(job["time_zone"]), **numbers, **choices)
     return MappingProxyType(specs)
 
 
-def overridden(jobs: Mapping[str, JobSpec], environ: Mapping[str, str]) -> Mapping[str, JobSpec]:
-    """A DEDUP_ATTEMPT_DEADLINE_SECONDS, DEDUP_LEASE_SECONDS or DEDUP_RETRY_WINDOW_SECONDS of the environment (a
-    test's, a local run's) holds for every job, over each job's own from config.yaml."""
-    fields = {
-        "DEDUP_ATTEMPT_DEADLINE_SECONDS": "attempt_deadline",
-        "DEDUP_LEASE_SECONDS": "lease",
-        "DEDUP_RETRY_WINDOW_SECONDS": "retry_window",
-    }
-    cleared = {field: None for variable, field in fields.items() if environ.get(variable)}
-    if not cleared:
-        return jobs
-    return MappingProxyType({name: dataclasses.replace(job, **cleared) for name, job in jobs.items()})
-
-
 def parse_serve(text: str | None) -> tuple[tuple[str, str], ...]:
-    """DEDUP_SERVE, [{"project", "location"}, ...]: where the runs this function accepts may be keyed
-    (`serve` in the configuration); unset: () (DedupConfig.served: only its own). Or Misconfigured."""
+    """DEDUP_SERVE, config.yaml's `serve` as JSON (rules.check_serve): where the runs this function accepts may be
+    keyed; unset: () (DedupConfig.served: only its own). Or Misconfigured."""
     if text is None:
         return ()
     try:
-        places = json.loads(text)
-    except ValueError as error:
+        places = rules.check_serve(json.loads(text) or [], "", "")  # never its default: null is refused too
+    except json.JSONDecodeError as error:
         raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: is not JSON ({error})") from None
-    rule = 'must be a non-empty JSON list of {"project": "<GCP project id>", "location": "<GCP region>"}'
-    if not isinstance(places, list) or not places:
-        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: {rule}")
-    served = []
-    for place in places:
-        if (
-            not isinstance(place, dict)
-            or set(place) != {"project", "location"}
-            or not PROJECT.fullmatch(str(place["project"]))
-            or not LOCATION.fullmatch(str(place["location"]))
-        ):
-            raise Misconfigured(f"DEDUP_SERVE={quoted(json.dumps(place))}: {rule}")
-        served.append((place["project"], place["location"]))
-    return tuple(served)
+    except rules.RuleError as error:
+        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: {error}") from None
+    return tuple((place["project"], place["location"]) for place in places)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,27 +227,20 @@ class DedupConfig:
                 raise Misconfigured(f"{name}={text!r}: {rule}")
             return text
 
-        def optional_queue() -> str | None:
-            text = environ.get("DEDUP_TASKS_QUEUE", baked_settings().get("DEDUP_TASKS_QUEUE")) or None
-            if text is not None and not TASKS_QUEUE.fullmatch(text):
-                raise Misconfigured(
-                    f"DEDUP_TASKS_QUEUE={text!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE"
-                )
-            return text
-
-        def seconds(name: str) -> dt.timedelta:
-            text = value(name, WHOLE_NUMBER, "must be a positive whole number of seconds")
-            if int(text) == 0:
-                raise Misconfigured(f"{name}={text!r}: must be a positive whole number of seconds")
+        def seconds(name: str, minimum: int = 0, rule: str = POSITIVE_SECONDS) -> dt.timedelta:
+            text = value(name, WHOLE_NUMBER, rule)
+            if int(text) <= minimum:
+                raise Misconfigured(f"{name}={text!r}: {rule}")
             return dt.timedelta(seconds=int(text))
 
-        def attempt_deadline() -> dt.timedelta:
-            name = "DEDUP_ATTEMPT_DEADLINE_SECONDS"
-            text = value(name, WHOLE_NUMBER, DEADLINE_RULE)
-            if int(text) <= RELEASE_MARGIN.total_seconds():
-                raise Misconfigured(f"{name}={text!r}: {DEADLINE_RULE}")
-            return dt.timedelta(seconds=int(text))
-
+        # An environment's deadline, lease or retry window (a test's, a local run's) holds for every job, over
+        # each job's own from config.yaml.
+        cleared = {field: None for field in OVERRIDDEN if environ.get(f"DEDUP_{field.upper()}_SECONDS")}
+        jobs = parse_jobs(value("DEDUP_JOBS"))
+        # Empty: deployed without a deliveries queue (a catch_up job needs one).
+        queue = environ.get("DEDUP_TASKS_QUEUE", baked_settings().get("DEDUP_TASKS_QUEUE")) or None
+        if queue is not None and not TASKS_QUEUE.fullmatch(queue):
+            raise Misconfigured(f"DEDUP_TASKS_QUEUE={queue!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE")
         config = cls(
             project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
             location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
@@ -306,11 +250,11 @@ class DedupConfig:
             retention=seconds("DEDUP_RETENTION_SECONDS"),
             max_future=seconds("DEDUP_MAX_FUTURE_SECONDS"),
             retry_window=seconds("DEDUP_RETRY_WINDOW_SECONDS"),
-            jobs=overridden(parse_jobs(value("DEDUP_JOBS")), environ),
+            jobs={name: dataclasses.replace(job, **cleared) for name, job in jobs.items()} if cleared else jobs,
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
-            attempt_deadline=attempt_deadline(),
+            attempt_deadline=seconds("DEDUP_ATTEMPT_DEADLINE_SECONDS", RELEASE_MARGIN.seconds, DEADLINE_RULE),
             serve=parse_serve(environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE")),
-            tasks_queue=optional_queue(),
+            tasks_queue=queue,
         )
         for name, job in config.jobs.items():
             if job.catch_up and config.tasks_queue is None:

@@ -1,23 +1,19 @@
 """The stop: the work of a run runs in a process of its own, which the handler kills at the job's deadline.
 
 Why a process. An exception raised into the request's thread (functions-framework's threaded timeout,
-PyThreadState_SetAsyncExc) lands at an arbitrary instruction: inside gRPC client code it leaves the
-channel's lock owned by a thread that will never release it, and every later call on that channel
-hangs. A killed process takes its channels and locks with it; the handler's own threads, clients and
-Firestore calls are never interrupted, so it can always release the claim and answer.
+PyThreadState_SetAsyncExc) lands at an arbitrary instruction: inside gRPC client code it leaves the channel's
+lock owned by a thread that never releases it, and every later call on that channel hangs. A killed process
+takes its channels and locks with it; the handler's own threads and calls are never interrupted, so it can
+always release the claim and answer.
 
-Where the process comes from. Forking the handler's process is unsafe: its gRPC threads run, and gRPC supports
-fork only before any gRPC object exists ("use after fork",
-github.com/grpc/grpc/blob/master/doc/fork_support.md). So the work's process is forked from multiprocessing's
-fork server: a single-threaded process started once (on the instance's first run) that imports the work's
-modules and never makes a gRPC object; each child makes its own clients. A child costs a fork, not an
-interpreter start.
+Why a fork server. gRPC supports fork only before any gRPC object exists ("use after fork",
+github.com/grpc/grpc/blob/master/doc/fork_support.md), and the handler's gRPC threads run. multiprocessing's fork
+server is single-threaded, started once per instance, imports the work's modules and makes no gRPC object; each
+child (a fork, not an interpreter start) makes its own clients.
 
-What comes back. The child reports how the work ended as an `Ending` of plain strings: the result (a proxy
-target's: the execution it started), or the error's type, message and traceback, each stringified so that a
-`__str__` or `__repr__` that fails cannot stop the report. A child that ends without a report (os._exit, a
-signal, out of memory) is `Ended.DIED`; one still running at the deadline is killed (SIGKILL: no cleanup code
-of the work runs) and is `Ended.STOPPED`. Processes the work starts itself are not stopped with it.
+What comes back: an `Ending` of plain strings, each stringified so that a failing `__str__` or `__repr__` cannot
+stop the report. A child killed at the deadline (SIGKILL) runs no cleanup code of the work; processes the work
+starts itself are not stopped with it.
 """
 
 from __future__ import annotations
@@ -55,6 +51,10 @@ class Ended(enum.StrEnum):
     DIED = "died"  # the process ended without a report: os._exit, a signal, out of memory
     STOPPED = "stopped"  # still running at the deadline: killed
     NOT_STARTED = "not_started"  # no process could be started for it
+
+
+# The work's own errors that end it otherwise than Ended.RAISED.
+RAISED_AS = ((TerminalJobError, Ended.TERMINAL), (UnknownJob, Ended.UNKNOWN_JOB))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,12 +105,7 @@ def ending_of(work: Callable[[RunContext], object], context: RunContext) -> Endi
 
 def ending_after(error: BaseException) -> Ending:
     """How work that raised `error` ended; never raises."""
-    if isinstance(error, TerminalJobError):
-        how = Ended.TERMINAL
-    elif isinstance(error, UnknownJob):
-        how = Ended.UNKNOWN_JOB
-    else:
-        how = Ended.RAISED
+    how = next((how for kind, how in RAISED_AS if isinstance(error, kind)), Ended.RAISED)
     return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=_traceback_of(error))
 
 

@@ -22,17 +22,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import tasks_v2
 
-from keys import (
-    JOB_NAME_HEADER,
-    LOCATION_HEADER,
-    PROJECT_HEADER,
-    RERUN_BY_HEADER,
-    RERUN_ID_HEADER,
-    RERUN_REASON_HEADER,
-    SCHEDULE_TIME_HEADER,
-    Rerun,
-    RunKey,
-)
+from keys import Rerun, RunKey, delivery_headers
 
 # Where a local stand-in of the Cloud Tasks API listens (host:port, plain HTTP, like FIRESTORE_EMULATOR_HOST):
 # a stand-in the protocol's proofs run. Unset: the real API with your credentials.
@@ -47,13 +37,10 @@ CALL_TIMEOUT_SECONDS = 30.0
 
 def client() -> tasks_v2.CloudTasksClient:
     host = os.environ.get(EMULATOR_ENV)
-    if host:
-        return tasks_v2.CloudTasksClient(
-            transport="rest",
-            credentials=AnonymousCredentials(),
-            client_options=ClientOptions(api_endpoint=f"http://{host}"),
-        )
-    return tasks_v2.CloudTasksClient()
+    if not host:
+        return tasks_v2.CloudTasksClient()
+    options = ClientOptions(api_endpoint=f"http://{host}")
+    return tasks_v2.CloudTasksClient(transport="rest", credentials=AnonymousCredentials(), client_options=options)
 
 
 def task_id(unique: str, kind: str) -> str:
@@ -63,23 +50,10 @@ def task_id(unique: str, kind: str) -> str:
     return f"{unique}-{kind}"
 
 
-def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
-    """What a Scheduler delivery of the run carries (plus the re-run's headers): the function keys it alike.
-    Cloud Tasks passes them on: it ignores or replaces only Host, Content-Length, User-Agent, X-Google-* and
-    X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
-    headers = {
-        JOB_NAME_HEADER: key.job_name,
-        SCHEDULE_TIME_HEADER: key.schedule_time.isoformat().replace("+00:00", "Z"),
-        PROJECT_HEADER: key.project,
-        LOCATION_HEADER: key.location,
-    }
-    if rerun is not None:
-        headers |= {
-            RERUN_ID_HEADER: rerun.rerun_id,
-            RERUN_BY_HEADER: rerun.by,
-            RERUN_REASON_HEADER: rerun.reason,
-        }
-    return headers
+def enqueue_run(queue: str, key: RunKey, kind: str, rerun: Rerun | None = None) -> bool:
+    """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id, or re-run id>-<kind>`, so
+    one asked for twice is queued once; True if queued now, False if queued before."""
+    return enqueue(queue, task_id(rerun.rerun_id if rerun else key.run_id, kind), delivery_headers(key, rerun))
 
 
 def enqueue(queue: str, name: str, headers: dict[str, str], tasks: tasks_v2.CloudTasksClient | None = None) -> bool:

@@ -117,9 +117,10 @@ def test_serve_in_config_yaml_is_what_the_function_serves(monkeypatch):
 @pytest.mark.parametrize(
     ("serve", "message"),
     [
-        ("[]", "must be a non-empty JSON list"),
-        ('[{"project": "Bad_Project", "location": "europe-west1"}]', "Bad_Project"),
-        ('[{"project": "other-proj-1"}]', "must be a non-empty JSON list"),
+        ("[]", "serve=[]: must be a list of"),
+        ("null", "serve=[]: must be a list of"),
+        ('[{"project": "Bad_Project", "location": "europe-west1"}]', "serve.project='Bad_Project': "),
+        ('[{"project": "other-proj-1"}]', "serve={'project': 'other-proj-1'}: must be a list of"),
         ("{nope", "is not JSON"),
     ],
 )

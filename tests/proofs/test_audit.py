@@ -246,7 +246,7 @@ def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatc
     ahead = audit.rfc3339(now + dt.timedelta(days=20))
     assert http.post("/", headers=scheduler_headers(config.audit_job, ahead)).text.startswith("processed:")
     assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
-    cursor = RunLedger(config).read_audit_cursor(["fresh", "other"])
+    cursor = RunLedger(config).read_audit_cursor()
     assert cursor.jobs == {"fresh": {"since": now, "judged_until": now}} and cursor.last_full_sweep == now
     # Even an audit that found nothing logs its summary with audit_until: the dead man's switch
     # (terraform audit.tf, google_logging_metric.audit_ran) counts that field.
@@ -500,7 +500,7 @@ def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collecti
 def test_two_audits_from_one_bookmark_cannot_both_move_it(monkeypatch, collection):
     ledger = ledger_at(monkeypatch, hourly_jobs(1))
     ledger.write_audit_cursor(AuditCursor({}))
-    read = ledger.read_audit_cursor(["h0"])
+    read = ledger.read_audit_cursor()
     ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T00:00:00Z"), ledger.config).cursor)
     with pytest.raises(RecordChanged):
         ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T01:00:00Z"), ledger.config).cursor)

@@ -70,13 +70,13 @@ def test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_
     assert [f.state for f in found] == [audit.State.PAUSED] * 12
     summary = next(r.json_fields for r in caplog.records if "audit_summary" in r.json_fields)
     assert summary["audit_summary"] == {"paused": len(judged)} and judged
-    assert ledger.read_audit_cursor(["hourly"]).jobs["hourly"]["paused"] is True
+    assert ledger.read_audit_cursor().jobs["hourly"]["paused"] is True
 
     # Resumed by a deploy: the next audit restarts the job's judging, the paused hours are never missing.
     config = hourly(monkeypatch)
     resumed = later + dt.timedelta(hours=1)
     assert audit_at(http, config, resumed, caplog) == []
-    entry = ledger.read_audit_cursor(["hourly"]).jobs["hourly"]
+    entry = ledger.read_audit_cursor().jobs["hourly"]
     assert "paused" not in entry and dt.timedelta(0) <= entry["since"] - resumed < dt.timedelta(minutes=1)
     # Hours after the resume that Scheduler did not deliver are missing again.
     next_day = resumed + dt.timedelta(hours=20)
