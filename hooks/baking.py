@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+import questions
 import rules
 
 # The reusable Terraform modules live once, in the template's terraform/modules; a bake's Terraform calls them at
@@ -127,12 +128,12 @@ JOBS_COMMENT = """\
 
 def _scalar(value: object) -> str:
     """A YAML scalar (JSON's spelling of strings, numbers and booleans is YAML too); cookiecutter hands numbers over
-    as text (rules.config_from_answers keeps them so): written as numbers."""
+    as text (questions.config_from_answers keeps them so): written as numbers."""
     return json.dumps(int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]+", value) else value)
 
 
 def render_config(config: Mapping[str, object]) -> str:
-    """The text of config.yaml for a checked config (rules.config_from_answers), with its comments."""
+    """The text of config.yaml for a checked config (questions.config_from_answers), with its comments."""
     lines = [HEADER]
     for key in ("slug", "project", "region", "database", "collection", "retention_seconds"):
         lines.append(f"{key}: {_scalar(config[key])}")
@@ -157,9 +158,9 @@ def render_config(config: Mapping[str, object]) -> str:
 
 
 def write_config(project_dir: Path, answers: Mapping[str, object]) -> Path:
-    """config.yaml from the answers: rules.config_from_answers decides the numbers, render_config the text."""
+    """config.yaml from the answers: questions.config_from_answers decides the numbers, render_config the text."""
     path = project_dir / CONFIG_FILE
-    path.write_text(render_config(rules.config_from_answers(public_answers(answers))), encoding="utf-8")
+    path.write_text(render_config(questions.config_from_answers(public_answers(answers))), encoding="utf-8")
     return path
 
 
@@ -219,7 +220,7 @@ def as_extra_context(answers: Mapping[str, object], variables: Mapping[str, obje
 def checked_answers(answers: Mapping[str, object]) -> dict[str, object]:
     """The public answers with `jobs` as the rules read it (an object, whether it was given as one or as text)."""
     public = public_answers(answers)
-    return {**public, "jobs": rules.check_jobs(rules.parse_jobs(public["jobs"]))}
+    return {**public, "jobs": rules.check_jobs(questions.parse_jobs(public["jobs"]))}
 
 
 def render_checked(project_dir: Path, answers: Mapping[str, object], sources: Mapping[str, str]) -> list[Path]:
@@ -247,7 +248,7 @@ def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
     """The answers, the jobs by id only: their schedules and timing live in config.yaml alone."""
     path = project_dir / ".cookiecutter.json"
     public = public_answers(answers)
-    recorded = {**public, "jobs": sorted(rules.parse_jobs(public["jobs"]))}
+    recorded = {**public, "jobs": sorted(questions.parse_jobs(public["jobs"]))}
     path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 

@@ -48,15 +48,17 @@ def bake_again_hint(path: Path) -> str:
 
 REPO_DIR = template_dir()
 # The rules live once, in the baked project's rules.py: the template's copy of it (braces split so that
-# cookiecutter does not render the directory's name); baking.py (the answers' names) in the template's hooks.
+# cookiecutter does not render the directory's name); questions.py (what only the answers need) and baking.py
+# (the answers' names) in the template's hooks.
 PROJECT_TEMPLATE = REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")
 sys.path.insert(0, str(PROJECT_TEMPLATE))
 sys.path.insert(0, str(REPO_DIR / "hooks"))
 import baking  # noqa: E402
+import questions  # noqa: E402
 import rules  # noqa: E402  (found through the template's own project directory)
 
 try:
-    checked = rules.validate(baking.public_answers(ANSWERS))
+    checked = questions.validate(baking.public_answers(ANSWERS))
 except rules.RuleError as error:
     # One line: cookiecutter's own report of the failed hook follows it (its logger, not this hook).
     print(f"ERROR: {error}; {bake_again_hint(save_answers())}", file=sys.stderr)

@@ -28,6 +28,7 @@ sys.path.insert(0, str(TEMPLATE_PROJECT))  # rules.py, the rules the hook, the b
 
 import baking  # noqa: E402
 import prove  # noqa: E402  (tests/proofs/prove.py: lays the proofs into a copy of a bake)
+import questions  # noqa: E402
 import rules  # noqa: E402
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
@@ -73,7 +74,7 @@ DEFAULT_ANSWERS = rendered_answers()
 def default_timing() -> dict[str, int]:
     """A default bake's numbers, as rules.py gives them: config.yaml's defaults block (config_from_answers), its
     job's lease (resolve_job_timing: the deadline + 60) and the retention."""
-    config = rules.config_from_answers(DEFAULT_ANSWERS)
+    config = questions.config_from_answers(DEFAULT_ANSWERS)
     (job_id,) = json.loads(DEFAULT_ANSWERS["jobs"])
     job = rules.resolve_job_timing(job_id, {}, config["defaults"])
     checked = rules.check_timing({**job, "retention_seconds": config["retention_seconds"]})

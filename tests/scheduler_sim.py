@@ -174,9 +174,20 @@ class MemoryFirestore:
 # ---------------------------------------------------------------- the model
 
 
+# The faults one run may meet (rules.busy_after_one_fault's, in its order), as the tables show them.
+FAULTS = (
+    "none",
+    "sigkill before the claim",
+    "sigkill after the claim",  # at any second from the claim to the end of the work, before its finish
+    "retryable error",  # at any second of the work
+    "hang",
+    "lost 2xx",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Fault:
-    kind: str  # one of rules.FAULTS
+    kind: str  # one of FAULTS
     at: int = 0  # seconds after the claim (sigkill after the claim, retryable error)
 
     def __str__(self) -> str:
@@ -352,10 +363,10 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
 
 
 def faults(timing: Mapping[str, int]) -> dict[str, list[Fault]]:
-    """Every fault of rules.FAULTS, at every whole second it can strike (the healthy work lasts the whole
+    """Every fault of FAULTS, at every whole second it can strike (the healthy work lasts the whole
     function timeout, the longest there is)."""
     timeout = timing["function_timeout_seconds"]
-    points = {kind: [Fault(kind)] for kind in rules.FAULTS}
+    points = {kind: [Fault(kind)] for kind in FAULTS}
     points["sigkill after the claim"] = [Fault("sigkill after the claim", at) for at in range(timeout + 1)]
     points["retryable error"] = [Fault("retryable error", at) for at in range(timeout + 1)]
     return points
@@ -393,9 +404,10 @@ def format_table(title: str, rows: list[Row]) -> str:
 
 def matrix_answers() -> dict[str, dict[str, object]]:
     """Each matrix bake's answers as the hook checks them (cookiecutter renders the defaults around each bake's)."""
+    import questions  # the hook's check of the answers (conftest puts hooks/ on the path)
     from conftest import MATRIX, rendered_answers
 
-    return {name: rules.validate(rendered_answers(overrides)) for name, overrides in MATRIX.items()}
+    return {name: questions.validate(rendered_answers(overrides)) for name, overrides in MATRIX.items()}
 
 
 def bake_tables(name: str, checked: Mapping[str, object]) -> list[tuple[str, int, list[Row]]]:

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -79,6 +80,78 @@ def test_the_bakes_rules_are_the_hooks_rules(baked):
     template = ROOT / "{{cookiecutter.project_slug}}"
     assert (baked / "rules.py").read_bytes() == (template / "rules.py").read_bytes()
     assert not (ROOT / "hooks" / "rules.py").exists() and not (baked / "tests" / "harness" / "rules.py").exists()
+
+
+# The files of a bake whose text can use a name of its Python code (docs only talk about it; the CI workflow's
+# words are Terraform's), by a `module.name`, an import, a string (an entry point) or a test's fixture argument.
+CODE_SUFFIXES = (".py", ".tf", ".hcl", ".toml", ".cfg")
+
+
+def top_level_names(tree: ast.Module) -> dict[str, ast.stmt]:
+    """The names a module defines at its top and their statements, but pytest's autouse fixtures."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            if not any("autouse" in ast.unparse(decorator) for decorator in node.decorator_list):
+                names[node.name] = node
+        else:
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            names |= {target.id: node for target in targets if isinstance(target, ast.Name)}
+    return {name: node for name, node in names.items() if not name.startswith(("test_", "__"))}
+
+
+def unused_names(project: Path) -> set[tuple[str, str]]:
+    """(file, name) of each top-level name of the bake's Python that nothing of the bake uses, but the code of
+    other unused names (a chain of them is found whole)."""
+    code = [path for path in baked_files(project) if path.suffix in CODE_SUFFIXES or path.name == "Makefile"]
+    sources = {path: path.read_text(encoding="utf-8").splitlines(keepends=True) for path in code}
+    defined = {
+        (path, name): node
+        for path in code
+        if path.suffix == ".py"
+        for name, node in top_level_names(ast.parse("".join(sources[path]))).items()
+    }
+
+    def text(path: Path, without: set[tuple[Path, str]]) -> str:
+        lines = sources[path]
+        for (where, _), node in ((key, defined[key]) for key in without):
+            if where == path:
+                first = min([node.lineno, *(decorator.lineno for decorator in getattr(node, "decorator_list", []))])
+                lines = [*lines[: first - 1], *[""] * (node.end_lineno - first + 1), *lines[node.end_lineno :]]
+        return "".join(lines)
+
+    unused: set[tuple[Path, str]] = set()
+    while True:
+        found = set()
+        for (path, name), _ in defined.items():
+            if (path, name) in unused:
+                continue
+            elsewhere = {other: text(other, unused) for other in code if other != path}
+            module = path.stem
+            uses = (
+                rf"\b{module}\.{name}\b|^from [\w.]*\b{module} import [^#(]*\b{name}\b",
+                rf"^from [\w.]*\b{module} import \([^)]*\b{name}\b|[\"']{name}[\"']",
+            )
+            used = re.search(rf"\b{name}\b", text(path, unused | {(path, name)})) or any(
+                any(re.search(use, source, re.MULTILINE) for use in uses)
+                or (other.suffix != ".py" or (path.name == "conftest.py" and other.parent == path.parent))
+                and re.search(rf"\b{name}\b", source)
+                for other, source in elsewhere.items()
+            )
+            if not used:
+                found.add((path, name))
+        if not found:
+            return {(str(path.relative_to(project)), name) for path, name in unused}
+        unused |= found
+
+
+def test_the_bake_carries_no_code_only_the_hooks_or_the_templates_tests_use(tmp_path):
+    """Every top-level name of a bake's Python is used by the bake (of one target at least: conftest's fixtures
+    serve every target's tests): what only turns answers into the first config.yaml lives in hooks/, what only
+    the template's tests use in tests/."""
+    targets = ("function", "cloud_run_job", "workflow")
+    unused = [unused_names(bake(tmp_path / target, target=target)) for target in targets]
+    assert set.intersection(*unused) == set()
 
 
 def test_answers_are_recorded(baked):
@@ -175,11 +248,12 @@ def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
     """config.yaml, written from the answers, is what settings.py reads: the jobs by their Scheduler names with their
     job ids and each job's own numbers, and the audit's job name. No settings.json beside it."""
     import baking
+    import questions
     import rules
 
     answers = json.loads((baked / ".cookiecutter.json").read_text())
     written = yaml.safe_load((baked / "config.yaml").read_text())
-    rendered = baking.render_config(rules.config_from_answers({**answers, "jobs": written["jobs"]}))
+    rendered = baking.render_config(questions.config_from_answers({**answers, "jobs": written["jobs"]}))
     assert written == yaml.safe_load(rendered)
     assert sorted(written["jobs"]) == answers["jobs"]
     printed = subprocess.run(

@@ -20,7 +20,7 @@ import baking  # the bake hook's module addresses (conftest puts hooks/ on the p
 import celpy
 import hcl2
 import pytest
-import rules  # the bake hook's rules (conftest puts hooks/ on the path)
+import questions  # the bake hook's check of the answers (conftest puts hooks/ on the path)
 from conftest import MATRIX, MODULE_SOURCE, ROOT, bake, called_modules
 from test_terraform import output_of, run_checkov, run_tf
 
@@ -261,9 +261,9 @@ def test_only_this_repository_plans_and_only_production_on_main_deploys(bake_nam
 
 def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_path):
     """google.subject "cannot exceed 127 bytes" (IAM API, WorkloadIdentityPoolProvider.attributeMapping),
-    or the token exchange fails at run time; rules.check_repository refuses longer names at bake time."""
+    or the token exchange fails at run time; questions.check_repository refuses longer names at bake time."""
     repository = "o/" + "r" * 97
-    assert rules.check_repository(repository, "long-name-state")
+    assert questions.check_repository(repository, "long-name-state")
     project = bake(tmp_path, state_bucket="long-name-state", repository=repository)
     subjects = [
         p.rsplit("/subject/", 1)[1]
@@ -272,7 +272,7 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
         for p in principals(project, claims)
         if "/subject/" in p
     ]
-    assert max(len(subject.encode()) for subject in subjects) == rules.GOOGLE_SUBJECT_MAX_BYTES
+    assert max(len(subject.encode()) for subject in subjects) == questions.GOOGLE_SUBJECT_MAX_BYTES
 
 
 # --- the deployer holds exactly the documented roles, one per kind of resource ----------------------

@@ -9,6 +9,7 @@ import re
 
 import baking
 import pytest
+import questions
 import rich.console
 import rules
 from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, extra_context
@@ -48,13 +49,13 @@ def test_jobs_default_is_text_so_a_given_object_replaces_it():
     the default job would survive beside the given ones. Text is replaced whole; the rules parse it."""
     assert isinstance(DEFAULTS["jobs"], str)
     default = {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}
-    assert rules.check_jobs(rules.parse_jobs(DEFAULTS["jobs"])) == default
+    assert rules.check_jobs(questions.parse_jobs(DEFAULTS["jobs"])) == default
 
 
 @pytest.mark.parametrize("text", ["{nightly: 1}", "[]", '""', "{}"], ids=str)
 def test_jobs_text_that_is_no_json_object_is_refused_in_one_line(text):
     with pytest.raises(rules.RuleError, match=r"^jobs=") as refused:
-        rules.check_jobs(rules.parse_jobs(text))
+        rules.check_jobs(questions.parse_jobs(text))
     assert "\n" not in str(refused.value)
 
 
@@ -83,12 +84,12 @@ def test_every_choice_has_a_question_and_a_label(variable):
 
 
 def test_targets_are_the_rules_targets():
-    assert sorted(DEFAULTS["target"]) == sorted(rules.TARGETS)
+    assert sorted(DEFAULTS["target"]) == sorted(questions.TARGETS)
 
 
 def test_defaults_pass_every_rule(default_answers):
     assert default_answers["project_slug"] == "nightly-report"
-    checked = rules.validate(default_answers)
+    checked = questions.validate(default_answers)
     assert checked["project_slug"] == default_answers["project_slug"]
     assert checked["target"] == DEFAULTS["target"][0]
 
@@ -133,7 +134,7 @@ def test_the_terraform_modules_defaults_are_the_bakes(default_answers):
     """A module used without a bake (its optional() defaults) gets the same numbers, which pass every rule."""
     variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
     module = {name: int(value) for name, value in re.findall(r"(\w+)\s*=\s*optional\(number, (\d+)\)", variables)}
-    written = rules.config_from_answers(default_answers)
+    written = questions.config_from_answers(default_answers)
     bake = {name: int(value) for name, value in written["defaults"].items()}
     bake["retention_seconds"] = int(written["retention_seconds"])
     assert {name: module.get(name) for name in bake} == bake
@@ -202,7 +203,8 @@ def numeric_questions() -> list[str]:
     return [
         key
         for key in UNASKED
-        if isinstance(DEFAULT_ANSWERS[key], str) and (DEFAULT_ANSWERS[key].isdigit() or key in rules.DERIVED_ANSWERS)
+        if isinstance(DEFAULT_ANSWERS[key], str)
+        and (DEFAULT_ANSWERS[key].isdigit() or key in questions.DERIVED_ANSWERS)
     ]
 
 
@@ -215,7 +217,7 @@ def test_the_default_timing_follows_the_earlier_answers(default_answers):
     (rules.derive_timing), no Jinja program in cookiecutter.json."""
     assert answered({}) == default_answers
     assert not [key for key, value in DEFAULTS.items() if isinstance(value, str) and "{%" in value]
-    written = rules.config_from_answers(default_answers)
+    written = questions.config_from_answers(default_answers)
     assert {key: int(value) for key, value in written["defaults"].items()} == {
         "attempt_deadline_seconds": 300,
         "retry_count": 5,
@@ -225,7 +227,7 @@ def test_the_default_timing_follows_the_earlier_answers(default_answers):
         "max_retry_duration_seconds": 0,
     }
     # The issue's case: a 600 s deadline, then Enter: each job's lease follows its deadline.
-    changed = rules.check_config(rules.config_from_answers(answered({"attempt_deadline_seconds": 600})))
+    changed = rules.check_config(questions.config_from_answers(answered({"attempt_deadline_seconds": 600})))
     assert changed["jobs"]["nightly"]["timing"]["lease_seconds"] == 660
 
 
@@ -237,7 +239,7 @@ def test_the_default_timing_follows_the_earlier_answers(default_answers):
 def test_one_number_changed_and_enter_for_the_rest_bakes(question, value):
     answers = answered({question: value})
     assert answers[question] == str(value)
-    checked = rules.validate(answers)
+    checked = questions.validate(answers)
     # The one warning there is: no retries at all is allowed, and said.
     assert bool(checked["warnings"]) == (question == "retry_count" and value == 0)
 
@@ -249,7 +251,7 @@ def test_one_number_changed_and_enter_for_the_rest_bakes(question, value):
 )
 def test_one_number_past_its_range_is_refused(question, value):
     with pytest.raises(rules.RuleError):
-        rules.validate(answered({question: value}))
+        questions.validate(answered({question: value}))
 
 
 # --- the answers that decide a first apply on a new project (issue 9) --------------------------
@@ -260,7 +262,7 @@ def test_a_default_bake_creates_a_database_named_after_its_slug(default_answers)
     from the slug, so it never collides with a (default) database other applications use."""
     assert default_answers["create_firestore_database"] is True
     assert default_answers["firestore_database"] == "nightly-report-db"
-    assert rules.validate(default_answers)["firestore_database"] == "nightly-report-db"
+    assert questions.validate(default_answers)["firestore_database"] == "nightly-report-db"
 
 
 @pytest.mark.parametrize("slug", ["abc", "a" * 20, "x-1"])
@@ -281,25 +283,25 @@ def test_database_ids_firestore_refuses_are_refused(database):
 @pytest.mark.parametrize("value", ["yes", 1, None])
 def test_create_firestore_database_must_be_a_bool(value):
     with pytest.raises(rules.RuleError, match=r"^create_firestore_database=.*: must be yes or no$"):
-        rules.check_field("create_firestore_database", value)
+        questions.check_answer("create_firestore_database", value)
 
 
 @pytest.mark.parametrize("email", ["", "oncall@example.com", "a.b+c@sub.example.org"])
 def test_alert_email_accepts_an_address_or_nothing(email):
-    assert rules.check_field("alert_email", email) == email
+    assert questions.check_answer("alert_email", email) == email
 
 
 @pytest.mark.parametrize("email", ["oncall", "oncall@example", "on call@example.com", "a@b@c.com"])
 def test_alert_email_refuses_what_is_not_an_address(email):
     with pytest.raises(rules.RuleError, match=r"^alert_email=.*: must be an e-mail address"):
-        rules.check_field("alert_email", email)
+        questions.check_answer("alert_email", email)
 
 
 def test_the_email_rule_is_terraforms():
     """The hook and the module's variable "alert_email" check the same shape."""
     variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
     terraform_pattern = re.search(r'can\(regex\("\^(.+?)\$", var\.alert_email\)\)', variables)
-    assert terraform_pattern and terraform_pattern.group(1).replace("\\\\", "\\") == rules.EMAIL.pattern
+    assert terraform_pattern and terraform_pattern.group(1).replace("\\\\", "\\") == questions.EMAIL.pattern
 
 
 def test_the_modules_database_default_is_the_bakes():

@@ -11,7 +11,9 @@ import zoneinfo
 
 import cronsim
 import pytest
+import questions  # the hook's checks of the answers (hooks/questions.py)
 import rules
+import scheduler_sim  # the independent model of Scheduler and the handler (tests/scheduler_sim.py)
 import schedules  # the bake's (plain Python in the template): the function's expansion
 from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
@@ -95,26 +97,26 @@ def test_region_refuses(region):
     assert_refused(rules.check_field, ["region", region], "region", region, "must be a GCP region")
 
 
-@pytest.mark.parametrize("target", rules.TARGETS)
+@pytest.mark.parametrize("target", questions.TARGETS)
 def test_target_accepts_each_target(target):
-    assert rules.check_field("target", target) == target
+    assert questions.check_answer("target", target) == target
 
 
 @pytest.mark.parametrize("target", ["Function", "lambda", "", "function "])
 def test_target_refuses(target):
-    assert_refused(rules.check_field, ["target", target], "target", target, "function, cloud_run_job, workflow")
+    assert_refused(questions.check_answer, ["target", target], "target", target, "function, cloud_run_job, workflow")
 
 
 @pytest.mark.parametrize("name", ["Nightly Report", 'Bob\'s "Quarterly" \\ Report', "Informe 🚀 日本語", "x"])
 def test_project_name_accepts_any_one_line_text(name):
-    assert rules.check_field("project_name", name) == name
+    assert questions.check_answer("project_name", name) == name
 
 
 @pytest.mark.parametrize(
     "name", ["", "   ", "two\nlines", "tab\there", "bell\x07", "del\x7f", None, "line\u2028separator", "para\u2029sep"]
 )
 def test_project_name_refuses_blank_or_control_characters(name):
-    assert_refused(rules.check_field, ["project_name", name], "project_name", name, "one line of non-blank text")
+    assert_refused(questions.check_answer, ["project_name", name], "project_name", name, "one line of non-blank text")
 
 
 @pytest.mark.parametrize("database", ["(default)", "dedup-runs", "abcd", "a" + "b" * 62, "db-x9"])
@@ -166,7 +168,7 @@ STATE_BUCKET_RULE = "a Cloud Storage bucket name: 3-63 chars of lowercase letter
 
 @pytest.mark.parametrize("bucket", ["", "abc", "acme-tf-state", "a_b", "0tfstate9", "a" * 63])
 def test_state_bucket_accepts_empty_or_a_bucket_name(bucket):
-    assert rules.check_field("state_bucket", bucket) == bucket
+    assert questions.check_answer("state_bucket", bucket) == bucket
 
 
 @pytest.mark.parametrize(
@@ -187,7 +189,7 @@ def test_state_bucket_accepts_empty_or_a_bucket_name(bucket):
     ],
 )
 def test_state_bucket_refuses(bucket):
-    assert_refused(rules.check_field, ["state_bucket", bucket], "state_bucket", bucket, STATE_BUCKET_RULE)
+    assert_refused(questions.check_answer, ["state_bucket", bucket], "state_bucket", bucket, STATE_BUCKET_RULE)
 
 
 REPOSITORY_RULE = "must be a GitHub repository as owner/name"
@@ -197,12 +199,14 @@ REPOSITORY_RULE = "must be a GitHub repository as owner/name"
     "repository", ["a/b", "octo-org/nightly-report", "Octo/Repo.v2_x", "a" * 39 + "/x", "o/" + "r" * 97, "o/..."]
 )
 def test_repository_accepts_owner_slash_name(repository):
-    assert rules.check_repository(repository, "acme-tf-state") == repository
+    assert questions.check_repository(repository, "acme-tf-state") == repository
 
 
 def test_repository_may_be_empty_only_without_a_state_bucket():
-    assert rules.check_repository("", "") == ""
-    assert_refused(rules.check_repository, ["", "acme-tf-state"], "repository", "", "is required with a state_bucket")
+    assert questions.check_repository("", "") == ""
+    assert_refused(
+        questions.check_repository, ["", "acme-tf-state"], "repository", "", "is required with a state_bucket"
+    )
 
 
 @pytest.mark.parametrize(
@@ -225,15 +229,15 @@ def test_repository_may_be_empty_only_without_a_state_bucket():
     ],
 )
 def test_repository_refuses(repository):
-    assert_refused(rules.check_repository, [repository, "acme-tf-state"], "repository", repository, "")
+    assert_refused(questions.check_repository, [repository, "acme-tf-state"], "repository", repository, "")
 
 
 def test_repository_refuses_names_whose_deploy_subject_exceeds_google_subjects_127_bytes():
     longest = "o/" + "r" * 97  # repo:o/rrr...:environment:production is 127 bytes
     assert len(f"repo:{longest}:environment:production") == 127
-    assert rules.check_repository(longest, "acme-tf-state") == longest
+    assert questions.check_repository(longest, "acme-tf-state") == longest
     assert_refused(
-        rules.check_repository,
+        questions.check_repository,
         [longest + "r", "acme-tf-state"],
         "repository",
         longest + "r",
@@ -243,7 +247,7 @@ def test_repository_refuses_names_whose_deploy_subject_exceeds_google_subjects_1
 
 @pytest.mark.parametrize("repository", ["nightly-report", "-octo/x", "o/..", "o/r'"])
 def test_repository_refuses_non_github_names_naming_the_rule(repository):
-    assert_refused(rules.check_repository, [repository, ""], "repository", repository, REPOSITORY_RULE)
+    assert_refused(questions.check_repository, [repository, ""], "repository", repository, REPOSITORY_RULE)
 
 
 # ---------------------------------------------------------------- cron
@@ -704,7 +708,7 @@ def answers(**overrides):
 
 
 def test_validate_returns_normalised_answers():
-    checked = rules.validate(answers(retry_count="5"))  # cookiecutter hands numbers over as text
+    checked = questions.validate(answers(retry_count="5"))  # cookiecutter hands numbers over as text
     assert checked["retry_count"] == 5
     assert checked["jobs"] == {"nightly": JOB}
     assert checked["firestore_collection"] == "scheduler_runs"
@@ -730,16 +734,18 @@ def test_validate_returns_normalised_answers():
     ],
 )
 def test_validate_refuses_each_field(field, value):
-    assert_refused(rules.validate, [answers(**{field: value})], field, value, "")
+    assert_refused(questions.validate, [answers(**{field: value})], field, value, "")
 
 
 def test_validate_requires_a_repository_with_a_state_bucket():
-    assert rules.validate(answers(repository=""))["repository"] == ""
-    assert_refused(rules.validate, [answers(state_bucket="acme-tf-state", repository="")], "repository", "", "required")
+    assert questions.validate(answers(repository=""))["repository"] == ""
+    assert_refused(
+        questions.validate, [answers(state_bucket="acme-tf-state", repository="")], "repository", "", "required"
+    )
 
 
 def test_validate_reports_the_first_broken_rule_in_prompt_order():
-    error = refusal(rules.validate, answers(gcp_project_id="Bad", region="mars", firestore_collection="a/b"))
+    error = refusal(questions.validate, answers(gcp_project_id="Bad", region="mars", firestore_collection="a/b"))
     assert error.field == "gcp_project_id"
 
 
@@ -821,13 +827,20 @@ def test_a_schedule_that_never_fires_twice_has_no_gap():
     assert rules.smallest_gap("0 0 29 2 *", "Etc/UTC", START, years=2) is None  # only 2028-02-29 in 2026-2027
 
 
+def fire_times(schedule: str, time_zone: str, first: dt.date, last: dt.date) -> list[dt.datetime]:
+    """Every instant (UTC) at which rules.py's expansion (smallest_gap's) may fire on the local days `first` to
+    `last`: every fire time, not smallest_gap's sample of a day of one offset."""
+    days = rules._fire_instants(rules.Cron.parse(rules.check_schedule("job", schedule)), time_zone, first, last)
+    return [dt.datetime.fromtimestamp(instant, dt.UTC) for instants in days for instant in instants]
+
+
 @pytest.mark.parametrize(
     ("schedule", "zone"),
     [("*/7 * * * *", "America/New_York"), ("15 1,2 * * *", "Europe/Madrid"), ("0 */5 * * 1-5", "Australia/Lord_Howe")],
 )
 def test_smallest_gap_is_the_smallest_step_between_all_fire_times(schedule, zone):
     """The fast path (one offset a day) agrees with the exact expansion, over a year of both transitions."""
-    times = rules.fire_times(schedule, zone, START, dt.date(2026, 12, 31))
+    times = fire_times(schedule, zone, START, dt.date(2026, 12, 31))
     steps = [int((later - earlier).total_seconds()) for earlier, later in zip(times, times[1:], strict=False)]
     assert rules.smallest_gap(schedule, zone, START, years=1).seconds == min(steps)
 
@@ -870,7 +883,7 @@ def test_fire_times_are_cronsims_plus_the_documented_dst_extras(schedule, zone):
     hour starts with '*', and a repeated time once then; the hook counts both cases always (the worst gap)."""
     tz = zoneinfo.ZoneInfo(zone)
     for first, last in CROSS_CHECK_DAYS[zone]:
-        ours = rules.fire_times(schedule, zone, first, last)
+        ours = fire_times(schedule, zone, first, last)
         theirs = cronsim_fire_times(schedule, zone, first, last)
         assert ours == sorted(set(ours))
         assert set(theirs) <= set(ours), (first, sorted(set(theirs) - set(ours)))
@@ -884,10 +897,10 @@ def test_fire_times_are_cronsims_plus_the_documented_dst_extras(schedule, zone):
 
 
 def test_the_dst_extras_are_a_repeated_times_second_instant_and_a_skipped_times_transition():
-    repeated = rules.fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))
+    repeated = fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))
     assert [moment.isoformat() for moment in repeated] == ["2026-11-01T05:30:00+00:00", "2026-11-01T06:30:00+00:00"]
     assert len(cronsim_fire_times("30 1 * * *", "America/New_York", dt.date(2026, 11, 1), dt.date(2026, 11, 1))) == 1
-    skipped = rules.fire_times("30 * * * *", "Europe/Madrid", dt.date(2026, 3, 29), dt.date(2026, 3, 29))[:3]
+    skipped = fire_times("30 * * * *", "Europe/Madrid", dt.date(2026, 3, 29), dt.date(2026, 3, 29))[:3]
     assert [moment.isoformat() for moment in skipped] == [
         "2026-03-28T23:30:00+00:00",
         "2026-03-29T00:30:00+00:00",
@@ -940,7 +953,7 @@ def test_the_defaults_worst_fault_is_a_crash_just_before_a_retry_meets_the_lease
     """Killed 149 s after the claim: retries at 179, 239, 359 s meet the lease (until 360 s); retry 4 at
     599 s takes over and may work the whole 300 s timeout: 899 s. (Killed at 150 s, retry 3 at 360 s takes over.)"""
     busy = {outcome.fault: outcome for outcome in rules.busy_after_one_fault(DEFAULT_TIMING)}
-    assert list(busy) == list(rules.FAULTS)
+    assert list(busy) == list(scheduler_sim.FAULTS)
     assert {fault: outcome.seconds for fault, outcome in busy.items()} == {
         "none": 300,
         "sigkill before the claim": 330,
@@ -1018,17 +1031,17 @@ def test_retry_count_0_with_a_duration_retries_and_the_duration_must_reach_past_
 
 
 def test_validate_checks_the_schedule_against_the_timing_and_returns_warnings():
-    assert rules.validate(answers())["warnings"] == []
-    assert rules.validate(answers(retry_count="0"))["warnings"][0].startswith("retry_count=0")
+    assert questions.validate(answers())["warnings"] == []
+    assert questions.validate(answers(retry_count="0"))["warnings"][0].startswith("retry_count=0")
     every_5 = {"nightly": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}
-    assert_refused(rules.validate, [answers(jobs=every_5)], "jobs.nightly.schedule", "*/5 * * * *", "300 s apart")
+    assert_refused(questions.validate, [answers(jobs=every_5)], "jobs.nightly.schedule", "*/5 * * * *", "300 s apart")
     # Only the job's own numbers count: a tighter job beside a slow one passes (issue 17).
     export = {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin", "attempt_deadline_seconds": "600"}
     sync = {"schedule": "*/15 * * * *"}
-    (warning,) = rules.validate(answers(jobs={"export": export, "sync": sync}))["warnings"]
+    (warning,) = questions.validate(answers(jobs={"export": export, "sync": sync}))["warnings"]
     assert warning.startswith("jobs.export.schedule='0 2 * * *' in Europe/Berlin: daylight saving")  # not timing
     assert_refused(
-        rules.validate,
+        questions.validate,
         [answers(attempt_deadline_seconds="600", lease_seconds="", jobs={"export": export, "sync": sync})],
         "jobs.sync.schedule",
         "*/15 * * * *",
@@ -1087,20 +1100,20 @@ def test_overlap_rules_are_the_handlers():
 
 @pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)
 def test_audit_interval_accepts_each_interval_that_divides_an_hour_or_a_day(minutes):
-    assert rules.validate(answers(audit_interval_minutes=str(minutes)))["audit_interval_minutes"] == minutes
+    assert questions.validate(answers(audit_interval_minutes=str(minutes)))["audit_interval_minutes"] == minutes
 
 
 @pytest.mark.parametrize("minutes", ["7", "0", "90", "1440", "x", "-5"])
 def test_audit_interval_refuses_others(minutes):
-    assert_refused(rules.validate, [answers(audit_interval_minutes=minutes)], "audit_interval_minutes", minutes, "")
+    assert_refused(questions.validate, [answers(audit_interval_minutes=minutes)], "audit_interval_minutes", minutes, "")
 
 
 def test_audit_interval_plus_settle_must_fit_in_the_lookback():
     # Defaults: settle = lease 360 + retry window 3300 = 3660 s; the lookback is min(1 day, retention).
     fits = answers(audit_interval_minutes="5", retention_seconds=str(3660 + 300))  # 5 min + 3660 s fit exactly
-    assert rules.validate(fits)["audit_interval_minutes"] == 5
+    assert questions.validate(fits)["audit_interval_minutes"] == 5
     message = assert_refused(
-        rules.validate,
+        questions.validate,
         [answers(audit_interval_minutes="5", retention_seconds=str(3660 + 299))],
         "audit_interval_minutes",
         "5",
@@ -1112,20 +1125,22 @@ def test_audit_interval_plus_settle_must_fit_in_the_lookback():
     slow = answers(audit_interval_minutes="720", lease_seconds="17000", function_timeout_seconds="1800",
                    attempt_deadline_seconds="1800", min_backoff_seconds="3600", max_backoff_seconds="3600",
                    retention_seconds="604800")  # fmt: skip
-    assert_refused(rules.validate, [slow], "audit_interval_minutes", "720", "= 86400 s)")
+    assert_refused(questions.validate, [slow], "audit_interval_minutes", "720", "= 86400 s)")
 
 
 # ---------------------------------------------------------------- paused and catch_up (issue 18)
 
+JOB_FLAGS = [key for key, allowed in rules.JOB_CHOICES.items() if allowed == (False, True)]
+
 
 @pytest.mark.parametrize(("value", "expected"), [(True, True), (False, False), ("true", True), ("False", False)])
-@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+@pytest.mark.parametrize("flag", JOB_FLAGS)
 def test_a_job_flag_is_true_or_false(flag, value, expected):
     assert rules.check_jobs({"nightly": {**JOB, flag: value}}) == {"nightly": {**JOB, flag: expected}}
 
 
 @pytest.mark.parametrize("value", ["yes", 1, "", None])
-@pytest.mark.parametrize("flag", rules.JOB_FLAGS)
+@pytest.mark.parametrize("flag", JOB_FLAGS)
 def test_a_job_flag_refuses_anything_else(flag, value):
     job = {"nightly": {**JOB, flag: value}}
     assert_refused(rules.check_jobs, [job], f"jobs.nightly.{flag}", value, "true or false")
@@ -1229,7 +1244,7 @@ def test_config_refuses_bad_values_naming_the_key(change, field):
 
 
 def test_config_from_answers_writes_the_derived_numbers_as_defaults():
-    config = rules.config_from_answers(answers(lease_seconds="", min_backoff_seconds="", max_backoff_seconds=""))
+    config = questions.config_from_answers(answers(lease_seconds="", min_backoff_seconds="", max_backoff_seconds=""))
     assert config["defaults"] == {
         "attempt_deadline_seconds": "300",
         "retry_count": "5",
@@ -1238,7 +1253,7 @@ def test_config_from_answers_writes_the_derived_numbers_as_defaults():
         "max_doublings": "3",
         "max_retry_duration_seconds": "0",
     }
-    assert rules.config_from_answers(answers(lease_seconds="1000"))["defaults"]["lease_seconds"] == "1000"
+    assert questions.config_from_answers(answers(lease_seconds="1000"))["defaults"]["lease_seconds"] == "1000"
 
 
 # ---------------------------------------------------------------- a cron that never fires, daylight saving (i16accept)
@@ -1292,16 +1307,16 @@ def test_dst_hits_agree_with_the_bakes_schedules_module(schedule, zone):
     """Two expansions, one rule: the hook's (stdlib, it runs before any dependency exists) and the function's."""
     hits = {(hit.day, hit.kind) for hit in rules.dst_hits(schedule, zone, START, years=3)}
     since, until = (dt.datetime.combine(day, dt.time(), dt.UTC) for day in (START, dt.date(2029, 1, 1)))
-    fires = schedules.dst_fire_times(schedules.Schedule(schedule, zone), since, until)
+    fires = schedules.fire_times(schedules.Schedule(schedule, zone), since, until)
     kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
-    assert hits and hits == {(fire.wall.date(), kinds[fire.dst]) for fire in fires}
+    assert hits and hits == {(fire.wall.date(), kinds[fire.dst]) for fire in fires if fire.dst is not None}
 
 
 def test_validate_warns_of_every_daylight_saving_date_of_a_job():
     ny = {"nightly": {"schedule": "30 1 * * *", "time_zone": "America/New_York"}}
-    (warning,) = rules.validate(answers(jobs=ny))["warnings"]
+    (warning,) = questions.validate(answers(jobs=ny))["warnings"]
     assert warning.startswith("jobs.nightly.schedule='30 1 * * *' in America/New_York: daylight saving")
     assert warning.count("(repeated 01:30)") == rules.DST_WARNING_YEARS and "\n" not in warning
     skip = {"nightly": {"schedule": "30 2 * * *", "time_zone": "Europe/Berlin", "dst_gap": "skip"}}
-    (warning,) = rules.validate(answers(jobs=skip))["warnings"]
+    (warning,) = questions.validate(answers(jobs=skip))["warnings"]
     assert "(skipped 02:30)" in warning and "a skipped one not at all (dst_gap=skip)" in warning

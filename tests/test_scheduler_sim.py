@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import questions
 import rules
 import scheduler_sim
 from conftest import DEFAULT_ANSWERS, MATRIX
@@ -26,7 +27,7 @@ SCHEDULE_FOR_GAP = {
     **{3600 * hours: f"0 */{hours} * * *" for hours in (1, 2, 3, 4, 6, 8, 12)},
     86400: "0 0 * * *",
 }
-NO_RETRY_LOSSES = set(rules.FAULTS) - {"none", "lost 2xx"}
+NO_RETRY_LOSSES = set(scheduler_sim.FAULTS) - {"none", "lost 2xx"}
 
 
 def hook_bound(timing) -> int:
@@ -40,9 +41,9 @@ def test_every_matrix_bake_loses_no_run_to_one_fault_and_never_works_twice_at_on
     for title, gap, rows in scheduler_sim.bake_tables(bake, checked):
         print("\n" + scheduler_sim.format_table(title, rows))
         verdicts = {row.fault: row.verdict for row in rows}
-        assert set(verdicts) == set(rules.FAULTS)
+        assert set(verdicts) == set(scheduler_sim.FAULTS)
         if retries:
-            assert verdicts == dict.fromkeys(rules.FAULTS, OK), title
+            assert verdicts == dict.fromkeys(scheduler_sim.FAULTS, OK), title
         else:  # warned by the hook: nothing retries a crash, an error or a hang
             assert {fault for fault, verdict in verdicts.items() if verdict != OK} == NO_RETRY_LOSSES, title
             assert {verdicts[fault] for fault in NO_RETRY_LOSSES} == {LOST}, title
@@ -51,7 +52,7 @@ def test_every_matrix_bake_loses_no_run_to_one_fault_and_never_works_twice_at_on
 
 def default_timing() -> dict[str, int]:
     """A default bake's numbers, as its config.yaml resolves them for a job that sets none of its own."""
-    return rules.check_config(rules.config_from_answers(DEFAULT_ANSWERS), schedules=False)["defaults"]
+    return rules.check_config(questions.config_from_answers(DEFAULT_ANSWERS), schedules=False)["defaults"]
 
 
 def test_the_issues_counterexample_loses_a_run_to_a_crash_right_after_the_claim():

@@ -242,12 +242,30 @@ def test_a_force_run_the_function_does_not_process_fails_the_outcome_and_record_
     assert steps["force"] == steps["TTL"] == steps["alert"] == "PASS"
 
 
+def test_a_run_whose_record_is_not_found_completed_fails_the_record_step(deployed):
+    """The function recorded the run in its collection; smoke reading another one finds no completed record."""
+    project, stand_in, env, _ = deployed
+    stand_in.ttl_state, stand_in.policies, stand_in.scheduler_status = "ACTIVE", [{"enabled": True}], 200
+    result = smoke(project, {**env, "DEDUP_COLLECTION": "not-the-functions"})
+    assert result.returncode == 1
+    assert [line.split()[0] for line in result.stdout.splitlines()[:5]] == ["PASS", "PASS", "FAIL", "PASS", "PASS"]
+    assert result.stdout.splitlines()[2].endswith("status=None"), result.stdout
+
+
 def test_an_unknown_job_is_refused_in_one_line(deployed):
     project, _, env, _ = deployed
     result = smoke(project, env, "--job", "no-such-job")
     assert result.returncode == 1
     assert result.stderr.startswith("smoke: FAIL (--job='no-such-job': not a job of this project: ")
     assert len(result.stderr.splitlines()) == 1 and not result.stdout
+
+
+def test_a_project_without_jobs_is_refused_in_one_line(deployed):
+    project, _, env, _ = deployed
+    result = smoke(project, {**env, "DEDUP_JOBS": "{}"})
+    assert result.returncode == 1
+    assert result.stderr == "smoke: FAIL (no job to Force-run: config.yaml (or DEDUP_JOBS) has none)\n"
+    assert not result.stdout
 
 
 def test_without_credentials_smoke_names_the_fix_in_one_line(tmp_path, deployed):

@@ -12,7 +12,6 @@ import calendar
 import dataclasses
 import datetime as dt
 import functools
-import json
 import re
 import zoneinfo
 from collections.abc import Iterator, Mapping
@@ -47,36 +46,11 @@ JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
 # Firestore refuses UUID-like database ids (REST projects.databases.create, databaseId).
 DATABASE_ID = re.compile(r"(?![0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z)(?:\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9])")
-# Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
-EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-TARGETS = ("function", "cloud_run_job", "workflow")
-# Team delivery (the bootstrap root and the plan/apply jobs of .github/workflows/ci.yml in the bake).
-# A state bucket name follows https://cloud.google.com/storage/docs/buckets#naming, without dots (a
-# dotted name must be a domain the team has verified); names starting with "goog" or containing
-# "google" are refused by Cloud Storage.
-STATE_BUCKET = re.compile(r"(?!goog)(?!.*google)[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
-# GitHub: an owner is 1-39 letters, digits or single inner hyphens; a repository name 1-100 letters,
-# digits, '.', '_' or '-', but not "." or "..". The bootstrap's Workload Identity provider trusts this one.
-REPOSITORY = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
-# Workload Identity Federation maps the token's sub to google.subject, which "cannot exceed 127 bytes"
-# (IAM API, WorkloadIdentityPoolProvider.attributeMapping); the deploy job's sub is the longest one.
-GOOGLE_SUBJECT_MAX_BYTES = 127
-DEPLOY_JOB_SUBJECT = "repo:{repository}:environment:production"
-
-# Each answer, in the prompt's order (cookiecutter.json), and its shape (config.yaml's keys take the answers' rules):
-# the pattern its value must fullmatch (bool: must be a bool; "jobs": each job id's), and the rule a refusal states.
-# "" also passes an OPTIONAL field.
-FIELDS: dict[str, tuple[re.Pattern[str] | type, str]] = {
-    # Rendered inside TOML strings and Terraform comments, where a control character (Unicode categories Cc,
-    # Cs, Zl, Zp) breaks the file.
-    "project_name": (
-        re.compile(r"(?=.*\S)[^\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]+"),
-        "must be one line of non-blank text without control characters",
-    ),
+# Each config.yaml key with a fixed shape, under the name of the bake's question that gives its first value: the
+# pattern its value must fullmatch ("jobs": each job id's), and the rule a refusal states.
+FIELDS: dict[str, tuple[re.Pattern[str], str]] = {
     # Slugs name the directory and every cloud resource; service-account ids (6-30 chars) add a suffix of up to
-    # 8 characters (-invoker), hence 20 at most. cookiecutter.json falls back to "-" when the name slugifies to
-    # nothing: an empty slug would name the output directory itself, and cookiecutter would stop with "directory
-    # already exists" before this rule could explain.
+    # 8 characters (-invoker), hence 20 at most.
     "project_slug": (
         SLUG,
         "must be 3-20 chars of lowercase letters, digits and hyphens, start with a letter, end with a letter or digit",
@@ -87,7 +61,6 @@ FIELDS: dict[str, tuple[re.Pattern[str] | type, str]] = {
         "starts with a letter and does not end with a hyphen",
     ),
     "region": (REGION, "must be a GCP region such as europe-west1 or us-central1"),
-    "target": (re.compile("|".join(TARGETS)), f"must be one of {', '.join(TARGETS)}"),
     "jobs": (
         JOB_ID,
         "each job id must be 1-40 chars of lowercase letters, digits and hyphens, starting with a letter or digit",
@@ -97,27 +70,11 @@ FIELDS: dict[str, tuple[re.Pattern[str] | type, str]] = {
         "must be (default) or 4-63 chars of lowercase letters, digits and hyphens, starting with a letter, "
         "not UUID-like",
     ),
-    # cookiecutter turns yes/no (and true/false) answers into a bool; anything else is a typo.
-    "create_firestore_database": (bool, "must be yes or no"),
     "firestore_collection": (
         COLLECTION_ID,
         "must be 1-100 chars of letters, digits, '_' or '-', and not __like_this__ (reserved by Firestore)",
     ),
-    "alert_email": (EMAIL, "must be an e-mail address such as oncall@example.com, or empty"),
-    # Empty: local Terraform state, as `make deploy` always had. Otherwise the gcs backend's bucket.
-    "state_bucket": (
-        STATE_BUCKET,
-        "must be empty (local state) or a Cloud Storage bucket name: 3-63 chars of lowercase letters, digits, "
-        "'-' and '_', starting and ending with a letter or digit, no dots, not starting with 'goog' "
-        "nor containing 'google'",
-    ),
-    "repository": (
-        REPOSITORY,
-        "must be a GitHub repository as owner/name (owner: 1-39 letters, digits or inner single hyphens; "
-        "name: 1-100 letters, digits, '.', '_' or '-', not '.' or '..')",
-    ),
 }
-OPTIONAL = ("alert_email", "state_bucket")
 
 
 class RuleError(ValueError):
@@ -128,37 +85,11 @@ class RuleError(ValueError):
         self.field = field
 
 
-def check_field(field: str, value: object, name: str | None = None) -> object:
-    """`value` has the shape of FIELDS[field]; a refusal names `name` (default: the field)."""
-    shape, rule = FIELDS[field]
-    if shape is bool:
-        valid = isinstance(value, bool)
-    else:
-        valid = (field in OPTIONAL and value == "") or (isinstance(value, str) and shape.fullmatch(value))
-    if not valid:
+def check_field(field: str, value: object, name: str | None = None, shapes: Mapping = FIELDS) -> object:
+    """`value` has the shape of shapes[field]; a refusal names `name` (default: the field)."""
+    shape, rule = shapes[field]
+    if not (isinstance(value, str) and shape.fullmatch(value)):
         raise RuleError(name or field, value, rule)
-    return value
-
-
-def check_repository(value: str, state_bucket: str) -> str:
-    """The one GitHub repository the bootstrap's Workload Identity provider trusts to plan and deploy.
-
-    No default: a placeholder owner/name would hand deploy rights to whoever owns that name on GitHub.
-    Only a bake with a state bucket has the pipeline, so only there is it required.
-    """
-    if value == "":
-        if state_bucket:
-            rule = "is required with a state_bucket: the GitHub owner/name whose workflows may plan and deploy"
-            raise RuleError("repository", value, rule)
-        return value
-    subject = DEPLOY_JOB_SUBJECT.format(repository=check_field("repository", value))
-    if len(subject.encode()) > GOOGLE_SUBJECT_MAX_BYTES:
-        rule = (
-            f"must be at most {GOOGLE_SUBJECT_MAX_BYTES - len(DEPLOY_JOB_SUBJECT.format(repository=''))} chars: "
-            f"the deploy job's token subject {subject!r} would exceed the {GOOGLE_SUBJECT_MAX_BYTES} bytes "
-            "Workload Identity Federation allows for google.subject"
-        )
-        raise RuleError("repository", value, rule)
     return value
 
 
@@ -216,7 +147,6 @@ JOB_CHOICES: dict[str, tuple[object, ...]] = {
     "overlap": ("skip", "start"),
 }
 JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", *TIMING_KEYS, *JOB_CHOICES}
-JOB_FLAGS = tuple(key for key, allowed in JOB_CHOICES.items() if allowed == (False, True))
 
 
 def cron_fields(schedule: str) -> list[str]:
@@ -347,21 +277,6 @@ def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> obje
     if value not in allowed:
         raise RuleError(field, value, f"must be one of {', '.join(map(str, allowed))}")
     return value
-
-
-def parse_jobs(jobs: object) -> object:
-    """The jobs answer (not config.yaml's, which YAML parses) as given: a JSON object, or its text. cookiecutter
-    hands the text over unparsed (the default, `jobs='{...}'` on its command line, a typed answer); a
-    `--config-file`'s default_context, `extra_context` and `cruft create --extra-context` give the parsed object.
-    The default is text, not an object, because cookiecutter merges an object answer into an object default key
-    by key (cookiecutter/generate.py, apply_overwrites_to_context), which would keep the default job beside the
-    given ones."""
-    if not isinstance(jobs, str):
-        return jobs
-    try:
-        return json.loads(jobs)
-    except ValueError as error:
-        raise RuleError("jobs", jobs, f"is not JSON ({error})") from None
 
 
 def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
@@ -568,12 +483,6 @@ def _fire_instants(
             yield tuple(sorted({midnight + 60 * minute for minute in sample or cron.day_minutes}))
 
 
-def fire_times(schedule: str, time_zone: str, first: dt.date, last: dt.date) -> list[dt.datetime]:
-    """Every instant (UTC) at which the schedule may fire on the local days `first` to `last`."""
-    days = _fire_instants(Cron.parse(check_schedule("job", schedule)), time_zone, first, last)
-    return [dt.datetime.fromtimestamp(instant, dt.UTC) for instants in days for instant in instants]
-
-
 @dataclasses.dataclass(frozen=True)
 class Gap:
     seconds: int
@@ -657,19 +566,12 @@ def dst_warnings(jobs: Mapping[str, Mapping[str, str]], start: dt.date) -> list[
 
 # ---------------------------------------------------------------- one fault against the schedule
 
-# The faults one run may meet, in the order the tables show them. A SIGKILL ends the attempt at once (the
-# connection breaks) and leaves the claim to its lease; a retryable error releases the claim (main.py);
-# a hang is work that runs until it is stopped and the claim released: modelled at the function timeout, the
-# latest it can be (the baked handler kills it at the attempt deadline less 10 s, its stop.py);
-# a lost 2xx is a run completed whose answer Scheduler never gets, so it fails at the attempt deadline.
-FAULTS = (
-    "none",
-    "sigkill before the claim",
-    "sigkill after the claim",  # at any second from the claim to the end of the work, before its finish
-    "retryable error",  # at any second of the work
-    "hang",
-    "lost 2xx",
-)
+# The faults one run may meet (busy_after_one_fault). A SIGKILL ends the attempt at once (the connection breaks)
+# and leaves the claim to its lease, at any second from the claim to the end of the work; a retryable error, at
+# any second of the work, releases the claim (main.py); a hang is work that runs until it is stopped and the
+# claim released: modelled at the function timeout, the latest it can be (the baked handler kills it at the
+# attempt deadline less 10 s, its stop.py); a lost 2xx is a run completed whose answer Scheduler never gets, so
+# it fails at the attempt deadline.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -732,7 +634,7 @@ class Busy:
 
 
 def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
-    """For each fault of FAULTS, the worst over when it strikes (every whole second of the attempt: exact for
+    """For each fault (and none), the worst over when it strikes (every whole second of the attempt: exact for
     whole-second answers), counted from the fire time. The first attempt arrives at the fire time and claims
     the run at once; 409 and `duplicate` answers are immediate; a delivery at the very second the lease ends,
     or the run is released, claims it (dedup.decide)."""
@@ -851,8 +753,6 @@ CONFIG_KEYS = (
     "defaults",
     "jobs",
 )
-# The answers that become config.yaml's defaults block ("" in cookiecutter.json: derive_timing's value).
-DERIVED_ANSWERS = ("lease_seconds", "min_backoff_seconds", "max_backoff_seconds")
 
 
 def derive_timing(
@@ -969,51 +869,3 @@ def check_config(
     if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
         warnings.extend(dst_warnings(jobs, start))
     return {**checked, "defaults": audit_timing, "jobs": jobs, "warnings": warnings}
-
-
-def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
-    """The first config.yaml, from the bake's answers: defaults from the timing answers, derive_timing's value
-    for a derived answer left empty. The answers stay as given (cookiecutter hands numbers over as text: a
-    refusal shows them so); the hook writes them into config.yaml as numbers."""
-    deadline = parse_seconds("attempt_deadline_seconds", context["attempt_deadline_seconds"], *ATTEMPT_DEADLINE_RANGE)
-    retry_count = parse_seconds("retry_count", context["retry_count"], 0, MAX_RETRY_COUNT)
-    given = {
-        key: parse_seconds(key, context.get(key, ""), 0) if context.get(key, "") != "" else None
-        for key in ("lease_seconds", "min_backoff_seconds")
-    }
-    derived = derive_timing(deadline, retry_count, given["lease_seconds"], given["min_backoff_seconds"])
-    defaults: dict[str, object] = {}
-    for key in TIMING_KEYS:
-        answer = context.get(key, "")
-        if answer != "":
-            defaults[key] = answer
-        elif key in DERIVED_ANSWERS and key != "lease_seconds":  # the lease is derived per job, from its deadline
-            defaults[key] = derived[key]
-    return {
-        "slug": context["project_slug"],
-        "project": context["gcp_project_id"],
-        "region": context["region"],
-        "database": context["firestore_database"],
-        "collection": context["firestore_collection"],
-        "retention_seconds": context["retention_seconds"],
-        "audit_interval_minutes": context["audit_interval_minutes"],
-        "defaults": defaults,
-        "jobs": parse_jobs(context["jobs"]),
-    }
-
-
-def validate(context: Mapping[str, object]) -> dict[str, object]:
-    """All rules: the answers in the prompt's order (FIELDS'), then the configuration they make; the first broken one
-    raises. Returns the normalised answers, `config` (what the bake writes as config.yaml) and `warnings`."""
-    checked = {}
-    for field in FIELDS:
-        if field == "jobs":
-            checked[field] = check_jobs(parse_jobs(context[field]))
-        elif field == "repository":
-            checked[field] = check_repository(context[field], context["state_bucket"])
-        else:
-            checked[field] = check_field(field, context[field])
-    config = config_from_answers(context)
-    resolved = check_config(config, dt.date.today(), defaults_prefix="")
-    numbers = {key: resolved[key] for key in ("audit_interval_minutes", "retention_seconds")}
-    return {**checked, **resolved["defaults"], **numbers, "warnings": resolved["warnings"], "config": config}

@@ -23,7 +23,6 @@ import dataclasses
 import datetime as dt
 import enum
 import zoneinfo
-from collections.abc import Iterator
 
 from cronsim import CronSim
 
@@ -170,8 +169,3 @@ def fire_time_of(schedule: Schedule, delivered: dt.datetime) -> FireTime | None:
         if delivered in fire.readings:
             return fire
     return None
-
-
-def dst_fire_times(schedule: Schedule, since: dt.datetime, until: dt.datetime) -> Iterator[FireTime]:
-    """The fire times in [since, until) that daylight saving repeats or skips."""
-    return (fire for fire in fire_times(schedule, since, until) if fire.dst is not None)

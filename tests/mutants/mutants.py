@@ -42,6 +42,7 @@ LEDGER = "baked/ledger.py"
 SETTINGS = "baked/settings.py"
 MAIN = "baked/main.py"
 RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
+QUESTIONS = "hooks/questions.py"  # what only the answers need: the hook's
 VARIABLES = "terraform/modules/scheduled-dedup/variables.tf"
 CORE_MAIN = "terraform/modules/scheduled-dedup/main.tf"
 JOB_VARIABLES = "terraform/modules/scheduled-dedup-cloud-run-job/variables.tf"
@@ -691,7 +692,7 @@ MUTANTS = [
     ),
     Mutant(
         "rules-control-characters",
-        RULES,
+        QUESTIONS,
         "[^\\x00-\\x1f\\x7f-\\x9f",
         "[^\\x7f-\\x9f",
         "a project name has no control characters",
@@ -755,7 +756,7 @@ MUTANTS = [
     ),
     Mutant(
         "rules-email-anything",
-        RULES,
+        QUESTIONS,
         'EMAIL = re.compile(r"[^@\\s]+@[^@\\s]+\\.[^@\\s]+")',
         'EMAIL = re.compile(r".+")',
         "alert_email is an e-mail address",
@@ -1345,7 +1346,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-jobs-text-unparsed",
-        RULES,
+        QUESTIONS,
         "    if not isinstance(jobs, str):\n        return jobs\n",
         "    if True:\n        return jobs\n",
         "jobs given as JSON text (the command line, a typed answer) is parsed, not refused",
@@ -1419,15 +1420,15 @@ MUTANTS = [
     Mutant(
         "i17bake-credentials-traceback",
         "baked/tools/runs.py",
-        "        if isinstance(error.__cause__, google.auth.exceptions.DefaultCredentialsError):",
-        "        if isinstance(error.__cause__, KeyError):",
+        "for e in (error, error.__cause__)):",
+        "for e in (error,)):",
         "a missing credential is one line naming the fix, not a traceback",
         ("tests/test_tools.py", "-k", "no_credentials"),
     ),
     Mutant(
         "i17bake-emulator-not-checked",
         "baked/tools/runs.py",
-        "        if command.reads_records:\n            check_emulator()\n",
+        "    if host and not is_ready(host):\n        raise Unavailable(NO_EMULATOR.format(host))\n",
         "",
         "an emulator named but not running is one line naming the fix, at once",
         ("tests/test_tools.py", "-k", "no_emulator_running and stuck"),
@@ -1435,7 +1436,7 @@ MUTANTS = [
     Mutant(
         "i17bake-dev-json-logs",
         "{{cookiecutter.project_slug}}/tools/dev_server.py",
-        "    text_logging()\n",
+        "    logging.getLogger().handlers = [text]\n",
         "",
         "make dev prints one short human-readable line per record",
         ("tests/test_baked_makefile.py", "-k", "processes_then_skips"),
@@ -1949,24 +1950,24 @@ MUTANTS = [
     Mutant(
         "smoke-ttl-creating-passes",
         "{{cookiecutter.project_slug}}/tools/smoke.py",
-        'step("TTL policy", state == "ACTIVE",',
-        'step("TTL policy", state != "NEEDS_REPAIR",',
+        'return state == "ACTIVE", f"{config.collection}.expire_at',
+        'return state != "NEEDS_REPAIR", f"{config.collection}.expire_at',
         "make smoke fails until the TTL policy is ACTIVE (a CREATING policy has not deleted old records yet)",
         ("tests/test_smoke.py",),
     ),
     Mutant(
         "smoke-disabled-policy-passes",
         "{{cookiecutter.project_slug}}/tools/smoke.py",
-        'step("alert policies", bool(policies) and not disabled, detail)',
-        'step("alert policies", bool(policies), detail)',
+        "return bool(policies) and not disabled, f",
+        "return bool(policies), f",
         "make smoke fails when an alert policy of the project is disabled",
         ("tests/test_smoke.py",),
     ),
     Mutant(
         "smoke-record-not-checked",
         "{{cookiecutter.project_slug}}/tools/smoke.py",
-        'step("run record", status == dedup.Status.COMPLETED,',
-        'step("run record", True,',
+        "return status == dedup.Status.COMPLETED, f",
+        "return True, f",
         "make smoke fails when the Force run left no completed record",
         ("tests/test_smoke.py",),
     ),
@@ -2231,6 +2232,47 @@ MUTANTS = [
         "a month of fire times is DAYS days of the job's runs, counted by schedules.py",
         ("tests/test_cost.py", "-k", "720_times"),
     ),
+    # --- issue 17: the tools, one way each (branch s5tools) ---
+    Mutant(
+        "s5tools-smoke-without-jobs",
+        "{{cookiecutter.project_slug}}/tools/smoke.py",
+        "        if job_name is None:\n            raise SmokeError(",
+        "        if False:\n            raise SmokeError(",
+        "make smoke on a configuration without jobs is one line naming why, not a traceback",
+        ("tests/test_smoke.py", "-k", "without_jobs"),
+    ),
+    Mutant(
+        "s5tools-rerun-unchecked",
+        "baked/tools/runs.py",
+        "        keys.read_rerun(headers)\n",
+        "        pass\n",
+        "rerun refuses what the function would refuse (keys.read_rerun) before anything is queued, naming the flag",
+        ("tests/test_manual_runs.py::test_a_bad_queue_or_rerun_argument_is_one_line",),
+    ),
+    Mutant(
+        "s5tools-fire-sends-the-tools-project",
+        "baked/tools/runs.py",
+        "if given.get(name, True)}",
+        "}",
+        "fire sends a project/location header only when given: else the function keys the run by its own",
+        ("tests/test_tools.py::test_fire_sends_what_cloud_scheduler_sends",),
+    ),
+    Mutant(
+        "s5tools-token-audience-only-impersonating",
+        "baked/tools/runs.py",
+        'if account.endswith(".gserviceaccount.com") else []',
+        "if impersonate else []",
+        "a service account's identity token (a VM's) is for the function's URL, which Cloud Run checks",
+        ("tests/test_tools.py", "-k", "identity_token"),
+    ),
+    Mutant(
+        "s5tools-failed-save-left-beside",
+        "baked/tools/firestore_emulator.py",
+        "            shutil.rmtree(fresh, ignore_errors=True)  # nothing half-written left beside the project\n",
+        "",
+        "a failed save of make dev's data keeps the last one and leaves nothing half-written beside the project",
+        ("tests/test_tools.py", "-k", "failed_save"),
+    ),
     # --- issue 17: dedup.py split by concern (branch s4split) ---
     Mutant(
         "s4split-job-image-without-a-protocol-module",
@@ -2321,5 +2363,14 @@ MUTANTS = [
         "at least {busiest.seconds} s apart",
         "the bake's configuration test: a busier schedule is refused naming a gap that passes",
         ("tests/test_config.py", "-k", "busier"),
+    ),
+    # --- issue 17: what only the hook or the template's tests use leaves the bake (branch s5hook) ---
+    Mutant(
+        "s5hook-dead-code-in-the-bake",
+        RULES,
+        "def check_choice(",
+        "def parse_answer(value: object) -> object:\n    return value\n\n\ndef check_choice(",
+        "the bake carries no code that only the hook or the template's tests use",
+        ("tests/test_bake.py", "-k", "carries_no_code"),
     ),
 ]

@@ -60,7 +60,9 @@ def test_each_jobs_daylight_saving_dates_are_the_ones_the_function_keys(job_id):
     until = dt.datetime.combine(dt.date(start.year + rules.DST_WARNING_YEARS, start.month, 1), dt.time(), dt.UTC)
     rule = schedules.Schedule(job.schedule, job.time_zone, job.options.get("dst_gap", schedules.END_OF_GAP))
     kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
-    fires = {(fire.wall.date(), kinds[fire.dst]) for fire in schedules.dst_fire_times(rule, since, until)}
+    fires = {
+        (fire.wall.date(), kinds[fire.dst]) for fire in schedules.fire_times(rule, since, until) if fire.dst is not None
+    }
     # The windows' ends differ by a zone's offset: compare away from them.
     inner = {hit for hit in hits | fires if start + dt.timedelta(days=1) < hit[0] < until.date() - dt.timedelta(days=1)}
     assert {hit for hit in hits if hit in inner} == {fire for fire in fires if fire in inner}

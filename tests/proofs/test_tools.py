@@ -1,16 +1,19 @@
 """The operator command (tools/runs.py) against the handler and Google's Firestore emulator."""
 
 import datetime as dt
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
-import delivery
 import pytest
 import runs
+import time_machine
 from conftest import records, scheduler_headers
+from firestore_emulator import Emulator
 
 from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER
 from ledger import RunLedger
@@ -95,15 +98,77 @@ def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys
         assert list(records(collection))[0] in shown and '"status": "completed"' in shown
 
 
-def test_fire_sends_what_cloud_scheduler_sends():
+@pytest.fixture
+def receiver():
+    """A local HTTP server that answers 200 and keeps the headers of each POST (a stand-in for the function)."""
+    sent = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            sent.append(self.headers)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], sent
+    server.shutdown()
+
+
+def test_fire_sends_what_cloud_scheduler_sends(deployed_job, receiver):
+    """`runs.py fire JOB`: the Scheduler job name, this minute in UTC (or the time given), the project/location."""
+    port, sent = receiver
+    fire = ["fire", deployed_job[1], "--port", str(port)]
     at = dt.datetime(2026, 3, 4, 5, 6, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=1)))
-    assert delivery.minute_now(at) == "2026-03-04T04:06:00Z"
-    assert delivery.delivery_headers("nightly", "2026-03-04T04:06:00Z", "p-123456", "europe-west1") == {
-        JOB_NAME_HEADER: "nightly",
-        SCHEDULE_TIME_HEADER: "2026-03-04T04:06:00Z",
-        PROJECT_HEADER: "p-123456",
-        LOCATION_HEADER: "europe-west1",
+    with time_machine.travel(at, tick=False):
+        assert runs.main([*fire, "--project", "p-123456", "--location", "europe-west1"]) == 0
+    assert runs.main([*fire, "--time", "2026-03-04T05:06:00+01:00"]) == 0
+    names = (JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, PROJECT_HEADER, LOCATION_HEADER, "Authorization")
+    assert [tuple(headers.get(name) for name in names) for headers in sent] == [
+        (deployed_job[0], "2026-03-04T04:06:00Z", "p-123456", "europe-west1", None),
+        (deployed_job[0], "2026-03-04T04:06:00Z", None, None, None),  # none given: the function keys it by its own
+    ]
+
+
+FAKE_GCLOUD = """#!/bin/sh
+echo "$@" >> "$GCLOUD_CALLS"
+if [ "$*" = "config get-value account" ]; then echo "$ACTIVE_ACCOUNT"; else echo "token-$ACTIVE_ACCOUNT"; fi
+"""
+
+
+@pytest.mark.parametrize(
+    ("account", "impersonate", "audience"),
+    [
+        ("ana@example.com", "", False),
+        ("vm@p.iam.gserviceaccount.com", "", True),
+        ("ana@example.com", "inv@p.iam.gserviceaccount.com", True),
+    ],
+    ids=["a-person", "a-vm", "impersonating"],
+)
+def test_a_delivery_to_a_url_carries_an_identity_token_for_it(
+    tmp_path, receiver, deployed_job, account, impersonate, audience
+):
+    """fire and backfill --url: one token from gcloud, for the function's URL whenever gcloud can say so."""
+    port, sent = receiver
+    (tmp_path / "gcloud").write_text(FAKE_GCLOUD)
+    (tmp_path / "gcloud").chmod(0o755)
+    url = f"http://127.0.0.1:{port}/"
+    environ = {
+        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "GCLOUD_CALLS": str(tmp_path / "calls"),
+        "ACTIVE_ACCOUNT": account,
     }
+    result = run_tool(
+        "fire", deployed_job[1], "--url", url, *(["--impersonate", impersonate] if impersonate else []), **environ
+    )
+    assert result.returncode == 0, result.stderr
+    assert sent[0]["Authorization"] == f"Bearer token-{account}"
+    (token_call,) = [call for call in (tmp_path / "calls").read_text().splitlines() if "print-identity-token" in call]
+    assert (f"--audiences={url}" in token_call) is audience
+    assert (f"--impersonate-service-account={impersonate}" in token_call) is bool(impersonate)
 
 
 def test_every_tool_resolves_a_job_id_to_its_scheduler_job_name():
@@ -148,3 +213,13 @@ def test_no_credentials_is_one_line_naming_the_fix(tmp_path):
     result = run_tool("stuck", CLOUDSDK_CONFIG=str(tmp_path), NO_GCE_CHECK="True", GOOGLE_APPLICATION_CREDENTIALS="")
     assert result.returncode == 2
     assert result.stderr.strip() == runs.NO_CREDENTIALS
+
+
+def test_a_failed_save_of_the_emulators_data_keeps_the_last_one_and_leaves_nothing_beside(tmp_path):
+    """make dev's save at Ctrl-C: an export the emulator does not make leaves the previous data as it was."""
+    data = tmp_path / ".emulator-data"
+    (data / "previous").mkdir(parents=True)
+    with pytest.raises(OSError):
+        Emulator(port=closed_port()).save("p", "(default)", data)  # nothing listens there
+    assert [path.name for path in tmp_path.iterdir()] == [".emulator-data"]
+    assert [path.name for path in data.iterdir()] == ["previous"]

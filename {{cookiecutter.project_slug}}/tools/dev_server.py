@@ -1,16 +1,11 @@
-"""`make dev`: Google's Firestore emulator + the function, served as deployed, logging one short line per record.
+"""`make dev`: Google's Firestore emulator + the function served as deployed (gunicorn), one short line per record.
 
-Prints the function's URL and FIRESTORE_EMULATOR_HOST, then runs until Ctrl-C (or SIGTERM), which
-stops both. An emulator already named by FIRESTORE_EMULATOR_HOST is used instead of a new one.
-
-- No reloader: functions-framework's --debug reloader polled the tree at a core's worth of CPU and missed
-  edits; after an edit, Ctrl-C and `make dev` again (the data survives, below).
-- Logs: the deployed function writes one JSON line per record for Cloud Logging; here each is one line
-  for a person: time, severity, outcome, job, schedule time, message (`serve` swaps the handler's format).
-- Data: at Ctrl-C the project's database is exported to .emulator-data/ (git-ignored) and the next
-  `make dev` starts from it; delete the directory to start empty.
-- Nothing outlives it: the function's server stops when this process dies however it dies (even SIGKILL,
-  which runs no `finally`), and this process stops when the emulator dies.
+Prints the function's URL and FIRESTORE_EMULATOR_HOST (an emulator that variable names is used instead of a new one),
+then runs until Ctrl-C or SIGTERM. No reloader: functions-framework's --debug one polled the tree at a core's worth
+of CPU and missed edits. The JSON line per record is Cloud Logging's; here each is one line for a person (`serve`).
+At Ctrl-C the project's database is saved in .emulator-data/ (git-ignored), which the next `make dev` starts from.
+Nothing outlives it: the function's server stops when this process dies, even by SIGKILL (no `finally` runs), and
+this process stops when the emulator dies.
 """
 
 from __future__ import annotations
@@ -18,32 +13,18 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from firestore_emulator import Emulator, EmulatorNotFound, export_database, latest_export, stop_group
+from firestore_emulator import Emulator, answer, saved_export, stop_group, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".emulator-data"
 sys.path.insert(0, str(ROOT))  # the project root: the protocol modules
-
-
-def answers(url: str) -> bool:
-    """True once the function answers HTTP at all (a bare GET is a 400: no Scheduler headers)."""
-    try:
-        urllib.request.urlopen(url, timeout=1).close()
-    except urllib.error.HTTPError:
-        return True
-    except (urllib.error.URLError, OSError):
-        return False
-    return True
 
 
 class TextFormatter(logging.Formatter):
@@ -61,19 +42,6 @@ class TextFormatter(logging.Formatter):
         parts = [self.formatTime(record, "%H:%M:%S"), f"{record.levelname:<7}"]
         parts += [str(fields[name]) for name in self.FIELDS if fields.get(name) is not None]
         return " ".join([*parts, " | ".join(message.splitlines())])
-
-
-def text_logging() -> None:
-    """Replace each root handler main.py installed by a plain stream handler with the same filters (the run's
-    fields) and TextFormatter."""
-    root = logging.getLogger()
-    handlers = []
-    for installed in root.handlers:
-        text = logging.StreamHandler(sys.stdout)
-        text.filters = list(installed.filters)
-        text.setFormatter(TextFormatter())
-        handlers.append(text)
-    root.handlers = handlers
 
 
 def exit_with_parent(poll_seconds: float = 1.0) -> None:
@@ -94,85 +62,58 @@ def serve(port: int) -> None:
     from functions_framework import create_app
     from functions_framework._http import create_server
 
+    from run_log import RunFieldsFilter
+
     exit_with_parent()
-    app = create_app("handle_scheduled_job", str(ROOT / "main.py"))  # imports main.py: its logging is set
-    text_logging()
+    app = create_app("handle_scheduled_job", str(ROOT / "main.py"))  # imports main.py: it sets up JSON logging
+    text = logging.StreamHandler(sys.stdout)  # in place of main.py's handler, with the same run fields
+    text.addFilter(RunFieldsFilter())
+    text.setFormatter(TextFormatter())
+    logging.getLogger().handlers = [text]
     create_server(app, debug=False).run("127.0.0.1", port)
-
-
-def start_function(port: int, emulator_host: str) -> subprocess.Popen:
-    # Own process group, so gunicorn's worker goes down with it.
-    command = [sys.executable, __file__, "serve", "--port", str(port)]
-    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
-
-
-def save_data(emulator: Emulator) -> None:
-    """Export the project's database, then keep only that export (a failed export keeps the previous one)."""
-    from settings import DedupConfig
-
-    config = DedupConfig.from_env()
-    fresh = DATA_DIR.with_name(DATA_DIR.name + ".new")
-    shutil.rmtree(fresh, ignore_errors=True)
-    try:
-        export_database(emulator.host, config.project, config.database, fresh)
-    except OSError as error:
-        print(f"the emulator's data was not saved ({error}); {DATA_DIR.name}/ keeps the previous run's", flush=True)
-        return
-    shutil.rmtree(DATA_DIR, ignore_errors=True)
-    fresh.rename(DATA_DIR)
-    print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)", flush=True)
-
-
-def interrupt(*_: object) -> None:
-    """SIGTERM (a test, a process manager) ends the run as Ctrl-C does: through main's `finally`."""
-    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", nargs="?", choices=["serve"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=8080, help="the function's port")
-    parser.add_argument("--emulator-port", type=int, default=None, help="the emulator's port (default: a free one)")
     args = parser.parse_args(argv)
     if args.mode == "serve":
         serve(args.port)
         return 0
 
-    signal.signal(signal.SIGTERM, interrupt)
-    # Ctrl-C works even when a non-interactive shell started us with SIGINT ignored (a `&` job).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    emulator = None
-    emulator_host = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    function = None
+    # SIGTERM (a test, a process manager) ends the run as Ctrl-C does, through `finally`; and Ctrl-C works even
+    # when a non-interactive shell started us with SIGINT ignored (a `&` job).
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.default_int_handler)
+    emulator = function = None
+    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
     try:
-        if not emulator_host:
-            saved = latest_export(DATA_DIR) if DATA_DIR.is_dir() else None
+        if not host:
+            saved = saved_export(DATA_DIR)
             print(f"==> starting Google's Firestore emulator{f' from {DATA_DIR.name}/' if saved else ''}", flush=True)
-            try:
-                emulator = Emulator(args.emulator_port, import_data=saved).start()
-            except EmulatorNotFound as error:
-                print(error, file=sys.stderr)
-                return 2
-            emulator_host = emulator.host
+            emulator = Emulator(import_data=saved).start()
+            host = emulator.host
         url = f"http://127.0.0.1:{args.port}/"
         print(f"==> starting the function at {url} (no reloader: after an edit, Ctrl-C and make dev)", flush=True)
-        function = start_function(args.port, emulator_host)
-        deadline = time.monotonic() + 60
-        while not answers(url):
-            if function.poll() is not None or time.monotonic() > deadline:
-                print(f"the function did not start on port {args.port}", file=sys.stderr)
-                return 1
-            time.sleep(0.2)
-        print(f"FIRESTORE_EMULATOR_HOST={emulator_host}", flush=True)
+        # Its own process group, so gunicorn's worker goes down with it.
+        command = [sys.executable, __file__, "serve", "--port", str(args.port)]
+        env = {**os.environ, "FIRESTORE_EMULATOR_HOST": host, "PYTHONUNBUFFERED": "1"}
+        function = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+        # Any HTTP answer will do (a bare GET is a 400: no Scheduler headers).
+        wait_until(lambda: answer(url) is not None, function, 60, f"the function did not start on port {args.port}")
+        print(f"FIRESTORE_EMULATOR_HOST={host}", flush=True)
         print(f"ready: {url}  (fire a delivery: make fire JOB=<job id>; Ctrl-C stops both)", flush=True)
         while function.poll() is None:
             if emulator is not None and emulator.process.poll() is not None:
                 print(f"the emulator stopped (exit {emulator.process.returncode}): stopping the function", flush=True)
-                emulator = None  # nothing left to export
+                emulator = None  # nothing left to save
                 return 1
             time.sleep(0.5)
         return function.returncode
+    except RuntimeError as error:  # no emulator installed (EmulatorNotFound), or it or the function did not start
+        print(error, file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
     finally:
@@ -182,6 +123,18 @@ def main(argv: list[str] | None = None) -> int:
             save_data(emulator)
             emulator.stop()
         print("==> stopped", flush=True)
+
+
+def save_data(emulator: Emulator) -> None:
+    """The project's database, kept in DATA_DIR for the next `make dev` (a failed export keeps the previous one)."""
+    from settings import DedupConfig
+
+    config = DedupConfig.from_env()
+    try:
+        emulator.save(config.project, config.database, DATA_DIR)
+        print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)", flush=True)
+    except OSError as error:
+        print(f"the emulator's data was not saved ({error}); {DATA_DIR.name}/ keeps the previous run's", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Start, wait for and stop Google's Firestore emulator (the official one: transactions isolate).
+"""Start, wait for, save and stop Google's Firestore emulator (the official one: transactions isolate).
 
 Used by the tests' fixture and `make dev`. As a script:
     python tools/firestore_emulator.py start [--port N]   # prints FIRESTORE_EMULATOR_HOST=..., runs until killed
@@ -18,15 +18,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 INSTALL_HINT = (
-    "Google's Firestore emulator was not found. Install it with "
-    "`apt-get install google-cloud-cli-firestore-emulator openjdk-17-jre-headless` "
-    "(or `gcloud components install cloud-firestore-emulator`), or point FIRESTORE_EMULATOR_HOST "
-    "at a running one."
+    "Google's Firestore emulator was not found. Install it with `apt-get install google-cloud-cli-firestore-emulator "
+    "openjdk-17-jre-headless` (or `gcloud components install cloud-firestore-emulator`), or point "
+    "FIRESTORE_EMULATOR_HOST at a running one."
 )
+JAR = Path("platform", "cloud-firestore-emulator", "cloud-firestore-emulator.jar")
 MAIN_CLASS = "com.google.cloud.datastore.emulator.firestore.CloudFirestore"
 
 
@@ -36,17 +36,11 @@ class EmulatorNotFound(RuntimeError):
 
 def find_jar() -> Path:
     """The emulator's jar, from the Cloud SDK that `gcloud` belongs to (or CLOUDSDK_ROOT)."""
-    roots = []
-    if os.environ.get("CLOUDSDK_ROOT"):
-        roots.append(Path(os.environ["CLOUDSDK_ROOT"]))
     gcloud = shutil.which("gcloud")
-    if gcloud:
-        roots.append(Path(gcloud).resolve().parent.parent)
-    roots += [Path("/usr/lib/google-cloud-sdk"), Path("/usr/share/google-cloud-sdk")]
-    for root in roots:
-        jar = root / "platform" / "cloud-firestore-emulator" / "cloud-firestore-emulator.jar"
-        if jar.is_file():
-            return jar
+    sdk = Path(gcloud).resolve().parent.parent if gcloud else None
+    for root in (os.environ.get("CLOUDSDK_ROOT"), sdk, "/usr/lib/google-cloud-sdk", "/usr/share/google-cloud-sdk"):
+        if root and (Path(root) / JAR).is_file():
+            return Path(root) / JAR
     raise EmulatorNotFound(INSTALL_HINT)
 
 
@@ -56,19 +50,41 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def is_ready(host: str) -> bool:
+def answer(url: str) -> bytes | None:
+    """The body `url` answers a GET with (an HTTP error's included), or None when nothing answers."""
     try:
-        with urllib.request.urlopen(f"http://{host}/", timeout=1) as response:
-            return response.read().strip() == b"Ok"
-    except (urllib.error.URLError, OSError):
-        return False
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.read()
+    except urllib.error.HTTPError as error:
+        return error.read()
+    except OSError:  # URLError included
+        return None
+
+
+def is_ready(host: str) -> bool:
+    return (answer(f"http://{host}/") or b"").strip() == b"Ok"
+
+
+def wait_until(ready: Callable[[], bool], process: subprocess.Popen, seconds: float, failure: str) -> None:
+    """Poll `ready`; RuntimeError(failure) if `process` exits or `seconds` pass first."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(failure)
+        time.sleep(0.2)
+
+
+def post_json(url: str, body: dict) -> None:
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    urllib.request.urlopen(request, timeout=60).close()
 
 
 class Emulator:
     """One emulator process, in its own process group (its Java child must die with it)."""
 
     def __init__(self, port: int | None = None, log_path: Path | None = None, import_data: Path | None = None) -> None:
-        self.import_data = import_data  # an export's .overall_export_metadata file (export_database) to start from
+        self.import_data = import_data  # an export's .overall_export_metadata file (saved_export) to start from
         self.port = port or free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"firestore-emulator-{self.port}.log"
@@ -85,15 +101,15 @@ class Emulator:
         # Output to a file, never an unread pipe: the emulator logs a stack trace per lock timeout.
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while not is_ready(self.host):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"Firestore emulator did not start; its log: {self.log_path}")
-            time.sleep(0.2)
         try:
-            warm_up(self.host)
-        except OSError:
+            failure = f"Firestore emulator did not start; its log: {self.log_path}"
+            wait_until(lambda: is_ready(self.host), self.process, timeout, failure)
+            # A cold emulator's first writes take seconds (JIT), longer than the handler's RPC timeout,
+            # which would turn a test's first delivery into a spurious 5xx: a few writes through REST first.
+            documents = f"http://{self.host}/v1/projects/warm-up/databases/(default)/documents/warm-up"
+            for number in range(3):
+                post_json(f"{documents}?documentId=w{number}", {"fields": {"n": {"integerValue": str(number)}}})
+        except (RuntimeError, OSError):
             self.stop()
             raise
         return self
@@ -101,6 +117,26 @@ class Emulator:
     def stop(self) -> None:
         if self.process:
             stop_group(self.process)
+
+    def save(self, project: str, database: str, directory: Path) -> None:
+        """Replace `directory` by an export of one database, made through the emulator's REST endpoint (the jar's
+        --export-on-exit wrote nothing here: emulator 1.19.9, it serves the Firebase CLI); OSError keeps the old."""
+        fresh = directory.with_name(directory.name + ".new")
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir(parents=True)
+        body = {"database": f"projects/{project}/databases/{database}", "export_directory": str(fresh)}
+        try:
+            post_json(f"http://{self.host}/emulator/v1/projects/{project}:export", body)
+        except OSError:
+            shutil.rmtree(fresh, ignore_errors=True)  # nothing half-written left beside the project
+            raise
+        shutil.rmtree(directory, ignore_errors=True)
+        fresh.rename(directory)
+
+
+def saved_export(directory: Path) -> Path | None:
+    """The .overall_export_metadata file of the export `Emulator.save` left in `directory`, if any."""
+    return next(directory.glob("*/*.overall_export_metadata"), None)
 
 
 def stop_group(process: subprocess.Popen, timeout: float = 10) -> None:
@@ -130,34 +166,6 @@ def running_emulator() -> Iterator[str]:
         del os.environ["FIRESTORE_EMULATOR_HOST"]
 
 
-def warm_up(host: str) -> None:
-    """A few writes through REST: a cold emulator's first writes take seconds (JIT), longer than the
-    handler's RPC timeout, which would turn a test's first delivery into a spurious 5xx."""
-    for number in range(3):
-        url = f"http://{host}/v1/projects/warm-up/databases/(default)/documents/warm-up?documentId=w{number}"
-        body = json.dumps({"fields": {"n": {"integerValue": str(number)}}}).encode()
-        request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=60).close()
-
-
-def export_database(host: str, project: str, database: str, directory: Path) -> Path:
-    """Export one database to `directory` through the emulator's REST endpoint; returns the export's
-    .overall_export_metadata file, which `Emulator(import_data=...)` (the jar's --import-data) loads back.
-    The jar's --export-on-exit flag wrote nothing here (emulator 1.19.9; it serves the Firebase CLI)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"database": f"projects/{project}/databases/{database}", "export_directory": str(directory)})
-    url = f"http://{host}/emulator/v1/projects/{project}:export"
-    headers = {"Content-Type": "application/json"}
-    urllib.request.urlopen(urllib.request.Request(url, data=body.encode(), headers=headers), timeout=60).close()
-    return latest_export(directory)
-
-
-def latest_export(directory: Path) -> Path | None:
-    """The newest export's .overall_export_metadata file under `directory`, if any."""
-    exports = sorted(directory.glob("*/*.overall_export_metadata"), key=lambda path: path.stat().st_mtime)
-    return exports[-1] if exports else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["start"])
@@ -169,13 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     print(f"FIRESTORE_EMULATOR_HOST={emulator.host}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
+    with contextlib.suppress(KeyboardInterrupt):
         emulator.process.wait()
-    except (KeyboardInterrupt, SystemExit):
-        pass
-    finally:
-        emulator.stop()
+    emulator.stop()
     return 0
 
 

@@ -2,20 +2,23 @@
 
 Every command that names a job takes its job id (`nightly`) or its Scheduler job name (`<slug>-nightly`, what a
 run is keyed by): `resolve_job` turns either into the deployed name. Firestore: the emulator
-FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A new command is one function
-and one entry of COMMANDS.
+FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A delivery carries the headers
+Scheduler sends (task_queue.delivery_headers); it goes to the local dev server, to a deployed function (--url, with
+an identity token as Scheduler's OIDC token), or through the deliveries queue (--queue). A new command is one
+function, its @command line says what it does and takes.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import subprocess
 import sys
 import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -24,23 +27,44 @@ import google.api_core.exceptions
 import google.auth.exceptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
-from delivery import delivery_headers, identity_token, minute_now, post  # noqa: E402
 from firestore_emulator import is_ready  # noqa: E402
 
 import audit  # noqa: E402
 import dedup  # noqa: E402
+import keys  # noqa: E402
 import task_queue  # noqa: E402
-from keys import RERUN_ID, RERUN_TEXT, Rerun, RunKey, parse_schedule_time  # noqa: E402
 from ledger import RunLedger  # noqa: E402
-from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
+from outcomes import InvalidDelivery, Misconfigured, StoreUnavailable  # noqa: E402
 from settings import TASKS_QUEUE, DedupConfig, JobSpec  # noqa: E402
 
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
+RUN_HEADER = ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "RUN_ID"]
+# What a tool meets when Firestore cannot be reached, with the one thing to do about it.
+NO_CREDENTIALS = (
+    "no Google credentials: run `gcloud auth application-default login`, or for Firestore use the local emulator: "
+    "`make dev` prints FIRESTORE_EMULATOR_HOST=...; export it in this shell"
+)
+NO_EMULATOR = "FIRESTORE_EMULATOR_HOST={}: no emulator answers there; start `make dev` (it prints the host to use)"
+# The flag of each re-run header: keys.read_rerun, the function's own check, judges the request before it is queued.
+RERUN_FLAGS = {keys.RERUN_ID_HEADER: "--rerun-id", keys.RERUN_BY_HEADER: "--by", keys.RERUN_REASON_HEADER: "--reason"}
 
 
-def show(record: dict) -> str:
-    return json.dumps(record, default=str, indent=2, sort_keys=True)
+class BadArgument(ValueError):
+    """An argument breaks a rule: the message names it, its value and the rule (exit status 2)."""
+
+
+class Unavailable(RuntimeError):
+    """The emulator, the queue or gcloud did not serve: the message says what to start or fix (exit status 1)."""
+
+
+# What may fail for want of Google: the message says what to start, log in to or fix.
+UNAVAILABLE = (
+    google.auth.exceptions.GoogleAuthError,
+    google.api_core.exceptions.GoogleAPIError,
+    StoreUnavailable,
+    Unavailable,
+)
 
 
 class Progress:
@@ -62,17 +86,44 @@ class Progress:
         self.stream.flush()
 
 
-class QueueUnavailable(Exception):
-    """Cloud Tasks did not take a delivery (permission, no such queue, unreachable): the message says which."""
+def arg(*flags: str, **options: object) -> tuple[tuple[str, ...], dict[str, object]]:
+    """One argparse argument, as `add_argument` takes it."""
+    return flags, options
 
 
-class BadArgument(ValueError):
-    """An argument breaks a rule: the message names it, its value and the rule."""
+JOB = arg("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
+KEYED_FOR = [
+    arg("--project", help="the X-Scheduler-Project of the delivery (default: the function's)"),
+    arg("--location", help="the X-Scheduler-Location of the delivery (default: the function's)"),
+]
+ONE_RUN = [JOB, arg("time", help="schedule time, RFC 3339 (X-CloudScheduler-ScheduleTime)"), *KEYED_FOR]
+SENT_TO = [  # where `fire` and `backfill` send their deliveries
+    arg("--url", default="", help="a deployed function's URL (default: the local dev server)"),
+    arg("--impersonate", help="with --url: the service account whose identity token to send (default: yours)"),
+    arg("--port", type=int, default=8080, help="the local dev server's port"),
+    arg("--timeout", type=float, default=600.0, help="seconds to wait for each answer"),
+]
+WINDOW = [
+    arg("--since", required=True, help="window start, RFC 3339 (inclusive)"),
+    arg("--until", required=True, help="window end, RFC 3339 (exclusive)"),
+    arg("--job", help="one job: its job id or its Scheduler job name (default: every job)"),
+]
+COMMANDS: dict[str, tuple[str, Callable[[DedupConfig, argparse.Namespace], int], tuple]] = {}
+
+
+def command(what: str, *arguments: tuple[tuple[str, ...], dict[str, object]]):
+    """Make the function a command (its name, with '-' for '_'): what it does, its arguments."""
+
+    def register(run: Callable[[DedupConfig, argparse.Namespace], int]):
+        COMMANDS[run.__name__.replace("_", "-")] = (what, run, arguments)
+        return run
+
+    return register
 
 
 def moment(name: str, text: str) -> dt.datetime:
     try:
-        return parse_schedule_time(text)
+        return keys.parse_schedule_time(text)
     except ValueError as error:
         raise BadArgument(f"{name}={text!r}: {error}") from None
 
@@ -89,14 +140,14 @@ def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
     raise BadArgument(f"{field}={job!r}: not a job of this project: {known or 'none'}, or {config.audit_job}")
 
 
-def run_key(config: DedupConfig, job: str, time: str, project: str | None = None, location: str | None = None):
-    """The key of one scheduled run as the deployed handler computes it (RunKey): the Scheduler job name,
-    the schedule time normalised to UTC, the project/location it was delivered for (default: the function's own)."""
-    return RunKey(
-        project=project or config.project,
-        location=location or config.location,
-        job_name=resolve_job(config, job),
-        schedule_time=moment("TIME", time),
+def run_key(config: DedupConfig, args: argparse.Namespace) -> keys.RunKey:
+    """The key of the run JOB TIME names, as the deployed handler computes it: the Scheduler job name, the schedule
+    time in UTC, the project/location it is delivered for (default: the function's own)."""
+    return keys.RunKey(
+        project=args.project or config.project,
+        location=args.location or config.location,
+        job_name=resolve_job(config, args.job),
+        schedule_time=moment("TIME", args.time),
     )
 
 
@@ -110,9 +161,108 @@ def selected_jobs(config: DedupConfig, job: str | None) -> dict[str, JobSpec]:
     return {name: config.jobs[name]}
 
 
-def find_runs(config: DedupConfig, args: argparse.Namespace, now: dt.datetime) -> list[audit.AuditedRun]:
+def ledger(config: DedupConfig) -> RunLedger:
+    """The run records. An emulator named but not running is said at once (the client would retry for minutes)."""
+    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    if host and not is_ready(host):
+        raise Unavailable(NO_EMULATOR.format(host))
+    return RunLedger(config)
+
+
+def gcloud(*arguments: str) -> str:
+    """What gcloud prints, or Unavailable naming what failed (the tools need it for --url's token and --by)."""
+    try:
+        return subprocess.run(["gcloud", *arguments], check=True, capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:
+        raise Unavailable(f"gcloud is not installed: `gcloud {' '.join(arguments[:2])}` is needed here") from None
+    except subprocess.CalledProcessError as error:
+        raise Unavailable(f"gcloud {' '.join(arguments[:2])} failed: {error.stderr.strip()}") from None
+
+
+@functools.cache
+def identity_token(audience: str, impersonate: str | None) -> str:
+    """An OIDC identity token from gcloud, once per command: the impersonated service account's, else the active
+    account's (a VM's service account, or yours). Its audience is the function's URL, as Cloud Run checks, for a
+    service account; gcloud takes --audiences from service accounts only, so a person's has gcloud's own
+    (cloud.google.com/sdk/gcloud/reference/auth/print-identity-token)."""
+    account = impersonate or gcloud("config", "get-value", "account")
+    flags = [f"--audiences={audience}"] if account.endswith(".gserviceaccount.com") else []
+    if impersonate:
+        flags += [f"--impersonate-service-account={impersonate}", "--include-email"]
+    return gcloud("auth", "print-identity-token", *flags)
+
+
+def target(args: argparse.Namespace) -> str:
+    return args.url or f"http://127.0.0.1:{args.port}/"
+
+
+def post(args: argparse.Namespace, headers: dict[str, str]) -> tuple[int, str]:
+    """One delivery to --url (with an identity token) or the local dev server: (HTTP status, what it answered);
+    (0, why) when nothing answered."""
+    url = target(args)
+    if args.url:
+        headers = {**headers, "Authorization": f"Bearer {identity_token(args.url, args.impersonate)}"}
+    request = urllib.request.Request(url, data=b"", headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=args.timeout) as response:
+            status, body = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, body = error.code, error.read()
+    except OSError as error:  # URLError included: nothing answered
+        return 0, f"cannot reach {url}: {error}" + ("" if args.url else " (is `make dev` running?)")
+    return status, f"{status} {body.decode(errors='replace').strip()}"
+
+
+@command(
+    "send one Scheduler-like delivery of a job",
+    JOB,
+    arg("--time", default="", help="schedule time, RFC 3339 (default: now rounded to the minute)"),
+    *SENT_TO,
+    *KEYED_FOR,
+)
+def fire(config: DedupConfig, args: argparse.Namespace) -> int:
+    """One delivery as Scheduler sends it: the job's Scheduler job name, a schedule time (default: this minute)."""
+    args.time = args.time or audit.rfc3339(dedup.utcnow().replace(second=0, microsecond=0))
+    key = run_key(config, args)
+    print(f"==> POST {target(args)}  job={key.job_name} schedule_time={audit.rfc3339(key.schedule_time)}", flush=True)
+    # The project and location headers only when given: without them the function keys the run by its own.
+    given = {keys.PROJECT_HEADER: args.project, keys.LOCATION_HEADER: args.location}
+    headers = {name: value for name, value in task_queue.delivery_headers(key).items() if given.get(name, True)}
+    status, answer = post(args, headers)
+    print(f"<== {answer}" if status else answer, file=sys.stdout if status else sys.stderr)
+    return 0 if 200 <= status < 300 else 1
+
+
+@command("print a run's id (its Firestore document id)", *ONE_RUN)
+def run_id(config: DedupConfig, args: argparse.Namespace) -> int:
+    print(run_key(config, args).run_id)
+    return 0
+
+
+@command("print a run's record", *ONE_RUN)
+def show(config: DedupConfig, args: argparse.Namespace) -> int:
+    key = run_key(config, args)
+    record = ledger(config).read_runs([key.run_id]).get(key.run_id)
+    if record is None:
+        print(f"{key.run_id}: no record (never claimed, released after a retryable failure, or deleted by TTL)")
+        return 1
+    print(f"{key.run_id}:\n{json.dumps(record, default=str, indent=2, sort_keys=True)}")
+    return 0
+
+
+@command("list in_progress runs whose lease has expired")
+def stuck(config: DedupConfig, args: argparse.Namespace) -> int:
+    found = ledger(config).stuck_runs(dedup.utcnow())
+    for run_id, record in found:
+        print(f"{run_id}  job={record['job_name']} schedule_time={record['schedule_time']} "
+              f"attempt={record.get('attempts')} lease_expires={record['lease_expires']}")  # fmt: skip
+    print(f"{len(found)} stuck run(s) in {config.collection}", file=sys.stderr)
+    return 0
+
+
+def find_runs(config: DedupConfig, args: argparse.Namespace) -> list[audit.AuditedRun]:
     """The audit over [--since, --until), for the selected jobs; refuses a window the records cannot answer."""
-    since, until = moment("--since", args.since), moment("--until", args.until)
+    since, until, now = moment("--since", args.since), moment("--until", args.until), dedup.utcnow()
     if since >= until:
         raise BadArgument(f"--until={args.until!r}: must be later than --since ({args.since})")
     if since <= now - config.retention:
@@ -121,10 +271,10 @@ def find_runs(config: DedupConfig, args: argparse.Namespace, now: dt.datetime) -
             "the TTL may have deleted those records, so a missing run cannot be told from an expired one"
         )
     jobs = selected_jobs(config, args.job)
-    ledger = RunLedger(config)
+    records = ledger(config)
     # As the audit does: a job is judged from the first audit that saw it (none yet: the whole window).
-    starts = audit.starts(ledger, jobs)
-    return audit.audit_runs(ledger, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
+    starts = audit.starts(records, jobs)
+    return audit.audit_runs(records, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
@@ -141,38 +291,26 @@ def run_row(found: audit.AuditedRun, config: DedupConfig) -> list[str]:
     return [found.job, audit.rfc3339(found.schedule_time), wall, found.state.value, found.run_id]
 
 
-RUN_HEADER = ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "RUN_ID"]
+def summary(runs: list[audit.AuditedRun], args: argparse.Namespace) -> str:
+    needing = len(list(audit.needing_delivery(runs)))
+    return f"{needing} of {len(runs)} expected run(s) from {args.since} to {args.until} need a delivery"
 
 
-def summary(runs: list[audit.AuditedRun], listed: list[audit.AuditedRun], args: argparse.Namespace) -> str:
-    return f"{len(listed)} of {len(runs)} expected run(s) from {args.since} to {args.until} need a delivery"
-
-
+@command(
+    "list the runs each job's cron expected that are missing or stuck",
+    *WINDOW,
+    arg("--json", action="store_true", help="a JSON list instead of a table"),
+    arg("--all", action="store_true", help="every expected run, whatever its state"),
+)
 def missed(config: DedupConfig, args: argparse.Namespace) -> int:
-    runs = find_runs(config, args, dedup.utcnow())
+    runs = find_runs(config, args)
     listed = runs if args.all else list(audit.needing_delivery(runs))
     if args.json:
         print(json.dumps([found.as_json() for found in listed], indent=2))
     else:
         print(table([run_row(found, config) for found in listed], RUN_HEADER))
-    print(summary(runs, list(audit.needing_delivery(runs)), args), file=sys.stderr)
+    print(summary(runs, args), file=sys.stderr)
     return 0
-
-
-def id_token_for(url: str) -> str:
-    """An identity token for the function (audience: its URL) from google-auth: a service account key or
-    an impersonated account in GOOGLE_APPLICATION_CREDENTIALS, or the metadata server of a VM or Cloud Run."""
-    import google.auth.exceptions
-    import google.auth.transport.requests
-    import google.oauth2.id_token
-
-    try:
-        return google.oauth2.id_token.fetch_id_token(google.auth.transport.requests.Request(), url)
-    except google.auth.exceptions.GoogleAuthError as error:
-        raise BadArgument(
-            f"--url={url!r}: no identity token for it ({error}); run from a VM in the project's network, or "
-            "`gcloud auth application-default login --impersonate-service-account=<invoker>`"
-        ) from None
 
 
 def queue_of(config: DedupConfig, queue: str) -> str:
@@ -190,244 +328,94 @@ def queued(queue: str, name: str, headers: dict[str, str]) -> str:
     try:
         return "queued" if task_queue.enqueue(queue, name, headers) else "queued before (same task id): not again"
     except google.api_core.exceptions.GoogleAPIError as error:
-        raise QueueUnavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
+        raise Unavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
 
 
+@command(
+    "deliver each missing or stuck run at its schedule time",
+    *WINDOW,
+    *SENT_TO,
+    arg("--dry-run", action="store_true", help="list what would be delivered, send nothing"),
+    arg("--queue", nargs="?", const="", default=None, help="queue each on the deliveries queue (DEDUP_TASKS_QUEUE)"),
+)
 def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     """Deliver each missing or stuck run as Scheduler would: same job name and schedule time, so one executes."""
-    runs = find_runs(config, args, dedup.utcnow())
+    runs = find_runs(config, args)
     listed = list(audit.needing_delivery(runs))
     queue = queue_of(config, args.queue) if args.queue is not None else None
-    url = args.url or f"http://127.0.0.1:{args.port}/"
-    token = id_token_for(args.url) if args.url and not args.dry_run and listed and not queue else None
-    rows = []
-    failures = 0
-    progress = Progress("delivering")
+    rows, failures, progress = [], 0, Progress("delivering")
     for done, found in enumerate(listed, start=1):
-        # The same headers by either way: what Scheduler would send for the run.
-        headers = task_queue.delivery_headers(RunKey(config.project, config.location, found.job, found.schedule_time))
+        key = keys.RunKey(config.project, config.location, found.job, found.schedule_time)
+        headers = task_queue.delivery_headers(key)  # what Scheduler would send for the run, by either way
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
             answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), headers)
         else:
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            try:
-                status, body = post(url, headers, args.timeout)
-            except OSError as error:  # URLError included: nothing answered
-                status, body = 0, f"cannot reach {url}: {error}"
+            status, answer = post(args, headers)
             failures += not 200 <= status < 300
-            answer = f"{status} {body.strip()}"
         rows.append([*run_row(found, config)[:4], answer])
         progress(done, len(listed))
     print(table(rows, ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "ANSWER"]))
-    verb = "would deliver" if args.dry_run else f"queued on {queue}" if queue else f"delivered to {url}"
-    print(f"{summary(runs, listed, args)}; {verb} {len(listed)}, {failures} not answered 2xx", file=sys.stderr)
+    verb = "would deliver" if args.dry_run else f"queued on {queue}" if queue else f"delivered to {target(args)}"
+    print(f"{summary(runs, args)}; {verb} {len(listed)}, {failures} not answered 2xx", file=sys.stderr)
     return 1 if failures else 0
 
 
-def gcloud_account() -> str:
-    """Who is asking: gcloud's active account (the identity Cloud Tasks' audit log records for the enqueue)."""
-    try:
-        account = subprocess.run(
-            ["gcloud", "config", "get-value", "account"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        account = ""
-    if not account:
-        raise BadArgument("--by: not given, and gcloud has no active account; say who asks, e.g. --by ana@example.com")
-    return account
-
-
+@command(
+    "queue a re-run of one finished run: it runs once more, once",
+    *ONE_RUN,
+    arg("--reason", required=True, help="why it runs again (kept in the run's record)"),
+    arg("--by", help="who asks (default: gcloud's active account)"),
+    arg("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)"),
+    arg("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)"),
+)
 def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     """Queue a re-run of one finished run: the function runs it once more, once per re-run id, and records it."""
-    rerun_id = args.rerun_id or uuid.uuid4().hex
-    request = Rerun(rerun_id, args.by or gcloud_account(), args.reason)
-    for name, value, pattern in (
-        ("--rerun-id", request.rerun_id, RERUN_ID),
-        ("--by", request.by, RERUN_TEXT),
-        ("--reason", request.reason, RERUN_TEXT),
-    ):
-        if not pattern.fullmatch(value):
-            raise BadArgument(f"{name}={value!r}: must be {pattern.pattern}")
-    key = run_key(config, args.job, args.time, args.project, args.location)
-    queue = queue_of(config, args.queue)
-    answer = queued(queue, task_queue.task_id(rerun_id, "rerun"), task_queue.delivery_headers(key, request))
-    print(f"re-run {rerun_id} of {key.job_name} at {audit.rfc3339(key.schedule_time)} (run_id {key.run_id}): {answer}")
-    again = f"the same request again, safely: --rerun-id {rerun_id}"
+    key = run_key(config, args)
+    # Who asks, by default gcloud's active account: the identity Cloud Tasks' audit log records for the enqueue.
+    by = args.by or gcloud("config", "get-value", "account")
+    if not by:
+        raise BadArgument("--by: not given, and gcloud has no active account; say who asks, e.g. --by ana@example.com")
+    request = keys.Rerun(args.rerun_id or uuid.uuid4().hex, by, args.reason)
+    headers = task_queue.delivery_headers(key, request)
+    try:
+        keys.read_rerun(headers)
+    except InvalidDelivery as error:  # "<header>=<value>: <rule>", told by the flag that set it
+        header, _, rest = str(error).partition("=")
+        raise BadArgument(f"{RERUN_FLAGS.get(header, header)}={rest}") from None
+    answer = queued(queue_of(config, args.queue), task_queue.task_id(request.rerun_id, "rerun"), headers)
+    when = audit.rfc3339(key.schedule_time)
+    print(f"re-run {request.rerun_id} of {key.job_name} at {when} (run_id {key.run_id}): {answer}")
+    again = f"the same request again, safely: --rerun-id {request.rerun_id}"
     print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
     return 0
 
 
-def fire(config: DedupConfig, args: argparse.Namespace) -> int:
-    """One delivery as Scheduler sends it: the job's Scheduler job name, a schedule time (default: this minute)."""
-    time = args.time or minute_now()
-    moment("TIME", time)
-    job = resolve_job(config, args.job)
-    headers = delivery_headers(job, time, args.project, args.location)
-    url = args.url or f"http://127.0.0.1:{args.port}/"
-    if args.url:
-        headers["Authorization"] = f"Bearer {identity_token(args.url, args.impersonate)}"
-    print(f"==> POST {url}  job={job} schedule_time={time}", flush=True)
-    try:
-        status, body = post(url, headers, args.timeout)
-    except (urllib.error.URLError, OSError) as error:
-        print(f"cannot reach {url}: {error} (is `make dev` running?)", file=sys.stderr)
-        return 1
-    print(f"<== {status} {body.strip()}")
-    return 0 if 200 <= status < 300 else 1
-
-
-def print_run_id(config: DedupConfig, args: argparse.Namespace) -> int:
-    print(run_key(config, args.job, args.time, args.project, args.location).run_id)
-    return 0
-
-
-def show_run(config: DedupConfig, args: argparse.Namespace) -> int:
-    key = run_key(config, args.job, args.time, args.project, args.location)
-    record = RunLedger(config).read_runs([key.run_id]).get(key.run_id)
-    if record is None:
-        print(f"{key.run_id}: no record (never claimed, released after a retryable failure, or deleted by TTL)")
-        return 1
-    print(f"{key.run_id}:\n{show(record)}")
-    return 0
-
-
-def list_stuck(config: DedupConfig, args: argparse.Namespace) -> int:
-    found = 0
-    for run_id, record in RunLedger(config).stuck_runs(dedup.utcnow()):
-        found += 1
-        print(f"{run_id}  job={record['job_name']} schedule_time={record['schedule_time']} "
-              f"attempt={record.get('attempts')} lease_expires={record['lease_expires']}")  # fmt: skip
-    print(f"{found} stuck run(s) in {config.collection}", file=sys.stderr)
-    return 0
-
-
-def one_run(parser: argparse.ArgumentParser, time: str = "(X-CloudScheduler-ScheduleTime)") -> None:
-    parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
-    parser.add_argument("time", help=f"schedule time, RFC 3339 {time}")
-    keyed_for(parser)
-
-
-def keyed_for(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project", help="the X-Scheduler-Project of the delivery (default: the function's)")
-    parser.add_argument("--location", help="the X-Scheduler-Location of the delivery (default: the function's)")
-
-
-def sent_to(parser: argparse.ArgumentParser) -> None:
-    """Where `fire` and `backfill` send their deliveries."""
-    parser.add_argument("--url", default="", help="a deployed function's URL (default: the local dev server)")
-    parser.add_argument("--port", type=int, default=8080, help="the local dev server's port")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for each answer")
-
-
-def fire_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job", help="job id (nightly) or Scheduler job name (<slug>-nightly)")
-    parser.add_argument("--time", default="", help="schedule time, RFC 3339 (default: now rounded to the minute)")
-    parser.add_argument("--impersonate", help="service account whose identity token to send (with --url)")
-    sent_to(parser)
-    keyed_for(parser)
-
-
-def window(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", required=True, help="window start, RFC 3339 (inclusive)")
-    parser.add_argument("--until", required=True, help="window end, RFC 3339 (exclusive)")
-    parser.add_argument("--job", help="one job: its job id or its Scheduler job name (default: every job)")
-
-
-def missed_arguments(parser: argparse.ArgumentParser) -> None:
-    window(parser)
-    parser.add_argument("--json", action="store_true", help="a JSON list instead of a table")
-    parser.add_argument("--all", action="store_true", help="every expected run, whatever its state")
-
-
-def backfill_arguments(parser: argparse.ArgumentParser) -> None:
-    window(parser)
-    sent_to(parser)
-    parser.add_argument("--dry-run", action="store_true", help="list what would be delivered, send nothing")
-    parser.add_argument("--queue", nargs="?", const="", default=None,
-                        help="queue each on the deliveries queue (default queue: DEDUP_TASKS_QUEUE)")  # fmt: skip
-
-
-def rerun_arguments(parser: argparse.ArgumentParser) -> None:
-    one_run(parser, time="(the run's)")
-    parser.add_argument("--reason", required=True, help="why it runs again (kept in the run's record)")
-    parser.add_argument("--by", help="who asks (default: gcloud's active account)")
-    parser.add_argument("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)")
-    parser.add_argument("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)")
-
-
-@dataclasses.dataclass(frozen=True)
-class Command:
-    help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[DedupConfig, argparse.Namespace], int]
-    reads_records: bool = True
-
-
-COMMANDS: dict[str, Command] = {
-    "fire": Command("send one Scheduler-like delivery of a job", fire_arguments, fire, reads_records=False),
-    "run-id": Command("print a run's id (its Firestore document id)", one_run, print_run_id, reads_records=False),
-    "show": Command("print a run's record", one_run, show_run),
-    "stuck": Command("list in_progress runs whose lease has expired", lambda parser: None, list_stuck),
-    "missed": Command("list the runs each job's cron expected that are missing or stuck", missed_arguments, missed),
-    "backfill": Command("deliver each missing or stuck run at its schedule time", backfill_arguments, backfill),
-    "rerun": Command("queue a re-run of one finished run: it runs once more, once", rerun_arguments, rerun, False),
-}
-
-# What a tool meets when Firestore cannot be reached, with the one thing to do about it.
-NO_CREDENTIALS = (
-    "no Google credentials for Firestore: run `gcloud auth application-default login`, or use the local "
-    "emulator: `make dev` prints FIRESTORE_EMULATOR_HOST=...; export it in this shell"
-)
-
-
-NO_EMULATOR = "FIRESTORE_EMULATOR_HOST={}: no emulator answers there; start `make dev` (it prints the host to use)"
-
-
-def check_emulator() -> None:
-    """An emulator named but not running: said at once (the client would retry the connection for minutes)."""
-    host = os.environ.get("FIRESTORE_EMULATOR_HOST")
-    if host and not is_ready(host):
-        raise Unreachable(NO_EMULATOR.format(host))
-
-
-class Unreachable(RuntimeError):
-    """Firestore cannot be reached: the message says what to start or log in to."""
-
-
-def unreachable(error: Exception) -> str:
-    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return f"Firestore did not answer ({first_line}): check `gcloud auth application-default login` and the project"
+def unavailable(error: Exception) -> tuple[str, int]:
+    """One line for what Google did not give, and the exit status: no credentials (2) names the fix."""
+    if any(isinstance(e, google.auth.exceptions.DefaultCredentialsError) for e in (error, error.__cause__)):
+        return NO_CREDENTIALS, 2  # the ledger's client wraps the error in StoreUnavailable
+    return (str(error).strip() or type(error).__name__).splitlines()[0], 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, command in COMMANDS.items():
-        command.arguments(commands.add_parser(name, help=command.help, description=command.help))
+    for name, (what, run, arguments) in COMMANDS.items():
+        subparser = commands.add_parser(name, help=what, description=what)
+        subparser.set_defaults(run=run)
+        for flags, options in arguments:
+            subparser.add_argument(*flags, **options)
     args = parser.parse_args(argv)
-    command = COMMANDS[args.command]
     try:
-        if command.reads_records:
-            check_emulator()
-        return command.run(DedupConfig.from_env(), args)
+        return args.run(DedupConfig.from_env(), args)
     except (BadArgument, Misconfigured) as error:  # each names its field, its value and the rule
-        print(error, file=sys.stderr)
-        return 2
-    except google.auth.exceptions.DefaultCredentialsError:
-        print(NO_CREDENTIALS, file=sys.stderr)
-        return 2
-    except (StoreUnavailable, Unreachable, QueueUnavailable) as error:
-        if isinstance(error.__cause__, google.auth.exceptions.DefaultCredentialsError):  # the ledger's client
-            print(NO_CREDENTIALS, file=sys.stderr)
-            return 2
-        print(error, file=sys.stderr)
-        return 1
-    except (google.api_core.exceptions.GoogleAPIError, google.auth.exceptions.TransportError) as error:
-        print(unreachable(error), file=sys.stderr)
-        return 1
+        message, status = str(error), 2
+    except UNAVAILABLE as error:
+        message, status = unavailable(error)
+    print(message, file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -8,14 +8,13 @@
 5. the alert policies this project's Terraform made are there and enabled.
 
 Credentials: Application Default Credentials (`gcloud auth application-default login`), with the roles
-docs/operations.md lists for `make smoke`. Every Google call is plain REST, so a test
-points them at a local stand-in (SMOKE_API_ROOT) and the record read at the Firestore emulator.
+docs/operations.md lists for `make smoke`. Every Google call is plain REST, so a test points them at a local
+stand-in (SMOKE_API_ROOT) and the record read at the Firestore emulator.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import os
 import sys
@@ -27,12 +26,11 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
-from runs import BadArgument, selected_jobs  # noqa: E402  (the tools' one job resolver)
+from runs import UNAVAILABLE, BadArgument, ledger, selected_jobs  # noqa: E402  (the tools' one resolver, one ledger)
 
 import dedup  # noqa: E402
 import schedules  # noqa: E402
-from ledger import RunLedger  # noqa: E402
-from outcomes import Misconfigured, StoreUnavailable  # noqa: E402
+from outcomes import Misconfigured  # noqa: E402
 from settings import DedupConfig  # noqa: E402
 
 # The REST roots of the four APIs. One override for tests: every call goes to a local stand-in.
@@ -52,7 +50,8 @@ LOG_WAIT_SECONDS = 120.0
 POLL_SECONDS = 5.0
 # The label the module puts on everything it makes (terraform/modules/scheduled-dedup/main.tf, local.labels).
 LABEL = "scheduled-dedup"
-# The outcome lines that prove a Force run reached the work (main.py's ANSWERS names them).
+# The outcome lines that prove a Force run reached the work (main.py's ANSWERS names them). duplicate: an earlier
+# smoke's Force run of the same slot ran it; that still proves Scheduler -> function -> Firestore.
 ANSWERED = ("processed", "duplicate")
 
 
@@ -60,22 +59,25 @@ class SmokeError(Exception):
     """A step failed; the message says which and why, in one line."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Step:
-    name: str
-    ok: bool
-    detail: str
+class Apis:
+    """The few REST calls of the steps: with Application Default Credentials, or plainly to SMOKE_API_ROOT."""
+
+    def __init__(self) -> None:
+        root = os.environ.get("SMOKE_API_ROOT")
+        self.roots = dict.fromkeys(API_ROOTS, root.rstrip("/")) if root else API_ROOTS
+        self.session = requests.Session() if root else google_session()
+
+    def call(self, method: str, api: str, path: str, body: dict | None = None) -> dict:
+        url = f"{self.roots[api]}/{path}"
+        response = self.session.request(method, url, json=body, timeout=30)
+        if response.status_code >= 400:
+            raise SmokeError(f"{method} {url} answered {response.status_code}: {' '.join(response.text.split())[:200]}")
+        return response.json() if response.content else {}
 
 
-def api_roots(environ=os.environ) -> dict[str, str]:
-    root = environ.get("SMOKE_API_ROOT")
-    return dict.fromkeys(API_ROOTS, root.rstrip("/")) if root else dict(API_ROOTS)
-
-
-def google_session():
+def google_session() -> requests.Session:
     """An authorized requests session from Application Default Credentials, or one line naming the fix."""
     import google.auth
-    import google.auth.exceptions
     from google.auth.transport.requests import AuthorizedSession
 
     try:
@@ -85,138 +87,72 @@ def google_session():
     return AuthorizedSession(credentials)
 
 
-class Apis:
-    """The few REST calls the smoke test makes; `session` is a requests.Session (authorized, or plain for tests)."""
-
-    def __init__(self, session, roots: dict[str, str]) -> None:
-        self.session = session
-        self.roots = roots
-
-    def _json(self, method: str, api: str, path: str, body: dict | None = None) -> dict:
-        url = f"{self.roots[api]}/{path}"
-        response = self.session.request(method, url, json=body, timeout=30)
-        if response.status_code >= 400:
-            text = " ".join(response.text.split())[:200]
-            raise SmokeError(f"{method} {url} answered {response.status_code}: {text}")
-        return response.json() if response.content else {}
-
-    def force_run(self, job_resource: str) -> dict:
-        return self._json("POST", "scheduler", f"v1/{job_resource}:run", {})
-
-    def outcome_lines(self, project: str, job_name: str, schedule_time: dt.datetime, since: dt.datetime) -> list[dict]:
-        log_filter = (
-            f'jsonPayload.job="{job_name}" AND jsonPayload.schedule_time="{schedule_time.isoformat()}" '
-            f'AND jsonPayload.outcome:* AND timestamp>="{since.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
-        )
-        body = {"resourceNames": [f"projects/{project}"], "filter": log_filter, "orderBy": "timestamp desc"}
-        return self._json("POST", "logging", "v2/entries:list", body).get("entries", [])
-
-    def ttl_state(self, config: DedupConfig) -> str:
-        field = f"{config.database_name}/collectionGroups/{config.collection}/fields/expire_at"
-        return self._json("GET", "firestore", f"v1/{field}").get("ttlConfig", {}).get("state", "none")
-
-    def alert_policies(self, project: str, slug: str) -> list[dict]:
-        query = urllib.parse.urlencode({"filter": f'user_labels."{LABEL}" = "{slug}"'})
-        return self._json("GET", "monitoring", f"v3/projects/{project}/alertPolicies?{query}").get("alertPolicies", [])
+def step(name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
+    """Run one step (a SmokeError or an unreachable Firestore is its failure) and print its line; True if it passed."""
+    try:
+        ok, detail = probe()
+    except (SmokeError, *UNAVAILABLE) as error:
+        ok, detail = False, str(error)
+    print(f"{'PASS' if ok else 'FAIL'}  {name:<15} {detail}", flush=True)
+    return ok
 
 
-def wait_for(read: Callable[[], list[dict]], seconds: float, sleep=time.sleep, clock=time.monotonic) -> list[dict]:
-    deadline = clock() + seconds
-    while True:
-        found = read()
-        if found or clock() >= deadline:
-            return found
-        sleep(POLL_SECONDS)
-
-
-def run_smoke(
-    apis: Apis,
-    config: DedupConfig,
-    job_name: str,
-    slug: str,
-    read_record: Callable[[str], dict | None],
-    log_wait: float = LOG_WAIT_SECONDS,
-    sleep=time.sleep,
-) -> list[Step]:
-    """The five steps in order; a step that cannot start because an earlier one failed is reported as such."""
-    steps: list[Step] = []
-
-    def step(name: str, ok: bool, detail: str) -> bool:
-        steps.append(Step(name, ok, detail))
-        return ok
-
+def run_smoke(apis: Apis, config: DedupConfig, job_name: str, log_wait: float) -> list[bool]:
+    """The five steps in order, whether each passed; a step an earlier failure leaves nothing to check fails."""
     # A Force run sends the job's next fire time (Google's guide); the line of that run is the one to read.
     # `since` allows for a few seconds between this machine's clock and the function's.
     since = dedup.utcnow() - dt.timedelta(seconds=5)
     schedule_time = schedules.next_fire_after(config.jobs[job_name].fire_rule, since)
     resource = f"projects/{config.project}/locations/{config.location}/jobs/{job_name}"
-    try:
-        apis.force_run(resource)
-        step("force run", True, f"{resource}:run accepted")
-    except SmokeError as error:
-        step("force run", False, str(error))
+    passed: list[bool] = []
+    line: dict = {}
 
-    run_id = None
-    if steps[-1].ok:
-        try:
-            lines = wait_for(
-                lambda: apis.outcome_lines(config.project, job_name, schedule_time, since), log_wait, sleep=sleep
-            )
-        except SmokeError as error:
-            step("outcome line", False, str(error))
-        else:
-            if not lines:
-                step(
-                    "outcome line",
-                    False,
-                    f"no outcome line of {job_name} at {schedule_time.isoformat()} in Cloud Logging"
-                    f" after {log_wait:.0f} s",
-                )
-            else:
-                payload = lines[0].get("jsonPayload", {})
-                run_id = payload.get("run_id")
-                outcome = payload.get("outcome")
-                # duplicate: an earlier smoke's Force run of the same slot already ran; the answer still
-                # proves Scheduler -> function -> Firestore, and the record step shows how it ended.
-                ok = outcome in ANSWERED
-                detail = f"outcome={outcome} http_status={payload.get('http_status')} run_id={run_id}"
-                step("outcome line", ok, f"{detail}: {payload.get('message', '')}")
-    if run_id:
-        record = read_record(run_id)
-        status = (record or {}).get("status")
-        step("run record", status == dedup.Status.COMPLETED, f"{config.collection}/{run_id} status={status}")
-    else:
-        step("run record", False, "skipped: no run_id from an outcome line")
+    def force_run() -> tuple[bool, str]:
+        apis.call("POST", "scheduler", f"v1/{resource}:run", {})
+        return True, f"{resource}:run accepted"
 
-    try:
-        state = apis.ttl_state(config)
-        step("TTL policy", state == "ACTIVE", f"{config.collection}.expire_at ttlConfig.state={state}")
-    except SmokeError as error:
-        step("TTL policy", False, str(error))
-
-    try:
-        policies = apis.alert_policies(config.project, slug)
-        disabled = [p.get("displayName", "?") for p in policies if not p.get("enabled", False)]
-        detail = f"{len(policies)} alert policies labelled {LABEL}={slug}" + (
-            f"; disabled: {', '.join(disabled)}" if disabled else ", all enabled"
+    def outcome_line() -> tuple[bool, str]:
+        if not passed[0]:
+            return False, "skipped: no Force run"
+        log_filter = (
+            f'jsonPayload.job="{job_name}" AND jsonPayload.schedule_time="{schedule_time.isoformat()}" '
+            f'AND jsonPayload.outcome:* AND timestamp>="{since.strftime("%Y-%m-%dT%H:%M:%SZ")}"'
         )
-        step("alert policies", bool(policies) and not disabled, detail)
-    except SmokeError as error:
-        step("alert policies", False, str(error))
-    return steps
+        body = {"resourceNames": [f"projects/{config.project}"], "filter": log_filter, "orderBy": "timestamp desc"}
+        deadline = time.monotonic() + log_wait
+        while not (entries := apis.call("POST", "logging", "v2/entries:list", body).get("entries")):
+            if time.monotonic() >= deadline:
+                wanted = f"{job_name} at {schedule_time.isoformat()}"
+                return False, f"no outcome line of {wanted} in Cloud Logging after {log_wait:.0f} s"
+            time.sleep(POLL_SECONDS)
+        line.update(entries[0].get("jsonPayload", {}))
+        detail = f"outcome={line.get('outcome')} http_status={line.get('http_status')} run_id={line.get('run_id')}"
+        return line.get("outcome") in ANSWERED, f"{detail}: {line.get('message', '')}"
 
+    def run_record() -> tuple[bool, str]:
+        if not line.get("run_id"):
+            return False, "skipped: no run_id from an outcome line"
+        status = (ledger(config).read_runs([line["run_id"]]).get(line["run_id"]) or {}).get("status")
+        return status == dedup.Status.COMPLETED, f"{config.collection}/{line['run_id']} status={status}"
 
-def report(steps: list[Step], out=sys.stdout) -> int:
-    for item in steps:
-        print(f"{'PASS' if item.ok else 'FAIL'}  {item.name:<15} {item.detail}", file=out)
-    passed = all(item.ok for item in steps)
-    print(f"smoke: {'PASS' if passed else 'FAIL'} ({sum(s.ok for s in steps)}/{len(steps)} steps)", file=out)
-    return 0 if passed else 1
+    def ttl_policy() -> tuple[bool, str]:
+        field = f"{config.database_name}/collectionGroups/{config.collection}/fields/expire_at"
+        state = apis.call("GET", "firestore", f"v1/{field}").get("ttlConfig", {}).get("state", "none")
+        return state == "ACTIVE", f"{config.collection}.expire_at ttlConfig.state={state}"
 
+    def alert_policies() -> tuple[bool, str]:
+        slug = config.audit_job.removesuffix("_audit")
+        query = urllib.parse.urlencode({"filter": f'user_labels."{LABEL}" = "{slug}"'})
+        path = f"v3/projects/{config.project}/alertPolicies?{query}"
+        policies = apis.call("GET", "monitoring", path).get("alertPolicies", [])
+        disabled = [policy.get("displayName", "?") for policy in policies if not policy.get("enabled", False)]
+        detail = f"; disabled: {', '.join(disabled)}" if disabled else ", all enabled"
+        return bool(policies) and not disabled, f"{len(policies)} alert policies labelled {LABEL}={slug}{detail}"
 
-def record_reader(config: DedupConfig) -> Callable[[str], dict | None]:
-    ledger = RunLedger(config)
-    return lambda run_id: ledger.read_runs([run_id]).get(run_id)
+    probes = {"force run": force_run, "outcome line": outcome_line, "run record": run_record}
+    for name, probe in {**probes, "TTL policy": ttl_policy, "alert policies": alert_policies}.items():
+        passed.append(step(name, probe))
+    return passed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,16 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = DedupConfig.from_env()
-        job_name = sorted(selected_jobs(config, args.job))[0]
-        slug = config.audit_job.removesuffix("_audit")
-        # No credentials against the tests' local stand-in (SMOKE_API_ROOT).
-        session = google_session() if not os.environ.get("SMOKE_API_ROOT") else requests.Session()
-        steps = run_smoke(Apis(session, api_roots()), config, job_name, slug, record_reader(config),
-                          log_wait=args.log_wait)  # fmt: skip
-    except (SmokeError, BadArgument, Misconfigured, StoreUnavailable) as error:
+        job_name = min(selected_jobs(config, args.job), default=None)
+        if job_name is None:
+            raise SmokeError("no job to Force-run: config.yaml (or DEDUP_JOBS) has none")
+        passed = run_smoke(Apis(), config, job_name, args.log_wait)
+    except (SmokeError, BadArgument, Misconfigured) as error:
         print(f"smoke: FAIL ({error})", file=sys.stderr)
         return 1
-    return report(steps)
+    print(f"smoke: {'PASS' if all(passed) else 'FAIL'} ({sum(passed)}/{len(passed)} steps)")
+    return 0 if all(passed) else 1
 
 
 if __name__ == "__main__":

@@ -347,7 +347,7 @@ variable "alert_email" {
   default     = null
 
   validation {
-    # rules.EMAIL (the bake hook's check of the alert_email answer).
+    # The shape the bake hook checks the alert_email answer for.
     condition     = var.alert_email == null || var.alert_email == "" || can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", var.alert_email))
     error_message = "alert_email: must be an e-mail address such as oncall@example.com, or empty for none."
   }
