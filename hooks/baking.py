@@ -6,28 +6,26 @@ import fnmatch
 import json
 import re
 import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 import questions
 import rules
 
-# The reusable Terraform modules live once, at the template root; each bake gets its own copy of
-# the ones its target uses, so a baked project is self-contained and `terraform init` needs no
-# access to this repository. The core module knows no target; a proxy target adds its sibling.
-MODULES_SOURCE = Path("terraform") / "modules"
-MODULES_TARGET = Path("terraform") / "modules"
-CORE_MODULE = "scheduled-dedup"
-# The image repository with its cleanup policies, defined once: the core module calls it (source
-# "../image-repository") when it makes the repository itself, a team bake's terraform/bootstrap when
-# it makes it for the deployer; so every bake carries it beside the core.
-IMAGE_REPOSITORY_MODULE = "image-repository"
-CORE_MODULES = (CORE_MODULE, IMAGE_REPOSITORY_MODULE)
-MODULES_BY_TARGET: dict[str, tuple[str, ...]] = {
-    "function": CORE_MODULES,
-    "cloud_run_job": (*CORE_MODULES, "scheduled-dedup-cloud-run-job"),
-    "workflow": (*CORE_MODULES, "scheduled-dedup-workflow"),
-}
+# The reusable Terraform modules live once, in the template's terraform/modules; a bake's Terraform calls them at
+# a pinned address, as users of Cloud Foundation Fabric call its modules
+# (github.com/GoogleCloudPlatform/cloud-foundation-fabric//modules/project?ref=vX), so the bake holds only its root
+# configuration and a module upgrade is one ref bump. Terraform's "Module Sources" page: a generic git source
+# `git::<URL>//<sub-directory>?ref=<tag or commit>` clones the whole repository and reads the module from the
+# sub-directory ("Modules in Package Sub-directories"), so the core module's "../image-repository" resolves in the
+# same clone. An absolute path is no local path but a package installed into .terraform/modules (Terraform 1.15 links
+# it there), so "<checkout>/terraform/modules//<module>" installs the modules alone, not the checkout's venvs.
+MODULES_DIR = Path("terraform") / "modules"
+MODULES = ("scheduled-dedup", "image-repository", "scheduled-dedup-cloud-run-job", "scheduled-dedup-workflow")
+# Where a module's name goes in an address: `_module_source` (cookiecutter.json, asked of no one) may set one,
+# e.g. "git::https://example.com/dedup.git//terraform/modules/{module}?ref=v2", and the template's tests do.
+MODULE = "{module}"
 # The project's one configuration file, written from the answers (render_config, with the bake's own rules.py:
 # the post hook puts the template's copy on the path); from then on the user edits it.
 CONFIG_FILE = "config.yaml"
@@ -41,14 +39,12 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
         "executions.py",
         "tests/test_cloud_run_job.py",
         "tests/test_proxy.py",
-        "terraform/tests/cloud_run_job.tftest.hcl",
     ),
     "workflow": (
         "workflow",
         "executions.py",
         "tests/test_workflow.py",
         "tests/test_proxy.py",
-        "terraform/tests/workflow.tftest.hcl",
     ),
 }
 
@@ -57,14 +53,53 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
 STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap",)
 
 
-def vendor_terraform_modules(project_dir: Path, repo_dir: Path, target: str) -> list[Path]:
-    """Copy the modules this target's root composes (and the one they share), and no other."""
-    copies = []
-    for name in MODULES_BY_TARGET[target]:
-        copy = project_dir / MODULES_TARGET / name
-        shutil.copytree(repo_dir / MODULES_SOURCE / name, copy, dirs_exist_ok=True)
-        copies.append(copy)
-    return copies
+class ModuleSourceError(ValueError):
+    """No pinned address of the template's modules can be derived."""
+
+
+def module_source(
+    template: str, checkout: str | None, repo_dir: Path, head: str | None, origin: str | None, prefix: str = ""
+) -> str:
+    """The address of the template's modules, MODULE where a module's name goes, from cookiecutter's `_template`
+    and `_checkout`, the template checkout `repo_dir`, its HEAD commit, its `origin` remote (None: none) and its
+    place in that repository (`prefix`, "sub/" for a template in a sub-directory). A git source is pinned: to the
+    checkout asked for, else to the commit baked from."""
+    from cookiecutter.config import BUILTIN_ABBREVIATIONS
+    from cookiecutter.repository import expand_abbreviations, is_repo_url
+
+    url = expand_abbreviations(template, BUILTIN_ABBREVIATIONS)  # gh:, gl:, bb: -> their https URLs
+    if not is_repo_url(url) and origin:  # a local clone: where it came from (cruft clones a local template too)
+        url, checkout = origin if is_repo_url(origin) else (repo_dir / origin).as_uri(), None
+    if not is_repo_url(url):
+        return f"{repo_dir.resolve() / MODULES_DIR}//{MODULE}"
+    ref = checkout or head
+    if not ref:
+        raise ModuleSourceError(f"_template={template!r}: no checkout and no commit to pin the modules' source to")
+    return f"git::{url.removeprefix('git+')}//{prefix}{MODULES_DIR.as_posix()}/{MODULE}?ref={ref}"
+
+
+def git_facts(repo_dir: Path) -> tuple[str | None, str | None, str]:
+    """(HEAD commit, origin remote URL, the checkout's sub-directory in its repository) of the template checkout;
+    None for what it lacks (not a git repository)."""
+
+    def git(*args: str) -> str | None:
+        result = subprocess.run(["git", "-C", str(repo_dir), *args], capture_output=True, text=True, check=False)
+        return result.stdout.strip() or None if result.returncode == 0 else None
+
+    return git("rev-parse", "HEAD"), git("remote", "get-url", "origin"), git("rev-parse", "--show-prefix") or ""
+
+
+def module_sources(answers: Mapping[str, object], repo_dir: Path) -> dict[str, str]:
+    """Each module's address: `_module_source` if set, else derived (module_source); a local path is said."""
+    address = str(answers.get("_module_source") or "")
+    if not address:
+        head, origin, prefix = git_facts(repo_dir)
+        head = str(answers.get("_commit") or "") or head  # cruft records the commit it baked from
+        checkout = str(answers.get("_checkout") or "") or None
+        address = module_source(str(answers.get("_template") or repo_dir), checkout, repo_dir, head, origin, prefix)
+        if not address.startswith("git::"):
+            print(f"terraform/main.tf calls the modules at the local path {address.replace('//' + MODULE, '')}")
+    return {name: address.replace(MODULE, name) for name in MODULES}
 
 
 # config.yaml's first version (write_config); from then on the user edits it, and the bake never writes it again.
@@ -188,14 +223,14 @@ def checked_answers(answers: Mapping[str, object]) -> dict[str, object]:
     return {**public, "jobs": rules.check_jobs(questions.parse_jobs(public["jobs"]))}
 
 
-def render_checked(project_dir: Path, answers: Mapping[str, object]) -> list[Path]:
+def render_checked(project_dir: Path, answers: Mapping[str, object], sources: Mapping[str, str]) -> list[Path]:
     """Render the files cookiecutter copied unrendered (its `_copy_without_render`, the files that read an answer
-    the rules normalise: `jobs`, the unasked settings), with cookiecutter's own Jinja environment and the checked
-    answers. cookiecutter cannot: a hook never changes the context it renders with."""
+    the rules normalise: `jobs`, the unasked settings; or the modules' `sources`), with cookiecutter's own Jinja
+    environment and the checked answers. cookiecutter cannot: a hook never changes the context it renders with."""
     from cookiecutter.environment import StrictEnvironment
 
     patterns = answers.get("_copy_without_render") or []
-    context = {"cookiecutter": checked_answers(answers)}
+    context = {"cookiecutter": {**checked_answers(answers), "module_sources": dict(sources)}}
     environment = StrictEnvironment(context=context, keep_trailing_newline=True)
     rendered = []
     for path in sorted(project_dir.rglob("*")):
@@ -219,8 +254,7 @@ def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
 
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
-    render_checked(project_dir, answers)  # first: before anything vendored lands beside the baked files
-    vendor_terraform_modules(project_dir, repo_dir, str(answers["target"]))
+    render_checked(project_dir, answers, module_sources(answers, repo_dir))
     write_config(project_dir, answers)
     remove_unused_paths(project_dir, str(answers["target"]))
     remove_pipeline_paths(project_dir, str(answers["state_bucket"]))

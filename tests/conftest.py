@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +33,27 @@ import rules  # noqa: E402
 from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
+# The modules the bakes of these tests call: this working tree's, offline. An absolute path is a package Terraform
+# links into .terraform/modules (Terraform's "Module Sources": not a local path); its sub-directory after "//" is
+# the module, so the core module's "../image-repository" resolves in the same package.
+MODULE_SOURCE = f"{ROOT / baking.MODULES_DIR}//{baking.MODULE}"
+# A module call of a bake's root: the name of its block and the module's directory, the last part of its address.
+MODULE_CALL = re.compile(r'^module "(\w+)" \{\n  source = "[^"]*/([\w-]+)(?:\?[^"]*)?"', re.M)
+
+
+def called_modules(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> list[Path]:
+    """The modules a bake's roots call (the last part of each address; in `modules`, this working tree's by default,
+    as MODULE_SOURCE bakes) and the ones those call beside them (the core's ../image-repository)."""
+    roots = [project / "terraform" / "main.tf", project / "terraform" / "bootstrap" / "main.tf"]
+    names = {name for root in roots if root.is_file() for _, name in MODULE_CALL.findall(root.read_text())}
+    sibling = re.compile(r'^  source += "\.\./([\w-]+)"$', re.M)
+    names |= {
+        name
+        for called in names
+        for path in (modules / called).glob("*.tf")
+        for name in sibling.findall(path.read_text())
+    }
+    return [modules / name for name in sorted(names)]
 
 
 def extra_context(answers: dict[str, object]) -> dict[str, object]:
@@ -134,7 +157,7 @@ def bake(output_dir: Path, **answers: object) -> Path:
         cookiecutter(
             str(ROOT),
             no_input=True,
-            extra_context=extra_context(answers),
+            extra_context=extra_context({"_module_source": MODULE_SOURCE, **answers}),
             output_dir=str(output_dir),
             accept_hooks=True,
         )
@@ -178,3 +201,30 @@ def run_proofs(project: Path, emulator_host: str, *pytest_args: str) -> subproce
     """The template's proofs in a laid-in copy of the bake (`proved`), against the shared emulator."""
     env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_TEST_PROJECT": f"proofs-{project.name}"[:30]}
     return prove.run(proved(project), *pytest_args, env=env, capture_output=True, text=True, timeout=1500)
+
+
+# What a bake reads: the variables, the hooks, the baked tree and the Terraform modules it calls.
+TEMPLATE_PARTS = ("cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".terraform*", "node_modules")
+
+
+def git_commit(repo: Path, message: str) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, timeout=120)
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", *identity, "commit", "-qm", message], cwd=repo, check=True, timeout=120)
+
+
+@pytest.fixture
+def template_repo(tmp_path):
+    """A copy of this working tree's template in a git repository of its own (as cruft expects one), committed."""
+    repo = tmp_path / "template"
+    repo.mkdir()
+    for part in TEMPLATE_PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, repo / part, ignore=IGNORED)
+        else:
+            shutil.copy2(source, repo / part)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, timeout=60)
+    git_commit(repo, "template v1")
+    return repo

@@ -34,7 +34,7 @@ variables {
 
 def copy_module(module_dir: Path, copy: Path, **copytree) -> Path:
     """A copy of a module at `copy`, with each module it calls by a sibling path (the core's
-    "../image-repository") copied beside it, as a bake vendors them, and installed (`terraform get`:
+    "../image-repository") copied beside it, as in terraform/modules, and installed (`terraform get`:
     a test or a plan reads local modules from .terraform/modules); returns `copy`."""
     shutil.copytree(module_dir, copy, **copytree)
     siblings = {

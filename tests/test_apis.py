@@ -15,10 +15,13 @@ import ast
 import re
 from pathlib import Path
 
+import baking
 import pytest
-from conftest import MATRIX, bake
+from conftest import MATRIX, MODULE_CALL, ROOT, bake
 
 pytestmark = pytest.mark.bake
+
+MODULES = ROOT / baking.MODULES_DIR
 
 # Client library module -> the service its calls go to (each library's README names its API).
 CLIENT_API = {
@@ -72,12 +75,13 @@ def quoted_services(text: str) -> set[str]:
 
 
 def enabled_apis(project: Path) -> set[str]:
-    terraform = project / "terraform"
-    enabled = quoted_services((terraform / "modules" / "scheduled-dedup" / "apis.tf").read_text())
-    root = (terraform / "main.tf").read_text()
-    for call, source in re.findall(r'module "(\w+)" \{\n  source = "\./modules/([\w-]+)"', root):
+    """The APIs the core module enables, and those a proxy module the root calls hands it (the modules the bake
+    calls at conftest.MODULE_SOURCE: this working tree's)."""
+    enabled = quoted_services((MODULES / "scheduled-dedup" / "apis.tf").read_text())
+    root = (project / "terraform" / "main.tf").read_text()
+    for call, source in MODULE_CALL.findall(root):
         if call != "scheduled_dedup" and f"apis            = module.{call}.apis" in root:
-            outputs = (terraform / "modules" / source / "outputs.tf").read_text()
+            outputs = (MODULES / source / "outputs.tf").read_text()
             enabled |= quoted_services(outputs.split('output "apis" {', 1)[1].split("\n}\n", 1)[0])
     return enabled
 

@@ -16,11 +16,12 @@ import re
 import shutil
 from pathlib import Path
 
+import baking  # the bake hook's module addresses (conftest puts hooks/ on the path)
 import celpy
 import hcl2
 import pytest
 import questions  # the bake hook's check of the answers (conftest puts hooks/ on the path)
-from conftest import MATRIX, bake
+from conftest import MATRIX, MODULE_SOURCE, ROOT, bake, called_modules
 from test_terraform import output_of, run_checkov, run_tf
 
 pytestmark = pytest.mark.terraform
@@ -106,7 +107,7 @@ def test_bootstrap_checkov(bootstrap):
 
 def test_bootstrap_test_fails_when_the_condition_admits_any_repository(bootstrap, tmp_path):
     """The baked tftest's exact assertion on the provider's condition can fail."""
-    # The whole project: the bootstrap calls ../modules/image-repository.
+    # The whole project, as the bootstrap's tests sit beside it.
     shutil.copytree(bootstrap.parent.parent, tmp_path / "project", symlinks=True)
     copy = tmp_path / "project" / "terraform" / "bootstrap"
     main = copy / "main.tf"
@@ -314,12 +315,14 @@ MADE_BY_THE_BOOTSTRAP = {
 }
 
 
-def module_resource_types(project: Path) -> set[str]:
-    """The Google resource types the bake's modules make (other providers' need no role): a bake
-    vendors only the modules its target uses (hooks/baking.py), so all of them are its target's."""
-    modules = project / "terraform" / "modules"
+def module_files(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> list[Path]:
+    return [path for module in called_modules(project, modules) for path in sorted(module.glob("*.tf"))]
+
+
+def module_resource_types(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> set[str]:
+    """The Google resource types the modules a bake calls make (other providers' need no role): its target's."""
     found = re.compile(r'^resource "(google_\w+)"', re.M)
-    return {t for path in modules.glob("*/*.tf") for t in found.findall(path.read_text())}
+    return {t for path in module_files(project, modules) for t in found.findall(path.read_text())}
 
 
 def documented_roles(project: Path) -> list[str]:
@@ -329,9 +332,9 @@ def documented_roles(project: Path) -> list[str]:
     return re.findall(r"^\| `(roles/[\w.]+)` \|", section, re.M)
 
 
-def roles_needed(project: Path) -> set[str]:
+def roles_needed(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> set[str]:
     """One project role per Google resource type the modules make that the bootstrap does not make for them."""
-    types = module_resource_types(project) - MADE_BY_THE_BOOTSTRAP
+    types = module_resource_types(project, modules) - MADE_BY_THE_BOOTSTRAP
     unknown = types - set(ROLE_FOR_RESOURCE)
     assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
     return {ROLE_FOR_RESOURCE[t] for t in types}
@@ -351,11 +354,7 @@ def module_account_ids(project: Path) -> set[str]:
     """The ids of the accounts the bake's modules make when none is given (account_id = "${var.slug}-...")."""
     slug = answers_of(project)["project_slug"]
     found = re.compile(r'^  account_id += "\$\{var\.slug\}-([a-z]+)"', re.M)
-    return {
-        f"{slug}-{suffix}"
-        for path in (project / "terraform" / "modules").glob("*/*.tf")
-        for suffix in found.findall(path.read_text())
-    }
+    return {f"{slug}-{suffix}" for path in module_files(project) for suffix in found.findall(path.read_text())}
 
 
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
@@ -431,7 +430,7 @@ def test_the_deployer_holds_no_artifact_registry_role_and_the_bootstrap_makes_th
     (images,) = [block["images"] for block in bootstrap_config(project)["module"] if "images" in block]
     slug = answers_of(project)["project_slug"]
     assert (images["source"], images["repository_id"], images["location"]) == (
-        "../modules/image-repository",
+        MODULE_SOURCE.replace(baking.MODULE, "image-repository"),
         f"{slug}-images",
         "${var.region}",
     )
@@ -469,14 +468,15 @@ def test_the_bootstraps_repository_is_the_functions_docker_repository(bake_name,
 def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
     project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
     granted = set(bootstrap_locals(project)["deployer_roles"])
-    module = project / "terraform" / "modules" / "scheduled-dedup"
+    modules = shutil.copytree(ROOT / baking.MODULES_DIR, tmp_path / "modules")
+    module = modules / "scheduled-dedup"
     (module / "dashboard.tf").unlink()
-    assert roles_needed(project) == granted - {"roles/monitoring.dashboardEditor"}
+    assert roles_needed(project, modules) == granted - {"roles/monitoring.dashboardEditor"}
     (module / "dashboard.tf").write_text('resource "google_monitoring_dashboard" "this" {}\n')
-    assert roles_needed(project) == granted
+    assert roles_needed(project, modules) == granted
     (module / "topic.tf").write_text('resource "google_pubsub_topic" "this" {}\n')
     with pytest.raises(AssertionError, match="google_pubsub_topic"):
-        roles_needed(project)
+        roles_needed(project, modules)
 
 
 # --- least privilege: what the deployer may grant, what the planner may read (issue 19) -------------
@@ -485,7 +485,7 @@ def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
 def module_project_roles(project: Path) -> set[str]:
     """Every role the bake's modules grant on the project (google_project_iam_member), literal or in a local."""
     roles = set()
-    for path in (project / "terraform" / "modules").glob("*/*.tf"):
+    for path in module_files(project):
         text = path.read_text()
         for block in re.findall(r'resource "google_project_iam_member" "\w+" \{\n(.*?)\n\}', text, re.S):
             literal = re.search(r'^  role += "(roles/[\w.]+)"', block, re.M)

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import git_commit
 
 pytestmark = pytest.mark.bake
 
 CRUFT = Path(sys.executable).with_name("cruft")
-# What a bake reads: the variables, the hooks, the baked tree and the Terraform module it vendors.
-TEMPLATE_PARTS = ("cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".terraform*", "node_modules")
 
 
 def run(*command, cwd):
@@ -26,36 +22,16 @@ def run(*command, cwd):
     return result
 
 
-def git_commit(repo: Path, message: str) -> None:
-    run("git", "add", "-A", cwd=repo)
-    run("git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", message, cwd=repo)
-
-
-@pytest.fixture
-def template_repo(tmp_path):
-    """A copy of the template in a git repository of its own, as cruft expects one."""
-    repo = tmp_path / "template"
-    repo.mkdir()
-    for part in TEMPLATE_PARTS:
-        source = ROOT / part
-        if source.is_dir():
-            shutil.copytree(source, repo / part, ignore=IGNORED)
-        else:
-            shutil.copy2(source, repo / part)
-    run("git", "init", "-q", "-b", "main", cwd=repo)
-    git_commit(repo, "template v1")
-    return repo
-
-
 def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_path):
     out = tmp_path / "projects"
     run(CRUFT, "create", str(template_repo), "--no-input", "--output-dir", str(out), cwd=tmp_path)
     project = out / "nightly-report"
     state = json.loads((project / ".cruft.json").read_text())
     assert state["template"] == str(template_repo)
-    # The hooks ran under cruft: answers written, the Terraform module vendored.
+    # The hooks ran under cruft: answers written, the modules called at the template's commit (cruft's _commit).
     assert (project / ".cookiecutter.json").is_file()
-    assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+    module = f"git::{template_repo.as_uri()}//terraform/modules/scheduled-dedup?ref={state['commit']}"
+    assert f'  source = "{module}"\n' in (project / "terraform" / "main.tf").read_text()
     assert (project / "rules.py").is_file() and (project / "config.yaml").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
     run("git", "init", "-q", "-b", "main", cwd=project)

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake
 from cookiecutter.exceptions import FailedHookException
+from cookiecutter.main import cookiecutter as cookiecutter_main
 
 # (answers, field, value as the hook sees it, a fragment of the rule). A `jobs` object replaces the default
 # whole; cookiecutter hands numbers to the hook as text.
@@ -203,7 +204,10 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
     )
     assert result.returncode == 0, result.stderr
     (project,) = output.iterdir()
-    assert (project / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").is_file()
+    # The modules' address is this checkout's: its local path, or its origin at its commit.
+    head, origin, prefix = baking.git_facts(ROOT)
+    address = baking.module_source(template, None, ROOT, head, origin, prefix).replace(baking.MODULE, "scheduled-dedup")
+    assert f'  source = "{address}"\n' in (project / "terraform" / "main.tf").read_text()
     assert (project / "config.yaml").is_file() and (project / "rules.py").is_file()
     assert not (project / ".template-dir").exists(), "post_gen_project.py must remove the hooks' note"
 
@@ -482,48 +486,101 @@ def test_write_answers_writes_sorted_public_json(tmp_path):
     assert list(json.loads(text)) == sorted(baking.public_answers(ANSWERS))
 
 
-def fake_repo(root: Path) -> Path:
-    for name in {name for names in baking.MODULES_BY_TARGET.values() for name in names}:
-        module = root / baking.MODULES_SOURCE / name
-        (module / "nested").mkdir(parents=True)
-        (module / "main.tf").write_text(f'resource "x" "{name}" {{}}\n')
-        (module / "nested" / "vars.tf").write_text('variable "z" {}\n')
-    return root
+SHA = "0123456789abcdef0123456789abcdef01234567"
+MODULES = f"//{baking.MODULES_DIR.as_posix()}/{baking.MODULE}"
+# (cookiecutter's _template, _checkout, the checkout's origin remote) -> the modules' address (repo_dir /t, HEAD SHA).
+DERIVATIONS = {
+    "gh-abbreviation": ("gh:acme/dedup", None, None, f"git::https://github.com/acme/dedup.git{MODULES}?ref={SHA}"),
+    "gl-abbreviation": ("gl:acme/dedup", None, None, f"git::https://gitlab.com/acme/dedup.git{MODULES}?ref={SHA}"),
+    "bb-abbreviation": ("bb:acme/dedup", None, None, f"git::https://bitbucket.org/acme/dedup{MODULES}?ref={SHA}"),
+    "https-at-a-tag": (
+        "https://example.com/dedup.git",
+        "v2.1.0",
+        None,
+        f"git::https://example.com/dedup.git{MODULES}?ref=v2.1.0",
+    ),
+    "git+https": (
+        "git+https://example.com/dedup.git",
+        None,
+        None,
+        f"git::https://example.com/dedup.git{MODULES}?ref={SHA}",
+    ),
+    "scp-like-ssh": (
+        "git@github.com:acme/dedup.git",
+        None,
+        None,
+        f"git::git@github.com:acme/dedup.git{MODULES}?ref={SHA}",
+    ),
+    "ssh-url": (
+        "ssh://git@example.com/dedup.git",
+        "main",
+        None,
+        f"git::ssh://git@example.com/dedup.git{MODULES}?ref=main",
+    ),
+    "local-clone-of-a-remote": (
+        ".",
+        None,
+        "https://example.com/dedup.git",
+        f"git::https://example.com/dedup.git{MODULES}?ref={SHA}",
+    ),
+    "local-without-a-remote": ("/t", None, None, f"/t/terraform/modules//{baking.MODULE}"),
+    "local-clone-of-a-local-repository": ("/t", None, "/src/dedup", f"git::file:///src/dedup{MODULES}?ref={SHA}"),
+}
 
 
-@pytest.mark.parametrize("target", list(baking.MODULES_BY_TARGET))
-def test_vendor_terraform_modules_copies_the_targets_module_dirs_only(tmp_path, target):
-    repo = fake_repo(tmp_path / "repo")
-    project = tmp_path / "project"
-    (project / "terraform").mkdir(parents=True)
-    (project / "terraform" / "main.tf").write_text("# the bake's own root module\n")
-    copies = baking.vendor_terraform_modules(project, repo, target)
-    names = baking.MODULES_BY_TARGET[target]
-    assert copies == [project / baking.MODULES_TARGET / name for name in names]
-    assert baking.CORE_MODULE in names
-    assert sorted(path.name for path in (project / baking.MODULES_TARGET).iterdir()) == sorted(names)
-    for copy in copies:
-        source = repo / baking.MODULES_SOURCE / copy.name
-        assert sorted(path.relative_to(copy) for path in copy.rglob("*")) == sorted(
-            path.relative_to(source) for path in source.rglob("*")
-        )
-        assert (copy / "main.tf").read_text() == f'resource "x" "{copy.name}" {{}}\n'
-    assert (project / "terraform" / "main.tf").read_text() == "# the bake's own root module\n"
+def test_a_template_in_a_sub_directory_of_its_repository_names_its_modules_there():
+    address = baking.module_source("gh:acme/mono", None, Path("/t"), SHA, None, "templates/dedup/")
+    assert (
+        address == f"git::https://github.com/acme/mono.git//templates/dedup/terraform/modules/{baking.MODULE}?ref={SHA}"
+    )
 
 
-@pytest.mark.parametrize("target", list(baking.MODULES_BY_TARGET))
-def test_every_module_a_vendored_module_calls_is_vendored_beside_it(target):
-    """The core module calls ../image-repository (and a team bake's bootstrap ../modules/image-repository):
-    a bake of any target carries every module its modules name as a sibling, or `terraform init` fails."""
-    names = baking.MODULES_BY_TARGET[target]
+@pytest.mark.parametrize(
+    ("template", "checkout", "origin", "address"), list(DERIVATIONS.values()), ids=list(DERIVATIONS)
+)
+def test_the_modules_address_is_derived_from_where_the_bake_came_from(template, checkout, origin, address):
+    assert baking.module_source(template, checkout, Path("/t"), SHA, origin) == address
+
+
+def test_a_git_source_without_a_checkout_or_a_commit_is_refused():
+    with pytest.raises(baking.ModuleSourceError, match=r"_template='gh:acme/dedup': no checkout and no commit"):
+        baking.module_source("gh:acme/dedup", None, Path("/t"), None, None)
+
+
+def test_module_source_overrides_the_derivation_and_names_every_module(tmp_path):
+    answers = {"_template": "gh:acme/dedup", "_module_source": "git::https://example.com/x.git//m/{module}?ref=v9"}
+    sources = baking.module_sources(answers, tmp_path)
+    assert sources == {name: f"git::https://example.com/x.git//m/{name}?ref=v9" for name in baking.MODULES}
+
+
+def test_a_bake_from_a_clone_calls_the_modules_at_its_remote_pinned_to_its_commit(template_repo, tmp_path):
+    """No _module_source: a bake from a clone of a remote calls the modules there, at the commit it was baked from,
+    and holds no copy of them."""
+    git = ("git", "-C", str(template_repo))
+    subprocess.run([*git, "remote", "add", "origin", "https://example.com/dedup.git"], check=True, timeout=60)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    out = tmp_path / "out"
+    project = Path(
+        cookiecutter_main(str(template_repo), no_input=True, output_dir=str(out), extra_context={"target": "workflow"})
+    )
+    assert not (project / baking.MODULES_DIR).exists()
+    sources = re.findall(r'^  source += "([^"]+)"', (project / "terraform" / "main.tf").read_text(), re.M)
+    assert sources == [
+        f"git::https://example.com/dedup.git//terraform/modules/{name}?ref={head}"
+        for name in ("scheduled-dedup", "scheduled-dedup-workflow")
+    ]
+
+
+def test_every_module_the_modules_call_is_in_the_same_package():
+    """The core module calls ../image-repository: a sibling in terraform/modules, so every source form (a git
+    sub-directory, an absolute path's package) carries it."""
     called = {
         sibling
-        for name in names
-        for path in (ROOT / baking.MODULES_SOURCE / name).glob("*.tf")
+        for path in (ROOT / baking.MODULES_DIR).glob("*/*.tf")
         for sibling in re.findall(r'^  source += "\.\./([\w-]+)"', path.read_text(), re.M)
     }
-    assert baking.IMAGE_REPOSITORY_MODULE in called
-    assert called <= set(names), called - set(names)
+    assert called == {"image-repository"}
+    assert sorted(path.name for path in (ROOT / baking.MODULES_DIR).iterdir()) == sorted(baking.MODULES)
 
 
 @pytest.mark.parametrize(("state_bucket", "kept"), [("", False), ("acme-tf-state", True)])
@@ -536,14 +593,15 @@ def test_the_bootstrap_is_kept_only_with_a_state_bucket(tmp_path, state_bucket, 
     assert (tmp_path / "terraform" / "main.tf").exists()
 
 
-def test_finish_bake_vendors_prunes_and_records(tmp_path):
-    repo = fake_repo(tmp_path / "repo")
+def test_finish_bake_prunes_and_records(tmp_path, capsys):
     project = tmp_path / "project"
     make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS])
-    baking.finish_bake(project, repo, {**DEFAULT_ANSWERS, **ANSWERS})
+    baking.finish_bake(project, tmp_path / "repo", {**DEFAULT_ANSWERS, **ANSWERS})
     assert not (project / "terraform" / "bootstrap").exists()  # no state bucket answered
-    modules = project / baking.MODULES_TARGET
-    assert sorted(path.name for path in modules.iterdir()) == sorted(baking.MODULES_BY_TARGET["workflow"])
+    assert not (project / baking.MODULES_DIR).exists()
+    # No git repository: the modules are called at the checkout's local path, and the bake says so in one line.
+    said = f"terraform/main.tf calls the modules at the local path {tmp_path / 'repo' / baking.MODULES_DIR}\n"
+    assert capsys.readouterr().out == said
     written = yaml.safe_load((project / baking.CONFIG_FILE).read_text())
     assert (written["slug"], list(written["jobs"])) == ("cafe-q", ["nightly"])
     kept = baking.TARGET_ONLY_PATHS["workflow"]

@@ -20,7 +20,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import MATRIX, bake
+from conftest import MATRIX, ROOT, bake, called_modules
 
 pytestmark = pytest.mark.bake
 
@@ -98,11 +98,17 @@ def resolves(project: Path, source: Path, reference: str, names: set[str]) -> bo
 
 
 def missing_references(project: Path) -> list[str]:
+    """What the bake names and lacks. The modules it calls are at their address, not in it: their files resolve
+    by name, or by their path in the template (terraform/modules/<module>/<file>)."""
     files = text_files(project)
-    names = {path.name for path in project.rglob("*")}
+    modules = called_modules(project)
+    names = {path.name for path in [*project.rglob("*"), *(file for module in modules for file in module.rglob("*"))]}
     missing = []
     for source in files:
         for reference in references(source.read_text(encoding="utf-8")):
+            in_a_module = any(f"{reference}/".startswith(f"{module.relative_to(ROOT)}/") for module in modules)
+            if in_a_module and (ROOT / reference).exists():
+                continue
             if not resolves(project, source, reference, names):
                 missing.append(f"{source.relative_to(project)}: {reference}")
     return missing
@@ -149,4 +155,22 @@ def test_the_scan_finds_what_a_bake_lacks(tmp_path):
         "main.py: functions_framework/no_such_module.py",
         "terraform/modules/m/README.md: outputs.tf",
         "terraform/modules/m/README.md: hooks/rules.py",
+    ]
+
+
+def test_the_files_of_the_modules_a_bake_calls_resolve_at_their_address(tmp_path):
+    """A bake calls its modules at an address (here this working tree's terraform/modules): their files are named
+    as that holds them, or by name; a file they lack, or one of a module the bake does not call, is missing."""
+    (tmp_path / "terraform").mkdir()
+    (tmp_path / "terraform" / "main.tf").write_text(
+        f'module "m" {{\n  source = "{ROOT}/terraform/modules//scheduled-dedup"\n}}\n'
+    )
+    (tmp_path / "README.md").write_text(
+        "terraform/modules/scheduled-dedup/scheduler.tf, `tasks.tf`, terraform/modules/image-repository/main.tf,\n"
+        "terraform/modules/scheduled-dedup/nope.tf, terraform/modules/scheduled-dedup-workflow/main.tf, `nope.tf`\n"
+    )
+    assert missing_references(tmp_path) == [
+        "README.md: terraform/modules/scheduled-dedup/nope.tf",
+        "README.md: terraform/modules/scheduled-dedup-workflow/main.tf",
+        "README.md: nope.tf",
     ]

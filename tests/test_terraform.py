@@ -22,10 +22,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import baking  # the bake hook's vendoring (conftest puts hooks/ on the path)
+import baking  # the bake hook's module addresses (conftest puts hooks/ on the path)
 import pytest
 import rules  # the bake's rules.py, the hook's, to compare with Terraform's (conftest puts it on the path)
-from conftest import DEFAULT_TIMING, MATRIX, ROOT, bake, proved
+from conftest import DEFAULT_TIMING, MATRIX, MODULE_CALL, MODULE_SOURCE, ROOT, bake, proved
 from module_plan import copy_module
 
 from tests.terraform_offline import checkov, terraform
@@ -41,9 +41,14 @@ def run_tf(workdir: Path, *args: str, timeout: float = 300):
     return terraform(workdir, *args, timeout=timeout)
 
 
-def run_checkov(workdir: Path):
-    """checkov with the project's checks, JSON out: (result, [(failed check id, resource)], report)."""
-    result = checkov(workdir, "-o", "json", external_checks_dir=CHECKS_DIR)
+def run_checkov(workdir: Path, only: str | None = None):
+    """checkov with the project's checks, JSON out: (result, [(failed check id, resource)], report). It follows the
+    module sources into the modules, with the root's inputs. These bakes call this working tree's modules by an
+    absolute path (conftest.MODULE_SOURCE), which checkov's module-source pins (CKV_TF_1 a commit, CKV_TF_2 a tag)
+    would flag: a bake's own git source is pinned (test_checkov_passes_a_pinned_module_source_and_flags_...).
+    `only`: that one check instead."""
+    checks = ("--check", only) if only else ("--skip-check", "CKV_TF_1,CKV_TF_2")
+    result = checkov(workdir, "-o", "json", *checks, external_checks_dir=CHECKS_DIR)
     start = result.stdout.find("{")
     report = json.loads(result.stdout[start:]) if start >= 0 else {}
     if isinstance(report, list):  # one entry per framework
@@ -80,18 +85,22 @@ def default_bake(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def broken_copy(default_bake, tmp_path) -> Path:
-    """A fresh copy of the default bake to break (modules, tests and .terraform too); returns its terraform/.
-    The whole bake: the function's zip reads its source files from the project root."""
-    project = tmp_path / "project"
-    shutil.copytree(default_bake.parent, project, symlinks=True)
-    return project / "terraform"
+    """A fresh copy of the default bake to break (its modules and tests); returns its terraform/."""
+    return copy_of_bake(default_bake, tmp_path)
 
 
 def copy_of_bake(baked: Path, tmp_path: Path) -> Path:
-    """A copy of the whole bake (main.tf reads ../workflow/workflow.yaml), initialised; returns its terraform/."""
+    """A copy of the whole proved bake (the function's zip reads the project root, main.tf ../config.yaml) whose
+    root calls the modules laid in it (prove.lay), so that a break of a module breaks what the root calls too;
+    initialised; returns its terraform/."""
     project = tmp_path / baked.parent.name
-    shutil.copytree(baked.parent, project, symlinks=True)
-    return project / "terraform"
+    shutil.copytree(baked.parent, project, symlinks=True, ignore=shutil.ignore_patterns(".terraform"))
+    workdir = project / "terraform"
+    main = workdir / "main.tf"
+    main.write_text(main.read_text().replace(MODULE_SOURCE.replace(baking.MODULE, ""), "./modules/"))
+    result = run_tf(workdir, "init", "-backend=false")
+    assert result.returncode == 0, output_of(result)
+    return workdir
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -135,20 +144,40 @@ def target_of(baked: Path) -> str:
     return json.loads((baked.parent / ".cookiecutter.json").read_text())["target"]
 
 
-def test_bake_vendors_its_targets_modules_verbatim(baked):
-    names = baking.MODULES_BY_TARGET[target_of(baked)]
-    assert sorted(path.name for path in (baked / "modules").iterdir()) == sorted(names)
-    for name in names:
-        sources = sorted((MODULES_DIR / name).glob("*.tf"))
-        assert sorted(path.name for path in (baked / "modules" / name).glob("*.tf")) == [s.name for s in sources]
-        for source in sources:
-            assert (baked / "modules" / name / source.name).read_text() == source.read_text()
+# The modules each target's root calls, by the name of its module block.
+MODULES_BY_TARGET = {
+    "function": {"scheduled_dedup": "scheduled-dedup"},
+    "cloud_run_job": {"scheduled_dedup": "scheduled-dedup", "cloud_run_job": "scheduled-dedup-cloud-run-job"},
+    "workflow": {"scheduled_dedup": "scheduled-dedup", "workflow": "scheduled-dedup-workflow"},
+}
 
 
-# The resource types only a proxy target makes, and the names of its module and Terraform test.
+def test_a_bake_calls_its_targets_modules_at_the_given_address_and_holds_no_copy(baked):
+    """The bake holds its root configuration only: each module its target needs is called at the address the hook
+    gave (here this working tree's: conftest.MODULE_SOURCE), none is copied into it."""
+    bake_itself = baked.parents[2] / baked.parent.name  # proved() lays a copy beside the bake, in proved/
+    assert (bake_itself / "config.yaml").is_file() and not (bake_itself / baking.MODULES_DIR).exists()
+    sources = re.findall(r'^module "(\w+)" \{\n  source = "([^"]+)"', (baked / "main.tf").read_text(), re.M)
+    expected = MODULES_BY_TARGET[target_of(baked)]
+    assert dict(sources) == {call: MODULE_SOURCE.replace(baking.MODULE, name) for call, name in expected.items()}
+
+
+def test_checkov_passes_a_pinned_module_source_and_flags_an_unpinned_one(tmp_path):
+    """checkov's CKV_TF_1 (a module's git source pinned to a commit) holds for the address the hook derives for a
+    clone of a remote, and fails for the same address without its ref: the pin is what a bump changes."""
+    pinned = baking.module_source("gh:acme/dedup", None, ROOT, "0123456789abcdef0123456789abcdef01234567", None)
+    for name, address in {"pinned": pinned, "unpinned": pinned.split("?")[0]}.items():
+        root = tmp_path / name
+        root.mkdir()
+        (root / "main.tf").write_text(f'module "m" {{\n  source = "{address.replace(baking.MODULE, "x")}"\n}}\n')
+    failed = {name: run_checkov(tmp_path / name, only="CKV_TF_1")[1] for name in ("pinned", "unpinned")}
+    assert failed == {"pinned": [], "unpinned": [("CKV_TF_1", "m")]}, failed
+
+
+# The resource types only a proxy target makes.
 PROXY_TERRAFORM = {
-    "cloud_run_job": ({"google_cloud_run_v2_job", "google_cloud_run_v2_job_iam_member"}, "cloud-run-job"),
-    "workflow": ({"google_workflows_workflow"}, "workflow"),
+    "cloud_run_job": {"google_cloud_run_v2_job", "google_cloud_run_v2_job_iam_member"},
+    "workflow": {"google_workflows_workflow"},
 }
 
 
@@ -156,13 +185,12 @@ PROXY_TERRAFORM = {
 def test_a_function_bake_has_no_proxy_targets_terraform(baked):
     """Issue 11: a target=function bake carries no Terraform that serves another target."""
     assert target_of(baked) == "function"
-    assert sorted(path.name for path in (baked / "modules").iterdir()) == sorted(baking.CORE_MODULES)
+    assert dict(MODULE_CALL.findall((baked / "main.tf").read_text())) == MODULES_BY_TARGET["function"]
     files = [*baked.rglob("*.tf"), *baked.rglob("*.tftest.hcl")]
-    files = [path for path in files if ".terraform" not in path.parts]
+    files = [path for path in files if not {".terraform", "modules"} & set(path.relative_to(baked).parts)]
     declared = {kind for path in files for kind in re.findall(r'^\s*(?:resource|data) "(\w+)"', path.read_text(), re.M)}
-    for types, module in PROXY_TERRAFORM.values():
+    for types in PROXY_TERRAFORM.values():
         assert not declared & types
-        assert not (baked / "modules" / f"scheduled-dedup-{module}").exists()
     assert sorted(path.name for path in (baked / "tests").iterdir()) == [
         "root.tftest.hcl",
         "scheduled_dedup.tftest.hcl",
@@ -172,10 +200,8 @@ def test_a_function_bake_has_no_proxy_targets_terraform(baked):
 
 
 def module_outputs(baked: Path) -> dict[str, list[str]]:
-    """The outputs each vendored module declares, by the root's name of the module block."""
-    calls = dict(
-        re.findall(r'^module "(\w+)" \{\n  source = "\./modules/([\w-]+)"', (baked / "main.tf").read_text(), re.M)
-    )
+    """The outputs each module the root calls declares (the copy prove.lay lays in), by the root's name of the call."""
+    calls = dict(MODULE_CALL.findall((baked / "main.tf").read_text()))
     return {
         call: re.findall(r'^output "(\w+)"', (baked / "modules" / name / "outputs.tf").read_text(), re.M)
         for call, name in calls.items()
@@ -481,9 +507,8 @@ def test_removing_a_wait_breaks_the_ordering(broken_copy, name, tmp_path):
 def test_a_proxy_module_without_the_apis_wait_breaks_the_ordering(baked, tmp_path):
     """The proxy target's module waits for the core's APIs through its apis_ready input."""
     copy = copy_of_bake(baked, tmp_path)
-    (main,) = (copy / "modules").glob("scheduled-dedup-*/main.tf")
-    edit(main, "  depends_on = [var.apis_ready]\n", "")
     call = target_of(baked)
+    edit(copy / "modules" / MODULES_BY_TARGET[call][call] / "main.tf", "  depends_on = [var.apis_ready]\n", "")
     violations = ordering_violations(dependency_graph(copy, tmp_path))
     assert any(
         line.startswith(f"module.{call}.google_service_account.")
@@ -538,9 +563,10 @@ def test_one_definition_of_the_image_repository_and_its_cleanup_policies():
         if re.search(r"cleanup_policies|older_than|keep_count|resource \"google_artifact_registry", path.read_text())
     }
     assert defining == {"terraform/modules/image-repository/main.tf"}
+    bootstrap = "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf"
     callers = {
         "terraform/modules/scheduled-dedup/images.tf": "../image-repository",
-        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf": "../modules/image-repository",
+        bootstrap: "{{ cookiecutter.module_sources['image-repository'] }}",  # its pinned address (hooks/baking.py)
     }
     for path, source in callers.items():
         calls = re.findall(r'^module "images" \{\n  source = "([^"]+)"', (ROOT / path).read_text(), re.M)

@@ -9,7 +9,10 @@ fuzz and window tests, their harness (real functions-framework servers, a Firest
 the module's Terraform test. They run
 inside a copy of the bake so that its conftest and modules apply -- a user who changed the protocol proves
 their own. Laid in: test_*.py -> tests/, harness/ -> tests/harness/, terraform/ -> terraform/tests/
-(rendered with the bake's recorded answers, .cookiecutter.json). The bake itself is never written.
+(rendered with the bake's recorded answers, .cookiecutter.json; one that renders empty, another target's, is not
+laid), and the template's terraform/modules/ -> terraform/modules/: a Terraform test runs a module only from a
+local path (Terraform's "Tests" page, Modules), and the bake calls them at a pinned address. The bake itself is
+never written.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from cookiecutter.environment import StrictEnvironment
 
 PROOFS = Path(__file__).resolve().parent
+MODULES = Path("terraform") / "modules"
 UNCOPIED = shutil.ignore_patterns(".git", ".venv*", ".terraform", "__pycache__", ".pytest_cache", "node_modules")
 PLACES = {"harness": Path("tests") / "harness", "terraform": Path("terraform") / "tests"}
 
@@ -45,11 +49,14 @@ def lay(bake: Path, into: Path) -> Path:
     """A copy of `bake` at `into` with the proofs laid in; returns the copy."""
     answers = json.loads((bake / ".cookiecutter.json").read_text())
     shutil.copytree(bake, into, ignore=UNCOPIED, symlinks=True)
+    shutil.copytree(PROOFS.parents[1] / MODULES, into / MODULES, ignore=UNCOPIED)
     environment = StrictEnvironment(context={"cookiecutter": answers}, keep_trailing_newline=True)
     for relative in proof_files():
         text = (PROOFS / relative).read_text()
         if "{{" in text or "{%" in text:
             text = environment.from_string(text).render(cookiecutter=answers)
+        if not text.strip():
+            continue
         place = PLACES.get(relative.parts[0]) if len(relative.parts) > 1 else None
         target = into / (place / relative.name if place else Path("tests") / relative.name)
         if target.exists():

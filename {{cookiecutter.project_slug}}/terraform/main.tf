@@ -1,10 +1,10 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: Cloud Scheduler -> deduplicating function -> Firestore.
 {%- if cookiecutter.target == "cloud_run_job" %}
-# The function starts the Cloud Run job of module "cloud_run_job" (modules/scheduled-dedup-cloud-run-job):
+# The function starts the Cloud Run job of module "cloud_run_job" (scheduled-dedup-cloud-run-job):
 # that module takes the core's runtime account, database and API wait, and gives the core the job's
 # name and collections.
 {%- elif cookiecutter.target == "workflow" %}
-# The function starts the workflow of module "workflow" (modules/scheduled-dedup-workflow): that module
+# The function starts the workflow of module "workflow" (scheduled-dedup-workflow): that module
 # takes the core's runtime account, database and API wait, and gives the core the workflow's name,
 # collections and APIs.
 {%- endif %}
@@ -29,8 +29,10 @@ locals {
 {%- endif %}
 }
 
+# The modules, called at a pinned address (Terraform's "Module Sources": git::<repository>//<directory>?ref=<tag or
+# commit>): an upgrade is one bump of ref= in each source{% if cookiecutter.state_bucket %} (and bootstrap/main.tf's){% endif %}, then `terraform init -upgrade`.
 module "scheduled_dedup" {
-  source = "./modules/scheduled-dedup"
+  source = "{{ cookiecutter.module_sources['scheduled-dedup'] }}"
 
   project_id = local.config.project
   region     = local.config.region
@@ -125,7 +127,7 @@ module "scheduled_dedup" {
 {%- if cookiecutter.target == "cloud_run_job" %}
 
 module "cloud_run_job" {
-  source = "./modules/scheduled-dedup-cloud-run-job"
+  source = "{{ cookiecutter.module_sources['scheduled-dedup-cloud-run-job'] }}"
 
   project_id                    = local.config.project
   region                        = local.config.region
@@ -171,7 +173,7 @@ moved {
 {%- elif cookiecutter.target == "workflow" %}
 
 module "workflow" {
-  source = "./modules/scheduled-dedup-workflow"
+  source = "{{ cookiecutter.module_sources['scheduled-dedup-workflow'] }}"
 
   project_id                    = local.config.project
   region                        = local.config.region

@@ -1,4 +1,4 @@
-# Provider pins for this project. The module in modules/scheduled-dedup/ declares the same ranges;
+# Provider pins for this project. The scheduled-dedup module declares the same ranges;
 # `terraform init` writes .terraform.lock.hcl with the exact versions it picked (commit that file
 # from a networked machine; never one made against offline stand-in providers).
 terraform {

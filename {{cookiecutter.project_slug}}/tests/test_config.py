@@ -55,9 +55,9 @@ def test_the_jobs_of_config_yaml_are_the_jobs_of_job_work():
 
 def test_each_schedule_string_lives_in_config_yaml_alone():
     """No copy to drift: outside docs/ and tests/, no file of the project spells a job's schedule. (rules.py and
-    the vendored modules hold no job: their messages quote an example schedule, which a job may share.)"""
+    the modules hold no job: their messages quote an example schedule, which a job may share.)"""
     schedules = {job.schedule for job in CONFIG.jobs.values()}
-    skipped = {"docs", "tests", ".venv", ".git", ".terraform", "__pycache__", ".ruff_cache", ".pytest_cache", "modules",
+    skipped = {"docs", "tests", ".venv", ".git", ".terraform", "__pycache__", ".ruff_cache", ".pytest_cache",
                ".hypothesis"}  # fmt: skip
     holders = {}
     for path in ROOT.rglob("*"):

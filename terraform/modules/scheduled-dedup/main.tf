@@ -6,7 +6,7 @@
 # and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), tasks.tf (the
 # deliveries queue: re-runs, backfill, catch-up), audit.tf (the audit job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
 #
-# It knows no proxy target: a sibling module, vendored only into a bake of its target, makes what
+# It knows no proxy target: a sibling module, called only by a bake of its target, makes what
 # the function starts, and the baked root passes the sibling's environment variables, collections,
 # APIs in here (var.function.environment_variables, var.ttl_collections,
 # var.apis); the sibling takes runtime_service_account_email, firestore_*,

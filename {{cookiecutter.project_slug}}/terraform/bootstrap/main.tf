@@ -40,7 +40,7 @@ locals {
 {%- endif %}
   ]
 
-  # The project-level roles ../modules grant (iam.tf: the build account's two and the runtime's
+  # The project-level roles the modules grant (iam.tf: the build account's two and the runtime's
   # conditional datastore.user{% if cookiecutter.target == "workflow" %}; the workflow module's workflows.invoker and logging.logWriter{% endif %}{% if cookiecutter.target == "cloud_run_job" %}; the job module's datastore.user{% endif %}): the only
   # ones the deployer may grant or revoke. Without the condition roles/resourcemanager.projectIamAdmin
   # lets it grant anyone (itself) roles/owner. IAM "Set limits on granting roles"
@@ -57,7 +57,7 @@ locals {
   ]
 
   # The accounts the function, its Scheduler jobs{% if cookiecutter.target == "cloud_run_job" %} and its Cloud Run job{% elif cookiecutter.target == "workflow" %} and its workflow{% endif %} run or sign as (the ids
-  # ../modules would give them; ../main.tf passes their emails in, so the modules make none). Made
+  # the modules would give them; ../main.tf passes their emails in, so the modules make none). Made
   # here because the deployer must act as them (iam.serviceAccounts.actAs) and that right cannot be
   # narrowed to some accounts of a project: IAM Conditions test resource.name only for the services
   # IAM "Configure resource-based access" lists, and IAM's service accounts are not among them; a
@@ -76,7 +76,7 @@ locals {
 {%- endif %}
   }
 
-  # ../modules/scheduled-dedup names its source bucket <project>-<slug>-src (main.tf, bucket_name).
+  # The scheduled-dedup module names its source bucket <project>-<slug>-src (main.tf, bucket_name).
   source_bucket = "${var.project_id}-{{ cookiecutter.project_slug }}-src"
 
   # Cloud Storage takes IAM conditions on resource.name, projects/_/buckets/B and, for what lives in
@@ -102,7 +102,7 @@ locals {
   # change anything, nor read data: not roles/viewer, whose datastore.entities.get/list read every
   # Firestore document of the project (the run records) and whose storage/logging reads reach every
   # bucket's metadata and log. A custom role of the get/list/getIamPolicy permissions of exactly the
-  # resource types ../modules make (IAM "Understanding roles" lists each permission under its role);
+  # resource types the modules make (IAM "Understanding roles" lists each permission under its role);
   # the template's tests/test_bootstrap.py keeps it in step with the modules' resource types.
   planner_permissions = [
     "artifactregistry.repositories.get",
@@ -182,7 +182,7 @@ resource "google_project_service" "this" {
 
 # An enabled API answers before it has propagated: a pool, an account or a bucket created right after
 # `services.enable` returns can still meet "API not enabled" / 403 for a while (the same wait as
-# ../modules/scheduled-dedup/apis.tf; the template's tests/test_bootstrap.py checks the order on
+# the scheduled-dedup module (apis.tf); the template's tests/test_bootstrap.py checks the order on
 # `terraform graph`). Everything below that calls one of these APIs depends on this wait.
 resource "time_sleep" "apis" {
   create_duration = "${var.apis_wait_seconds}s"
@@ -294,7 +294,7 @@ resource "google_service_account" "deployer" {
 }
 
 # The function's accounts (local.workload_accounts says why the bootstrap makes them); their roles
-# are granted by ../modules, on what each account reaches.
+# are granted by the modules, on what each account reaches.
 resource "google_service_account" "workload" {
   for_each = local.workload_accounts
 
@@ -305,13 +305,13 @@ resource "google_service_account" "workload" {
   depends_on = [time_sleep.apis]
 }
 
-# The function's image repository, with the cleanup policies ../modules/image-repository defines
+# The function's image repository, with the cleanup policies the image-repository module defines
 # for every bake, and its build account the one writer: made here so the deployer holds no Artifact
 # Registry role (local.deployer_roles says why). ../main.tf passes its name to the module, which then
 # makes none. Named and labelled as the module would make it: a project applied before keeps it
 # (the README says how to move it here).
 module "images" {
-  source = "../modules/image-repository"
+  source = "{{ cookiecutter.module_sources['image-repository'] }}"
 
   project_id    = var.project_id
   location      = var.region

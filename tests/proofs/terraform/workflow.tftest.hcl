@@ -1,3 +1,4 @@
+{%- if cookiecutter.target == "workflow" -%}
 # `terraform test` for the scheduled-dedup-workflow module with this project's baked values,
 # offline against mock providers: the workflow, its account and grants, and what it hands the core
 # module (root.tftest.hcl checks that main.tf passes it on).
@@ -90,3 +91,4 @@ run "rejects_a_workflow_without_source" {
 
   expect_failures = [var.workflow]
 }
+{%- endif %}

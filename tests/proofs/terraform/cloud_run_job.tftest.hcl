@@ -1,3 +1,4 @@
+{%- if cookiecutter.target == "cloud_run_job" -%}
 # `terraform test` for the scheduled-dedup-cloud-run-job module with this project's baked values,
 # offline against mock providers: the job, its account and grants, and what it hands the core module
 # (root.tftest.hcl checks that main.tf passes it on).
@@ -116,3 +117,4 @@ run "rejects_a_job_without_image" {
 
   expect_failures = [var.job]
 }
+{%- endif %}
