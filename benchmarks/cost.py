@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import importlib
 import sys
+import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -108,7 +109,7 @@ class Usage:
 def fires_per_month(schedule: str, time_zone: str) -> int:
     """The runs of a 5-field cron in DAYS days from MONTH_START on its zone's wall clock (schedules.runs)."""
     job = schedules.Schedule(schedule, time_zone)
-    start = MONTH_START.replace(tzinfo=job.zone)
+    start = MONTH_START.replace(tzinfo=zoneinfo.ZoneInfo(time_zone))
     try:
         return len(schedules.runs(job, start, start + dt.timedelta(days=DAYS)))
     except CronSimError as error:

@@ -1,7 +1,5 @@
 """The audit: every run each job's cron should have made (schedules.py, as the handler keys them), against the
-run records (one batched read, RunLedger.read_runs). Each expected run is one of `State`; it is `missing` only
-once `config.settle` (the lease plus the retry window) has passed since its schedule time, as until then
-Scheduler may still deliver it.
+run records (one batched read, RunLedger.read_runs), each judged one of `State`.
 
 `run` is the audit job's work. It is incremental: each run is judged once, by the first audit after it settled,
 and once a day a full sweep judges the whole lookback again (so alerts of runs still missing or stuck stay open).
@@ -164,8 +162,7 @@ def plan(cursor: AuditCursor, job_names, now: dt.datetime, config: DedupConfig) 
     until = now - max((config.settle_for(name) for name in job_names), default=config.settle)
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
-    # `paused` is kept in a job's entry while it is paused: a new job, and one paused or resumed since the
-    # last audit, are judged from now on (the deploy's instant is unknown; the paused period is never missing).
+    # `paused` is kept in a job's entry while it is paused: a new, paused or resumed job starts from now.
     starts, jobs = {}, {}
     for name in job_names:
         pause = {"paused": True} if name in config.jobs and config.jobs[name].paused else {}
@@ -179,8 +176,7 @@ def plan(cursor: AuditCursor, job_names, now: dt.datetime, config: DedupConfig) 
 
 
 def run(context: RunContext) -> str:
-    """The audit job's work: judge the runs settled since the last audit (daily, the whole lookback), log
-    what needs a person, then move the bookmark (after the lines: a crash in between re-reports, never skips)."""
+    """The audit job's work; it moves the bookmark after its lines: a crash in between re-reports, never skips."""
     config = DedupConfig.from_env()
     ledger = RunLedger(config)
     cursor = ledger.read_audit_cursor()
@@ -224,10 +220,8 @@ def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> N
         try:
             queued = task_queue.enqueue_run(config.tasks_queue, found.key, "catch-up")
         except Exception as error:  # any failure of the queue: this audit's other work goes on
-            fields = found.fields | {"catch_up": "failed"}
-            logger.error(
-                f"catch-up of {found} not queued: {type(error).__name__}: {error}", extra={"json_fields": fields}
-            )
+            line = f"catch-up of {found} not queued: {type(error).__name__}: {error}"
+            logger.error(line, extra={"json_fields": found.fields | {"catch_up": "failed"}})
             return
         done = "queued" if queued else "was queued before"
         logger.info(f"catch-up of {found} {done}", extra={"json_fields": found.fields | {"catch_up": "queued"}})

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import dedup
 from ledger import Claim, RunLedger, StartedRun
+from outcomes import SkippedOverlap
 from run_context import RunContext
 from settings import DedupConfig
 
@@ -111,6 +112,6 @@ def following(
         job = config.jobs.get(context.job_name)
         if running and (job.overlap if job else "skip") == "skip":
             names = ", ".join(started.execution for started in running)
-            ledger.skip_overlapping(claim, now, f"the job's previous execution still runs ({names}); overlap: skip")
+            ledger.skip(claim, now, SkippedOverlap(f"the job's previous execution still runs ({names}); overlap: skip"))
 
     return follow_first

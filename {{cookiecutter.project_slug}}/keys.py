@@ -28,6 +28,7 @@ LOCATION_HEADER = "X-Scheduler-Location"
 RERUN_ID_HEADER = "X-Rerun-Id"
 RERUN_BY_HEADER = "X-Rerun-By"
 RERUN_REASON_HEADER = "X-Rerun-Reason"
+RERUN_HEADERS = (RERUN_ID_HEADER, RERUN_BY_HEADER, RERUN_REASON_HEADER)  # Rerun's fields, in order
 
 RERUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 # Who asked and why: printable text of bounded length (a header value; it is stored in the record).
@@ -63,8 +64,7 @@ class RunKey:
         return hashlib.sha256(material.encode()).hexdigest()
 
     @property
-    def trigger(self) -> str:
-        """How the run came: `scheduled`, or `manual` (a Force run before its schedule time)."""
+    def trigger(self) -> str:  # the record's and the log line's name of how the run came
         return "manual" if self.manual else "scheduled"
 
 
@@ -187,7 +187,7 @@ def read_rerun(headers: Mapping[str, str]) -> Rerun | None:
     if RERUN_ID_HEADER.lower() not in lowered:
         return None
     missing = f"a re-run ({RERUN_ID_HEADER}) says who asked and why"
-    return Rerun(*(_header(lowered, name, missing) for name in (RERUN_ID_HEADER, RERUN_BY_HEADER, RERUN_REASON_HEADER)))
+    return Rerun(*(_header(lowered, name, missing) for name in RERUN_HEADERS))
 
 
 def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
@@ -200,10 +200,4 @@ def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
         PROJECT_HEADER: key.project,
         LOCATION_HEADER: key.location,
     }
-    if rerun is not None:
-        headers |= {
-            RERUN_ID_HEADER: rerun.rerun_id,
-            RERUN_BY_HEADER: rerun.by,
-            RERUN_REASON_HEADER: rerun.reason,
-        }
-    return headers
+    return headers | (dict(zip(RERUN_HEADERS, dataclasses.astuple(rerun), strict=True)) if rerun else {})

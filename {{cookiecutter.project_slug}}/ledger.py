@@ -37,14 +37,12 @@ AUDIT_CURSOR_ID = "audit-cursor"
 
 # A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
 # since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
-# for a deleted record too) or NOT_FOUND (the record is gone).
-GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
-# The same two codes where a call does not expect them as its answer: the database itself cannot
-# hold the records. NOT_FOUND: it does not exist, e.g. a new project or a misspelt DEDUP_DATABASE
-# (googleapis/nodejs-firestore#2216, firebase/firebase-admin-node#2732); FAILED_PRECONDITION "The
-# Cloud Firestore API is not available for Firestore in Datastore Mode database ..."
+# for a deleted record too) or NOT_FOUND (the record is gone). Where a call does not expect them as its
+# answer, the database itself cannot hold the records (firestore_call). NOT_FOUND: it does not exist, e.g.
+# a new project or a misspelt DEDUP_DATABASE (googleapis/nodejs-firestore#2216, firebase/firebase-admin-node#2732);
+# FAILED_PRECONDITION "The Cloud Firestore API is not available for Firestore in Datastore Mode database ..."
 # (quarkiverse/quarkus-google-cloud-services#422). Retries cannot help; a deploy does.
-DATABASE_UNUSABLE = (api_exceptions.NotFound, api_exceptions.FailedPrecondition)
+GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,11 +218,7 @@ class RunLedger:
             return
         second = dt.timedelta(seconds=1)
         reason = f"delivered {late // second} s after its schedule time, past max_lateness_seconds={limit // second}"
-        self._skip(claim, now, SkippedLate(f"{reason}; the work does not run"))
-
-    def skip_overlapping(self, claim: Claim, now: dt.datetime, reason: str) -> None:
-        """The job's previous execution still runs (its overlap rule: skip): record `skipped`, raise SkippedOverlap."""
-        self._skip(claim, now, SkippedOverlap(reason))
+        self.skip(claim, now, SkippedLate(f"{reason}; the work does not run"))
 
     def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
         """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
@@ -256,7 +250,7 @@ class RunLedger:
         query = self.collection.where(filter=FieldFilter("status", "==", status.value))
         if job_name is not None:
             query = query.where(filter=FieldFilter("job_name", "==", job_name))
-        return self._call(self._stream, query, retry=READ_RETRY)
+        return self._call(lambda **kwargs: list(query.stream(**kwargs)), retry=READ_RETRY)  # as _get_all
 
     def end_execution(self, run: StartedRun, status: dedup.Status, now: dt.datetime, reason: str | None = None) -> bool:
         """Record how a started run's execution ended (`completed`, or `failed` with the reason); False if
@@ -270,8 +264,9 @@ class RunLedger:
             return False
         return True
 
-    def _skip(self, claim: Claim, now: dt.datetime, stop: SkippedLate | SkippedOverlap) -> None:
-        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run."""
+    def skip(self, claim: Claim, now: dt.datetime, stop: SkippedLate | SkippedOverlap) -> None:
+        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run (too late,
+        or a proxy job's previous execution still runs and its overlap rule is skip)."""
         self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
         raise stop
 
@@ -312,13 +307,9 @@ class RunLedger:
         else:
             self.records.update_if_unchanged(ref, fields, since=cursor.update_time)
 
-    # get_all and a query stream: read the stream here, so that its errors are the call's.
+    # get_all's stream is read inside the call, so that its errors are the call's.
     def _get_all(self, refs, **kwargs) -> list:
         return list(self.client.get_all(refs, **kwargs))
-
-    @staticmethod
-    def _stream(query, **kwargs) -> list:
-        return list(query.stream(**kwargs))
 
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
         return {
@@ -353,13 +344,12 @@ class RunLedger:
 def firestore_call(method, *args, database: str, answers: tuple[type[Exception], ...] = (), **kwargs):
     """A Firestore call on `database` with a bounded time, which ends in its result, one of the errors
     the call site expects as the protocol's answer (`answers`, re-raised), Misconfigured (an unexpected
-    DATABASE_UNUSABLE code: the database is missing or in Datastore mode) or StoreUnavailable (every
-    other gRPC status, and a read's RetryError)."""
+    GUARD_FAILED code) or StoreUnavailable (every other gRPC status, and a read's RetryError)."""
     try:
         return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)
     except answers:
         raise
-    except DATABASE_UNUSABLE as error:
+    except GUARD_FAILED as error:  # not the call's answer: the database is missing or in Datastore mode
         raise Misconfigured(
             f"Firestore database {database} cannot hold the run records ({type(error).__name__}: "
             f"{_first_line(error)}): it does not exist or is in Datastore mode; see DEDUP_PROJECT, DEDUP_DATABASE"

@@ -1,9 +1,6 @@
-"""HTTP adapter for Cloud Scheduler deliveries: request -> run key -> claim -> work -> finish -> answer.
-
-The run key comes from keys.py, the claim and the finish from ledger.py (by dedup.py's state machine), the work
-from job.py (audit.py for the audit job) in a process stopped at the job's deadline (stop.py); this file
-translates between HTTP and them, and logs one line per delivery (plus a `takeover` line), with the work's
-duration_ms when the work ran.
+"""HTTP adapter for Cloud Scheduler deliveries, the flow dedup.py draws: the work is job.py's (audit.py's for the
+audit job), run in a process stopped at the job's deadline (stop.py). One log line per delivery (plus a `takeover`
+line), with the work's duration_ms when the work ran.
 """
 
 import logging
@@ -77,9 +74,8 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         rerun = read_rerun(headers)
         ledger = RunLedger(config)
         claim = ledger.claim(key, now, rerun)
-        RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt})
-        if claim.rerun_id:
-            RUN_FIELDS.set(RUN_FIELDS.get() | {"rerun_id": claim.rerun_id})
+        rerun_field = {"rerun_id": claim.rerun_id} if claim.rerun_id else {}
+        RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt} | rerun_field)
         if claim.taken_over_from:
             line = f"took the run over from attempt {claim.taken_over_from}, whose lease expired"
             logger.warning(line, extra={"json_fields": {"outcome": "takeover"}})

@@ -56,10 +56,6 @@ class Schedule:
     time_zone: str
     dst_gap: str = END_OF_GAP
 
-    @property
-    def zone(self) -> zoneinfo.ZoneInfo:
-        return zoneinfo.ZoneInfo(self.time_zone)
-
 
 @dataclasses.dataclass(frozen=True)
 class FireTime:
@@ -106,11 +102,10 @@ def _readings(wall: dt.datetime, zone: zoneinfo.ZoneInfo) -> tuple[tuple[dt.date
 def fire_times(schedule: Schedule, since: dt.datetime, until: dt.datetime) -> list[FireTime]:
     """The fire times whose moment lies in [since, until), in time order (skipped ones included, instant None).
 
-    When the job runs is cronsim's zone-aware mode, Debian cron's rule: a fixed time that happens twice runs
-    at the first, one the clocks skip at the gap's end; a cron with '*' in its minute or hour field runs on
-    the new time as it comes (a repeated hour twice, a skipped one not at all). The naive walk adds, per
+    When the job runs is cronsim's zone-aware mode (the module's rule; a cron with '*' in its minute or hour field
+    runs on the new time as it comes: a repeated hour twice, a skipped one not at all). The naive walk adds, per
     wall-clock time, the other instants a delivery for it may carry."""
-    zone = schedule.zone
+    zone = zoneinfo.ZoneInfo(schedule.time_zone)
     low, high = since - WALL_CLOCK_MARGIN, until + WALL_CLOCK_MARGIN
     run_at: list[dt.datetime] = []
     for moment in CronSim(schedule.cron, (low - dt.timedelta(microseconds=1)).astimezone(zone)):

@@ -77,8 +77,6 @@ def baked_settings() -> Mapping[str, str]:
 # it gives up on the attempt: two Firestore deadlines, as the kill and the answer take milliseconds.
 RELEASE_MARGIN = dt.timedelta(seconds=10)
 DEADLINE_RULE = f"must be a whole number of seconds above the release margin ({RELEASE_MARGIN.seconds} s)"
-# The job numbers an environment variable DEDUP_<FIELD>_SECONDS sets for every job (DedupConfig.from_env).
-OVERRIDDEN = ("attempt_deadline", "lease", "retry_window")
 
 WHOLE_NUMBER = re.compile(r"[0-9]+")
 POSITIVE_SECONDS = "must be a positive whole number of seconds"
@@ -158,20 +156,6 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
     return MappingProxyType(specs)
 
 
-def parse_serve(text: str | None) -> tuple[tuple[str, str], ...]:
-    """DEDUP_SERVE, config.yaml's `serve` as JSON (rules.check_serve): where the runs this function accepts may be
-    keyed; unset: () (DedupConfig.served: only its own). Or Misconfigured."""
-    if text is None:
-        return ()
-    try:
-        places = rules.check_serve(json.loads(text) or [], "", "")  # never its default: null is refused too
-    except json.JSONDecodeError as error:
-        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: is not JSON ({error})") from None
-    except rules.RuleError as error:
-        raise Misconfigured(f"DEDUP_SERVE={quoted(text)}: {error}") from None
-    return tuple((place["project"], place["location"]) for place in places)
-
-
 @dataclasses.dataclass(frozen=True)
 class DedupConfig:
     project: str
@@ -235,13 +219,28 @@ class DedupConfig:
 
         # An environment's deadline, lease or retry window (a test's, a local run's) holds for every job, over
         # each job's own from config.yaml.
-        cleared = {field: None for field in OVERRIDDEN if environ.get(f"DEDUP_{field.upper()}_SECONDS")}
+        overridden = ("attempt_deadline", "lease", "retry_window")
+        cleared = {field: None for field in overridden if environ.get(f"DEDUP_{field.upper()}_SECONDS")}
         jobs = parse_jobs(value("DEDUP_JOBS"))
         # Empty: deployed without a deliveries queue (a catch_up job needs one).
         queue = environ.get("DEDUP_TASKS_QUEUE", baked_settings().get("DEDUP_TASKS_QUEUE")) or None
         if queue is not None and not TASKS_QUEUE.fullmatch(queue):
             raise Misconfigured(f"DEDUP_TASKS_QUEUE={queue!r}: must be projects/PROJECT/locations/REGION/queues/QUEUE")
-        config = cls(
+        # config.yaml's `serve` as JSON, checked by its rule (rules.check_serve); unset: only the function's own place.
+        serve = environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE")
+        try:
+            places = rules.check_serve(json.loads(serve) or [], "", "") if serve else []  # null is refused too
+        except json.JSONDecodeError as error:
+            raise Misconfigured(f"DEDUP_SERVE={quoted(serve)}: is not JSON ({error})") from None
+        except rules.RuleError as error:
+            raise Misconfigured(f"DEDUP_SERVE={quoted(serve)}: {error}") from None
+        for name, job in jobs.items():
+            if job.catch_up and queue is None:
+                raise Misconfigured(
+                    f"DEDUP_JOBS.{name}.catch_up=true: the audit delivers through a Cloud Tasks queue, "
+                    "and DEDUP_TASKS_QUEUE is not set"
+                )
+        return cls(
             project=value("DEDUP_PROJECT", PROJECT, "must be a GCP project id"),
             location=value("DEDUP_LOCATION", LOCATION, "must be a GCP region such as europe-west1"),
             database=value("DEDUP_DATABASE"),
@@ -253,16 +252,9 @@ class DedupConfig:
             jobs={name: dataclasses.replace(job, **cleared) for name, job in jobs.items()} if cleared else jobs,
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
             attempt_deadline=seconds("DEDUP_ATTEMPT_DEADLINE_SECONDS", RELEASE_MARGIN.seconds, DEADLINE_RULE),
-            serve=parse_serve(environ.get("DEDUP_SERVE") or baked_settings().get("DEDUP_SERVE")),
+            serve=tuple((place["project"], place["location"]) for place in places),
             tasks_queue=queue,
         )
-        for name, job in config.jobs.items():
-            if job.catch_up and config.tasks_queue is None:
-                raise Misconfigured(
-                    f"DEDUP_JOBS.{name}.catch_up=true: the audit delivers through a Cloud Tasks queue, "
-                    "and DEDUP_TASKS_QUEUE is not set"
-                )
-        return config
 
     def stop_after(self, job_name: str) -> dt.timedelta:
         """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the

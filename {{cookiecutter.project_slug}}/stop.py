@@ -85,13 +85,6 @@ def shown(value: object, limit: int = MESSAGE_LIMIT) -> str:
     return f"<{type(value).__name__} whose str() and repr() fail>"
 
 
-def _traceback_of(error: BaseException) -> str:
-    try:
-        return "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
-    except BaseException:  # noqa: BLE001 - the traceback module guards str() itself; anything else: no traceback
-        return ""
-
-
 def ending_of(work: Callable[[RunContext], object], context: RunContext) -> Ending:
     """Calls the work here and says how it ended; never raises (the child's whole job)."""
     try:
@@ -106,7 +99,11 @@ def ending_of(work: Callable[[RunContext], object], context: RunContext) -> Endi
 def ending_after(error: BaseException) -> Ending:
     """How work that raised `error` ended; never raises."""
     how = next((how for kind, how in RAISED_AS if isinstance(error, kind)), Ended.RAISED)
-    return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=_traceback_of(error))
+    try:
+        trace = "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
+    except BaseException:  # noqa: BLE001 - the traceback module guards str() itself; anything else: no traceback
+        trace = ""
+    return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=trace)
 
 
 def _child(

@@ -406,8 +406,8 @@ MUTANTS = [
     Mutant(
         "database-unusable-is-unavailable",
         LEDGER,
-        "    except DATABASE_UNUSABLE as error:\n",
-        "    except () as error:\n",
+        "    except GUARD_FAILED as error:  # not the call's",
+        "    except () as error:  # not the call's",
         "NOT_FOUND / FAILED_PRECONDITION outside the guard: a missing or Datastore-mode database, 500 misconfigured",
         (STORE_ERRORS, "-k", "claim-create-NOT_FOUND or claim-read-FAILED_PRECONDITION"),
     ),
@@ -1497,7 +1497,7 @@ MUTANTS = [
     Mutant(
         "catch-up-without-queue",
         SETTINGS,
-        "if job.catch_up and config.tasks_queue is None:",
+        "if job.catch_up and queue is None:",
         "if False:",
         "a catch_up job needs DEDUP_TASKS_QUEUE",
         ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
