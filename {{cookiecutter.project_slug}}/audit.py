@@ -75,11 +75,6 @@ class AuditedRun:
     def __str__(self) -> str:
         return f"{self.job} at {rfc3339(self.schedule_time)}"
 
-    @property
-    def fields(self) -> dict[str, str]:
-        """The run's fields on a log line about it: its logs and the per-job metric find the line by them."""
-        return {"job": self.job, "schedule_time": self.schedule_time.isoformat(), "run_id": self.run_id}
-
     def as_json(self) -> dict[str, object]:
         return {
             "job": self.job,
@@ -185,8 +180,8 @@ def run(context: RunContext) -> str:
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
     catch_up(config, runs, now)
     for found in needing_delivery(runs):
-        # The audited run's job / schedule_time / run_id override the audit run's own on this line.
-        fields = found.fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}
+        # The audited run's fields (job, schedule_time, run_id, trigger) override the audit run's own on this line.
+        fields = found.key.log_fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}
         logger.warning(f"scheduled run {found.state}: {found} (run_id {found.run_id})", extra={"json_fields": fields})
     counts = collections.Counter(found.state.value for found in runs)
     summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no runs settled"
@@ -221,7 +216,7 @@ def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> N
             queued = task_queue.enqueue_run(config.tasks_queue, found.key, "catch-up")
         except Exception as error:  # any failure of the queue: this audit's other work goes on
             line = f"catch-up of {found} not queued: {type(error).__name__}: {error}"
-            logger.error(line, extra={"json_fields": found.fields | {"catch_up": "failed"}})
+            logger.error(line, extra={"json_fields": found.key.log_fields | {"catch_up": "failed"}})
             return
         done = "queued" if queued else "was queued before"
-        logger.info(f"catch-up of {found} {done}", extra={"json_fields": found.fields | {"catch_up": "queued"}})
+        logger.info(f"catch-up of {found} {done}", extra={"json_fields": found.key.log_fields | {"catch_up": "queued"}})

@@ -42,12 +42,8 @@ class Job:
 
 def retry_window_seconds(timing: Mapping[str, int]) -> int:
     """The longest time from a run's first delivery to the end of its last retry (rules.retry_window_seconds)."""
-    return rules.retry_window_seconds(
-        timing["attempt_deadline_seconds"],
-        timing["retry_count"],
-        timing["max_backoff_seconds"],
-        timing["max_retry_duration_seconds"],
-    )
+    keys = ("attempt_deadline_seconds", "retry_count", "max_backoff_seconds", "max_retry_duration_seconds")
+    return rules.retry_window_seconds(*(timing[key] for key in keys))
 
 
 @dataclasses.dataclass(frozen=True)

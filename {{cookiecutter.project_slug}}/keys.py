@@ -67,6 +67,16 @@ class RunKey:
     def trigger(self) -> str:  # the record's and the log line's name of how the run came
         return "manual" if self.manual else "scheduled"
 
+    @property
+    def log_fields(self) -> dict[str, str]:
+        """The run on a log line about it (the handler's, the audit's): its logs and the per-job metric find it so."""
+        return {
+            "run_id": self.run_id,
+            "job": self.job_name,
+            "schedule_time": self.schedule_time.isoformat(),
+            "trigger": self.trigger,
+        }
+
 
 def parse_schedule_time(text: str) -> dt.datetime:
     """RFC 3339 with a mandatory offset, as Cloud Scheduler sends it; returns UTC."""

@@ -65,12 +65,7 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
             raise MethodNotAllowed(f"method {method!r}: only POST runs a job; nothing ran")
         config = DedupConfig.from_env()
         key = read_run_key(headers, config, now)
-        RUN_FIELDS.set({
-            "run_id": key.run_id,
-            "job": key.job_name,
-            "schedule_time": key.schedule_time.isoformat(),
-            "trigger": key.trigger,
-        })  # fmt: skip
+        RUN_FIELDS.set(key.log_fields)
         rerun = read_rerun(headers)
         ledger = RunLedger(config)
         claim = ledger.claim(key, now, rerun)

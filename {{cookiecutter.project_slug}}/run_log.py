@@ -32,8 +32,6 @@ class RunFieldsFilter(logging.Filter):
 class TextFormatter(logging.Formatter):
     """One short line per record: what the JSON line says, for a terminal."""
 
-    FIELDS = ("outcome", "job", "schedule_time")
-
     def format(self, record: logging.LogRecord) -> str:
         fields = getattr(record, "json_fields", {})
         message = record.getMessage()
@@ -42,7 +40,7 @@ class TextFormatter(logging.Formatter):
         if "duration_ms" in fields:
             message += f" [{fields['duration_ms']} ms]"
         parts = [self.formatTime(record, "%H:%M:%S"), f"{record.levelname:<7}"]
-        parts += [str(fields[name]) for name in self.FIELDS if fields.get(name) is not None]
+        parts += [str(fields[name]) for name in ("outcome", "job", "schedule_time") if fields.get(name) is not None]
         return " ".join([*parts, " | ".join(message.splitlines())])
 
 

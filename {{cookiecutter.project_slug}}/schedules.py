@@ -28,7 +28,6 @@ from cronsim import CronSim
 
 import rules
 
-UTC = dt.UTC
 # A job's rule for a wall-clock time the clocks skip (config.yaml's dst_gap; rules.JOB_CHOICES lists it).
 DST_GAP_RULES = rules.JOB_CHOICES["dst_gap"]
 END_OF_GAP, SKIP = DST_GAP_RULES
@@ -73,7 +72,7 @@ class FireTime:
 
 
 def _utc(wall: dt.datetime, zone: zoneinfo.ZoneInfo, fold: int) -> dt.datetime:
-    return wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+    return wall.replace(tzinfo=zone, fold=fold).astimezone(dt.UTC)
 
 
 def _gap_end(before: dt.datetime, after: dt.datetime, zone: zoneinfo.ZoneInfo) -> dt.datetime:
@@ -109,9 +108,9 @@ def fire_times(schedule: Schedule, since: dt.datetime, until: dt.datetime) -> li
     low, high = since - WALL_CLOCK_MARGIN, until + WALL_CLOCK_MARGIN
     run_at: list[dt.datetime] = []
     for moment in CronSim(schedule.cron, (low - dt.timedelta(microseconds=1)).astimezone(zone)):
-        if moment.astimezone(UTC) >= high:
+        if moment.astimezone(dt.UTC) >= high:
             break
-        run_at.append(moment.astimezone(UTC))
+        run_at.append(moment.astimezone(dt.UTC))
     runs_at = set(run_at)
     on_time: set[dt.datetime] = set()  # run at a reading of their own wall time, not moved by a gap
     owned: dict[dt.datetime, FireTime] = {}

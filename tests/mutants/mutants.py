@@ -528,9 +528,9 @@ MUTANTS = [
     ),
     Mutant(
         "run-fields-missing",
-        MAIN,
-        '            "run_id": key.run_id,\n            "job": key.job_name,\n'
-        '            "schedule_time": key.schedule_time.isoformat(),\n            "trigger": key.trigger,\n',
+        KEYS,
+        '            "run_id": self.run_id,\n            "job": self.job_name,\n'
+        '            "schedule_time": self.schedule_time.isoformat(),\n            "trigger": self.trigger,\n',
         "",
         "every log line carries the run",
         handler("test_every_log_line_carries_the_run_and_its_outcome"),
