@@ -109,9 +109,8 @@ def work_then_finish(
     first: Callable[[RunContext], object] | None = None,
 ) -> tuple[Outcome, str, str]:
     """Runs `first` here (a proxy's following: it writes through this process's ledger), then the work in its own
-    process until `stop_at` (time.monotonic()), then records how it ended.
-
-    Returns the outcome, its one-line detail, and the work's traceback for the log line ("" if none)."""
+    process until `stop_at` (time.monotonic()), then records how it ended: the outcome, its one-line detail, and
+    the work's traceback for the log line ("" if none)."""
     started = time.monotonic()
     context = claim.context(job_id)
     try:

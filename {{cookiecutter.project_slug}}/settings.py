@@ -192,7 +192,6 @@ class DedupConfig:
         return default if value is None else value
 
     def lease_for(self, job_name: str) -> dt.timedelta:
-        """The lease of a run of `job_name`: the job's own (config.yaml), else the project's."""
         return self._own(job_name, "lease", self.lease)
 
     def settle_for(self, job_name: str) -> dt.timedelta:

@@ -51,8 +51,7 @@ def task_id(unique: str, kind: str) -> str:
 
 
 def enqueue_run(queue: str, key: RunKey, kind: str, rerun: Rerun | None = None) -> bool:
-    """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id, or re-run id>-<kind>`, so
-    one asked for twice is queued once; True if queued now, False if queued before."""
+    """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id or re-run id>-<kind>`."""
     return enqueue(queue, task_id(rerun.rerun_id if rerun else key.run_id, kind), delivery_headers(key, rerun))
 
 
