@@ -64,22 +64,14 @@ class AuditedRun:
     dst: schedules.Dst | None = None
     state: State | None = None  # None: expected, not judged yet
 
-    @property
-    def schedule_time(self) -> dt.datetime:  # UTC
-        return self.key.schedule_time
-
-    @property
-    def run_id(self) -> str:
-        return self.key.run_id
-
     def __str__(self) -> str:
-        return f"{self.job} at {rfc3339(self.schedule_time)}"
+        return f"{self.job} at {rfc3339(self.key.schedule_time)}"
 
     def as_json(self) -> dict[str, object]:
         return {
             "job": self.job,
-            "schedule_time": rfc3339(self.schedule_time),
-            "run_id": self.run_id,
+            "schedule_time": rfc3339(self.key.schedule_time),
+            "run_id": self.key.run_id,
             "state": self.state.value,
             "wall_time": self.wall_time.isoformat(),
             "dst": self.dst.value if self.dst else None,
@@ -104,7 +96,7 @@ def judge(
     if record is None and paused:
         state = State.PAUSED
     elif record is None:
-        state = State.PENDING if now < run.schedule_time + settle else State.MISSING
+        state = State.PENDING if now < run.key.schedule_time + settle else State.MISSING
     elif (status := dedup.Status(record["status"])) is dedup.Status.IN_PROGRESS:
         state = State.STUCK if record["lease_expires"] <= now else State.IN_PROGRESS
     else:
@@ -131,7 +123,7 @@ def audit_runs(
         for name, job in jobs.items()
         for run in expected_runs(name, job, max(since, starts.get(name, since)), until, *place)
     ]
-    records = ledger.read_runs((run.run_id for run in expected), progress)
+    records = ledger.read_runs((run.key.run_id for run in expected), progress)
     return [judge(run, records, now, config.settle_for(run.job), jobs[run.job].paused) for run in expected]
 
 
@@ -182,7 +174,8 @@ def run(context: RunContext) -> str:
     for found in needing_delivery(runs):
         # The audited run's fields (job, schedule_time, run_id, trigger) override the audit run's own on this line.
         fields = found.key.log_fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}
-        logger.warning(f"scheduled run {found.state}: {found} (run_id {found.run_id})", extra={"json_fields": fields})
+        line = f"scheduled run {found.state}: {found} (run_id {found.key.run_id})"
+        logger.warning(line, extra={"json_fields": fields})
     counts = collections.Counter(found.state.value for found in runs)
     summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items())) or "no runs settled"
     kind, until = "full sweep" if sweep.full else "incremental", rfc3339(sweep.until)
@@ -209,7 +202,7 @@ def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> N
     sweep tries again those still within their limit."""
     for found in runs:
         job = config.jobs[found.job]
-        within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness
+        within = job.max_lateness is None or now - found.key.schedule_time <= job.max_lateness
         if found.state is not State.MISSING or not job.catch_up or not within:
             continue
         try:

@@ -1567,7 +1567,7 @@ MUTANTS = [
     Mutant(
         "catch-up-ignores-lateness",
         "baked/audit.py",
-        "within = job.max_lateness is None or now - found.schedule_time <= job.max_lateness",
+        "within = job.max_lateness is None or now - found.key.schedule_time <= job.max_lateness",
         "within = True",
         "the audit catches up a missing run only while it is within max_lateness_seconds",
         ("tests/test_manual_runs.py::test_the_audit_catches_up_a_missing_run_within_max_lateness_only",),

@@ -278,4 +278,4 @@ def audit_day(config, since):
     """The audit's states for the day from `since`, judged two days later."""
     ledger = RunLedger(config)
     found = audit.audit_runs(ledger, config.jobs, since, since + dt.timedelta(days=1), since + dt.timedelta(days=2))
-    return [(run.job, audit.rfc3339(run.schedule_time), run.state.value) for run in found]
+    return [(run.job, audit.rfc3339(run.key.schedule_time), run.state.value) for run in found]

@@ -31,7 +31,7 @@ def at(text):
 
 def fire_times(schedule, zone, since, until):
     runs_ = audit.expected_runs("job", JobSpec("job", schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION)
-    return [(audit.rfc3339(run.schedule_time), run.dst and run.dst.value) for run in runs_]
+    return [(audit.rfc3339(run.key.schedule_time), run.dst and run.dst.value) for run in runs_]
 
 
 # ---------------------------------------------------------------- fire times (no store)
@@ -145,7 +145,7 @@ def run_to(ledger, job, time, status, now=None):
 
 
 def states(found):
-    return [(run.job, audit.rfc3339(run.schedule_time), run.state.value) for run in found]
+    return [(run.job, audit.rfc3339(run.key.schedule_time), run.state.value) for run in found]
 
 
 def test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst(monkeypatch, collection):

@@ -309,7 +309,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 def run_row(found: audit.AuditedRun, config: DedupConfig) -> list[str]:
     zone = config.jobs[found.job].time_zone
     wall = found.wall_time.strftime("%Y-%m-%d %H:%M") + f" {zone}" + (f" ({found.dst.value})" if found.dst else "")
-    return [found.job, audit.rfc3339(found.schedule_time), wall, found.state.value, found.run_id]
+    return [found.job, audit.rfc3339(found.key.schedule_time), wall, found.state.value, found.key.run_id]
 
 
 def summary(runs: list[audit.AuditedRun], args: argparse.Namespace) -> str:
@@ -366,12 +366,12 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     queue = queue_of(config, args.queue) if args.queue is not None else None
     rows, failures, progress = [], 0, Progress("delivering")
     for done, found in enumerate(listed, start=1):
-        key = keys.RunKey(config.project, config.location, found.job, found.schedule_time)
+        key = keys.RunKey(config.project, config.location, found.job, found.key.schedule_time)
         headers = task_queue.delivery_headers(key)  # what Scheduler would send for the run, by either way
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
-            answer = queued(queue, task_queue.task_id(found.run_id, "backfill"), headers)
+            answer = queued(queue, task_queue.task_id(found.key.run_id, "backfill"), headers)
         else:
             status, answer = post(args, headers)
             failures += not 200 <= status < 300
