@@ -1559,8 +1559,8 @@ MUTANTS = [
     Mutant(
         "backfill-task-per-attempt",
         "baked/tools/runs.py",
-        'task_queue.task_id(found.run_id, "backfill")',
-        'task_queue.task_id(f"{found.run_id}-{uuid.uuid4().hex}", "backfill")',
+        'task_queue.task_id(found.key.run_id, "backfill")',
+        'task_queue.task_id(f"{found.key.run_id}-{uuid.uuid4().hex}", "backfill")',
         "a backfill's task is named by its run id, so asking twice queues it once",
         ("tests/test_manual_runs.py::test_backfill_through_the_queue_delivers_each_missing_run_once",),
     ),
