@@ -44,10 +44,7 @@ PROGRESS_FROM = 50
 RUN_HEADER = ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "RUN_ID"]
 # What a tool meets when Google or the emulator cannot be reached, with the one thing to do about it.
 LOGIN = "no Google credentials: run `gcloud auth application-default login`"
-NO_CREDENTIALS = (
-    f"{LOGIN}, or for Firestore use the local emulator: `make dev` prints FIRESTORE_EMULATOR_HOST=...; export it in "
-    "this shell"
-)
+NO_CREDENTIALS = f"{LOGIN}, or use the emulator: export the FIRESTORE_EMULATOR_HOST=... that `make dev` prints"
 NO_EMULATOR = "FIRESTORE_EMULATOR_HOST={}: no emulator answers there; start `make dev` (it prints the host to use)"
 # The flag of each re-run header: keys.read_rerun, the function's own check, judges the request before it is queued.
 RERUN_FLAGS = {keys.RERUN_ID_HEADER: "--rerun-id", keys.RERUN_BY_HEADER: "--by", keys.RERUN_REASON_HEADER: "--reason"}
@@ -163,8 +160,7 @@ def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
 
 
 def run_key(config: DedupConfig, args: argparse.Namespace) -> keys.RunKey:
-    """The key of the run JOB TIME names, as the deployed handler computes it: the Scheduler job name, the schedule
-    time in UTC, the project/location it is delivered for (default: the function's own)."""
+    """The key of the run JOB TIME names, as the handler keys its delivery (default place: the function's)."""
     return keys.RunKey(
         project=args.project or config.project,
         location=args.location or config.location,
@@ -204,9 +200,8 @@ def gcloud(*arguments: str) -> str:
 @functools.cache
 def identity_token(audience: str, impersonate: str | None) -> str:
     """An OIDC identity token from gcloud, once per command: the impersonated service account's, else the active
-    account's (a VM's service account, or yours). Its audience is the function's URL, as Cloud Run checks, for a
-    service account; gcloud takes --audiences from service accounts only, so a person's has gcloud's own
-    (cloud.google.com/sdk/gcloud/reference/auth/print-identity-token)."""
+    account's (a VM's, or yours). A service account's is for the function's URL, which Cloud Run checks; gcloud takes
+    --audiences from those only (cloud.google.com/sdk/gcloud/reference/auth/print-identity-token)."""
     account = impersonate or gcloud("config", "get-value", "account")
     flags = [f"--audiences={audience}"] if account.endswith(".gserviceaccount.com") else []
     if impersonate:
@@ -219,8 +214,7 @@ def target(args: argparse.Namespace) -> str:
 
 
 def post(args: argparse.Namespace, headers: dict[str, str]) -> tuple[int, str]:
-    """One delivery to --url (with an identity token) or the local dev server: (HTTP status, what it answered);
-    (0, why) when nothing answered."""
+    """One delivery to --url (with an identity token) or `make dev`: (HTTP status, its answer), or (0, why not)."""
     url = target(args)
     if args.url:
         headers = {**headers, "Authorization": f"Bearer {identity_token(args.url, args.impersonate)}"}
@@ -303,8 +297,8 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def run_row(found: audit.AuditedRun, config: DedupConfig) -> list[str]:
-    zone = config.jobs[found.job].time_zone
-    wall = found.wall_time.strftime("%Y-%m-%d %H:%M") + f" {zone}" + (f" ({found.dst.value})" if found.dst else "")
+    dst = f" ({found.dst})" if found.dst else ""
+    wall = f"{found.wall_time:%Y-%m-%d %H:%M} {config.jobs[found.job].time_zone}{dst}"
     return [found.job, keys.rfc3339(found.schedule_time), wall, found.state.value, found.run_id]
 
 
