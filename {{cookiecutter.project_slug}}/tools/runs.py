@@ -99,8 +99,7 @@ class Progress:
     def __call__(self, done: int, total: int) -> None:
         if total < PROGRESS_FROM:
             return
-        filled = self.WIDTH * done // total
-        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        bar = ("#" * (self.WIDTH * done // total)).ljust(self.WIDTH, "-")
         end = "\n" if done >= total else ""
         self.stream.write(f"\r{self.label} [{bar}] {done}/{total} {100 * done // total:3d}%{end}")
         self.stream.flush()
