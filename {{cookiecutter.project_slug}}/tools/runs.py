@@ -232,7 +232,6 @@ def post(args: argparse.Namespace, headers: dict[str, str]) -> tuple[int, str]:
     *KEYED_FOR,
 )
 def fire(config: DedupConfig, args: argparse.Namespace) -> int:
-    """One delivery as Scheduler sends it: the job's Scheduler job name, a schedule time (default: this minute)."""
     args.time = args.time or keys.rfc3339(dedup.utcnow().replace(second=0, microsecond=0))
     key = run_key(config, args)
     print(f"==> POST {target(args)}  job={key.job_name} schedule_time={keys.rfc3339(key.schedule_time)}", flush=True)
@@ -380,7 +379,6 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     arg("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)"),
 )
 def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
-    """Queue a re-run of one finished run: the function runs it once more, once per re-run id, and records it."""
     key = run_key(config, args)
     # Who asks, by default gcloud's active account: the identity Cloud Tasks' audit log records for the enqueue.
     by = args.by or gcloud("config", "get-value", "account")
