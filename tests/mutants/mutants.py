@@ -2286,8 +2286,8 @@ MUTANTS = [
     Mutant(
         "s5module-git-source-unpinned",
         "hooks/baking.py",
-        "{MODULES_DIR.as_posix()}/{MODULE}?ref={ref}\"",
-        "{MODULES_DIR.as_posix()}/{MODULE}\"",
+        '{MODULES_DIR.as_posix()}/{MODULE}?ref={ref}"',
+        '{MODULES_DIR.as_posix()}/{MODULE}"',
         "a git source of the modules is pinned (a ref), so a module upgrade is a reviewed bump",
         ("tests/test_hooks.py", "-k", "derived"),
     ),
