@@ -297,13 +297,10 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
 
 
 def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doublings: int) -> int:
-    """Cloud Scheduler's wait after the failure of attempt `retry` (0: the first attempt), before the next one.
-
-    RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
-    linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
-    10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays) models the same.
-    """
+    """Cloud Scheduler's wait after the failure of attempt `retry` (0: the first attempt), before the next one:
+    it starts at min_backoff, doubles max_doublings times, then grows linearly by min_backoff * 2**max_doublings,
+    never beyond max_backoff; for 10 s / 300 s / 3 doublings: 10, 20, 40, 80, 160, 240, 300, 300 ... (RetryConfig,
+    https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)."""
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
     else:
@@ -362,7 +359,6 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
         raise refuse("max_backoff_seconds", f"must be at least min_backoff_seconds ({min_backoff})")
     max_doublings = number("max_doublings", 0, 16)
     max_retry_duration = number("max_retry_duration_seconds", 0)
-    # A crash right after the claim meets 409 until the lease ends: the last retry must come later.
     # retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs the run.
     waits = retry_intervals_seconds(retry_count, min_backoff, max_backoff, max_doublings)
     if waits and sum(waits) <= lease:
@@ -543,13 +539,11 @@ def dst_warnings(jobs: Mapping[str, Mapping[str, str]], start: dt.date) -> list[
 
 @dataclasses.dataclass(frozen=True)
 class SchedulerRetries:
-    """Cloud Scheduler's retry_config, as its reference documents it.
-
-    Retries stop when both retry_count and max_retry_duration are reached ("If specified with retry_count,
-    the job will be retried until both limits are reached"; max_retry_duration 0 = no time limit, "However,
-    if retry_count is also 0, a job attempt won't be retried"), measured from the first attempt; a retry
-    counts as inside the duration only if it starts before it ends (the next fire time: check_schedule_timing).
-    """
+    """Cloud Scheduler's retry_config, as its reference documents it: retries stop when both retry_count and
+    max_retry_duration are reached ("If specified with retry_count, the job will be retried until both limits are
+    reached"; max_retry_duration 0 = no time limit, "However, if retry_count is also 0, a job attempt won't be
+    retried"), measured from the first attempt; a retry counts as inside the duration only if it starts before it
+    ends. The next fire time stops them too: check_schedule_timing."""
 
     retry_count: int
     min_backoff: int
@@ -607,6 +601,7 @@ def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
     latest it can last (stop.py ends it sooner); a lost 2xx is a completed run that Scheduler counts failed."""
     retries = SchedulerRetries.of(timing)
     deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
+    lease = timing["lease_seconds"]
 
     def after_claim(attempt: int, claimed_at: int) -> int:
         """Attempt `attempt` (0 = the first) claims the run at `claimed_at` and works the whole function timeout:
@@ -635,10 +630,7 @@ def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
         Busy("none", after_claim(0, 0), "the work lasts the whole function timeout"),
         worst("sigkill before the claim", [("killed before the claim", 0, 0)]),
         # Scheduler sees the failure when the instance dies, or at the deadline if the work outlasts it.
-        worst(
-            "sigkill after the claim",
-            [(f"killed {f} s after the claim", f, timing["lease_seconds"]) for f in range(deadline + 1)],
-        ),
+        worst("sigkill after the claim", [(f"killed {f} s after the claim", f, lease) for f in range(deadline + 1)]),
         worst("retryable error", [(f"error {k} s into the work", min(k, deadline), k) for k in range(timeout + 1)]),
         worst("hang", [("hung until the timeout", deadline, timeout)]),
         Busy("lost 2xx", max(timeout, lost_2xx[1]) if lost_2xx else timeout, "completed, its 2xx lost"),
@@ -782,10 +774,9 @@ def check_serve(value: object, project: str, region: str) -> list[dict[str, str]
 def check_config(
     raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
 ) -> dict[str, object]:
-    """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`), plus
-    `warnings`. The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key:
-    the bake's answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also
-    each job's smallest gap over the coming years, from `start`, against its numbers (not at the function's load)."""
+    """config.yaml, checked: the project's settings, each job with its resolved numbers (`timing`), `warnings`.
+    The defaults block first, as the audit job's numbers (refusals named `defaults_prefix` + the key: the bake's
+    answers are the defaults), then each job's own (`jobs.<id>.<key>`); `schedules`: also their smallest gaps."""
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
