@@ -110,7 +110,6 @@ module "scheduled_dedup" {
     create_database = var.create_firestore_database
   }
 
-  # The audit job: every job's expected runs against the records (audit.py, docs/operations.md).
   audit = {
     interval_minutes = local.config.audit_interval_minutes
   }
@@ -119,7 +118,6 @@ module "scheduled_dedup" {
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
 
-  # Who may re-run and backfill runs from a laptop (tools/runs.py rerun / backfill --queue: roles/cloudtasks.enqueuer on the queue).
   task_queue = {
     enqueuers = var.task_queue_enqueuers
   }

@@ -1,11 +1,8 @@
 # What only the deploy decides; override per environment with -var or a *.tfvars file. The project, the
 # region, the jobs and their timing live in ../config.yaml (main.tf, local.config), and nowhere else.
 
-# Baked answer create_firestore_database. true: this project creates its own database (a new GCP
-# project has none; the first apply fails without one). false: the database named in main.tf must
-# exist already in Firestore Native mode; plan reads it and refuses it otherwise.
 variable "create_firestore_database" {
-  description = "Create the Firestore database named in main.tf (false: use one that exists already, in Firestore Native mode)."
+  description = "Create config.yaml's Firestore database (a new project has none); false: use one that exists already, in Native mode (not read at plan: the apply fails on a missing one)."
   type        = bool
   default     = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
 }
@@ -16,10 +13,8 @@ variable "enable_apis" {
   default     = true
 }
 
-# Baked answer alert_email. Empty, with no notification_channels either: the alert policies open
-# incidents and notify nobody, and every plan prints the warning of check "alerts_reach_someone".
 variable "alert_email" {
-  description = "E-mail address the alert policies notify (an e-mail notification channel is created); empty: none."
+  description = "E-mail address the alert policies notify (an e-mail notification channel is created); empty, with no notification_channels: nobody (check alerts_reach_someone warns)."
   type        = string
   default     = {{ cookiecutter.alert_email | tojson }}
 }

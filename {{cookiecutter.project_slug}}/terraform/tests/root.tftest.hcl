@@ -23,23 +23,18 @@ run "main" {
 {%- endif %}
 
   assert {
-    condition     = keys(output.scheduler_job_names) == keys(local.config.jobs)
-    error_message = "One Cloud Scheduler job per job of config.yaml."
+    condition     = output.scheduler_job_names == { for id, _ in local.config.jobs : id => "${local.config.slug}-${id}" }
+    error_message = "One Cloud Scheduler job per job of config.yaml, named after the slug."
   }
 
   assert {
-    condition     = alltrue([for id, name in output.scheduler_job_names : name == "${local.config.slug}-${id}"])
-    error_message = "Scheduler job names derive from the slug."
-  }
-
-  assert {
-    condition     = output.firestore_collection == local.config.collection && output.firestore_database == local.config.database
+    condition     = module.scheduled_dedup.firestore_collection == local.config.collection && module.scheduled_dedup.firestore_database == local.config.database
     error_message = "Run records go to config.yaml's database and collection."
   }
 
   assert {
-    condition     = output.function_uri != "" && output.runtime_service_account_email != output.invoker_service_account_email
-    error_message = "The function has a URI and the runtime and invoker identities are two accounts."
+    condition     = output.function_uri != "" && length(distinct([module.scheduled_dedup.runtime_service_account_email, output.invoker_service_account_email, module.scheduled_dedup.build_service_account_email])) == 3
+    error_message = "The function has a URI, and it runs, is invoked and is built as three accounts."
   }
 
   assert {
@@ -48,17 +43,12 @@ run "main" {
   }
 
   assert {
-    condition     = !contains([output.runtime_service_account_email, output.invoker_service_account_email], output.build_service_account_email)
-    error_message = "The function builds as an account of its own, neither the runtime nor the invoker."
-  }
-
-  assert {
     condition     = length(output.alert_notification_channels) == {{ 1 if cookiecutter.alert_email else 0 }}
     error_message = "The baked alert_email gets its notification channel (none when it is empty)."
   }
 
   assert {
-    condition     = output.audit_job_name == "{{ cookiecutter.project_slug }}_audit"
+    condition     = module.scheduled_dedup.audit_job_name == "{{ cookiecutter.project_slug }}_audit"
     error_message = "main.tf passes the audit: its Scheduler job is deployed (audit.tf)."
   }
 {%- if cookiecutter.target == "cloud_run_job" %}
