@@ -2,7 +2,6 @@
 config.yaml (at every load; the schedule rules too under `python config.py`, which `make deploy` runs first), and
 the tests import them. Terraform checks shapes only (ranges, ids, the cron's five fields: each such check in
 terraform/modules/scheduled-dedup/variables.tf says so); the rules between numbers are here alone.
-Each refusal is a `RuleError` whose message is one line: the key, the value given, the rule.
 Standard library only: the bake's hook runs it in whatever Python runs cookiecutter.
 """
 
@@ -12,6 +11,7 @@ import calendar
 import dataclasses
 import datetime as dt
 import functools
+import itertools
 import re
 import zoneinfo
 from collections.abc import Iterator, Mapping
@@ -20,8 +20,6 @@ from collections.abc import Iterator, Mapping
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
 MAX_RETRY_COUNT = 5
 MAX_BACKOFF_SECONDS = 3600
-# Cloud Run functions (gen2) HTTP functions time out after at most 60 min.
-MAX_FUNCTION_TIMEOUT_SECONDS = 3600
 # How much longer than the stop (the job's attempt deadline) a lease lasts, at the least.
 LEASE_MARGIN_SECONDS = 30
 # How much longer than its deadline a job's lease lasts when the file does not say (a retry comes after it).
@@ -29,9 +27,8 @@ LEASE_AFTER_DEADLINE_SECONDS = 60
 # A job's max_lateness_seconds: Scheduler's own deliveries come seconds late, and a limit below a minute would
 # skip runs that came on time.
 MIN_MAX_LATENESS_SECONDS = 60
-# The audit job's cadence: minutes that divide an hour or a day evenly, so that a cron says it exactly;
-# at most 12 h, so that it fits in the one-day lookback with the settle time.
-# Also in Terraform (var.audit's validation; local.audit_schedule turns it into the cron).
+# The audit job's cadence: minutes that divide an hour or a day evenly, so that a cron (Terraform's
+# local.audit_schedule) says it exactly; at most 12 h, so that it fits in the one-day lookback with the settle time.
 AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
 # How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
 AUDIT_LOOKBACK_SECONDS = 86400
@@ -124,8 +121,6 @@ GROC_REFUSED = (
     "groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees "
     "the X-CloudScheduler-ScheduleTime header for unix-cron"
 )
-# A job without a time_zone is read in UTC (also the Terraform module's optional() default).
-DEFAULT_TIME_ZONE = "Etc/UTC"
 # The timing numbers a job may set for itself, or the project for every job under `defaults:`.
 TIMING_KEYS = (
     "attempt_deadline_seconds",
@@ -219,16 +214,13 @@ class Cron:
         return [dt.datetime.combine(day, dt.time(minute // 60, minute % 60)) for minute in self.day_minutes]
 
     def fires_ever(self) -> bool:
-        """False for a day of month none of the schedule's months has ('0 0 30 2 *'; a leap year's months: Feb 29
-        does fire); when day of month and day of week are both restricted either matches, and every month has
-        every weekday."""
+        """False for a day of month none of the schedule's months has ('0 0 30 2 *'; Feb 29 fires in leap years),
+        unless either field may match (days_and_weekdays false): every month has every weekday."""
         longest = [calendar.monthrange(2000, month)[1] for month in self.months]
         return not self.days_and_weekdays or any(day <= days for days in longest for day in self.days)
 
 
 def check_schedule(job_id: str, schedule: str) -> str:
-    """Five-field unix-cron only: Cloud Scheduler guarantees X-CloudScheduler-ScheduleTime for it alone.
-    Terraform checks the shape only (five fields, each of its field's characters: var.jobs in variables.tf)."""
     field = f"jobs.{job_id}.schedule"
     if not isinstance(schedule, str):
         raise RuleError(field, schedule, "must be a 5-field unix-cron string")
@@ -261,8 +253,7 @@ def check_time_zone(job_id: str, time_zone: str) -> str:
 
 
 def check_max_lateness(job_id: str, value: object) -> int:
-    """A delivery later than this after its schedule time is recorded skipped and never runs the work.
-    Also in Terraform: a validation of var.jobs."""
+    """A delivery later than this after its schedule time is recorded skipped and never runs the work."""
     rule = f"must be a whole number of seconds, at least {MIN_MAX_LATENESS_SECONDS} (omit it for no limit)"
     return parse_seconds(f"jobs.{job_id}.max_lateness_seconds", value, MIN_MAX_LATENESS_SECONDS, rule=rule)
 
@@ -291,15 +282,13 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
             raise RuleError(f"jobs.{job_id}", job, rule)
         own = {
             "schedule": check_schedule(job_id, job["schedule"]),
-            "time_zone": check_time_zone(job_id, job.get("time_zone", DEFAULT_TIME_ZONE)),
+            "time_zone": check_time_zone(job_id, job.get("time_zone", "Etc/UTC")),  # Terraform's optional() default too
         }
         if "max_lateness_seconds" in job:
             own["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
-        own |= {
-            key: check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
-            for key, allowed in JOB_CHOICES.items()
-            if key in job
-        }
+        for key, allowed in JOB_CHOICES.items():
+            if key in job:
+                own[key] = check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
         checked[job_id] = own | {key: job[key] for key in TIMING_KEYS if key in job}
     return checked
 
@@ -308,13 +297,10 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
 
 
 def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doublings: int) -> int:
-    """Cloud Scheduler's wait after the failure of attempt `retry` (0: the first attempt), before the next one.
-
-    RetryConfig.max_doublings: the wait starts at min_backoff, doubles max_doublings times, then grows
-    linearly by min_backoff * 2**max_doublings, never beyond max_backoff: for 10 s / 300 s / 3 doublings,
-    10, 20, 40, 80, 160, 240, 300, 300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/
-    projects.locations.jobs#retryconfig). The proofs' live-server harness (RetryPolicy.delays) models the same.
-    """
+    """Cloud Scheduler's wait after the failure of attempt `retry` (0: the first attempt), before the next one:
+    it starts at min_backoff, doubles max_doublings times, then grows linearly by min_backoff * 2**max_doublings,
+    never beyond max_backoff; for 10 s / 300 s / 3 doublings: 10, 20, 40, 80, 160, 240, 300, 300 ... (RetryConfig,
+    https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)."""
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
     else:
@@ -339,8 +325,7 @@ def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: i
 def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
     """Deadline <= stop <= lease - margin; retries reach past the lease; retention covers lease + retry window.
     One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
-    The work is stopped at the job's attempt deadline (settings.DedupConfig.stop_after): the stop is the deadline
-    unless `function_timeout_seconds` says otherwise (the model's tests vary it)."""
+    The stop is the attempt deadline (settings.DedupConfig.stop_after) unless `function_timeout_seconds` is given."""
     checked: dict[str, int] = {}
 
     def number(name: str, low: int = 0, high: int | None = None) -> int:
@@ -353,7 +338,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     deadline = number("attempt_deadline_seconds", *ATTEMPT_DEADLINE_RANGE)
     checked["function_timeout_seconds"] = timeout = deadline
     if "function_timeout_seconds" in values:
-        timeout = number("function_timeout_seconds", 1, MAX_FUNCTION_TIMEOUT_SECONDS)
+        timeout = number("function_timeout_seconds", 1, 3600)  # Cloud Run functions (gen2) HTTP: 60 min at most
         if timeout < deadline:
             raise refuse(
                 "function_timeout_seconds",
@@ -374,8 +359,6 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
         raise refuse("max_backoff_seconds", f"must be at least min_backoff_seconds ({min_backoff})")
     max_doublings = number("max_doublings", 0, 16)
     max_retry_duration = number("max_retry_duration_seconds", 0)
-    # With retries, the last one must come after the lease ends: a run whose instance crashed right after
-    # its claim is then taken over by a retry, instead of meeting 409 until Scheduler gives up (at-most-once).
     # retry_count = 0 is exempt: no retry can recover a crash, an operator re-runs the run.
     waits = retry_intervals_seconds(retry_count, min_backoff, max_backoff, max_doublings)
     if waits and sum(waits) <= lease:
@@ -398,19 +381,14 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
 
 
 def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
-    """The audit runs every `audit_interval_minutes`; each looks back min(1 day, retention). A run is judged once
-    lease + retry window (settle) has passed since its schedule time, so every run is seen by at least one audit
-    only if interval + settle fits in the lookback. Terraform checks only that the interval is one of the list."""
+    """An audit every `audit_interval_minutes` looks back min(1 day, retention) and judges a run once lease + retry
+    window (settle) has passed since its schedule time: every run meets an audit only if interval + settle fits."""
     field = "audit_interval_minutes"
     minutes = parse_seconds(field, value, 1)
     if minutes not in AUDIT_INTERVALS_MINUTES:
         raise RuleError(field, value, f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
-    settle = timing["lease_seconds"] + retry_window_seconds(
-        timing["attempt_deadline_seconds"],
-        timing["retry_count"],
-        timing["max_backoff_seconds"],
-        timing["max_retry_duration_seconds"],
-    )
+    keys = ("attempt_deadline_seconds", "retry_count", "max_backoff_seconds", "max_retry_duration_seconds")
+    settle = timing["lease_seconds"] + retry_window_seconds(*(timing[key] for key in keys))
     lookback = min(AUDIT_LOOKBACK_SECONDS, timing["retention_seconds"])
     if minutes * 60 + settle > lookback:
         rule = (
@@ -451,13 +429,10 @@ def _readings(wall: dt.datetime, zone: zoneinfo.ZoneInfo) -> tuple[int, int]:
 
 
 def _wall_clock_instants(wall: dt.datetime, zone: zoneinfo.ZoneInfo) -> set[int]:
-    """The instants at which Cloud Scheduler may fire for one local wall-clock time.
-
-    Cloud Scheduler "runs on wall clock time" and warns that around DST a job may "run or not run
-    unexpectedly" (https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules#time_zone).
-    For the smallest gap we count the worst: a time that occurs twice (clocks go back) fires at both
-    instants; a time that does not exist (clocks go forward) fires at the transition, as cron does.
-    """
+    """The instants Cloud Scheduler may fire at for one local wall-clock time, the worst counted: a time that occurs
+    twice (clocks go back) at both, a time that does not exist (clocks go forward) at the transition, as cron does.
+    Scheduler "runs on wall clock time" and warns that around DST a job may "run or not run unexpectedly":
+    https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules#time_zone"""
     early, late = _readings(wall, zone)
     if early <= late:
         return {early, late}
@@ -500,18 +475,13 @@ def smallest_gap(schedule: str, time_zone: str, start: dt.date, years: int = GAP
     smallest at the same place every day: its first and last fire times and that step stand for it."""
     cron = Cron.parse(schedule)
     minutes = cron.day_minutes
-    inner = min(zip(minutes, minutes[1:], strict=False), key=lambda pair: pair[1] - pair[0], default=())
-    best, previous = None, ()
-    for instants in _fire_instants(cron, time_zone, start, _last_day(start, years), (minutes[0], *inner, minutes[-1])):
-        timeline = (*previous, *instants)
-        for earlier, later in zip(timeline, timeline[1:], strict=False):
-            if best is None or later - earlier < best[0]:
-                best = (later - earlier, earlier, later)
-        previous = instants[-1:]
+    inner = min(itertools.pairwise(minutes), key=lambda pair: pair[1] - pair[0], default=())
+    days = _fire_instants(cron, time_zone, start, _last_day(start, years), (minutes[0], *inner, minutes[-1]))
+    pairs = itertools.pairwise(itertools.chain.from_iterable(days))
+    best = min(pairs, key=lambda pair: pair[1] - pair[0], default=None)
     if best is None:
         return None
-    seconds, first, second = best
-    return Gap(seconds, dt.datetime.fromtimestamp(first, dt.UTC), dt.datetime.fromtimestamp(second, dt.UTC))
+    return Gap(best[1] - best[0], *(dt.datetime.fromtimestamp(instant, dt.UTC) for instant in best))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -566,24 +536,14 @@ def dst_warnings(jobs: Mapping[str, Mapping[str, str]], start: dt.date) -> list[
 
 # ---------------------------------------------------------------- one fault against the schedule
 
-# The faults one run may meet (busy_after_one_fault). A SIGKILL ends the attempt at once (the connection breaks)
-# and leaves the claim to its lease, at any second from the claim to the end of the work; a retryable error, at
-# any second of the work, releases the claim (main.py); a hang is work that runs until it is stopped and the
-# claim released: modelled at the function timeout, the latest it can be (the baked handler kills it at the
-# attempt deadline less 10 s, its stop.py); a lost 2xx is a run completed whose answer Scheduler never gets, so
-# it fails at the attempt deadline.
-
 
 @dataclasses.dataclass(frozen=True)
 class SchedulerRetries:
-    """Cloud Scheduler's retry_config, as its reference documents it.
-
-    Retries stop when both retry_count and max_retry_duration are reached ("If specified with retry_count,
-    the job will be retried until both limits are reached"; max_retry_duration 0 = no time limit, "However,
-    if retry_count is also 0, a job attempt won't be retried"), measured from the first attempt; a retry
-    counts as inside the duration only if it starts before it ends. The stop at the next fire time is the
-    gap rule's business (check_schedule_timing).
-    """
+    """Cloud Scheduler's retry_config, as its reference documents it: retries stop when both retry_count and
+    max_retry_duration are reached ("If specified with retry_count, the job will be retried until both limits are
+    reached"; max_retry_duration 0 = no time limit, "However, if retry_count is also 0, a job attempt won't be
+    retried"), measured from the first attempt; a retry counts as inside the duration only if it starts before it
+    ends. The next fire time stops them too: check_schedule_timing."""
 
     retry_count: int
     min_backoff: int
@@ -593,8 +553,7 @@ class SchedulerRetries:
 
     @classmethod
     def of(cls, timing: Mapping[str, int]) -> SchedulerRetries:
-        keys = ("retry_count", "min_backoff_seconds", "max_backoff_seconds", "max_doublings")
-        return cls(*(timing[key] for key in keys), timing["max_retry_duration_seconds"])
+        return cls(*(timing[key] for key in SCHEDULER_KEYS[1:]))  # all but the deadline, in the fields' order
 
     @property
     def retries_at_all(self) -> bool:
@@ -637,9 +596,12 @@ def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
     """For each fault (and none), the worst over when it strikes (every whole second of the attempt: exact for
     whole-second answers), counted from the fire time. The first attempt arrives at the fire time and claims
     the run at once; 409 and `duplicate` answers are immediate; a delivery at the very second the lease ends,
-    or the run is released, claims it (dedup.decide)."""
+    or the run is released, claims it (dedup.decide). A SIGKILL ends the attempt at once and leaves the claim to
+    its lease; a retryable error releases the claim (main.py); a hang is modelled to the function timeout, the
+    latest it can last (stop.py ends it sooner); a lost 2xx is a completed run that Scheduler counts failed."""
     retries = SchedulerRetries.of(timing)
     deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
+    lease = timing["lease_seconds"]
 
     def after_claim(attempt: int, claimed_at: int) -> int:
         """Attempt `attempt` (0 = the first) claims the run at `claimed_at` and works the whole function timeout:
@@ -668,10 +630,7 @@ def busy_after_one_fault(timing: Mapping[str, int]) -> list[Busy]:
         Busy("none", after_claim(0, 0), "the work lasts the whole function timeout"),
         worst("sigkill before the claim", [("killed before the claim", 0, 0)]),
         # Scheduler sees the failure when the instance dies, or at the deadline if the work outlasts it.
-        worst(
-            "sigkill after the claim",
-            [(f"killed {f} s after the claim", f, timing["lease_seconds"]) for f in range(deadline + 1)],
-        ),
+        worst("sigkill after the claim", [(f"killed {f} s after the claim", f, lease) for f in range(deadline + 1)]),
         worst("retryable error", [(f"error {k} s into the work", min(k, deadline), k) for k in range(timeout + 1)]),
         worst("hang", [("hung until the timeout", deadline, timeout)]),
         Busy("lost 2xx", max(timeout, lost_2xx[1]) if lost_2xx else timeout, "completed, its 2xx lost"),
@@ -760,20 +719,15 @@ def derive_timing(
 ) -> dict[str, int]:
     """The numbers a deadline implies when nothing else is said: the lease outlasts the deadline by a minute,
     and the retries' waits outlast the lease (check_timing), 30 s at the least, at most 3600 s each.
-    The one copy of these formulas: the bake writes what they give into config.yaml, config.py applies the lease."""
+    The one copy of these formulas: the bake writes what they give into config.yaml, resolve_job_timing the lease."""
     lease = deadline + LEASE_AFTER_DEADLINE_SECONDS if lease is None else lease
     retries = min(max(retry_count, 0), MAX_RETRY_COUNT)
-    # Waits of b, 2b, 4b, 8b, 16b... with 3 doublings: 1, 1+2, 1+2+4, 1+2+4+8, 1+2+4+8+8 (+ the cap) times b.
-    growth = (1, 1, 3, 7, 15, 25)[retries]
-    doubling = max(30, (lease + growth) // growth)
-    if min_backoff is not None:  # given: the longest wait follows it
-        pass
-    elif retries == 0:
-        min_backoff = 30
-    elif doubling <= 360:
-        min_backoff = doubling
-    else:
-        min_backoff = min((lease + retries) // retries, MAX_BACKOFF_SECONDS)
+    if min_backoff is None:  # else given: the longest wait follows it
+        # Waits of b, 2b, 4b, 8b, 16b... with 3 doublings: 1, 1+2, 1+2+4, 1+2+4+8, 1+2+4+8+8 (+ the cap) times b.
+        growth = (1, 1, 3, 7, 15, 25)[retries]
+        doubling = max(30, (lease + growth) // growth)
+        even = min((lease + retries) // retries, MAX_BACKOFF_SECONDS) if retries else 30
+        min_backoff = doubling if retries and doubling <= 360 else even
     fifth_wait = lease + 1 - 15 * min_backoff if retry_count == MAX_RETRY_COUNT else 0
     max_backoff = min(max(10 * min_backoff, fifth_wait), MAX_BACKOFF_SECONDS)
     return {"lease_seconds": lease, "min_backoff_seconds": min_backoff, "max_backoff_seconds": max_backoff}
@@ -794,14 +748,11 @@ def resolve_job_timing(
         deadline = parse_seconds(f"{prefix}attempt_deadline_seconds", given, *ATTEMPT_DEADLINE_RANGE)
     if missing:
         hint = derive_timing(deadline, int(str(merged.get("retry_count", MAX_RETRY_COUNT))))
-        suggestion = f"e.g. {hint[missing[0]]}" if missing[0] in hint else "e.g. the default"
-        raise RuleError(
-            f"{prefix}{missing[0]}",
-            None,
-            f"is set neither for the job nor under defaults: Terraform takes it as written, so write it ({suggestion})",
-        )
+        suggestion = f"(e.g. {hint[missing[0]]})" if missing[0] in hint else "(e.g. the default)"
+        rule = f"is set neither for the job nor under defaults: Terraform takes it as written, so write it {suggestion}"
+        raise RuleError(f"{prefix}{missing[0]}", None, rule)
     if own_lease:
-        merged["lease_seconds"] = deadline + LEASE_AFTER_DEADLINE_SECONDS
+        merged["lease_seconds"] = derive_timing(deadline)["lease_seconds"]
     return merged
 
 
@@ -823,11 +774,9 @@ def check_serve(value: object, project: str, region: str) -> list[dict[str, str]
 def check_config(
     raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
 ) -> dict[str, object]:
-    """config.yaml, checked: the project's settings and each job with its resolved numbers (`timing`), plus
-    `warnings`. The defaults block first, as the audit job's numbers (a refusal names `defaults_prefix` + the key:
-    the bake's answers are the defaults), then each job with its own (named `jobs.<id>.<key>`). `schedules`: also
-    each job's smallest gap over the coming years, from `start`, against its numbers (the function's load skips it;
-    the bake, the tests and `make deploy` run it)."""
+    """config.yaml, checked: the project's settings, each job with its resolved numbers (`timing`), `warnings`.
+    The defaults block first, as the audit job's numbers (refusals named `defaults_prefix` + the key: the bake's
+    answers are the defaults), then each job's own (`jobs.<id>.<key>`); `schedules`: also their smallest gaps."""
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))

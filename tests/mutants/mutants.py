@@ -1452,8 +1452,8 @@ MUTANTS = [
     Mutant(
         "i17bake-dev-data-lost",
         "{{cookiecutter.project_slug}}/tools/dev_server.py",
-        "            save_data(emulator)\n",
-        "",
+        "                emulator.save(config.project, config.database)\n",
+        "                pass\n",
         "the emulator's data survives a restart of make dev",
         ("tests/test_baked_makefile.py", "-k", "across_a_restart"),
     ),
@@ -1559,8 +1559,8 @@ MUTANTS = [
     Mutant(
         "backfill-task-per-attempt",
         "baked/tools/runs.py",
-        'task_queue.task_id(found.key.run_id, "backfill")',
-        'task_queue.task_id(f"{found.key.run_id}-{uuid.uuid4().hex}", "backfill")',
+        'queued(queue, found.key, "backfill")',
+        'queued(queue, found.key, f"backfill-{uuid.uuid4().hex}")',
         "a backfill's task is named by its run id, so asking twice queues it once",
         ("tests/test_manual_runs.py::test_backfill_through_the_queue_delivers_each_missing_run_once",),
     ),
@@ -2244,7 +2244,7 @@ MUTANTS = [
     Mutant(
         "s5tools-rerun-unchecked",
         "baked/tools/runs.py",
-        "        keys.read_rerun(headers)\n",
+        "        keys.read_rerun(keys.delivery_headers(key, request))\n",
         "        pass\n",
         "rerun refuses what the function would refuse (keys.read_rerun) before anything is queued, naming the flag",
         ("tests/test_manual_runs.py::test_a_bad_queue_or_rerun_argument_is_one_line",),
@@ -2286,8 +2286,8 @@ MUTANTS = [
     Mutant(
         "s5module-git-source-unpinned",
         "hooks/baking.py",
-        "{MODULES_DIR.as_posix()}/{MODULE}?ref={ref}\"",
-        "{MODULES_DIR.as_posix()}/{MODULE}\"",
+        '{MODULES_DIR.as_posix()}/{MODULE}?ref={ref}"',
+        '{MODULES_DIR.as_posix()}/{MODULE}"',
         "a git source of the modules is pinned (a ref), so a module upgrade is a reviewed bump",
         ("tests/test_hooks.py", "-k", "derived"),
     ),

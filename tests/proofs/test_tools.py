@@ -220,6 +220,6 @@ def test_a_failed_save_of_the_emulators_data_keeps_the_last_one_and_leaves_nothi
     data = tmp_path / ".emulator-data"
     (data / "previous").mkdir(parents=True)
     with pytest.raises(OSError):
-        Emulator(port=closed_port()).save("p", "(default)", data)  # nothing listens there
+        Emulator(port=closed_port(), data=data).save("p", "(default)")  # nothing listens there
     assert [path.name for path in tmp_path.iterdir()] == [".emulator-data"]
     assert [path.name for path in data.iterdir()] == ["previous"]

@@ -1,12 +1,8 @@
 """`make dev`: Google's Firestore emulator + the function served as deployed (gunicorn), one short line per record.
 
-Prints the function's URL and FIRESTORE_EMULATOR_HOST (an emulator that variable names is used instead of a new one),
-then runs until Ctrl-C or SIGTERM. No reloader: functions-framework's --debug one polled the tree at a core's worth
-of CPU and missed edits. The JSON line per record is Cloud Logging's; here each is one line for a person, the work's
-too (run_log.TEXT_LOGS_ENV).
-At Ctrl-C the project's database is saved in .emulator-data/ (git-ignored), which the next `make dev` starts from.
-Nothing outlives it: the function's server stops when this process dies, even by SIGKILL (no `finally` runs), and
-this process stops when the emulator dies.
+Uses the emulator FIRESTORE_EMULATOR_HOST names, else starts one from .emulator-data/ (git-ignored), where the
+project's database is saved at Ctrl-C or SIGTERM. No reloader: functions-framework's --debug one polled the tree at a
+core's worth of CPU and missed edits. Nothing outlives it (exit_with_parent); it stops when its emulator dies.
 """
 
 from __future__ import annotations
@@ -20,21 +16,21 @@ import threading
 import time
 from pathlib import Path
 
-from firestore_emulator import Emulator, answer, saved_export, stop_group, wait_until
+from firestore_emulator import Emulator, answer, stop_group, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".emulator-data"
 sys.path.insert(0, str(ROOT))  # the project root: the protocol modules
 
 
-def exit_with_parent(poll_seconds: float = 1.0) -> None:
+def exit_with_parent() -> None:
     """Stop this process group (the server and its worker) once the process that started it is gone: the
     server runs in a session of its own, so nothing else would stop it after a SIGKILL of `make dev`."""
     parent = os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:
-            time.sleep(poll_seconds)
+            time.sleep(1)
         os.killpg(os.getpgrp(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
@@ -70,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     host = os.environ.get("FIRESTORE_EMULATOR_HOST")
     try:
         if not host:
-            saved = saved_export(DATA_DIR)
-            print(f"==> starting Google's Firestore emulator{f' from {DATA_DIR.name}/' if saved else ''}", flush=True)
-            emulator = Emulator(import_data=saved).start()
+            starting = Emulator(data=DATA_DIR)
+            saved = f" from {DATA_DIR.name}/" if starting.import_data else ""
+            print(f"==> starting Google's Firestore emulator{saved}", flush=True)
+            emulator = starting.start()  # once started: saved and stopped at the end
             host = emulator.host
         url = f"http://127.0.0.1:{args.port}/"
         print(f"==> starting the function at {url} (no reloader: after an edit, Ctrl-C and make dev)", flush=True)
@@ -100,21 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         if function is not None:
             stop_group(function)
         if emulator is not None:
-            save_data(emulator)
+            from settings import DedupConfig
+
+            config = DedupConfig.from_env()
+            try:  # a failed export keeps the previous one
+                emulator.save(config.project, config.database)
+                print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)")
+            except OSError as error:
+                print(f"the emulator's data was not saved ({error}); {DATA_DIR.name}/ keeps the previous run's")
             emulator.stop()
         print("==> stopped", flush=True)
-
-
-def save_data(emulator: Emulator) -> None:
-    """The project's database, kept in DATA_DIR for the next `make dev` (a failed export keeps the previous one)."""
-    from settings import DedupConfig
-
-    config = DedupConfig.from_env()
-    try:
-        emulator.save(config.project, config.database, DATA_DIR)
-        print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)", flush=True)
-    except OSError as error:
-        print(f"the emulator's data was not saved ({error}); {DATA_DIR.name}/ keeps the previous run's", flush=True)
 
 
 if __name__ == "__main__":

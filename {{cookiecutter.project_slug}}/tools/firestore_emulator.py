@@ -70,8 +70,9 @@ def wait_until(ready: Callable[[], bool], process: subprocess.Popen, seconds: fl
 class Emulator:
     """One emulator process, in its own process group (its Java child must die with it)."""
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None, import_data: Path | None = None) -> None:
-        self.import_data = import_data  # an export's .overall_export_metadata file (saved_export) to start from
+    def __init__(self, port: int | None = None, log_path: Path | None = None, data: Path | None = None) -> None:
+        self.data = data  # where `save` exports the data to, and the next emulator starts from (its metadata file)
+        self.import_data = next(data.glob("*/*.overall_export_metadata"), None) if data else None
         self.port = port or free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"firestore-emulator-{self.port}.log"
@@ -106,10 +107,10 @@ class Emulator:
         if self.process:
             stop_group(self.process)
 
-    def save(self, project: str, database: str, directory: Path) -> None:
-        """Replace `directory` by an export of one database, made through the emulator's REST endpoint (the jar's
+    def save(self, project: str, database: str) -> None:
+        """Replace `data` by an export of one database, made through the emulator's REST endpoint (the jar's
         --export-on-exit wrote nothing here: emulator 1.19.9, it serves the Firebase CLI); OSError keeps the old."""
-        fresh = directory.with_name(directory.name + ".new")
+        fresh = self.data.with_name(self.data.name + ".new")
         shutil.rmtree(fresh, ignore_errors=True)
         fresh.mkdir(parents=True)
         body = {"database": f"projects/{project}/databases/{database}", "export_directory": str(fresh)}
@@ -119,13 +120,8 @@ class Emulator:
         except OSError:  # requests' errors are OSErrors
             shutil.rmtree(fresh, ignore_errors=True)  # nothing half-written left beside the project
             raise
-        shutil.rmtree(directory, ignore_errors=True)
-        fresh.rename(directory)
-
-
-def saved_export(directory: Path) -> Path | None:
-    """The .overall_export_metadata file of the export `Emulator.save` left in `directory`, if any."""
-    return next(directory.glob("*/*.overall_export_metadata"), None)
+        shutil.rmtree(self.data, ignore_errors=True)
+        fresh.rename(self.data)
 
 
 def stop_group(process: subprocess.Popen, timeout: float = 10) -> None:

@@ -1,11 +1,9 @@
 """The project's one operator command: `python tools/runs.py <command> ...` (`--help` lists them; docs/operations.md).
 
-Every command that names a job takes its job id (`nightly`) or its Scheduler job name (`<slug>-nightly`, what a
-run is keyed by): `resolve_job` turns either into the deployed name. Firestore: the emulator
+A job is named by its job id (`nightly`) or its Scheduler job name (`<slug>-nightly`). Firestore: the emulator
 FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A delivery carries the headers
-Scheduler sends (task_queue.delivery_headers); it goes to the local dev server, to a deployed function (--url, with
-an identity token as Scheduler's OIDC token), or through the deliveries queue (--queue). `smoke` (make smoke) checks a
-deployment through Google's REST APIs. A new command is one function, its @command line says what it does and takes.
+Scheduler sends (keys.delivery_headers) to the local dev server, a deployed function (--url, with an identity token as
+Scheduler's OIDC token) or the deliveries queue (--queue). A new command is one function with its @command line.
 """
 
 from __future__ import annotations
@@ -46,10 +44,7 @@ PROGRESS_FROM = 50
 RUN_HEADER = ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "RUN_ID"]
 # What a tool meets when Google or the emulator cannot be reached, with the one thing to do about it.
 LOGIN = "no Google credentials: run `gcloud auth application-default login`"
-NO_CREDENTIALS = (
-    f"{LOGIN}, or for Firestore use the local emulator: `make dev` prints FIRESTORE_EMULATOR_HOST=...; export it in "
-    "this shell"
-)
+NO_CREDENTIALS = f"{LOGIN}, or use the emulator: export the FIRESTORE_EMULATOR_HOST=... that `make dev` prints"
 NO_EMULATOR = "FIRESTORE_EMULATOR_HOST={}: no emulator answers there; start `make dev` (it prints the host to use)"
 # The flag of each re-run header: keys.read_rerun, the function's own check, judges the request before it is queued.
 RERUN_FLAGS = {keys.RERUN_ID_HEADER: "--rerun-id", keys.RERUN_BY_HEADER: "--by", keys.RERUN_REASON_HEADER: "--reason"}
@@ -104,8 +99,7 @@ class Progress:
     def __call__(self, done: int, total: int) -> None:
         if total < PROGRESS_FROM:
             return
-        filled = self.WIDTH * done // total
-        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        bar = ("#" * (self.WIDTH * done // total)).ljust(self.WIDTH, "-")
         end = "\n" if done >= total else ""
         self.stream.write(f"\r{self.label} [{bar}] {done}/{total} {100 * done // total:3d}%{end}")
         self.stream.flush()
@@ -154,8 +148,7 @@ def moment(name: str, text: str) -> dt.datetime:
 
 
 def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
-    """The Scheduler job name (what a deployed run is keyed by) of `job`: a job id or a Scheduler job name of
-    DEDUP_JOBS, or the audit's job. The one place the tools turn a name into the deployed one."""
+    """The Scheduler job name (what a deployed run is keyed by) of a job id, a Scheduler job name or the audit's."""
     for name, spec in config.jobs.items():
         if job in (name, spec.job_id):
             return name
@@ -166,8 +159,7 @@ def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
 
 
 def run_key(config: DedupConfig, args: argparse.Namespace) -> keys.RunKey:
-    """The key of the run JOB TIME names, as the deployed handler computes it: the Scheduler job name, the schedule
-    time in UTC, the project/location it is delivered for (default: the function's own)."""
+    """The key of the run JOB TIME names, as the handler keys its delivery (default place: the function's)."""
     return keys.RunKey(
         project=args.project or config.project,
         location=args.location or config.location,
@@ -177,7 +169,7 @@ def run_key(config: DedupConfig, args: argparse.Namespace) -> keys.RunKey:
 
 
 def selected_jobs(config: DedupConfig, job: str | None) -> dict[str, JobSpec]:
-    """All of DEDUP_JOBS, or the one --job names (by its Scheduler job name or its job id)."""
+    """Every job, or the one --job names."""
     if job is None:
         return dict(config.jobs)
     name = resolve_job(config, job, "--job")
@@ -207,9 +199,8 @@ def gcloud(*arguments: str) -> str:
 @functools.cache
 def identity_token(audience: str, impersonate: str | None) -> str:
     """An OIDC identity token from gcloud, once per command: the impersonated service account's, else the active
-    account's (a VM's service account, or yours). Its audience is the function's URL, as Cloud Run checks, for a
-    service account; gcloud takes --audiences from service accounts only, so a person's has gcloud's own
-    (cloud.google.com/sdk/gcloud/reference/auth/print-identity-token)."""
+    account's (a VM's, or yours). A service account's is for the function's URL, which Cloud Run checks; gcloud takes
+    --audiences from those only (cloud.google.com/sdk/gcloud/reference/auth/print-identity-token)."""
     account = impersonate or gcloud("config", "get-value", "account")
     flags = [f"--audiences={audience}"] if account.endswith(".gserviceaccount.com") else []
     if impersonate:
@@ -222,8 +213,7 @@ def target(args: argparse.Namespace) -> str:
 
 
 def post(args: argparse.Namespace, headers: dict[str, str]) -> tuple[int, str]:
-    """One delivery to --url (with an identity token) or the local dev server: (HTTP status, what it answered);
-    (0, why) when nothing answered."""
+    """One delivery to --url (with an identity token) or `make dev`: (HTTP status, its answer), or (0, why not)."""
     url = target(args)
     if args.url:
         headers = {**headers, "Authorization": f"Bearer {identity_token(args.url, args.impersonate)}"}
@@ -242,13 +232,12 @@ def post(args: argparse.Namespace, headers: dict[str, str]) -> tuple[int, str]:
     *KEYED_FOR,
 )
 def fire(config: DedupConfig, args: argparse.Namespace) -> int:
-    """One delivery as Scheduler sends it: the job's Scheduler job name, a schedule time (default: this minute)."""
-    args.time = args.time or audit.rfc3339(dedup.utcnow().replace(second=0, microsecond=0))
+    args.time = args.time or keys.rfc3339(dedup.utcnow().replace(second=0, microsecond=0))
     key = run_key(config, args)
-    print(f"==> POST {target(args)}  job={key.job_name} schedule_time={audit.rfc3339(key.schedule_time)}", flush=True)
+    print(f"==> POST {target(args)}  job={key.job_name} schedule_time={keys.rfc3339(key.schedule_time)}", flush=True)
     # The project and location headers only when given: without them the function keys the run by its own.
     given = {keys.PROJECT_HEADER: args.project, keys.LOCATION_HEADER: args.location}
-    headers = {name: value for name, value in task_queue.delivery_headers(key).items() if given.get(name, True)}
+    headers = {name: value for name, value in keys.delivery_headers(key).items() if given.get(name, True)}
     status, answer = post(args, headers)
     print(f"<== {answer}" if status else answer, file=sys.stdout if status else sys.stderr)
     return 0 if 200 <= status < 300 else 1
@@ -291,8 +280,7 @@ def find_runs(config: DedupConfig, args: argparse.Namespace) -> list[audit.Audit
             f"--since={args.since!r}: older than the retention window ({int(config.retention.total_seconds())} s); "
             "the TTL may have deleted those records, so a missing run cannot be told from an expired one"
         )
-    jobs = selected_jobs(config, args.job)
-    records = ledger(config)
+    jobs, records = selected_jobs(config, args.job), ledger(config)
     # As the audit does: a job is judged from the first audit that saw it (none yet: the whole window).
     starts = audit.starts(records, jobs)
     return audit.audit_runs(records, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
@@ -307,9 +295,9 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def run_row(found: audit.AuditedRun, config: DedupConfig) -> list[str]:
-    zone = config.jobs[found.job].time_zone
-    wall = found.wall_time.strftime("%Y-%m-%d %H:%M") + f" {zone}" + (f" ({found.dst.value})" if found.dst else "")
-    return [found.job, audit.rfc3339(found.key.schedule_time), wall, found.state.value, found.key.run_id]
+    dst = f" ({found.dst})" if found.dst else ""
+    wall = f"{found.wall_time:%Y-%m-%d %H:%M} {config.jobs[found.job].time_zone}{dst}"
+    return [found.job, keys.rfc3339(found.key.schedule_time), wall, found.state.value, found.key.run_id]
 
 
 def summary(runs: list[audit.AuditedRun], args: argparse.Namespace) -> str:
@@ -344,12 +332,13 @@ def queue_of(config: DedupConfig, queue: str) -> str:
     return queue
 
 
-def queued(queue: str, name: str, headers: dict[str, str]) -> str:
-    """Queue one delivery as task `name`; what happened, for the table."""
+def queued(queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None = None) -> str:
+    """Queue one delivery of the run (task_queue.enqueue_run: one task per run or re-run id); what happened."""
     try:
-        return "queued" if task_queue.enqueue(queue, name, headers) else "queued before (same task id): not again"
+        done = task_queue.enqueue_run(queue, key, kind, request)
     except google.api_core.exceptions.GoogleAPIError as error:
-        raise Unavailable(f"Cloud Tasks did not queue {name}: {type(error).__name__}: {error}") from None
+        raise Unavailable(f"Cloud Tasks did not queue {kind} {key.run_id}: {type(error).__name__}: {error}") from None
+    return "queued" if done else "queued before (same task id): not again"
 
 
 @command(
@@ -366,18 +355,16 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     queue = queue_of(config, args.queue) if args.queue is not None else None
     rows, failures, progress = [], 0, Progress("delivering")
     for done, found in enumerate(listed, start=1):
-        key = keys.RunKey(config.project, config.location, found.job, found.key.schedule_time)
-        headers = task_queue.delivery_headers(key)  # what Scheduler would send for the run, by either way
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
-            answer = queued(queue, task_queue.task_id(found.key.run_id, "backfill"), headers)
-        else:
-            status, answer = post(args, headers)
+            answer = queued(queue, found.key, "backfill")
+        else:  # what Scheduler would send for the run
+            status, answer = post(args, keys.delivery_headers(found.key))
             failures += not 200 <= status < 300
         rows.append([*run_row(found, config)[:4], answer])
         progress(done, len(listed))
-    print(table(rows, ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "ANSWER"]))
+    print(table(rows, [*RUN_HEADER[:4], "ANSWER"]))
     verb = "would deliver" if args.dry_run else f"queued on {queue}" if queue else f"delivered to {target(args)}"
     print(f"{summary(runs, args)}; {verb} {len(listed)}, {failures} not answered 2xx", file=sys.stderr)
     return 1 if failures else 0
@@ -392,21 +379,19 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     arg("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)"),
 )
 def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
-    """Queue a re-run of one finished run: the function runs it once more, once per re-run id, and records it."""
     key = run_key(config, args)
     # Who asks, by default gcloud's active account: the identity Cloud Tasks' audit log records for the enqueue.
     by = args.by or gcloud("config", "get-value", "account")
     if not by:
         raise BadArgument("--by: not given, and gcloud has no active account; say who asks, e.g. --by ana@example.com")
     request = keys.Rerun(args.rerun_id or uuid.uuid4().hex, by, args.reason)
-    headers = task_queue.delivery_headers(key, request)
     try:
-        keys.read_rerun(headers)
+        keys.read_rerun(keys.delivery_headers(key, request))
     except InvalidDelivery as error:  # "<header>=<value>: <rule>", told by the flag that set it
         header, _, rest = str(error).partition("=")
         raise BadArgument(f"{RERUN_FLAGS.get(header, header)}={rest}") from None
-    answer = queued(queue_of(config, args.queue), task_queue.task_id(request.rerun_id, "rerun"), headers)
-    when = audit.rfc3339(key.schedule_time)
+    answer = queued(queue_of(config, args.queue), key, "rerun", request)
+    when = keys.rfc3339(key.schedule_time)
     print(f"re-run {request.rerun_id} of {key.job_name} at {when} (run_id {key.run_id}): {answer}")
     again = f"the same request again, safely: --rerun-id {request.rerun_id}"
     print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
@@ -434,16 +419,6 @@ class Apis:
             text = " ".join(response.text.split())[:200]
             raise Unavailable(f"{method} {url} answered {response.status_code}: {text}")
         return response.json() if response.content else {}
-
-
-def step(name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
-    """Run one smoke step (what Google or the emulator did not serve is its failure), print its line; True: passed."""
-    try:
-        ok, detail = probe()
-    except UNAVAILABLE as error:
-        ok, detail = False, str(error)
-    print(f"{'PASS' if ok else 'FAIL'}  {name:<15} {detail}", flush=True)
-    return ok
 
 
 @command(
@@ -510,16 +485,14 @@ def smoke(config: DedupConfig, args: argparse.Namespace) -> int:
 
     probes = {"force run": force_run, "outcome line": outcome_line, "run record": run_record}
     for name, probe in {**probes, "TTL policy": ttl_policy, "alert policies": alert_policies}.items():
-        passed.append(step(name, probe))
+        try:
+            ok, detail = probe()
+        except UNAVAILABLE as error:  # what Google or the emulator did not serve fails the step
+            ok, detail = False, str(error)
+        print(f"{'PASS' if ok else 'FAIL'}  {name:<15} {detail}", flush=True)
+        passed.append(ok)
     print(f"smoke: {'PASS' if all(passed) else 'FAIL'} ({sum(passed)}/{len(passed)} steps)")
     return 0 if all(passed) else 1
-
-
-def unavailable(error: Exception) -> tuple[str, int]:
-    """One line for what Google did not give, and the exit status: no credentials (2) names the fix."""
-    if any(isinstance(e, google.auth.exceptions.DefaultCredentialsError) for e in (error, error.__cause__)):
-        return NO_CREDENTIALS, 2  # the ledger's client wraps the error in StoreUnavailable
-    return (str(error).strip() or type(error).__name__).splitlines()[0], 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -535,8 +508,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(DedupConfig.from_env(), args)
     except (BadArgument, Misconfigured) as error:  # each names its field, its value and the rule
         message, status = str(error), 2
-    except UNAVAILABLE as error:
-        message, status = unavailable(error)
+    except UNAVAILABLE as error:  # one line; no credentials (the ledger's client wraps it) names the fix
+        message, status = (str(error).strip() or type(error).__name__).splitlines()[0], 1
+        if any(isinstance(e, google.auth.exceptions.DefaultCredentialsError) for e in (error, error.__cause__)):
+            message, status = NO_CREDENTIALS, 2
     if args.run is smoke:  # its verdict, whatever stopped it: one FAIL line, exit status 1
         message, status = f"smoke: FAIL ({message})", 1
     print(message, file=sys.stderr)
