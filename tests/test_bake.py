@@ -132,11 +132,22 @@ def unused_names(project: Path) -> set[tuple[str, str]]:
                 rf"\b{module}\.{name}\b|^from [\w.]*\b{module} import [^#(]*\b{name}\b",
                 rf"^from [\w.]*\b{module} import \([^)]*\b{name}\b|[\"']{name}[\"']",
             )
-            used = re.search(rf"\b{name}\b", text(path, unused | {(path, name)})) or any(
-                any(re.search(use, source, re.MULTILINE) for use in uses)
-                or (other.suffix != ".py" or (path.name == "conftest.py" and other.parent == path.parent))
-                and re.search(rf"\b{name}\b", source)
-                for other, source in elsewhere.items()
+            # A function its own module's decorator registers (runs.py's @command) is used through the registry.
+            registered = any(
+                isinstance(decorator, ast.Call)
+                and isinstance(decorator.func, ast.Name)
+                and (path, decorator.func.id) in defined
+                for decorator in getattr(defined[(path, name)], "decorator_list", [])
+            )
+            used = (
+                registered
+                or re.search(rf"\b{name}\b", text(path, unused | {(path, name)}))
+                or any(
+                    any(re.search(use, source, re.MULTILINE) for use in uses)
+                    or (other.suffix != ".py" or (path.name == "conftest.py" and other.parent == path.parent))
+                    and re.search(rf"\b{name}\b", source)
+                    for other, source in elsewhere.items()
+                )
             )
             if not used:
                 found.add((path, name))

@@ -2373,6 +2373,14 @@ MUTANTS = [
         "the bake carries no code that only the hook or the template's tests use",
         ("tests/test_bake.py", "-k", "carries_no_code"),
     ),
+    Mutant(
+        "s5-dead-code-behind-a-library-decorator",
+        RULES,
+        "def check_choice(",
+        "@functools.cache\ndef parse_answer() -> None:\n    return None\n\n\ndef check_choice(",
+        "only the bake's own registering decorator (runs.py's @command) counts as a use, not a library's",
+        ("tests/test_bake.py", "-k", "carries_no_code"),
+    ),
     # --- issue 17: make smoke is runs.py smoke, one HTTP client in tools/ (branch s5smoke) ---
     Mutant(
         "s5smoke-smoke-refusal-without-its-verdict",
