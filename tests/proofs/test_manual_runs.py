@@ -146,6 +146,7 @@ def test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness(monkeypatch, 
         "nightly": {"job_id": "nightly", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 60}
     }
     monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
+    monkeypatch.setattr(dedup, "utcnow", lambda: now)  # the claim's lease is live on this test's clock
     time = audit.rfc3339(now - dt.timedelta(hours=5))
     ledger = RunLedger(DedupConfig.from_env())
     claim = ledger.claim(RunKey(ledger.config.project, ledger.config.location, "nightly", at(time)), now)
