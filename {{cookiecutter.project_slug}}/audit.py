@@ -98,7 +98,7 @@ def judge(
     elif record is None:
         state = State.PENDING if now < run.key.schedule_time + settle else State.MISSING
     elif (status := dedup.Status(record["status"])) is dedup.Status.IN_PROGRESS:
-        state = State.STUCK if record["lease_expires"] <= now else State.IN_PROGRESS
+        state = State.STUCK if dedup.lease_over(record, now) else State.IN_PROGRESS
     else:
         state = State(status.value)
     return dataclasses.replace(run, state=state)

@@ -48,13 +48,24 @@ class Decision(enum.Enum):
 def decide(record: Mapping[str, object], now: dt.datetime, rerun_id: str | None = None) -> Decision:
     """The state machine's one decision: what a delivery (of re-run `rerun_id`, if one) may do with the run's
     existing record."""
-    if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent
+    if expired(record, now):
         return Decision.TAKE_OVER
     if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
         return Decision.TAKE_OVER if is_new_rerun(record, rerun_id) else Decision.DUPLICATE
-    if record["lease_expires"] > now:
+    if not lease_over(record, now):
         return Decision.IN_PROGRESS
     return Decision.TAKE_OVER
+
+
+def expired(record: Mapping[str, object], now: dt.datetime) -> bool:
+    """TTL deletes lazily: a record counts as absent from its expire_at on."""
+    return record["expire_at"] <= now
+
+
+def lease_over(record: Mapping[str, object], now: dt.datetime) -> bool:
+    """An in_progress record's attempt holds the run until lease_expires; from then on it died or hangs, and
+    another delivery may take the run over."""
+    return record["lease_expires"] <= now
 
 
 def is_new_rerun(record: Mapping[str, object], rerun_id: str | None) -> bool:

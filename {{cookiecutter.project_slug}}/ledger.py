@@ -231,7 +231,7 @@ class RunLedger:
         return [
             StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
             for s in self._with_status(dedup.Status.STARTED, job_name)
-            if (record := s.to_dict())["expire_at"] > now
+            if not dedup.expired(record := s.to_dict(), now)
         ]
 
     def stuck_runs(self, now: dt.datetime) -> list[tuple[str, dict[str, object]]]:
@@ -240,7 +240,7 @@ class RunLedger:
         return [
             (s.id, record)
             for s in self._with_status(dedup.Status.IN_PROGRESS)
-            if (record := s.to_dict())["lease_expires"] <= now
+            if dedup.lease_over(record := s.to_dict(), now)
         ]
 
     def _with_status(self, status: dedup.Status, job_name: str | None = None) -> list:

@@ -136,16 +136,15 @@ MUTANTS = [
     Mutant(
         "expired-at-expire-at-not-absent",
         DEDUP,
-        'if record["expire_at"] <= now:',
-        'if record["expire_at"] < now:',
+        'return record["expire_at"] <= now',
+        'return record["expire_at"] < now',
         "a record counts as absent from expire_at on",
         (f"{PROTOCOL}::test_decide",),
     ),
     Mutant(
         "expired-record-counts",
         DEDUP,
-        '    if record["expire_at"] <= now:  # TTL deletes lazily; an expired record counts as absent\n'
-        "        return Decision.TAKE_OVER\n",
+        "    if expired(record, now):\n        return Decision.TAKE_OVER\n",
         "",
         "a record past expire_at counts as absent (TTL deletes lazily)",
         (f"{PROTOCOL}::test_decide", *handler("test_record_past_expire_at_counts_as_absent")),
@@ -161,8 +160,8 @@ MUTANTS = [
     Mutant(
         "lease-live-at-its-end",
         DEDUP,
-        'if record["lease_expires"] > now:',
-        'if record["lease_expires"] >= now:',
+        'return record["lease_expires"] <= now',
+        'return record["lease_expires"] < now',
         "a lease is over at lease_expires",
         (f"{PROTOCOL}::test_decide",),
     ),
@@ -2398,5 +2397,30 @@ MUTANTS = [
         "    google.cloud.logging_v2._instrumentation_emitted = True",
         "make dev prints the work's lines (logged in its own process) as short text lines too, not JSON",
         ("tests/test_baked_makefile.py", "-k", "processes_then_skips"),
+    ),
+    # --- session 6: one formula each for a lease's end and a record's expiry (dedup.lease_over, dedup.expired) ---
+    Mutant(
+        "s6-audit-judges-an-expired-lease-live",
+        "baked/audit.py",
+        "state = State.STUCK if dedup.lease_over(record, now) else State.IN_PROGRESS",
+        "state = State.STUCK if not dedup.lease_over(record, now) else State.IN_PROGRESS",
+        "the audit judges an in_progress run stuck once its lease is over (dedup.lease_over)",
+        ("tests/test_audit.py::test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst",),
+    ),
+    Mutant(
+        "s6-stuck-lists-live-leases",
+        LEDGER,
+        "if dedup.lease_over(record := s.to_dict(), now)",
+        "if (record := s.to_dict())",
+        "`runs.py stuck` lists the in_progress runs whose lease is over (dedup.lease_over), not live ones",
+        ("tests/test_tools.py::test_stuck_lists_only_in_progress_runs_whose_lease_expired",),
+    ),
+    Mutant(
+        "s6-started-runs-keep-expired",
+        LEDGER,
+        "if not dedup.expired(record := s.to_dict(), now)",
+        "if (record := s.to_dict())",
+        "a started run past expire_at counts as absent: it is not followed (dedup.expired)",
+        ("tests/test_tools.py::test_the_followed_runs_are_the_started_ones_not_past_their_expire_at",),
     ),
 ]

@@ -69,22 +69,32 @@ def test_a_job_the_project_lacks_is_refused_in_one_line_naming_the_jobs(capsys, 
     assert f"{deployed_job[1]} ({deployed_job[0]})" in err
 
 
-def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
-    def record(status, lease_delta):
-        return {
-            "status": status,
-            "attempt_id": "a",
-            "attempts": 1,
-            "lease_expires": now + lease_delta,
-            "expire_at": now + dt.timedelta(days=1),
-            "job_name": "nightly",
-            "schedule_time": now,
-        }
+def a_record(status, now, lease=dt.timedelta(0), expire=dt.timedelta(days=1)):
+    return {
+        "status": status,
+        "attempt_id": "a",
+        "attempts": 1,
+        "lease_expires": now + lease,
+        "expire_at": now + expire,
+        "job_name": "nightly",
+        "schedule_time": now,
+        "execution": "projects/p/locations/r/jobs/j/executions/e",
+    }
 
-    collection.document("stuck").set(record("in_progress", -dt.timedelta(minutes=1)))
-    collection.document("running").set(record("in_progress", dt.timedelta(minutes=5)))
-    collection.document("done").set(record("completed", -dt.timedelta(minutes=1)))
+
+def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
+    collection.document("stuck").set(a_record("in_progress", now, lease=-dt.timedelta(minutes=1)))
+    collection.document("running").set(a_record("in_progress", now, lease=dt.timedelta(minutes=5)))
+    collection.document("done").set(a_record("completed", now, lease=-dt.timedelta(minutes=1)))
     assert [run for run, _ in RunLedger(DedupConfig.from_env()).stuck_runs(now)] == ["stuck"]
+
+
+def test_the_followed_runs_are_the_started_ones_not_past_their_expire_at(collection, now):
+    """A proxy target follows its `started` runs' executions; one past expire_at counts as absent (TTL)."""
+    collection.document("running").set(a_record("started", now, expire=dt.timedelta(minutes=1)))
+    collection.document("expired").set(a_record("started", now, expire=dt.timedelta(0)))
+    collection.document("done").set(a_record("completed", now))
+    assert [run.run_id for run in RunLedger(DedupConfig.from_env()).started_runs(now)] == ["running"]
 
 
 def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys, work, deployed_job):
