@@ -40,12 +40,6 @@ class Job:
     options: Mapping[str, object] = dataclasses.field(default_factory=dict)  # issue 18's per-job choices, as written
 
 
-def retry_window_seconds(timing: Mapping[str, int]) -> int:
-    """The longest time from a run's first delivery to the end of its last retry (rules.retry_window_seconds)."""
-    keys = ("attempt_deadline_seconds", "retry_count", "max_backoff_seconds", "max_retry_duration_seconds")
-    return rules.retry_window_seconds(*(timing[key] for key in keys))
-
-
 @dataclasses.dataclass(frozen=True)
 class Config:
     slug: str

@@ -314,12 +314,18 @@ def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int
 
 
 def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: int, max_retry_duration: int) -> int:
-    """The longest time from a run's first attempt to the end of its last one (config.py gives each job's to the
+    """The longest time from a run's first attempt to the end of its last one (settings.py gives each job's to the
     function). Conservative: every wait counts as max_backoff. Cloud Scheduler keeps retrying until both
     retry_count and max_retry_duration are reached, so the longer of the two bounds wins."""
     by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
     by_duration = max_retry_duration + max_backoff + attempt_deadline if max_retry_duration else 0
     return max(by_count, by_duration)
+
+
+def job_retry_window_seconds(timing: Mapping[str, int]) -> int:
+    """retry_window_seconds of one job's checked numbers (config.yaml's names)."""
+    keys = ("attempt_deadline_seconds", "retry_count", "max_backoff_seconds", "max_retry_duration_seconds")
+    return retry_window_seconds(*(timing[key] for key in keys))
 
 
 def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
@@ -387,8 +393,7 @@ def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
     minutes = parse_seconds(field, value, 1)
     if minutes not in AUDIT_INTERVALS_MINUTES:
         raise RuleError(field, value, f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
-    keys = ("attempt_deadline_seconds", "retry_count", "max_backoff_seconds", "max_retry_duration_seconds")
-    settle = timing["lease_seconds"] + retry_window_seconds(*(timing[key] for key in keys))
+    settle = timing["lease_seconds"] + job_retry_window_seconds(timing)
     lookback = min(AUDIT_LOOKBACK_SECONDS, timing["retention_seconds"])
     if minutes * 60 + settle > lookback:
         rule = (

@@ -43,7 +43,7 @@ def baked_settings() -> Mapping[str, str]:
             "time_zone": job.time_zone,
             "attempt_deadline_seconds": job.timing["attempt_deadline_seconds"],
             "lease_seconds": job.timing["lease_seconds"],
-            "retry_window_seconds": config.retry_window_seconds(job.timing),
+            "retry_window_seconds": rules.job_retry_window_seconds(job.timing),
             **({"max_lateness_seconds": job.max_lateness_seconds} if job.max_lateness_seconds is not None else {}),
             # issue 18's per-job choices, as written; a switch that is off is left out.
             **{key: value for key, value in job.options.items() if value is not False},
@@ -59,7 +59,7 @@ def baked_settings() -> Mapping[str, str]:
         # The audit job's (and a job's that sets none): the defaults block's.
         "DEDUP_LEASE_SECONDS": str(defaults["lease_seconds"]),
         "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(defaults["attempt_deadline_seconds"]),
-        "DEDUP_RETRY_WINDOW_SECONDS": str(config.retry_window_seconds(defaults)),
+        "DEDUP_RETRY_WINDOW_SECONDS": str(rules.job_retry_window_seconds(defaults)),
         "DEDUP_RETENTION_SECONDS": str(loaded.retention_seconds),
         "DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS,
         "DEDUP_JOBS": json.dumps(jobs),

@@ -740,8 +740,8 @@ MUTANTS = [
     Mutant(
         "rules-audit-settle-without-lease",
         RULES,
-        'settle = timing["lease_seconds"] + retry_window_seconds(',
-        "settle = retry_window_seconds(",
+        'settle = timing["lease_seconds"] + job_retry_window_seconds(timing)',
+        "settle = job_retry_window_seconds(timing)",
         "a run settles after the lease and the retry window",
         RULES_TESTS,
     ),
