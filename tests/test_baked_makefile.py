@@ -1,5 +1,5 @@
 """The baked Makefile on a fresh bake: `make dev` serves the function, `make fire` delivers to it, and
-`make -n deploy` is config.yaml's check, then terraform init + apply with the baked variables."""
+`make -n deploy` is config.yaml's check, then terraform init + apply, passing only the variables given."""
 
 from __future__ import annotations
 
@@ -261,18 +261,22 @@ def test_fire_refuses_a_bad_time_and_a_missing_job(project):
     assert "usage: make fire JOB=<job id>" in no_job.stderr
 
 
-def test_make_deploy_is_terraform_init_then_apply_with_the_baked_variables(project):
-    """config.yaml's rules first (Terraform checks shapes only); the project and region are config.yaml's alone."""
+def test_make_deploy_is_the_config_check_then_terraform_passing_only_the_variables_given(project):
+    """config.yaml's rules first (Terraform checks shapes only). terraform/variables.tf holds the baked answers and
+    a *.tfvars file overrides them: a -var on the command line beats every *.tfvars file ("Variable Definition
+    Precedence", developer.hashicorp.com/terraform/language/values/variables), so make passes one only when asked."""
     dry = make(project, "-n", "deploy")
     assert dry.returncode == 0, dry.stderr
     commands = [line for line in dry.stdout.splitlines() if line.startswith("terraform") or line.endswith(" config.py")]
     assert commands[0].endswith("python config.py"), commands
-    assert commands[1:] == [
-        "terraform -chdir=terraform init",
-        "terraform -chdir=terraform apply -var=create_firestore_database=true -var=alert_email=",
-    ]
-    # A default bake creates its database on a new project, and says when alerts reach nobody.
-    assert "create database: true; alerts to: nobody" in dry.stdout
+    assert commands[1:] == ["terraform -chdir=terraform init", "terraform -chdir=terraform apply"]
+    assert "-var" not in dry.stdout
+    given = make(project, "-n", "deploy", "ALERT_EMAIL=ops@example.com", "CREATE_DATABASE=false")
+    assert given.returncode == 0, given.stderr
+    assert given.stdout.splitlines()[-1] == (
+        "terraform -chdir=terraform apply -var=create_firestore_database=false -var=alert_email=ops@example.com"
+    )
+    assert "with -var=create_firestore_database=false -var=alert_email=ops@example.com" in given.stdout
 
 
 def test_make_smoke_checks_the_project_and_region_of_config_yaml(project):
