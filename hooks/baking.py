@@ -112,8 +112,8 @@ HEADER = """\
 
 TIMING_COMMENT = """\
 # Timing, in seconds, for every job that does not set its own (any of these keys may sit under a job):
-#   attempt_deadline_seconds  how long Scheduler waits for an answer (15-1800); the work is stopped then,
-#                             and the function's timeout is the largest deadline of all jobs
+#   attempt_deadline_seconds  how long Scheduler waits for an answer (15-1800); the work is stopped 10 s
+#                             before, so the answer reaches it; the function's timeout is the largest of all jobs
 #   lease_seconds             how long a claimed run stays locked (default: the job's deadline + 60)
 #   retry_count, min_backoff_seconds, max_backoff_seconds, max_doublings, max_retry_duration_seconds:
 #                             Cloud Scheduler's retry_config, given to Terraform as written

@@ -53,14 +53,14 @@ REFUSALS = {
         {"lease_seconds": 329},
         "lease_seconds",
         "329",
-        "must be at least the stop (attempt_deadline_seconds) + 30",
+        "must be at least attempt_deadline_seconds + 30",
     ),
     # A job's own number is named under the job (issue 17).
     "job-lease": (
         {"jobs": {"nightly": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "lease_seconds": 329}}},
         "jobs.nightly.lease_seconds",
         "329",
-        "must be at least the stop (attempt_deadline_seconds) + 30 (330)",
+        "must be at least attempt_deadline_seconds + 30 (330)",
     ),
     "retention": (
         {"retention_seconds": 3659},

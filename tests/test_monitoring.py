@@ -179,3 +179,18 @@ def test_the_cost_tool_counts_the_conditions_the_module_makes(plans):
             if address.startswith("google_monitoring_alert_policy.")
         )
         assert conditions == int(declared), (run, conditions)
+
+
+def test_every_outcome_has_a_metric_but_the_ones_operations_md_names():
+    """The module's local.outcomes (one log-based metric each) against outcomes.Outcome: an outcome added to the
+    handler gets a metric, or operations.md says it has none."""
+    module = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "main.tf").read_text()
+    counted = set(re.findall(r'"([a-z_]+)"', re.search(r"^  outcomes = \[(.*)\]$", module, re.M).group(1)))
+    code = (ROOT / "{{cookiecutter.project_slug}}" / "outcomes.py").read_text()
+    enum = re.search(r"^class Outcome\b.*?(?=^\S)", code, re.M | re.S).group(0)
+    answered = set(re.findall(r'^    [A-Z_]+ = "([a-z_]+)"', enum, re.M))
+    docs = (ROOT / "{{cookiecutter.project_slug}}" / "docs" / "operations.md").read_text()
+    sentence = re.search(r"one per outcome but (.*?) \(search", docs, re.S).group(1)
+    uncounted = set(re.findall(r"`([a-z_]+)`", sentence))
+    assert answered and uncounted <= answered
+    assert counted == (answered - uncounted) | {"takeover"}  # takeover: a line of its own, before the outcome's

@@ -510,7 +510,15 @@ def test_lease_must_outlast_the_function_timeout_by_the_margin():
         [timing(lease_seconds=shortest - 1)],
         "lease_seconds",
         str(shortest - 1),
-        f"must be at least the stop (attempt_deadline_seconds) + {rules.LEASE_MARGIN_SECONDS} ({shortest})",
+        f"must be at least attempt_deadline_seconds + {rules.LEASE_MARGIN_SECONDS} ({shortest})",
+    )
+    # A longer function timeout is the bound, and the refusal names it.
+    assert_refused(
+        rules.check_timing,
+        [timing(function_timeout_seconds=600, lease_seconds=620, retention_seconds=999999)],
+        "lease_seconds",
+        "620",
+        f"function_timeout_seconds + {rules.LEASE_MARGIN_SECONDS} ({600 + rules.LEASE_MARGIN_SECONDS})",
     )
 
 

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
 MAX_RETRY_COUNT = 5
 MAX_BACKOFF_SECONDS = 3600
-# How much longer than the stop (the job's attempt deadline) a lease lasts, at the least.
+# How much longer than the job's attempt deadline (its work is stopped 10 s before: settings.stop_after) a lease
+# lasts, at the least.
 LEASE_MARGIN_SECONDS = 30
 # How much longer than its deadline a job's lease lasts when the file does not say (a retry comes after it).
 LEASE_AFTER_DEADLINE_SECONDS = 60
@@ -329,9 +330,10 @@ def job_retry_window_seconds(timing: Mapping[str, int]) -> int:
 
 
 def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
-    """Deadline <= stop <= lease - margin; retries reach past the lease; retention covers lease + retry window.
+    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window.
     One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
-    The stop is the attempt deadline (settings.DedupConfig.stop_after) unless `function_timeout_seconds` is given."""
+    The timeout is the attempt deadline unless `function_timeout_seconds` is given; the work stops before it
+    (settings.DedupConfig.stop_after)."""
     checked: dict[str, int] = {}
 
     def number(name: str, low: int = 0, high: int | None = None) -> int:
@@ -353,9 +355,10 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
             )
     lease = number("lease_seconds", 1)
     if lease < timeout + LEASE_MARGIN_SECONDS:
+        limit = "attempt_deadline_seconds" if timeout == deadline else "function_timeout_seconds"
         raise refuse(
             "lease_seconds",
-            f"must be at least the stop (attempt_deadline_seconds) + {LEASE_MARGIN_SECONDS} "
+            f"must be at least {limit} + {LEASE_MARGIN_SECONDS} "
             f"({timeout + LEASE_MARGIN_SECONDS}), or a retry takes over a run that is still going",
         )
     retry_count = number("retry_count", 0, MAX_RETRY_COUNT)

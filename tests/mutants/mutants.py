@@ -2423,4 +2423,28 @@ MUTANTS = [
         "a started run past expire_at counts as absent: it is not followed (dedup.expired)",
         ("tests/test_tools.py::test_the_followed_runs_are_the_started_ones_not_past_their_expire_at",),
     ),
+    Mutant(
+        "s6-an-outcome-without-a-metric",
+        CORE_MAIN,
+        '"skipped_late", "skipped_overlap"]',
+        '"skipped_late"]',
+        "every outcome the handler answers has a log-based metric, or operations.md names it as one without",
+        ("tests/test_monitoring.py::test_every_outcome_has_a_metric_but_the_ones_operations_md_names",),
+    ),
+    Mutant(
+        "s6-lease-refusal-names-the-deadline-not-the-timeout",
+        RULES,
+        'limit = "attempt_deadline_seconds" if timeout == deadline else "function_timeout_seconds"',
+        'limit = "attempt_deadline_seconds"',
+        "a lease refused against a longer function timeout names function_timeout_seconds, not the deadline",
+        ("tests/test_rules.py::test_lease_must_outlast_the_function_timeout_by_the_margin",),
+    ),
+    Mutant(
+        "s6-make-deploy-always-passes-alert-email",
+        "{{cookiecutter.project_slug}}/Makefile",
+        "$(if $(ALERT_EMAIL),-var=alert_email=$(ALERT_EMAIL))",
+        "-var=alert_email=$(ALERT_EMAIL)",
+        "make deploy passes -var=alert_email only when given: a -var would beat terraform.tfvars",
+        ("tests/test_baked_makefile.py", "-k", "make_deploy"),
+    ),
 ]

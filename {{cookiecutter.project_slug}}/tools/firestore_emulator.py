@@ -1,6 +1,6 @@
 """Start, wait for, save and stop Google's Firestore emulator (the official one: transactions isolate).
 
-Used by the tests' fixture and `make dev` (whose emulator serves several runs: docs/operations.md).
+Used by the tests' fixture and `make dev` (whose emulator's data is saved across restarts: the README).
 """
 
 from __future__ import annotations
