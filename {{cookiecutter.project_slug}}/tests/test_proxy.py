@@ -54,7 +54,7 @@ def install(monkeypatch, client) -> None:
     monkeypatch.setattr(sys.modules["job"], "jobs_client", lambda: client)
     transport = ExecutionsGrpcTransport(channel=client.transport.grpc_channel)
     reader = run_v2.ExecutionsClient(transport=transport)
-    monkeypatch.setattr(sys.modules["job"], "executions_client", lambda: reader)  # the reader executions.py follows with
+    monkeypatch.setattr(sys.modules["job"], "executions_client", lambda: reader)  # what execution_end reads
 
 
 def run_id_sent(request: run_v2.RunJobRequest) -> str:
