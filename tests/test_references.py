@@ -46,6 +46,7 @@ TEMPLATES = re.compile(r"\b(?:the|this)(?:\s|#|//)+template's(?:\s|#|//)+[`\"']?
 FILES_THE_USER_MAKES = {
     "terraform/.terraform.lock.hcl",  # `terraform init` writes it; the README says to commit it
     "terraform/terraform.tfstate",  # local state, written by the first apply of a bake without a state bucket
+    "terraform/terraform.tfvars",  # where the docs say to set a variable for every apply (git-ignored: never baked)
     "terraform/bootstrap/backend.tf",  # the README's step: move the bootstrap's state into the bucket
     "terraform/tfplan",  # ci.yml's plan job writes the saved plan the apply job applies
     "terraform/.terraform/scheduled-dedup",  # `terraform plan` writes the function's zip there (function.tf)

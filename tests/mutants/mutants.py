@@ -50,6 +50,7 @@ WORKFLOW_VARIABLES = "terraform/modules/scheduled-dedup-workflow/variables.tf"
 STORE_ERRORS = "tests/test_store_errors.py::test_every_status_at_every_call_gives_one_outcome_line"
 LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs"
 PROXY_TESTS = "tests/test_proxy.py"
+PROXY_DOCS = "tests/test_proxy_docs.py"
 
 MUTANTS = [
     # --- ledger.py: the three double-run holes of issue 10 --------------------------------------------------
@@ -2446,6 +2447,63 @@ MUTANTS = [
         "-var=alert_email=$(ALERT_EMAIL)",
         "make deploy passes -var=alert_email only when given: a -var would beat terraform.tfvars",
         ("tests/test_baked_makefile.py", "-k", "make_deploy"),
+    ),
+    # --- session 6: proxy docs (branch s6proxydocs) ---
+    Mutant(
+        "s6pd-crj-readme-never-sets-job-image",
+        "{{cookiecutter.project_slug}}/README.md",
+        'and set `job_image = "<that image>"` in `terraform/terraform.tfvars`',
+        "and pass it to the apply",
+        "the cloud_run_job README says to set job_image (variables.tf requires it) in terraform/terraform.tfvars",
+        (PROXY_DOCS, "-k", "requires"),
+    ),
+    Mutant(
+        "s6pd-proxy-fire-promises-processed-then-duplicate",
+        "{{cookiecutter.project_slug}}/README.md",
+        "# in another shell: one delivery; a proxy starts nothing here: 500 retryable_failure,",
+        "# in another shell: one delivery; twice: processed, then duplicate,",
+        "a proxy README says make fire answers 500 retryable_failure locally, naming job.py's PROXY_* variable",
+        (PROXY_DOCS, "-k", "make_fire"),
+    ),
+    Mutant(
+        "s6pd-proxy-readme-cites-job-work",
+        "{{cookiecutter.project_slug}}/README.md",
+        '{% if cookiecutter.target == "function" %}, the job\'s work in `job.WORK`{% endif %}',
+        ", the job's work in `job.WORK`",
+        "a README cites only names its bake's job.py has (a proxy's has no WORK)",
+        (PROXY_DOCS, "-k", "job_py"),
+    ),
+    Mutant(
+        "s6pd-security-omits-the-viewer-grant",
+        "docs/security.md",
+        "(`roles/run.jobsExecutorWithOverrides` and `roles/run.viewer`, both on that job alone)",
+        "(`roles/run.jobsExecutorWithOverrides` on that job)",
+        "security.md names every role the cloud_run_job module grants the function's runtime account",
+        (PROXY_DOCS, "-k", "role"),
+    ),
+    Mutant(
+        "s6pd-operations-promises-a-postcondition",
+        "{{cookiecutter.project_slug}}/docs/operations.md",
+        "nothing reads Firestore at plan |",
+        "at plan, the same postcondition with 403 |",
+        "the docs name a Terraform postcondition only where a module has one",
+        (PROXY_DOCS, "-k", "postcondition"),
+    ),
+    Mutant(
+        "s6pd-crj-logs-omit-task-index",
+        "{{cookiecutter.project_slug}}/docs/operations.md",
+        "carry `run_id`, `execution`, `task_index` and `attempt` (the task's attempt)",
+        "carry `run_id`, `execution` and `attempt` (the task's attempt)",
+        "the cloud_run_job operations.md names every field its job's log lines carry (TaskFields)",
+        (PROXY_DOCS, "-k", "log_lines"),
+    ),
+    Mutant(
+        "s6pd-workflow-redo-names-the-run-record",
+        "{{cookiecutter.project_slug}}/docs/operations.md",
+        "`{{ cookiecutter.firestore_collection }}_workflow/<run_id>`, then `runs.py rerun`.",
+        "`{{ cookiecutter.firestore_collection }}/<run_id>`, then `runs.py rerun`.",
+        "the workflow's redo recipe deletes the guard workflow.yaml creates (<collection>_workflow), not a record",
+        (PROXY_DOCS, "-k", "redo"),
     ),
     # --- session 6: proxy smoke and cost (branch s6smoke) ---
     Mutant(

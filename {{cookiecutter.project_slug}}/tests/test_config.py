@@ -1,5 +1,5 @@
 """config.yaml, the one file of the jobs and their timing: it passes rules.py (the rules Terraform cannot check:
-a cron's smallest gap against what one fault keeps a run busy, per job), its jobs are job.py's, each schedule lives
+a cron's smallest gap against what one fault keeps a run busy, per job), {% if cookiecutter.target == "function" %}its jobs are job.py's, {% endif %}each schedule lives
 in it alone, and a bad edit is refused in one line naming the field."""
 
 import re

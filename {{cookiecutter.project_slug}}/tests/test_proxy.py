@@ -54,8 +54,7 @@ def install(monkeypatch, client) -> None:
     monkeypatch.setattr(sys.modules["job"], "jobs_client", lambda: client)
     transport = ExecutionsGrpcTransport(channel=client.transport.grpc_channel)
     reader = run_v2.ExecutionsClient(transport=transport)
-    # raising=False: today's job.py has no executions client (it never follows an execution).
-    monkeypatch.setattr(sys.modules["job"], "executions_client", lambda: reader, raising=False)
+    monkeypatch.setattr(sys.modules["job"], "executions_client", lambda: reader)  # what execution_end reads
 
 
 def run_id_sent(request: run_v2.RunJobRequest) -> str:
