@@ -3,6 +3,7 @@
     python benchmarks/cost.py BAKE                       # that bake's jobs (its config.yaml), line by line
     python benchmarks/cost.py BAKE --work-seconds 30     # how long one run's work takes (default 1 s)
     python benchmarks/cost.py --table                    # a bake's docs/cost.md table: 1, 10 and 100 hourly jobs
+    python benchmarks/cost.py --table --proxy            # a proxy bake's: its module also alerts on executions
 
 One formula (`monthly_cost`), fed by the usage the configuration implies (`usage`). Prices in USD,
 Tier 1 regions, read on 2026-12-01 from the pages named in PRICES; a healthy month (every run
@@ -75,11 +76,11 @@ PRICES = {
     "registry_free_gb": 0.5,
 }
 
-# What the module creates (terraform/modules/scheduled-dedup): one condition per alert policy, the
-# same whatever the jobs: 4 outcomes, Scheduler attempts, missed and stuck runs, the audit stopping
-# (a function bake's; a proxy target adds one, its failed executions).
-# Checked against the module's plan (test_monitoring).
-ALERT_CONDITIONS = 8
+# What the module creates (terraform/modules/scheduled-dedup): one condition per alert policy, the same whatever
+# the jobs, by its var.follows_executions: a function bake's 8 (4 outcomes, Scheduler attempts, missed and stuck
+# runs, the audit stopping); a proxy bake's module follows executions and adds one, its failed executions
+# (executions.tf). Checked against the module's plans (test_monitoring).
+ALERT_CONDITIONS = {False: 8, True: 9}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +105,7 @@ class Usage:
     firestore_writes: float
     firestore_deletes: float
     default_database: bool
+    alert_conditions: int
 
 
 def fires_per_month(schedule: str, time_zone: str) -> int:
@@ -116,8 +118,15 @@ def fires_per_month(schedule: str, time_zone: str) -> int:
         raise ValueError(f"schedule={schedule!r}: {error}") from None
 
 
-def usage(fires: Mapping[str, int], audit_interval_minutes: int, lookback: dt.timedelta, database: str) -> Usage:
-    """The month's usage of `fires` ({job: fire times a month}) with an audit every audit_interval_minutes."""
+def usage(
+    fires: Mapping[str, int],
+    audit_interval_minutes: int,
+    lookback: dt.timedelta,
+    database: str,
+    follows_executions: bool = False,
+) -> Usage:
+    """The month's usage of `fires` ({job: fire times a month}) with an audit every audit_interval_minutes, of a
+    function bake or (follows_executions) of a proxy bake."""
     if audit_interval_minutes <= 0:
         raise ValueError(f"audit_interval_minutes={audit_interval_minutes}: must be a positive number of minutes")
     audits = DAYS * 24 * 60 / audit_interval_minutes
@@ -133,6 +142,7 @@ def usage(fires: Mapping[str, int], audit_interval_minutes: int, lookback: dt.ti
         firestore_writes=2 * runs + audits,
         firestore_deletes=runs,
         default_database=database == "(default)",
+        alert_conditions=ALERT_CONDITIONS[follows_executions],
     )
 
 
@@ -157,24 +167,24 @@ def monthly_cost(use: Usage, assume: Assumptions = Assumptions()) -> dict[str, f
         + use.firestore_deletes * p["firestore_delete"],
         "Cloud Logging": over(log_gib, p["logging_free_gib"]) * p["logging_gib"],
         # A healthy month: only the audit-stopped condition returns a series at each evaluation.
-        "Cloud Monitoring (alerting)": ALERT_CONDITIONS * p["alert_condition"]
+        "Cloud Monitoring (alerting)": use.alert_conditions * p["alert_condition"]
         + p["alert_evaluations"] * p["alert_series"],
         "Cloud Build": over(assume.deploys * assume.build_minutes, p["build_free_minutes"]) * p["build_minute"],
         "Artifact Registry": over(assume.images_kept * assume.image_gb, p["registry_free_gb"]) * p["registry_gb"],
     }
 
 
-def reference_usage(jobs: int, database: str) -> Usage:
+def reference_usage(jobs: int, database: str, follows_executions: bool = False) -> Usage:
     """`jobs` hourly jobs, an hourly audit looking back a day: docs/cost.md's table."""
     fires = {f"job-{index}": fires_per_month("0 * * * *", "Etc/UTC") for index in range(jobs)}
-    return usage(fires, 60, dt.timedelta(days=1), database)
+    return usage(fires, 60, dt.timedelta(days=1), database, follows_executions)
 
 
-def table() -> str:
-    """docs/cost.md's table, in Markdown."""
+def table(follows_executions: bool = False) -> str:
+    """docs/cost.md's table, in Markdown: a function bake's, or (follows_executions) a proxy bake's."""
     sizes = [1, 10, 100]
-    named = [monthly_cost(reference_usage(jobs, "named-db")) for jobs in sizes]
-    default = [monthly_cost(reference_usage(jobs, "(default)")) for jobs in sizes]
+    named = [monthly_cost(reference_usage(jobs, "named-db", follows_executions)) for jobs in sizes]
+    default = [monthly_cost(reference_usage(jobs, "(default)", follows_executions)) for jobs in sizes]
     lines = ["| USD a month | " + " | ".join(f"{jobs} job{'s' * (jobs > 1)}" for jobs in sizes) + " |"]
     lines.append("| --- |" + " ---: |" * len(sizes))
     for item in named[0]:
@@ -190,11 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bake", nargs="?", type=Path, help="a baked project: the directory with config.yaml")
     parser.add_argument("--table", action="store_true", help="print docs/cost.md's table (1, 10, 100 hourly jobs)")
+    parser.add_argument("--proxy", action="store_true", help="with --table: a proxy bake's (it follows executions)")
     parser.add_argument("--audit-interval-minutes", type=int, help="default: config.yaml's audit_interval_minutes")
     parser.add_argument("--work-seconds", type=float, default=Assumptions.work_seconds)
     args = parser.parse_args(argv)
     if args.table:
-        print(table())
+        print(table(args.proxy))
         return 0
     if args.bake is None or not (args.bake / "config.yaml").is_file():
         print(f"error: bake={args.bake}: must be a baked project's directory (it has config.yaml)", file=sys.stderr)
@@ -208,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         if interval is None:
             interval = project_config.load().audit_interval_minutes
         fires = {name: fires_per_month(job.schedule, job.time_zone) for name, job in config.jobs.items()}
-        use = usage(fires, interval, audit.lookback(config), config.database)
+        # Only a proxy bake has executions.py (hooks/baking.py, TARGET_ONLY_PATHS): its module follows executions.
+        proxy = (args.bake / "executions.py").is_file()
+        use = usage(fires, interval, audit.lookback(config), config.database, proxy)
         if args.work_seconds < 0:
             raise ValueError(f"--work-seconds={args.work_seconds}: must be at least 0")
     except (outcomes.Misconfigured, ValueError) as error:

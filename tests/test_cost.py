@@ -18,10 +18,18 @@ DOC = TEMPLATE_PROJECT / "docs" / "cost.md"  # copied unrendered, then rendered 
 DAY = dt.timedelta(days=1)
 
 
-def test_the_docs_table_is_the_functions():
-    """One formula: the table in a bake's docs/cost.md is what `python benchmarks/cost.py --table` prints."""
-    (table,) = re.findall(r"<!-- cost-table -->\n(.*?)\n<!-- /cost-table -->", DOC.read_text(), re.S)
-    assert table == cost.table()
+def test_the_docs_tables_are_the_functions():
+    """One formula: the tables in docs/cost.md are what `python benchmarks/cost.py --table [--proxy]` prints."""
+    tables = dict(re.findall(r"<!-- cost-table( proxy)? -->\n(.*?)\n<!-- /cost-table -->", DOC.read_text(), re.S))
+    assert tables == {"": cost.table(), " proxy": cost.table(follows_executions=True)}
+
+
+@pytest.mark.parametrize("target", ["function", "cloud_run_job", "workflow"])
+def test_a_bakes_cost_page_shows_its_own_targets_table(tmp_path, target):
+    """A proxy bake's module alerts on failed executions too (executions.tf): its page counts that condition."""
+    doc = (bake(tmp_path, target=target) / "docs" / "cost.md").read_text()
+    (table,) = re.findall(r"<!-- cost-table(?: proxy)? -->\n(.*?)\n<!-- /cost-table -->", doc, re.S)
+    assert table == cost.table(follows_executions=target != "function")
 
 
 def test_the_doc_states_what_per_job_alert_policies_cost():
@@ -97,6 +105,12 @@ def test_the_tool_prints_a_bakes_bill(project):
     assert set(items) == set(cost.monthly_cost(cost.reference_usage(1, "db"))) and total == pytest.approx(
         sum(items.values()), abs=0.01
     )
+
+
+def test_a_proxy_bakes_bill_counts_its_failed_executions_alert(project, tmp_path):
+    """A proxy bake's module has one alert condition more, its failed executions' (executions.tf)."""
+    proxy = bill(bake(tmp_path, target="workflow"))["Cloud Monitoring (alerting)"]
+    assert proxy == pytest.approx(bill(project)["Cloud Monitoring (alerting)"] + cost.PRICES["alert_condition"])
 
 
 def test_the_tools_audit_interval_is_config_yamls(project):

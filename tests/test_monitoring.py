@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import collections
 import re
+import sys
 
 import pytest
 from conftest import ROOT
 from module_plan import hcl_jobs, plan_runs
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import cost  # noqa: E402
 
 pytestmark = pytest.mark.terraform
 
@@ -31,6 +36,7 @@ def plans(tmp_path_factory) -> dict[str, dict[str, dict]]:
 
     runs = {f"jobs_{count}": variables(count, 30) for count in (30, 300)}
     runs |= {f"audit_{minutes}": variables(2, minutes) for minutes in AUDIT_INTERVALS}
+    runs["proxy"] = variables(2, 30) + "\n    follows_executions = true"  # a proxy bake's (its terraform/main.tf)
     return plan_runs(tmp_path_factory.mktemp("monitoring"), runs)
 
 
@@ -170,15 +176,15 @@ def test_every_policy_waits_600_seconds_after_the_metrics(planned):
 
 
 def test_the_cost_tool_counts_the_conditions_the_module_makes(plans):
-    """A bake's docs/cost.md alerting line: benchmarks/cost.py's ALERT_CONDITIONS, whatever the number of jobs."""
-    (declared,) = re.findall(r"^ALERT_CONDITIONS = (\d+)$", (ROOT / "benchmarks" / "cost.py").read_text(), re.M)
-    for run in ("jobs_30", "jobs_300"):
+    """A bake's docs/cost.md alerting line: benchmarks/cost.py's ALERT_CONDITIONS, whatever the number of jobs, by
+    var.follows_executions: a proxy bake's module alerts on its failed executions too (executions.tf)."""
+    for run, follows_executions in (("jobs_30", False), ("jobs_300", False), ("proxy", True)):
         conditions = sum(
             len(values["conditions"])
             for address, values in plans[run].items()
             if address.startswith("google_monitoring_alert_policy.")
         )
-        assert conditions == int(declared), (run, conditions)
+        assert conditions == cost.ALERT_CONDITIONS[follows_executions], (run, conditions)
 
 
 def test_every_outcome_has_a_metric_but_the_ones_operations_md_names():

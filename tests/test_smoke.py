@@ -2,11 +2,13 @@
 functions-framework server of the bake, Google's Firestore emulator, and a local stand-in for the four
 Google REST APIs it calls (Scheduler jobs.run, Logging entries.list, the Firestore field's TTL state,
 Monitoring alertPolicies.list). The stand-in's Force run does what Google's guide says one does: it
-delivers the job with the NEXT scheduled time as X-CloudScheduler-ScheduleTime.
+delivers the job with the NEXT scheduled time as X-CloudScheduler-ScheduleTime. A proxy bake's server also talks
+gRPC to a local fake of the Run v2 API, which starts the executions and says how each is doing.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime as dt
 import http.server
@@ -19,13 +21,18 @@ import threading
 import time
 import urllib.request
 import zoneinfo
+from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 import yaml
 from conftest import bake
 from cronsim import CronSim
 from firestore_emulator import free_port
+from google.cloud import run_v2
+from google.longrunning import operations_pb2
+from google.protobuf import any_pb2
 
 pytestmark = pytest.mark.bake
 
@@ -53,9 +60,12 @@ class StandIn(http.server.ThreadingHTTPServer):
         job = self.settings["jobs"][job_name.removeprefix(self.settings["slug"] + "-")]
         zone = zoneinfo.ZoneInfo(job.get("time_zone", "Etc/UTC"))
         next_fire = next(CronSim(job["schedule"], dt.datetime.now(zone))).astimezone(dt.UTC)
+        self.deliver(job_name, self.schedule_time_header or next_fire.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def deliver(self, job_name: str, schedule_time: str) -> None:
         headers = {
             "X-CloudScheduler-JobName": job_name,
-            "X-CloudScheduler-ScheduleTime": self.schedule_time_header or next_fire.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "X-CloudScheduler-ScheduleTime": schedule_time,
             "X-Scheduler-Project": self.settings["project"],
             "X-Scheduler-Location": self.settings["region"],
         }
@@ -127,14 +137,16 @@ class StandInHandler(http.server.BaseHTTPRequestHandler):
 def deployed(tmp_path_factory, emulator_host):
     """A default bake served by a real functions-framework server, and the stand-in APIs in front of it."""
     project = bake(tmp_path_factory.mktemp("smoke"))
-    settings = yaml.safe_load((project / "config.yaml").read_text())  # the bake's one configuration file
     collection = f"smoke-{os.getpid()}"
-    env = {
-        **os.environ,
-        "FIRESTORE_EMULATOR_HOST": emulator_host,
-        "DEDUP_COLLECTION": collection,
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_COLLECTION": collection}
+    with serving(project, env) as stand_in:
+        yield project, stand_in, {**env, "SMOKE_API_ROOT": stand_in.root}, collection
+
+
+@contextlib.contextmanager
+def serving(project: Path, env: dict) -> Iterator[StandIn]:
+    """The bake's function on a real functions-framework server with `env`, and the stand-in APIs in front of it."""
+    settings = yaml.safe_load((project / "config.yaml").read_text())  # the bake's one configuration file
     port = free_port()
     log_path = project / "server.log"
     with open(log_path, "wb") as log:
@@ -153,18 +165,20 @@ def deployed(tmp_path_factory, emulator_host):
                 str(port),
             ],  # fmt: skip
             cwd=project,
-            env=env,
+            env={**env, "PYTHONUNBUFFERED": "1"},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     stand_in = StandIn(f"http://127.0.0.1:{port}/", settings, log_path)
     threading.Thread(target=stand_in.serve_forever, daemon=True).start()
-    _wait_until_serving(port, server)
-    yield project, stand_in, {**env, "SMOKE_API_ROOT": stand_in.root}, collection
-    stand_in.shutdown()
-    server.kill()
-    server.wait(timeout=10)
+    try:
+        _wait_until_serving(port, server)
+        yield stand_in
+    finally:
+        stand_in.shutdown()
+        server.kill()
+        server.wait(timeout=10)
 
 
 def _wait_until_serving(port: int, server: subprocess.Popen) -> None:
@@ -277,3 +291,103 @@ def test_without_credentials_smoke_names_the_fix_in_one_line(tmp_path, deployed)
     assert result.stderr.strip() == (
         "smoke: FAIL (no Google credentials: run `gcloud auth application-default login` first)"
     )
+
+
+class FakeRunApi:
+    """The two Run v2 methods a cloud_run_job bake calls, on a local gRPC server: RunJob starts an execution
+    (its answer: a long-running operation whose metadata is the execution), GetExecution shows it `running` (no
+    completion time) until the test sets `ended` to succeeded or failed, as Run v2's task counts say it."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self.started: list[str] = []
+        self.ended: dict[str, str] = {}  # execution name -> succeeded | failed
+
+        def method(handle, request_type):
+            return grpc.unary_unary_rpc_method_handler(
+                handle, request_deserializer=request_type.deserialize, response_serializer=lambda raw: raw
+            )
+
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+        jobs = {"RunJob": method(self.run_job, run_v2.RunJobRequest)}
+        executions = {"GetExecution": method(self.get_execution, run_v2.GetExecutionRequest)}
+        self.server.add_generic_rpc_handlers([
+            grpc.method_handlers_generic_handler("google.cloud.run.v2.Jobs", jobs),
+            grpc.method_handlers_generic_handler("google.cloud.run.v2.Executions", executions),
+        ])  # fmt: skip
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def run_job(self, request: run_v2.RunJobRequest, context) -> bytes:
+        self.started.append(f"{request.name}/executions/smoke-{len(self.started) + 1}")
+        metadata = any_pb2.Any()
+        metadata.Pack(run_v2.Execution.pb(run_v2.Execution(name=self.started[-1])))
+        return operations_pb2.Operation(name="operations/smoke", metadata=metadata).SerializeToString()
+
+    def get_execution(self, request: run_v2.GetExecutionRequest, context) -> bytes:
+        ended = self.ended.get(request.name)
+        done = {"completion_time": dt.datetime.now(dt.UTC)} if ended else {}
+        counts = {"succeeded": {"succeeded_count": 1}, "failed": {"failed_count": 1}}.get(ended, {"running_count": 1})
+        return run_v2.Execution.serialize(run_v2.Execution(name=request.name, task_count=1, **done, **counts))
+
+
+# Loaded by the server's interpreters (its fork server's too): the bake's Run v2 clients talk to the fake.
+FAKE_CLIENTS = """
+import os
+
+import grpc
+from google.cloud import run_v2
+from google.cloud.run_v2.services.executions.transports import ExecutionsGrpcTransport
+from google.cloud.run_v2.services.jobs.transports import JobsGrpcTransport
+
+Jobs, Executions = run_v2.JobsClient, run_v2.ExecutionsClient
+run_v2.JobsClient = lambda: Jobs(transport=JobsGrpcTransport(channel=grpc.insecure_channel(os.environ["FAKE_RUN"])))
+run_v2.ExecutionsClient = lambda: Executions(
+    transport=ExecutionsGrpcTransport(channel=grpc.insecure_channel(os.environ["FAKE_RUN"]))
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def proxy_project(tmp_path_factory) -> Path:
+    """A cloud_run_job bake: its daily job keeps the smoke's slot (the next 03:00 UTC) the same for the whole test."""
+    return bake(tmp_path_factory.mktemp("proxy-smoke"), target="cloud_run_job")
+
+
+@pytest.mark.parametrize(
+    ("ended", "record", "verdict"), [("succeeded", "completed", "PASS"), ("failed", "failed", "FAIL")]
+)
+def test_a_proxy_bakes_smoke_passes_on_a_started_run_and_reads_how_its_execution_ended(
+    tmp_path, emulator_host, proxy_project, ended, record, verdict
+):
+    """A proxy's run is `started` with its execution's name right after the delivery: healthy. Once a later delivery
+    of the job saw the execution end, the record is `completed` (PASS) or `failed` (FAIL)."""
+    settings = yaml.safe_load((proxy_project / "config.yaml").read_text())
+    job_name = f"projects/{settings['project']}/locations/{settings['region']}/jobs/{settings['slug']}-job"
+    fake = FakeRunApi(job_name)
+    (tmp_path / "sitecustomize.py").write_text(FAKE_CLIENTS)
+    collection = f"proxy-smoke-{ended}-{os.getpid()}"
+    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_COLLECTION": collection}
+    server_env = {**env, "PYTHONPATH": str(tmp_path), "FAKE_RUN": fake.address, "PROXY_JOB_NAME": job_name}
+    try:
+        with serving(proxy_project, server_env) as stand_in:
+            env["SMOKE_API_ROOT"] = stand_in.root
+            first = smoke(proxy_project, env)
+            assert first.returncode == 0, first.stdout + first.stderr
+            assert [line.split()[0] for line in first.stdout.splitlines()[:5]] == ["PASS"] * 5
+            assert first.stdout.splitlines()[2].endswith(f" status=started execution={fake.started[0]}")
+            # The job's delivery of its previous slot follows the started run first, and sees its execution end.
+            fake.ended[fake.started[0]] = ended
+            (job_id,) = settings["jobs"]
+            job = settings["jobs"][job_id]
+            now = dt.datetime.now(zoneinfo.ZoneInfo(job["time_zone"]))
+            previous = next(CronSim(job["schedule"], now, reverse=True)).astimezone(dt.UTC)
+            stand_in.deliver(f"{settings['slug']}-{job_id}", previous.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            again = smoke(proxy_project, env)
+    finally:
+        fake.server.stop(grace=None)
+    assert len(fake.started) == 2, fake.started  # the smoke's run, then the previous slot's: one execution each
+    assert again.returncode == (verdict == "FAIL"), again.stdout + again.stderr
+    steps = [line.split()[0] for line in again.stdout.splitlines()[:5]]
+    assert steps == ["PASS", "PASS", verdict, "PASS", "PASS"], again.stdout
+    assert f" status={record} execution={fake.started[0]}" in again.stdout.splitlines()[2]

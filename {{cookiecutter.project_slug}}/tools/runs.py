@@ -466,8 +466,12 @@ def smoke(config: DedupConfig, args: argparse.Namespace) -> int:
     def run_record() -> tuple[bool, str]:
         if not line.get("run_id"):
             return False, "skipped: no run_id from an outcome line"
-        status = (ledger(config).read_runs([line["run_id"]]).get(line["run_id"]) or {}).get("status")
-        return status == dedup.Status.COMPLETED, f"{config.collection}/{line['run_id']} status={status}"
+        record = ledger(config).read_runs([line["run_id"]]).get(line["run_id"]) or {}
+        status, execution = record.get("status"), record.get("execution")
+        # A proxy's run is `started` with its execution's name until the execution is seen to end (executions.py).
+        ok = status == dedup.Status.COMPLETED or (status == dedup.Status.STARTED and bool(execution))
+        ran = f" execution={execution}" if execution else ""
+        return ok, f"{config.collection}/{line['run_id']} status={status}{ran}"
 
     def ttl_policy() -> tuple[bool, str]:
         field = f"{config.database_name}/collectionGroups/{config.collection}/fields/expire_at"
