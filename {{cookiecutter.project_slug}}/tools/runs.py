@@ -468,7 +468,7 @@ def smoke(config: DedupConfig, args: argparse.Namespace) -> int:
             return False, "skipped: no run_id from an outcome line"
         record = ledger(config).read_runs([line["run_id"]]).get(line["run_id"]) or {}
         status, execution = record.get("status"), record.get("execution")
-        # A proxy's run is `started` with its execution's name until the execution is seen to end (executions.py).
+        # A proxy target's run is `started` with its execution's name until a later delivery or audit sees it end.
         ok = status == dedup.Status.COMPLETED or (status == dedup.Status.STARTED and bool(execution))
         ran = f" execution={execution}" if execution else ""
         return ok, f"{config.collection}/{line['run_id']} status={status}{ran}"
