@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from cookiecutter.environment import StrictEnvironment
+from jinja2 import FileSystemLoader
 
 PROOFS = Path(__file__).resolve().parent
 MODULES = Path("terraform") / "modules"
@@ -50,7 +51,10 @@ def lay(bake: Path, into: Path) -> Path:
     answers = json.loads((bake / ".cookiecutter.json").read_text())
     shutil.copytree(bake, into, ignore=UNCOPIED, symlinks=True)
     shutil.copytree(PROOFS.parents[1] / MODULES, into / MODULES, ignore=UNCOPIED)
-    environment = StrictEnvironment(context={"cookiecutter": answers}, keep_trailing_newline=True)
+    # The loader serves `{% include %}` of proof fragments (*.jinja: never laid in themselves).
+    environment = StrictEnvironment(
+        context={"cookiecutter": answers}, keep_trailing_newline=True, loader=FileSystemLoader(PROOFS)
+    )
     for relative in proof_files():
         text = (PROOFS / relative).read_text()
         if "{{" in text or "{%" in text:

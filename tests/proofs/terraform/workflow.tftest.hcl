@@ -6,20 +6,7 @@
 mock_provider "google" {}
 
 variables {
-  project_id = "{{ cookiecutter.gcp_project_id }}"
-  region     = "{{ cookiecutter.region }}"
-  slug       = "{{ cookiecutter.project_slug }}"
-  labels     = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
-
-  firestore = {
-    database   = "{{ cookiecutter.firestore_database }}"
-    collection = "{{ cookiecutter.firestore_collection }}"
-  }
-
-  retention_seconds             = {{ cookiecutter.retention_seconds }}
-  runtime_service_account_email = "{{ cookiecutter.project_slug }}-run@{{ cookiecutter.gcp_project_id }}.iam.gserviceaccount.com"
-  apis_ready                    = "2026-01-01T00:00:00Z"
-
+{% include "terraform/proxy_variables.hcl.jinja" %}
   # The real project passes ../workflow/workflow.yaml.
   workflow = {
     source_contents = "main:\n  steps:\n    - done:\n        return: ok\n"
