@@ -72,7 +72,8 @@ def test_a_proxy_readme_says_what_make_fire_answers_without_its_target(bakes, ta
     assert "processed" not in fire and "duplicate" not in fire, fire
 
 
-def top_level_names(module: Path) -> set[str]:
+def importable_names(module: Path) -> set[str]:
+    """What `module.X` can reach: its top-level definitions and assignments, and what it imports (re-exports)."""
     names = set()
     for node in ast.parse(module.read_text()).body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -92,7 +93,7 @@ def test_every_name_of_job_py_the_readme_and_docs_cite_is_in_that_bakes_job_py(b
         texts = [project / "README.md", *sorted((project / "docs").glob("*.md"))]
         cited = {a or b for page in texts for a, b in CITED.findall(page.read_text())}
         cited_anywhere |= cited
-        missing = cited - top_level_names(project / "job.py")
+        missing = cited - importable_names(project / "job.py")
         assert not missing, f"{target}: its README or docs cite {sorted(missing)}, which its job.py does not have"
     assert cited_anywhere, "no page cites a name of job.py: the check would check nothing"
 
