@@ -20,6 +20,7 @@ from cookiecutter.prompt import prompt_for_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks the tests run in a tiny mode (cost, bake_size...)
 sys.path.insert(0, str(TEMPLATE_PROJECT / "tools"))
 sys.path.insert(0, str(ROOT / "tests" / "proofs" / "harness"))  # the proofs' harness (tests/test_rules.py)
 sys.path.insert(0, str(ROOT / "tests" / "proofs"))

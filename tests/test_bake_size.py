@@ -6,11 +6,8 @@ import json
 import subprocess
 import sys
 
+import bake_size
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import bake_size  # noqa: E402
 
 
 def write(root, relative, text):

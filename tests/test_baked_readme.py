@@ -7,12 +7,9 @@ import re
 import subprocess
 import sys
 
+import bake_size
 import pytest
-from conftest import MATRIX, ROOT, bake
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import bake_size  # noqa: E402  (benchmarks/bake_size.py: what counts as naming the template)
+from conftest import MATRIX, bake
 
 pytestmark = pytest.mark.bake
 

@@ -13,12 +13,9 @@ import os
 import subprocess
 import sys
 
+import figures
 import pytest
 from conftest import ROOT, bake
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import figures  # noqa: E402
 
 pytestmark = pytest.mark.bake
 

@@ -7,12 +7,9 @@ import re
 import subprocess
 import sys
 
+import cost
 import pytest
 from conftest import ROOT, TEMPLATE_PROJECT, bake
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import cost  # noqa: E402
 
 DOC = TEMPLATE_PROJECT / "docs" / "cost.md"  # copied unrendered, then rendered by the hook: the table has no answer
 DAY = dt.timedelta(days=1)

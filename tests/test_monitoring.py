@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import collections
 import re
-import sys
 
+import cost
 import pytest
 from conftest import ROOT
 from module_plan import hcl_jobs, plan_runs
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import cost  # noqa: E402
 
 pytestmark = pytest.mark.terraform
 
