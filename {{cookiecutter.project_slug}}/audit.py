@@ -4,9 +4,11 @@ run records (one batched read, RunLedger.read_runs), each judged one of `State`.
 `run` is the audit job's work. It is incremental: each run is judged once, by the first audit after it settled,
 and once a day a full sweep judges the whole lookback again (so alerts of runs still missing or stuck stay open).
 The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock, and a job is judged only from the first
-audit that saw it (or saw it paused or resumed: the audit cannot see when the deploy did it), so a new job or a
-pause is never reported missed. A `paused` job's fire times are `paused`; a `catch_up` job's missing runs are
-queued for delivery (task_queue.py) while within its max_lateness_seconds.
+audit that saw it, so a new job is never reported missed. The bookmark also keeps each job's schedule history
+(`eras`): each fire time is judged by the schedule (cron, zone, dst_gap, paused) in force at it (expected_runs),
+so a change never makes a past run missing nor a never-scheduled time due. A fire time of a paused era is
+`paused`; a `catch_up` job's missing runs are queued for delivery (task_queue.py) while within its
+max_lateness_seconds.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import dataclasses
 import datetime as dt
 import enum
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import dedup
 import rules
@@ -34,6 +36,11 @@ logger = logging.getLogger(__name__)
 AUDIT_LOOKBACK = dt.timedelta(seconds=rules.AUDIT_LOOKBACK_SECONDS)
 # How often an audit re-judges the whole lookback instead of only the newly settled runs.
 FULL_SWEEP_EVERY = dt.timedelta(days=1)
+# The most schedule changes a job's history keeps (besides those older than the retention, which judge nothing):
+# about 100 bytes each in the bookmark's 1 MiB document.
+MAX_ERAS = 50
+# What an era of a job's schedule history holds of its JobSpec (the schedule's fields, and paused).
+ERA_FIELDS = ("cron", "time_zone", "dst_gap", "paused")
 
 
 class State(enum.StrEnum):
@@ -63,6 +70,9 @@ class AuditedRun:
     key: RunKey
     dst: schedules.Dst | None = None
     state: State | None = None  # None: expected, not judged yet
+    paused: bool = False  # the job was paused at this fire time (its era's)
+    maybe: bool = False  # in a change's window only one era names it: judged only if it has a record
+    time_zone: str = "Etc/UTC"  # the zone of wall_time (its era's)
 
     def __str__(self) -> str:
         return f"{self.job} at {rfc3339(self.key.schedule_time)}"
@@ -78,22 +88,53 @@ class AuditedRun:
         }
 
 
+def era(job: JobSpec, start: dt.datetime, seen: dt.datetime | None = None) -> dict[str, object]:
+    """An era of a job's schedule history: `job`'s schedule and pause, in force from `seen` (default: `start`) on;
+    between `start` and `seen` it or the era before may be (the audits before and at the change: when the deploy
+    happened in between is not known)."""
+    fields = (job.schedule, job.time_zone, job.dst_gap, job.paused)
+    return {"from": start, "seen": seen or start} | dict(zip(ERA_FIELDS, fields, strict=True))
+
+
 def expected_runs(
-    name: str, job: JobSpec, since: dt.datetime, until: dt.datetime, project: str, location: str
+    name: str,
+    history: JobSpec | Sequence[Mapping[str, object]],
+    since: dt.datetime,
+    until: dt.datetime,
+    project: str,
+    location: str,
 ) -> list[AuditedRun]:
-    """The runs `job` should have had with a schedule time in [since, until), in time order."""
-    return [
-        AuditedRun(name, fire.wall, RunKey(project, location, name, fire.instant), fire.dst)
-        for fire in schedules.runs(job.fire_rule, since, until)
+    """The runs job `name` should have had with a schedule time in [since, until), in time order: each fire time
+    by the era in force at it. `history`: a JobSpec (one schedule for all time) or the job's eras (era(), oldest
+    first; the first one reaches back without limit). Between an era's `from` and `seen` (one audit interval at most)
+    a time only one of both eras names is `maybe`, and a time is paused if either says paused: a change never makes
+    a past run missing nor a never-scheduled time due. A run due before that window is judged by its own era."""
+    eras = [era(history, since)] if isinstance(history, JobSpec) else list(history)
+    bounds = [
+        (since if i == 0 else max(since, this["from"]), until if i == len(eras) - 1 else min(until, after["seen"]))
+        for i, (this, after) in enumerate(zip(eras, [*eras[1:], None], strict=True))
     ]
+    named: dict[dt.datetime, list[tuple[schedules.FireTime, bool, str]]] = {}
+    for this, (low, high) in zip(eras, bounds, strict=True):
+        schedule = schedules.Schedule(this["cron"], this["time_zone"], this["dst_gap"])
+        for fire in schedules.runs(schedule, low, high) if low < high else ():
+            named.setdefault(fire.instant, []).append((fire, bool(this["paused"]), schedule.time_zone))
+    found = []
+    for instant, fires in sorted(named.items()):
+        maybe = len(fires) < sum(low <= instant < high for low, high in bounds)  # a change's window: not both
+        fire, zone = fires[-1][0], fires[-1][2]
+        paused = any(paused for _, paused, _ in fires)
+        key = RunKey(project, location, name, instant)
+        found.append(AuditedRun(name, fire.wall, key, fire.dst, paused=paused, maybe=maybe, time_zone=zone))
+    return found
 
 
 def judge(
-    run: AuditedRun, records: Mapping[str, Mapping[str, object]], now: dt.datetime, settle: dt.timedelta, paused: bool
+    run: AuditedRun, records: Mapping[str, Mapping[str, object]], now: dt.datetime, settle: dt.timedelta
 ) -> AuditedRun:
-    """The expected run, judged from its record; without one, paused for a paused job."""
+    """The expected run, judged from its record; without one, paused if its job was paused at its fire time."""
     record = records.get(run.key.run_id)
-    if record is None and paused:
+    if record is None and run.paused:
         state = State.PAUSED
     elif record is None:
         state = State.PENDING if now < run.key.schedule_time + settle else State.MISSING
@@ -111,20 +152,24 @@ def audit_runs(
     until: dt.datetime,
     now: dt.datetime,
     progress: Callable[[int, int], None] | None = None,
-    starts: Mapping[str, dt.datetime] | None = None,
+    windows: Mapping[str, tuple[dt.datetime, dt.datetime]] | None = None,
+    eras: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
 ) -> list[AuditedRun]:
-    """Every expected run of `jobs` in [since, until) (for a job in `starts`, from its start on), judged;
-    one read per ledger.READ_BATCH run ids."""
+    """Every expected run of `jobs` in [since, until) (within a job's own window [start, end) in `windows`, by its
+    schedule history in `eras`; else its schedule as it is now), judged (a `maybe` one only by its record); one read
+    per ledger.READ_BATCH run ids."""
     config = ledger.config
-    starts = starts or {}
     place = (config.project, config.location)  # what the function's own Scheduler jobs key their runs under
+    windows, eras = windows or {}, eras or {}
     expected = [
         run
         for name, job in jobs.items()
-        for run in expected_runs(name, job, max(since, starts.get(name, since)), until, *place)
+        for low, high in [windows.get(name, (since, until))]
+        for run in expected_runs(name, eras.get(name, job), max(since, low), min(until, high), *place)
     ]
     records = ledger.read_runs((run.key.run_id for run in expected), progress)
-    return [judge(run, records, now, config.settle_for(run.job), jobs[run.job].paused) for run in expected]
+    judged = (run for run in expected if not run.maybe or run.key.run_id in records)
+    return [judge(run, records, now, config.settle_for(run.job)) for run in judged]
 
 
 def lookback(config: DedupConfig) -> dt.timedelta:
@@ -133,33 +178,47 @@ def lookback(config: DedupConfig) -> dt.timedelta:
 
 @dataclasses.dataclass(frozen=True)
 class Sweep:
-    """What one audit judges: per job the start of its window (all windows end at `until`), and the next bookmark."""
+    """What one audit judges: per job its window [start, end) (each job's end by its own settle time), the next
+    bookmark (with each job's schedule history), and its overall bounds."""
 
-    starts: dict[str, dt.datetime]
+    windows: dict[str, tuple[dt.datetime, dt.datetime]]
     since: dt.datetime
     until: dt.datetime
     full: bool
     cursor: AuditCursor
 
+    @property
+    def eras(self) -> dict[str, list[Mapping[str, object]]]:
+        """Each job's schedule history, as the next bookmark keeps it."""
+        return {name: entry["eras"] for name, entry in self.cursor.jobs.items()}
 
-def plan(cursor: AuditCursor, job_names, now: dt.datetime, config: DedupConfig) -> Sweep:
+
+def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, config: DedupConfig) -> Sweep:
     """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
-    (a full sweep: from the start of the lookback) to the instant before which every run has settled: each job
-    settles after its own lease and retry window (config.yaml), so the slowest job's decides."""
-    until = now - max((config.settle_for(name) for name in job_names), default=config.settle)
+    (a full sweep: from the start of the lookback) to the instant before which every run of it has settled (its
+    own lease and retry window, config.yaml). A job's schedule or pause unlike its last era starts a new era: from
+    the last audit that saw the old one (`audited`), seen now."""
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
-    # `paused` is kept in a job's entry while it is paused: a new, paused or resumed job starts from now.
-    starts, jobs = {}, {}
-    for name in job_names:
-        pause = {"paused": True} if name in config.jobs and config.jobs[name].paused else {}
-        entry = cursor.jobs.get(name)
-        if entry is None or bool(entry.get("paused", False)) != bool(pause):
-            entry = {"since": now, "judged_until": now}
-        starts[name] = entry["since"] if full else max(entry["since"], entry["judged_until"])
-        jobs[name] = {"since": entry["since"], "judged_until": max(entry["judged_until"], until)} | pause
+    windows, entries = {}, {}
+    for name, job in jobs.items():
+        until = now - config.settle_for(name)
+        entry = cursor.jobs.get(name) or {"since": now, "judged_until": now}
+        current = era(job, entry.get("audited", now), now)
+        eras = list(entry.get("eras") or [current])
+        if any(eras[-1][field] != current[field] for field in ERA_FIELDS):  # a deploy changed it since
+            eras.append(current)
+        # An era whose successor was in force before the retention judges nothing (runs.py judges that far back):
+        # dropped, as are the oldest beyond MAX_ERAS (the first kept one reaches back).
+        kept = now - config.retention
+        eras = [this for this, after in zip(eras, [*eras[1:], None], strict=True) if not after or after["seen"] > kept]
+        start = entry["since"] if full else max(entry["since"], entry["judged_until"])
+        windows[name] = (start, until)
+        judged = {"judged_until": max(entry["judged_until"], until), "audited": now, "eras": eras[-MAX_ERAS:]}
+        entries[name] = {"since": entry["since"]} | judged
+    until = max((end for _, end in windows.values()), default=now - config.settle)
     last_full = now if full else cursor.last_full_sweep
-    return Sweep(starts, since, until, full, AuditCursor(jobs, last_full, cursor.update_time))
+    return Sweep(windows, since, until, full, AuditCursor(entries, last_full, cursor.update_time))
 
 
 def run(context: RunContext) -> str:
@@ -169,7 +228,7 @@ def run(context: RunContext) -> str:
     cursor = ledger.read_audit_cursor()
     now = dedup.utcnow()  # one instant for the bookmark's windows and the judging
     sweep = plan(cursor, config.jobs, now, config)
-    runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, starts=sweep.starts)
+    runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, windows=sweep.windows, eras=sweep.eras)
     catch_up(config, runs, now)
     for found in needing_delivery(runs):
         # The audited run's fields (job, schedule_time, run_id, trigger) override the audit run's own on this line.
@@ -183,11 +242,6 @@ def run(context: RunContext) -> str:
     logger.info(line, extra={"json_fields": {"audit_summary": dict(counts), "audit_until": until, "audit_kind": kind}})
     ledger.write_audit_cursor(sweep.cursor)
     return summary
-
-
-def starts(ledger: RunLedger, job_names) -> dict[str, dt.datetime]:
-    """When the audit first saw each job (jobs it never saw are left out): nothing before is judged."""
-    return {name: entry["since"] for name, entry in ledger.read_audit_cursor().jobs.items() if name in job_names}
 
 
 def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:

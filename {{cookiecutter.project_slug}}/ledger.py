@@ -29,10 +29,11 @@ from settings import DedupConfig
 RPC_TIMEOUT_SECONDS = 5.0
 READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
 # The audit's bookmark, one document in the runs collection for every job: per Scheduler job name when
-# the audit first saw the job (`since`) and up to when its runs are judged (`judged_until`), and when the
-# last full sweep ran. One read and one write per audit whatever the jobs (about 100 bytes a job: the
-# 1 MiB document limit holds some 10,000). Not 64 hex characters, so never a run id; no status, so no
-# query of runs.py finds it; no expire_at, so kept.
+# the audit first saw the job (`since`), up to when its runs are judged (`judged_until`), when an audit last
+# saw it (`audited`) and its schedule history (`eras`, audit.plan), and when the last full sweep ran. One read
+# and one write per audit whatever the jobs (about 250 bytes a job and 100 per schedule change: the 1 MiB
+# document limit holds some 3,000). Not 64 hex characters, so never a run id; no status, so no query of
+# runs.py finds it; no expire_at, so kept.
 AUDIT_CURSOR_ID = "audit-cursor"
 
 # A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
@@ -90,7 +91,8 @@ def firestore_client(project: str, database: str) -> firestore.Client:
 
 @dataclasses.dataclass(frozen=True)
 class AuditCursor:
-    """The audit's bookmark (AUDIT_CURSOR_ID): job name -> {"since", "judged_until"}, and the last full sweep."""
+    """The audit's bookmark (AUDIT_CURSOR_ID): job name -> {"since", "judged_until", "audited", "eras"}, and the
+    last full sweep."""
 
     jobs: Mapping[str, Mapping[str, dt.datetime]]
     last_full_sweep: dt.datetime | None = None
@@ -266,7 +268,7 @@ class RunLedger:
 
     def skip(self, claim: Claim, now: dt.datetime, stop: SkippedLate | SkippedOverlap) -> None:
         """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run (too late,
-        or a proxy job's previous execution still runs and its overlap rule is skip)."""
+        paused (main.py), or a proxy job's previous execution still runs and its overlap rule is skip)."""
         self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
         raise stop
 

@@ -18,7 +18,7 @@ import stop
 from job import run
 from keys import read_rerun, read_run_key
 from ledger import Claim, RunLedger
-from outcomes import MethodNotAllowed, Outcome, RunNotProcessed, SkippedOverlap
+from outcomes import MethodNotAllowed, Outcome, RunNotProcessed, SkippedOverlap, SkippedPaused
 from run_context import RunContext
 from run_log import RUN_FIELDS, configure_logging
 from settings import DedupConfig
@@ -41,6 +41,7 @@ ANSWERS: Mapping[Outcome, tuple[int, str]] = MappingProxyType({
     Outcome.SKIPPED_DST_GAP: (200, "INFO"),  # the job's own rule (dst_gap: skip): 2xx so Scheduler stops
     Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
     Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+    Outcome.SKIPPED_PAUSED: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
 })  # fmt: skip
 
 configure_logging()
@@ -74,6 +75,9 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         if claim.taken_over_from:
             line = f"took the run over from attempt {claim.taken_over_from}, whose lease expired"
             logger.warning(line, extra={"json_fields": {"outcome": "takeover"}})
+        paused = key.job_name in config.jobs and config.jobs[key.job_name].paused
+        if paused and claim.rerun_id is None:  # a retry, a queued catch-up or backfill, a Force run: not the work
+            ledger.skip(claim, now, SkippedPaused("the job is paused (config.yaml); the work does not run"))
         ledger.skip_if_late(claim, now)
         work = audit.run if key.job_name == config.audit_job else run
         stop_at = arrived + config.stop_after(key.job_name).total_seconds()

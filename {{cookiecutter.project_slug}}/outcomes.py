@@ -23,6 +23,7 @@ class Outcome(enum.StrEnum):
     SKIPPED_DST_GAP = "skipped_dst_gap"  # a time the clocks skip, of a job with dst_gap: skip; nothing written
     METHOD_NOT_ALLOWED = "method_not_allowed"  # not a POST: Cloud Scheduler's HTTP jobs send POST (terraform/)
     SKIPPED_OVERLAP = "skipped_overlap"  # the job's previous execution still runs (overlap: skip): recorded `skipped`
+    SKIPPED_PAUSED = "skipped_paused"  # the job is paused (config.yaml) and this is no re-run: recorded `skipped`
 
 
 class RunNotProcessed(Exception):
@@ -69,6 +70,10 @@ class MethodNotAllowed(RunNotProcessed):
 
 class SkippedOverlap(RunNotProcessed):
     outcome = Outcome.SKIPPED_OVERLAP
+
+
+class SkippedPaused(RunNotProcessed):
+    outcome = Outcome.SKIPPED_PAUSED
 
 
 def quoted(value: str) -> str:

@@ -247,7 +247,11 @@ def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatc
     assert http.post("/", headers=scheduler_headers(config.audit_job, ahead)).text.startswith("processed:")
     assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
     cursor = RunLedger(config).read_audit_cursor()
-    assert cursor.jobs == {"fresh": {"since": now, "judged_until": now}} and cursor.last_full_sweep == now
+    (era,) = cursor.jobs["fresh"].pop("eras")  # its schedule as first seen, reaching back
+    assert era == {"from": now, "seen": now, "cron": "*/5 * * * *", "time_zone": "Etc/UTC", "dst_gap": "end_of_gap",
+                   "paused": False}  # fmt: skip
+    assert cursor.jobs == {"fresh": {"since": now, "judged_until": now, "audited": now}}
+    assert cursor.last_full_sweep == now
     # Even an audit that found nothing logs its summary with audit_until: the dead man's switch
     # (terraform audit.tf, google_logging_metric.audit_ran) counts that field.
     summaries = [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_until")]
@@ -478,17 +482,18 @@ def test_the_plan_keeps_first_seen_and_never_moves_the_bookmark_back(monkeypatch
     now = at("2026-03-01T12:00:00Z")
     ahead = now + dt.timedelta(hours=5)
     cursor = AuditCursor({"h0": {"since": now - dt.timedelta(days=9), "judged_until": ahead}}, now)
-    sweep = audit.plan(cursor, ["h0", "h1"], now, config)
+    sweep = audit.plan(cursor, config.jobs, now, config)
     assert not sweep.full and sweep.until == now - config.settle
-    assert sweep.starts == {"h0": ahead, "h1": now}  # a new job: judged from this audit on
-    assert sweep.cursor.jobs["h0"] == {"since": now - dt.timedelta(days=9), "judged_until": ahead}
-    assert sweep.cursor.jobs["h1"] == {"since": now, "judged_until": now}
-    assert audit.plan(AuditCursor({}), ["h0"], now, config).full  # never swept: a full sweep
+    assert sweep.windows == {"h0": (ahead, sweep.until), "h1": (now, sweep.until)}  # a new job: from this audit on
+    entries = {name: {k: v for k, v in entry.items() if k != "eras"} for name, entry in sweep.cursor.jobs.items()}
+    assert entries["h0"] == {"since": now - dt.timedelta(days=9), "judged_until": ahead, "audited": now}
+    assert entries["h1"] == {"since": now, "judged_until": now, "audited": now}
+    assert audit.plan(AuditCursor({}), config.jobs, now, config).full  # never swept: a full sweep
 
 
-def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collection):
+def test_each_job_is_judged_up_to_its_own_settle_time(monkeypatch, collection):
     """Per-job timing (config.yaml): a job with its own longer lease and retry window settles later; no run of it is
-    judged (and so bookmarked) before it settles."""
+    judged (and so bookmarked) before it settles, and no other job waits for it (issue 24)."""
     project = ledger_at(monkeypatch, hourly_jobs(1)).config  # the bake's own numbers: h1 outlasts them by 600 s
     lease, window = int(project.lease.total_seconds()) + 300, int(project.retry_window.total_seconds()) + 300
     jobs = hourly_jobs(2)
@@ -497,15 +502,21 @@ def test_the_window_ends_where_the_slowest_job_has_settled(monkeypatch, collecti
     now = at("2026-03-01T12:00:00Z")
     slowest = dt.timedelta(seconds=lease + window)
     assert config.settle_for("h1") == slowest > config.settle_for("h0") == config.settle
-    assert audit.plan(AuditCursor({}), ["h0", "h1"], now, config).until == now - slowest
+    old = {"since": now - dt.timedelta(days=9), "judged_until": now - dt.timedelta(days=2)}
+    sweep = audit.plan(AuditCursor(dict.fromkeys(config.jobs, old)), config.jobs, now, config)
+    ends = {"h0": now - config.settle, "h1": now - slowest}
+    assert {name: end for name, (_, end) in sweep.windows.items()} == ends
+    assert {name: entry["judged_until"] for name, entry in sweep.cursor.jobs.items()} == ends
 
 
 def test_two_audits_from_one_bookmark_cannot_both_move_it(monkeypatch, collection):
     ledger = ledger_at(monkeypatch, hourly_jobs(1))
     ledger.write_audit_cursor(AuditCursor({}))
     read = ledger.read_audit_cursor()
-    ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T00:00:00Z"), ledger.config).cursor)
+    ledger.write_audit_cursor(audit.plan(read, ledger.config.jobs, at("2026-03-01T00:00:00Z"), ledger.config).cursor)
     with pytest.raises(RecordChanged):
-        ledger.write_audit_cursor(audit.plan(read, ["h0"], at("2026-03-01T01:00:00Z"), ledger.config).cursor)
+        ledger.write_audit_cursor(
+            audit.plan(read, ledger.config.jobs, at("2026-03-01T01:00:00Z"), ledger.config).cursor
+        )
     with pytest.raises(RecordChanged):  # and the first write creates it only once
         ledger.write_audit_cursor(AuditCursor({}))

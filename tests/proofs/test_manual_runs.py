@@ -66,18 +66,20 @@ def test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_
     judged = [h for h in range(1, 12) if day + dt.timedelta(hours=h) < later - config.settle]
     assert audit_at(http, config, later, caplog) == []  # nothing logged as needing a person
     with time_machine.travel(later):
-        found = audit.audit_runs(ledger, config.jobs, day, later, dedup.utcnow(), starts={"hourly": day})
+        eras = ledger.read_audit_cursor().jobs["hourly"]["eras"]
+        found = audit.audit_runs(ledger, config.jobs, day, later, dedup.utcnow(), eras={"hourly": eras})
     assert [f.state for f in found] == [audit.State.PAUSED] * 12
     summary = next(r.json_fields for r in caplog.records if "audit_summary" in r.json_fields)
     assert summary["audit_summary"] == {"paused": len(judged)} and judged
-    assert ledger.read_audit_cursor().jobs["hourly"]["paused"] is True
+    assert [era["paused"] for era in eras] == [True]
 
-    # Resumed by a deploy: the next audit restarts the job's judging, the paused hours are never missing.
+    # Resumed by a deploy: the first audit that sees it starts an era; the paused hours are never missing.
     config = hourly(monkeypatch)
     resumed = later + dt.timedelta(hours=1)
     assert audit_at(http, config, resumed, caplog) == []
     entry = ledger.read_audit_cursor().jobs["hourly"]
-    assert "paused" not in entry and dt.timedelta(0) <= entry["since"] - resumed < dt.timedelta(minutes=1)
+    assert [era["paused"] for era in entry["eras"]] == [True, False]
+    assert dt.timedelta(0) <= entry["eras"][-1]["seen"] - resumed < dt.timedelta(minutes=1)
     # Hours after the resume that Scheduler did not deliver are missing again.
     next_day = resumed + dt.timedelta(hours=20)
     missing = audit_at(http, config, next_day, caplog)

@@ -281,9 +281,13 @@ def find_runs(config: DedupConfig, args: argparse.Namespace) -> list[audit.Audit
             "the TTL may have deleted those records, so a missing run cannot be told from an expired one"
         )
     jobs, records = selected_jobs(config, args.job), ledger(config)
-    # As the audit does: a job is judged from the first audit that saw it (none yet: the whole window).
-    starts = audit.starts(records, jobs)
-    return audit.audit_runs(records, jobs, since, until, now, progress=Progress("reading run records"), starts=starts)
+    # As the audit does: each fire time by the schedule in force at it (the history an audit now would keep), and a
+    # job judged from the first audit that saw it (none yet: the whole window).
+    cursor = records.read_audit_cursor()
+    sweep = audit.plan(cursor, jobs, now, config)
+    windows = {name: (entry["since"], until) for name, entry in cursor.jobs.items() if name in jobs}
+    progress = Progress("reading run records")
+    return audit.audit_runs(records, jobs, since, until, now, progress, windows=windows, eras=sweep.eras)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
@@ -294,9 +298,9 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def run_row(found: audit.AuditedRun, config: DedupConfig) -> list[str]:
+def run_row(found: audit.AuditedRun) -> list[str]:
     dst = f" ({found.dst})" if found.dst else ""
-    wall = f"{found.wall_time:%Y-%m-%d %H:%M} {config.jobs[found.job].time_zone}{dst}"
+    wall = f"{found.wall_time:%Y-%m-%d %H:%M} {found.time_zone}{dst}"
     return [found.job, keys.rfc3339(found.key.schedule_time), wall, found.state.value, found.key.run_id]
 
 
@@ -317,7 +321,7 @@ def missed(config: DedupConfig, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([found.as_json() for found in listed], indent=2))
     else:
-        print(table([run_row(found, config) for found in listed], RUN_HEADER))
+        print(table([run_row(found) for found in listed], RUN_HEADER))
     print(summary(runs, args), file=sys.stderr)
     return 0
 
@@ -362,7 +366,7 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
         else:  # what Scheduler would send for the run
             status, answer = post(args, keys.delivery_headers(found.key))
             failures += not 200 <= status < 300
-        rows.append([*run_row(found, config)[:4], answer])
+        rows.append([*run_row(found)[:4], answer])
         progress(done, len(listed))
     print(table(rows, [*RUN_HEADER[:4], "ANSWER"]))
     verb = "would deliver" if args.dry_run else f"queued on {queue}" if queue else f"delivered to {target(args)}"

@@ -1,0 +1,178 @@
+"""Issue 24, items 1 and 2: a schedule change never rewrites history, and pause is a state the handler honours.
+
+Each fire time is judged by the schedule (cron, zone, paused) in force at it: the audit keeps each job's history in
+its bookmark (audit.plan), and the audit, `runs.py missed` and `runs.py backfill` judge by it (audit.expected_runs).
+Through the bake's surfaces: deliveries with Scheduler's headers (the audit job's too), DEDUP_JOBS as config.py
+writes it, tools/runs.py; the clock is the protocol's (dedup.utcnow), on Google's Firestore emulator.
+"""
+
+import datetime as dt
+import json
+import logging
+
+import pytest
+import runs
+from conftest import records, scheduler_headers
+
+import audit
+import dedup
+import schedules
+from keys import RunKey, parse_schedule_time
+from settings import DedupConfig, JobSpec
+
+DAY = dt.timedelta(days=1)
+DAY0 = parse_schedule_time("2027-01-04T00:00:00Z")  # any dates: the clock is the test's (January: no DST in NY)
+
+
+def rfc(moment):
+    return audit.rfc3339(moment)
+
+
+def with_job(monkeypatch, **job):
+    job = {"job_id": "daily", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"} | job
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"daily": job}))
+    return DedupConfig.from_env()
+
+
+def deliver(monkeypatch, http, job, schedule_time, at=None, **extra):
+    """One delivery of `job` for `schedule_time`, with the function's clock at `at` (default: a minute later)."""
+    monkeypatch.setattr(dedup, "utcnow", lambda: at or schedule_time + dt.timedelta(minutes=1))
+    return http.post("/", headers=scheduler_headers(job, rfc(schedule_time), **extra))
+
+
+def audit_at(monkeypatch, http, config, moment, caplog):
+    """The audit job's delivery at `moment`; the runs it logged as needing a person, (schedule time, state)."""
+    caplog.clear()
+    answer = deliver(monkeypatch, http, config.audit_job, moment, at=moment)
+    assert answer.status_code == 200 and answer.text.startswith("processed:"), answer.text
+    fields = [getattr(r, "json_fields", {}) for r in caplog.records]
+    return [(f["schedule_time"], f["audit_state"]) for f in fields if f.get("audit_state")]
+
+
+def missed(monkeypatch, capsys, since, until, *flags, command="missed"):
+    """runs.py `command` over [since, until) at `until` on the clock: (what it printed, its summary line)."""
+    monkeypatch.setattr(dedup, "utcnow", lambda: until)
+    assert runs.main([command, "--since", rfc(since), "--until", rfc(until), *flags]) == 0
+    out, err = capsys.readouterr()
+    return out, err.strip().splitlines()[-1]
+
+
+# ---------------------------------------------------------------- item 1: a schedule change
+
+
+@pytest.mark.parametrize(
+    "new",
+    [{"schedule": "0 5 * * *"}, {"time_zone": "America/New_York"}],
+    ids=["cron-03:00-to-05:00", "zone-UTC-to-New-York"],
+)
+def test_a_schedule_change_never_rewrites_the_runs_before_it(monkeypatch, http, collection, work, caplog, capsys, new):
+    """Three days at 03:00 UTC, then config.yaml moves the job: no completed run vanishes from the audit, `missed` or
+    `backfill`, no never-scheduled time of the new schedule is missing before the change, backfill delivers nothing."""
+    caplog.set_level(logging.INFO)
+    config = with_job(monkeypatch)
+    changed, end = DAY0 + 2 * DAY + dt.timedelta(hours=20), DAY0 + 5 * DAY
+    old_times = [DAY0 + day * DAY + dt.timedelta(hours=3) for day in range(3)]
+    new_rule = schedules.Schedule(new.get("schedule", "0 3 * * *"), new.get("time_zone", "Etc/UTC"))
+    new_times = [fire.instant for fire in schedules.runs(new_rule, changed, end - DAY / 2)]
+    # In time order: an audit every 6 h (hourly in a bake: fewer here, same rule), the deploy, the deliveries.
+    events = [(DAY0 + dt.timedelta(hours=6 * i), "audit") for i in range(21)] + [(changed, "deploy")]
+    needing = []
+    for moment, what in sorted(events + [(fire, "deliver") for fire in old_times + new_times]):
+        if what == "audit":
+            needing += audit_at(monkeypatch, http, config, moment, caplog)
+        elif what == "deploy":
+            config = with_job(monkeypatch, **new)
+        else:
+            assert deliver(monkeypatch, http, "daily", moment).text.startswith("processed:")
+    assert len(work.calls) == 5 and len(new_times) == 2
+    assert needing == []  # neither the incremental audits nor the daily full sweeps report a run
+    out, summary = missed(monkeypatch, capsys, DAY0, end, "--all", "--json")
+    listed = [(row["schedule_time"], row["state"]) for row in json.loads(out)]
+    assert listed == [(rfc(fire), "completed") for fire in old_times + new_times], summary
+    out, summary = missed(monkeypatch, capsys, DAY0, end, "--dry-run", command="backfill")
+    assert summary.endswith("would deliver 0, 0 not answered 2xx"), (out, summary)
+
+
+def test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window_by_both():
+    """The function the audit, `missed`, `backfill`, catch-up (and the simulation) share. Between `from` (the audit
+    before a change) and `seen` (the audit that saw it) the deploy's instant is unknown: a time is expected there only
+    if both eras name it, and paused if either says so."""
+    hourly, half = JobSpec("j", "0 * * * *", "Etc/UTC"), JobSpec("j", "30 * * * *", "Etc/UTC")
+    t = DAY0 + dt.timedelta(hours=10)
+    eras = [
+        audit.era(hourly, DAY0 - 9 * DAY),
+        audit.era(half, t + dt.timedelta(hours=2), t + dt.timedelta(hours=3)),  # :00 -> :30 between 12:00 and 13:00
+        audit.era(JobSpec("j", "30 * * * *", "Etc/UTC", paused=True), t + dt.timedelta(hours=5)),  # paused at 15:00
+    ]
+    found = audit.expected_runs("j", eras, t, t + dt.timedelta(hours=7), "p", "europe-west1")
+    assert [(f"{run.wall_time:%H:%M}", run.paused, run.maybe) for run in found] == [
+        ("10:00", False, False),
+        ("11:00", False, False),
+        ("12:00", False, True),  # the change's window: only the old era names it, judged only if it has a record
+        ("12:30", False, True),  # only the new one
+        ("13:30", False, False),
+        ("14:30", False, False),
+        ("15:30", True, False),
+        ("16:30", True, False),
+    ]
+    assert found[0].key == RunKey("p", "europe-west1", "j", t)
+    # A JobSpec is one era for all time.
+    assert [
+        run.key.schedule_time for run in audit.expected_runs("j", hourly, t, t + dt.timedelta(hours=2), "p", "l")
+    ] == [
+        t,
+        t + dt.timedelta(hours=1),
+    ]
+
+
+# ---------------------------------------------------------------- item 2: pause
+
+
+def test_a_paused_jobs_deliveries_do_not_run_the_work_and_a_rerun_does(monkeypatch, http, collection, work, log_lines):
+    """A retry in flight, a queued catch-up or backfill (Scheduler's headers, through Cloud Tasks), `make fire`, a Force
+    run: 200 skipped_paused, recorded `skipped`, one outcome line each. An explicit re-run runs the work."""
+    with_job(monkeypatch)
+    fire = DAY0 + dt.timedelta(hours=3)
+    work.errors[0] = RuntimeError("the export failed")
+    assert deliver(monkeypatch, http, "daily", fire).status_code == 500  # released for Scheduler's retry
+    with_job(monkeypatch, paused=True)  # paused during the incident
+    lines = len(log_lines())
+    deliveries = [
+        (fire, fire + dt.timedelta(minutes=2)),  # Scheduler's retry in flight
+        (fire - DAY, fire),  # a catch-up or backfill queued before the pause
+        (fire + dt.timedelta(minutes=7), fire + dt.timedelta(minutes=7, seconds=20)),  # `make fire`: now, rounded
+        (fire + DAY, fire + dt.timedelta(minutes=8)),  # a Force run: the next fire time
+    ]
+    for schedule_time, clock in deliveries:
+        answer = deliver(monkeypatch, http, "daily", schedule_time, at=clock)
+        assert answer.status_code == 200 and answer.text.startswith("skipped_paused:"), answer.text
+    assert len(work.calls) == 1
+    outcomes = [line["outcome"] for line in log_lines()[lines:] if "outcome" in line]
+    assert outcomes == ["skipped_paused"] * 4
+    assert sorted(record["status"] for record in records(collection).values()) == ["skipped"] * 4
+    assert all("paused" in record["last_error"] for record in records(collection).values())
+    rerun = {"X-Rerun-Id": "r1", "X-Rerun-By": "ana@example.com", "X-Rerun-Reason": "fixed, run it now"}
+    answer = deliver(monkeypatch, http, "daily", fire, at=fire + dt.timedelta(minutes=9), **rerun)
+    assert answer.text.startswith("processed:") and len(work.calls) == 2 and work.calls[1].rerun_id == "r1"
+
+
+def test_a_run_missed_before_a_pause_and_resumed_before_it_was_judged_is_reported(
+    monkeypatch, http, collection, caplog, capsys
+):
+    """03:00 fails for good; the job is paused at 03:02 and resumed at 03:07, before the run settled: the audit after
+    it settled and `runs.py missed` both report it missing (the pause period itself is `paused`, never missing)."""
+    caplog.set_level(logging.INFO)
+    config = with_job(monkeypatch)
+    fire = DAY0 + dt.timedelta(hours=3)
+    minute = dt.timedelta(minutes=1)
+    assert audit_at(monkeypatch, http, config, fire - dt.timedelta(hours=1), caplog) == []
+    assert audit_at(monkeypatch, http, config, fire + minute / 2, caplog) == []  # not settled yet: pending
+    config = with_job(monkeypatch, paused=True)
+    assert audit_at(monkeypatch, http, config, fire + 5 * minute, caplog) == []
+    config = with_job(monkeypatch)
+    assert audit_at(monkeypatch, http, config, fire + 10 * minute, caplog) == []
+    settled = fire + config.settle_for("daily") + minute
+    assert audit_at(monkeypatch, http, config, settled, caplog) == [(fire.isoformat(), "missing")]
+    out, summary = missed(monkeypatch, capsys, fire - dt.timedelta(hours=1), settled, "--json")
+    assert [(row["schedule_time"], row["state"]) for row in json.loads(out)] == [(rfc(fire), "missing")]
+    assert summary.startswith("1 of 1 expected run(s)")
