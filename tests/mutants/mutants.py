@@ -2528,4 +2528,90 @@ MUTANTS = [
         "the proxy count is the module's, with follows_executions (checked against its plan)",
         ("tests/test_monitoring.py", "-k", "cost_tool"),
     ),
+    # --- issue 24: schedule history and pause (branch h1) ---
+    Mutant(
+        "i24-history-dropped",
+        "baked/audit.py",
+        "for run in expected_runs(name, eras.get(name, job), max(since, low), min(until, high), *place)",
+        "for run in expected_runs(name, job, max(since, low), min(until, high), *place)",
+        "each fire time is judged by the schedule in force at it, never by today's",
+        ("tests/test_schedule_history.py::test_a_schedule_change_never_rewrites_the_runs_before_it",),
+    ),
+    Mutant(
+        "i24-history-change-not-recorded",
+        "baked/audit.py",
+        "            eras.append(current)",
+        "            pass",
+        "the first audit after a deploy that changes a job's schedule or pause records a new era",
+        (
+            "tests/test_schedule_history.py::test_a_schedule_change_never_rewrites_the_runs_before_it",
+            "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
+        ),
+    ),
+    Mutant(
+        "i24-change-window-expects-either",
+        "baked/audit.py",
+        "maybe = len(fires) < sum(low <= instant < high for low, high in bounds)",
+        "maybe = False",
+        "between the audits before and at a change, a time only one schedule names is never due",
+        (
+            "tests/test_schedule_history.py::test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window_by_both",
+        ),
+    ),
+    Mutant(
+        "i24-change-window-drops-recorded-runs",
+        "baked/audit.py",
+        "judged = (run for run in expected if not run.maybe or run.key.run_id in records)",
+        "judged = (run for run in expected if not run.maybe)",
+        "a run made in a change's window is judged by its record: no completed run vanishes",
+        (
+            "tests/test_schedule_history.py::"
+            "test_in_a_changes_window_a_time_only_one_schedule_names_is_judged_only_by_its_record",
+        ),
+    ),
+    Mutant(
+        "i24-change-window-paused-only-if-both",
+        "baked/audit.py",
+        "paused = any(paused for _, paused, _ in fires)",
+        "paused = all(paused for _, paused, _ in fires)",
+        "a time in a pause's or a resume's window counts as paused: a resume reports no paused hour missing",
+        (
+            "tests/test_schedule_history.py::test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window_by_both",
+            "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
+        ),
+    ),
+    Mutant(
+        "i24-pause-not-honoured",
+        MAIN,
+        "if paused and claim.rerun_id is None:",
+        "if False:",
+        "a paused job's deliveries (a retry, a queued catch-up or backfill, a Force run) do not run the work",
+        ("tests/test_schedule_history.py::test_a_paused_jobs_deliveries_do_not_run_the_work_and_a_rerun_does",),
+    ),
+    Mutant(
+        "i24-pause-stops-reruns",
+        MAIN,
+        "if paused and claim.rerun_id is None:",
+        "if paused:",
+        "an explicit re-run of a paused job runs the work",
+        ("tests/test_schedule_history.py::test_a_paused_jobs_deliveries_do_not_run_the_work_and_a_rerun_does",),
+    ),
+    Mutant(
+        "i24-settle-of-the-slowest-job",
+        "baked/audit.py",
+        "until = now - config.settle_for(name)",
+        "until = now - max(config.settle_for(other) for other in jobs)",
+        "each job is judged up to its own settle time: one long job delays no other's alert",
+        ("tests/test_audit.py::test_each_job_is_judged_up_to_its_own_settle_time",),
+    ),
+    Mutant(
+        "i24-pause-resets-judging",
+        "baked/audit.py",
+        'entry = cursor.jobs.get(name) or {"since": now, "judged_until": now}',
+        'entry = (None if job.paused else cursor.jobs.get(name)) or {"since": now, "judged_until": now}',
+        "pausing and resuming never drops a run from judgement: a run due before the pause is judged",
+        (
+            "tests/test_schedule_history.py::test_a_run_missed_before_a_pause_and_resumed_before_it_was_judged_is_reported",
+        ),
+    ),
 ]

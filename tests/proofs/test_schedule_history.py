@@ -18,6 +18,7 @@ import audit
 import dedup
 import schedules
 from keys import RunKey, parse_schedule_time
+from ledger import RunLedger
 from settings import DedupConfig, JobSpec
 
 DAY = dt.timedelta(days=1)
@@ -95,14 +96,17 @@ def test_a_schedule_change_never_rewrites_the_runs_before_it(monkeypatch, http, 
 
 def test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window_by_both():
     """The function the audit, `missed`, `backfill`, catch-up (and the simulation) share. Between `from` (the audit
-    before a change) and `seen` (the audit that saw it) the deploy's instant is unknown: a time is expected there only
-    if both eras name it, and paused if either says so."""
+    before a change) and `seen` (the audit that saw it) the deploy's instant is unknown: a time only one era names is
+    `maybe` there (judged only by its record), and paused if either era says so."""
     hourly, half = JobSpec("j", "0 * * * *", "Etc/UTC"), JobSpec("j", "30 * * * *", "Etc/UTC")
     t = DAY0 + dt.timedelta(hours=10)
     eras = [
         audit.era(hourly, DAY0 - 9 * DAY),
         audit.era(half, t + dt.timedelta(hours=2), t + dt.timedelta(hours=3)),  # :00 -> :30 between 12:00 and 13:00
-        audit.era(JobSpec("j", "30 * * * *", "Etc/UTC", paused=True), t + dt.timedelta(hours=5)),  # paused at 15:00
+        # paused between 14:00 and 15:00
+        audit.era(
+            JobSpec("j", "30 * * * *", "Etc/UTC", paused=True), t + dt.timedelta(hours=4), t + dt.timedelta(hours=5)
+        ),
     ]
     found = audit.expected_runs("j", eras, t, t + dt.timedelta(hours=7), "p", "europe-west1")
     assert [(f"{run.wall_time:%H:%M}", run.paused, run.maybe) for run in found] == [
@@ -111,7 +115,7 @@ def test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window
         ("12:00", False, True),  # the change's window: only the old era names it, judged only if it has a record
         ("12:30", False, True),  # only the new one
         ("13:30", False, False),
-        ("14:30", False, False),
+        ("14:30", True, False),  # the pause's window: paused if either era says so (nobody was to deliver it)
         ("15:30", True, False),
         ("16:30", True, False),
     ]
@@ -123,6 +127,22 @@ def test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window
         t,
         t + dt.timedelta(hours=1),
     ]
+
+
+def test_in_a_changes_window_a_time_only_one_schedule_names_is_judged_only_by_its_record(monkeypatch, collection):
+    """The deploy came between two audits: the run the new schedule made in between is judged (completed), the time
+    only the old one named, never delivered, is not (no never-scheduled time is missing)."""
+    config = with_job(monkeypatch, schedule="0 * * * *")
+    ledger = RunLedger(config)
+    t = DAY0 + dt.timedelta(hours=10)
+    eras = [
+        audit.era(JobSpec("daily", "0 * * * *", "Etc/UTC"), DAY0),
+        audit.era(JobSpec("daily", "30 * * * *", "Etc/UTC"), t, t + dt.timedelta(hours=1)),
+    ]
+    ran = RunKey(config.project, config.location, "daily", t + dt.timedelta(minutes=30))
+    ledger.complete(ledger.claim(ran, ran.schedule_time), ran.schedule_time)
+    found = audit.audit_runs(ledger, config.jobs, t, t + dt.timedelta(hours=1), t + DAY, eras={"daily": eras})
+    assert [(run.key.schedule_time, run.state) for run in found] == [(ran.schedule_time, audit.State.COMPLETED)]
 
 
 # ---------------------------------------------------------------- item 2: pause
