@@ -1584,6 +1584,14 @@ MUTANTS = [
         ("tests/test_manual_runs.py::test_a_force_run_retried_after_its_time_still_runs_beside_the_scheduled_run",),
     ),
     Mutant(
+        "rerun-only-through-the-queue",
+        "{{cookiecutter.project_slug}}/tools/runs.py",
+        "    if args.queue is not None:  # a task per re-run id: the same request twice is queued once\n",
+        "    if True:\n",
+        "runs.py rerun sends to make dev (or --url) as backfill and fire do; --queue through the deliveries queue",
+        ("tests/test_baked_makefile.py", "-k", "rerun_at_make_dev"),
+    ),
+    Mutant(
         "clock-margin-dropped",
         KEYS,
         "manual = schedule_time > now + schedules.CLOCK_MARGIN",
