@@ -156,6 +156,30 @@ def test_fire_at_make_dev_processes_then_skips_the_duplicate(project, dev_server
         urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
 
 
+def test_rerun_at_make_dev_runs_a_finished_run_once_more_once(project, emulator_host, tmp_path):
+    """`runs.py rerun` sends to `make dev` by default, as `fire` and `backfill` do (--queue: the deliveries queue)."""
+    private = {"DEDUP_PROJECT": "make-dev-test", "DEDUP_COLLECTION": f"runs-{uuid.uuid4().hex[:12]}"}
+    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, **private}
+    env.pop("DEDUP_TASKS_QUEUE", None)
+    time_sent = (dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) - dt.timedelta(hours=1)).isoformat()
+    time_sent = time_sent.replace("+00:00", "Z")
+
+    def runs(*args):
+        command = [sys.executable, "tools/runs.py", *args]
+        return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+    with make_dev(project, tmp_path / "make-dev.log", FIRESTORE_EMULATOR_HOST=emulator_host, **private) as (port, _):
+        fired = make(project, "fire", "JOB=nightly", f"TIME={time_sent}", f"PORT={port}", **private)
+        assert "<== 200 processed" in fired.stdout, fired.stdout + fired.stderr
+        rerun = ["rerun", "nightly", time_sent, "--reason", "input fixed", "--by", "ana@example.com"]
+        first = runs(*rerun, "--rerun-id", "fix-1", "--port", str(port))
+        again = runs(*rerun, "--rerun-id", "fix-1", "--port", str(port))  # a retried command: the same request, once
+        shown = runs("show", "nightly", time_sent)
+    assert first.returncode == 0 and ": 200 processed" in first.stdout, first.stdout + first.stderr
+    assert again.returncode == 0 and ": 200 duplicate" in again.stdout, again.stdout + again.stderr
+    assert '"rerun_id": "fix-1"' in shown.stdout and '"status": "completed"' in shown.stdout, shown.stdout
+
+
 def test_make_dev_runs_no_reloader(project, dev_server):
     """functions-framework's --debug reloader (werkzeug: a child with WERKZEUG_RUN_MAIN set) watched the whole
     tree, .venv included, at most of a core and with endless inotify warnings; edits are picked up by a restart."""

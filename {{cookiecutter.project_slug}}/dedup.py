@@ -12,12 +12,15 @@ and `decide` is the one choice a delivery makes on a record it finds:
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
     A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
-    A re-run (a new X-Rerun-Id) takes a finished run over once.
+    A re-run (an X-Rerun-Id the record does not hold) takes a finished run over once; its release restores the
+    record as it was before it. A Force run's release ends its lease and keeps it in_progress: its retry, even
+    one delivered after its schedule time, takes the manual run over (awaits_retry).
 
 Every write is conditional, so no transaction is needed: the claim is a create (fails if the run
 exists), a takeover and every finish are guarded by the update time the claim last wrote. An
 attempt whose lease was taken over therefore cannot overwrite or delete its successor's record.
-Cost: a fresh run is 2 RPCs (create, finish), a replay 2 (create, read), a takeover 4.
+Cost: a fresh run is 2 RPCs (create, finish), a replay 2 (create, one read of the run and of its time's Force run),
+a takeover 4.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ import enum
 from collections.abc import Mapping
 
 from outcomes import Outcome
+
+# The re-runs one record keeps (field `reruns`, one entry per id, with the fields it replaced: some 4 KB at most),
+# far below Firestore's 1 MiB document limit; one more is refused (invalid_delivery).
+MAX_RERUNS = 100
 
 
 class Status(enum.StrEnum):
@@ -69,9 +76,19 @@ def lease_over(record: Mapping[str, object], now: dt.datetime) -> bool:
 
 
 def is_new_rerun(record: Mapping[str, object], rerun_id: str | None) -> bool:
-    """A re-run whose id the record does not hold yet: it reopens a finished run. Once the record holds its id,
-    its retries are answered like any replay, so the work runs once per re-run id."""
-    return rerun_id is not None and record.get("rerun_id") != rerun_id
+    """A re-run whose id the record does not hold: it reopens a finished run. The record holds every re-run id it
+    ran (field `reruns`), so a late retry or duplicate of any of them is answered like a replay: the work runs once
+    per re-run id, for ever. Except an id released after a retryable failure: its retry is owed the run."""
+    return rerun_id is not None and rerun_id not in {
+        entry["rerun_id"] for entry in record.get("reruns", ()) if "released_at" not in entry
+    }
+
+
+def awaits_retry(record: Mapping[str, object], now: dt.datetime) -> bool:
+    """A Force run's record left in_progress with its lease over (released after a retryable failure, or its
+    attempt died): a delivery of its schedule time takes it over as the manual run, or Scheduler's retry of the
+    Force run, dated its (now past) schedule time, would be the scheduled run: one execution where two are due."""
+    return record["status"] == Status.IN_PROGRESS and lease_over(record, now) and not expired(record, now)
 
 
 def utcnow() -> dt.datetime:

@@ -19,8 +19,18 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 import dedup
-from keys import Rerun, RunKey
-from outcomes import Duplicate, InProgress, Misconfigured, SkippedLate, SkippedOverlap, StoreUnavailable, Superseded
+from keys import RERUN_ID_HEADER, Rerun, RunKey
+from outcomes import (
+    Duplicate,
+    InProgress,
+    InvalidDelivery,
+    Misconfigured,
+    SkippedLate,
+    SkippedOverlap,
+    StoreUnavailable,
+    Superseded,
+    quoted,
+)
 from run_context import RunContext
 from settings import DedupConfig
 
@@ -56,6 +66,8 @@ class Claim:
     write_time: dt.datetime
     taken_over_from: str | None = None  # the expired attempt's id, on a takeover
     rerun_id: str | None = None  # the re-run this claim runs, if it is one
+    # A re-run's takeover: what its release writes back (the record before it, and the re-runs the record keeps).
+    before_rerun: Mapping[str, object] | None = None
 
     def context(self, job_id: str | None) -> RunContext:
         return RunContext(
@@ -154,8 +166,10 @@ class RunLedger:
         self.records = GuardedRecords(self.client, self._call)
 
     def claim(self, key: RunKey, now: dt.datetime, rerun: Rerun | None = None) -> Claim:
-        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured. A re-run that reopens a
-        finished run (dedup.is_new_rerun) does so by a guarded write: two deliveries of it cannot both reopen it."""
+        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured / InvalidDelivery (a record
+        at MAX_RERUNS). A re-run that reopens a finished run (dedup.is_new_rerun) does so by a guarded write: two
+        deliveries of it cannot both reopen it. A scheduled run's replay takes over its time's Force run if that
+        awaits its retry (dedup.awaits_retry)."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
         record = self._claim_record(key, attempt_id, attempt=1, now=now)
@@ -164,7 +178,14 @@ class RunLedger:
         write_time = self.records.create(ref, record)
         if write_time is not None:
             return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
-        snapshot = self._call(ref.get, retry=READ_RETRY)
+        forced = dataclasses.replace(key, manual=True)
+        # One read of the run and, for a plain scheduled delivery, of its time's Force run.
+        refs = [ref] if key.manual or rerun else [ref, self.collection.document(forced.run_id)]
+        snapshots = {s.id: s for s in self._call(self._get_all, refs, retry=READ_RETRY)}
+        snapshot = snapshots[ref.id]
+        manual = snapshots.get(forced.run_id)
+        if manual is not None and manual.exists and dedup.awaits_retry(manual.to_dict(), now):
+            key, ref, snapshot = forced, manual.reference, manual  # this delivery is the Force run's retry
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
@@ -184,18 +205,26 @@ class RunLedger:
             "last_error": firestore.DELETE_FIELD,
             "result": firestore.DELETE_FIELD,
         }
+        reruns = current.get("reruns", [])
         fresh_rerun = rerun is not None and dedup.is_new_rerun(current, rerun.rerun_id)
         if fresh_rerun:
-            takeover |= {
-                "rerun_id": rerun.rerun_id,
-                "reruns": [*current.get("reruns", []), _rerun_entry(rerun, now, current)],
-            }
+            reruns = [entry for entry in reruns if entry["rerun_id"] != rerun.rerun_id]  # a released one's retry
+            if len(reruns) >= dedup.MAX_RERUNS:
+                raise InvalidDelivery(
+                    f"{RERUN_ID_HEADER}={quoted(rerun.rerun_id)}: run {key.run_id} was re-run {len(reruns)} times, "
+                    f"the most its record keeps (dedup.MAX_RERUNS={dedup.MAX_RERUNS}); nothing ran"
+                )
+            replaced = {field: current.get(field) for field in [*takeover, "rerun_id"]}  # None: absent
+            reruns = [*reruns, _rerun_entry(rerun, now, replaced)]
+            takeover |= {"rerun_id": rerun.rerun_id, "reruns": reruns}
         try:
             write_time = self.records.update_if_unchanged(ref, takeover, since=snapshot.update_time)
         except RecordChanged:
             raise InProgress("another delivery took the run over first") from None
         rerun_id = rerun.rerun_id if fresh_rerun else current.get("rerun_id")
-        return Claim(key, attempt_id, attempt, write_time, taken_over_from=current["attempt_id"], rerun_id=rerun_id)
+        return Claim(
+            key, attempt_id, attempt, write_time, current["attempt_id"], rerun_id, _before_rerun(reruns, rerun_id)
+        )
 
     def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> None:
         """Success; `result` is what the work reported (a proxy: the execution it started)."""
@@ -273,8 +302,20 @@ class RunLedger:
         raise stop
 
     def release(self, claim: Claim) -> None:
-        """Retryable failure: delete the claim so that the next retry runs at once."""
-        self._finish(claim, None)
+        """Retryable failure: the next retry runs at once. A run's first claim is deleted; a re-run's takeover
+        restores the record as it was before it (its entry kept, marked released: a retry of its id runs); a Force
+        run stays in_progress with its lease ended, so its retry is the manual run (dedup.awaits_retry)."""
+        now = dedup.utcnow()
+        if claim.before_rerun is not None:
+            reruns = [
+                entry | {"released_at": now} if entry["rerun_id"] == claim.rerun_id else entry
+                for entry in claim.before_rerun["reruns"]
+            ]
+            self._finish(claim, {**claim.before_rerun, "reruns": reruns})
+        elif claim.key.manual:
+            self._finish(claim, {"lease_expires": now, "released_at": now})
+        else:
+            self._finish(claim, None)
 
     def read_runs(
         self, run_ids: Iterable[str], progress: Callable[[int, int], None] | None = None
@@ -364,9 +405,20 @@ def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0] if str(error) else ""
 
 
-def _rerun_entry(rerun: Rerun, now: dt.datetime, previous: Mapping[str, object] | None) -> dict[str, object]:
-    """What a run's record keeps of a re-run that ran (field `reruns`, one entry each)."""
+def _rerun_entry(rerun: Rerun, now: dt.datetime, replaced: Mapping[str, object] | None) -> dict[str, object]:
+    """What a run's record keeps of a re-run that ran (field `reruns`, one entry each): who, why, when, and the
+    fields its takeover replaced (`previous`), which its release writes back."""
     entry: dict[str, object] = {"rerun_id": rerun.rerun_id, "by": rerun.by, "reason": rerun.reason, "at": now}
-    if previous is not None:
-        entry["previous_status"] = previous["status"]
+    if replaced is not None:
+        entry |= {"previous_status": replaced["status"], "previous": dict(replaced)}
     return entry
+
+
+def _before_rerun(reruns: list[Mapping[str, object]], rerun_id: str | None) -> dict[str, object] | None:
+    """What the release of re-run `rerun_id` writes: the fields its entry replaced (None: absent before, deleted),
+    and `reruns`; None if it replaced none (it created the record: its release deletes it)."""
+    entry = next((entry for entry in reruns if entry["rerun_id"] == rerun_id and "previous" in entry), None)
+    if entry is None:
+        return None
+    restored = {field: firestore.DELETE_FIELD if value is None else value for field, value in entry["previous"].items()}
+    return restored | {"reruns": list(reruns)}

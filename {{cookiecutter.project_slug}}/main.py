@@ -71,7 +71,8 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         ledger = RunLedger(config)
         claim = ledger.claim(key, now, rerun)
         rerun_field = {"rerun_id": claim.rerun_id} if claim.rerun_id else {}
-        RUN_FIELDS.set(RUN_FIELDS.get() | {"attempt_id": claim.attempt_id, "attempt": claim.attempt} | rerun_field)
+        # The claim's key: a scheduled delivery may be its time's Force run's retry (ledger.claim).
+        RUN_FIELDS.set(claim.key.log_fields | {"attempt_id": claim.attempt_id, "attempt": claim.attempt} | rerun_field)
         if claim.taken_over_from:
             line = f"took the run over from attempt {claim.taken_over_from}, whose lease expired"
             logger.warning(line, extra={"json_fields": {"outcome": "takeover"}})

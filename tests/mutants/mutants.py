@@ -52,6 +52,13 @@ LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_s
 PROXY_TESTS = "tests/test_proxy.py"
 PROXY_DOCS = "tests/test_proxy_docs.py"
 
+IS_NEW_RERUN = (  # dedup.is_new_rerun's body
+    'return rerun_id is not None and rerun_id not in {\n'
+    '        entry["rerun_id"] for entry in record.get("reruns", ()) if "released_at" not in entry\n'
+    "    }"
+)
+
+
 MUTANTS = [
     # --- ledger.py: the three double-run holes of issue 10 --------------------------------------------------
     Mutant(
@@ -120,8 +127,8 @@ MUTANTS = [
     Mutant(
         "read-not-retried",
         LEDGER,
-        "snapshot = self._call(ref.get, retry=READ_RETRY)",
-        "snapshot = self._call(ref.get, retry=None)",
+        "snapshots = {s.id: s for s in self._call(self._get_all, refs, retry=READ_RETRY)}",
+        "snapshots = {s.id: s for s in self._call(self._get_all, refs, retry=None)}",
         "the claim's read (it writes nothing) is retried on a transient error",
         handler("test_the_claims_read_is_retried_on_a_transient_error"),
     ),
@@ -1498,7 +1505,7 @@ MUTANTS = [
     Mutant(
         "rerun-id-not-compared",
         DEDUP,
-        'return rerun_id is not None and record.get("rerun_id") != rerun_id',
+        IS_NEW_RERUN,
         "return rerun_id is not None",
         "a retry of the same re-run request is a duplicate: the work runs once per re-run id",
         (
@@ -1509,10 +1516,78 @@ MUTANTS = [
     Mutant(
         "rerun-not-recorded",
         LEDGER,
-        '"reruns": [*current.get("reruns", []), _rerun_entry(rerun, now, current)],',
-        '"reruns": [_rerun_entry(rerun, now, current)],',
+        "reruns = [*reruns, _rerun_entry(rerun, now, replaced)]",
+        "reruns = [_rerun_entry(rerun, now, replaced)]",
         "the record keeps every re-run: who asked, when and why",
         ("tests/test_manual_runs.py::test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why",),
+    ),
+    # --- issue 24: every re-run id once for ever, a failed re-run restores the record, a Force run's retry ---
+    Mutant(
+        "rerun-ids-last-only",
+        DEDUP,
+        IS_NEW_RERUN,
+        'return rerun_id is not None and record.get("rerun_id") != rerun_id',
+        "the record keeps every re-run id: a late retry of re-run A after B is a duplicate",
+        (f"{PROTOCOL}::test_decide_a_rerun", "tests/test_manual_runs.py::test_every_rerun_id_runs_at_most_once_for_ever"),
+    ),
+    Mutant(
+        "rerun-released-still-taken",
+        DEDUP,
+        'entry["rerun_id"] for entry in record.get("reruns", ()) if "released_at" not in entry',
+        'entry["rerun_id"] for entry in record.get("reruns", ())',
+        "a re-run released after a retryable failure runs on its retry",
+        (
+            f"{PROTOCOL}::test_decide_a_rerun",
+            "tests/test_manual_runs.py::test_a_rerun_failing_retryably_leaves_the_record_as_before_and_only_its_retry_runs_it",
+        ),
+    ),
+    Mutant(
+        "rerun-cap-unchecked",
+        LEDGER,
+        "if len(reruns) >= dedup.MAX_RERUNS:",
+        "if False:",
+        "a record keeps at most MAX_RERUNS re-runs: one more is refused (400, one line)",
+        ("tests/test_manual_runs.py::test_a_record_keeps_at_most_max_reruns_and_refuses_one_more_in_one_line",),
+    ),
+    Mutant(
+        "failed-rerun-deletes-the-record",
+        LEDGER,
+        "if claim.before_rerun is not None:",
+        "if False:",
+        "a re-run's retryable failure restores the record as before it: completed, history kept, never missing",
+        ("tests/test_manual_runs.py::test_a_rerun_failing_retryably_leaves_the_record_as_before_and_only_its_retry_runs_it",),
+    ),
+    Mutant(
+        "force-run-retry-keyed-scheduled",
+        LEDGER,
+        "if manual is not None and manual.exists and dedup.awaits_retry(manual.to_dict(), now):",
+        "if False:",
+        "a Force run's retry after its schedule time is still the manual run: two executions, as promised",
+        ("tests/test_manual_runs.py::test_a_force_run_retried_after_its_time_still_runs_beside_the_scheduled_run",),
+    ),
+    Mutant(
+        "rerun-only-through-the-queue",
+        "{{cookiecutter.project_slug}}/tools/runs.py",
+        "    if args.queue is not None:  # a task per re-run id: the same request twice is queued once\n",
+        "    if True:\n",
+        "runs.py rerun sends to make dev (or --url) as backfill and fire do; --queue through the deliveries queue",
+        ("tests/test_baked_makefile.py", "-k", "rerun_at_make_dev"),
+    ),
+    Mutant(
+        "clock-margin-dropped",
+        KEYS,
+        "manual = schedule_time > now + schedules.CLOCK_MARGIN",
+        "manual = schedule_time > now",
+        "a delivery up to CLOCK_MARGIN ahead of the function's clock is the scheduled run (its retry: a duplicate)",
+        ("tests/test_manual_runs.py::test_the_clock_margin_keys_a_delivery_at_most_60_s_ahead_as_the_scheduled_run",),
+    ),
+    Mutant(
+        "clock-margin-inclusive",
+        KEYS,
+        "manual = schedule_time > now + schedules.CLOCK_MARGIN",
+        "manual = schedule_time >= now + schedules.CLOCK_MARGIN",
+        "exactly CLOCK_MARGIN ahead is still the scheduled run",
+        ("tests/test_manual_runs.py::test_the_clock_margin_keys_a_delivery_at_most_60_s_ahead_as_the_scheduled_run",),
     ),
     Mutant(
         "rerun-breaks-a-live-lease",

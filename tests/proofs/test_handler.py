@@ -12,10 +12,10 @@ from conftest import PROJECT, records, scheduler_headers
 from google.api_core import exceptions as api_exceptions
 from google.api_core import gapic_v1
 from google.cloud import firestore
-from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 import dedup
+from ledger import RunLedger
 from outcomes import Outcome
 from run_context import TerminalJobError, UnknownJob
 from settings import DedupConfig, baked_settings
@@ -167,7 +167,7 @@ def test_zombie_failure_cannot_delete_the_successors_record(app, collection, wor
 
 
 class HeldRead:
-    """Holds the first delivery that reads a run record (DocumentReference.get, the claim's read after a
+    """Holds the first delivery that reads a run record (RunLedger._get_all, the claim's read after a
     failed create) at two gates: before its read goes out and after the answer is in. Other threads'
     reads pass. The test opens `send` and `resume`; it waits on `reached` and `answered`."""
 
@@ -175,7 +175,7 @@ class HeldRead:
         self.thread = None
         self.lock = threading.Lock()
         self.reached, self.send, self.answered, self.resume = (threading.Event() for _ in range(4))
-        real_get = DocumentReference.get
+        real_get = RunLedger._get_all
 
         def get(ref, *args, **kwargs):
             with self.lock:
@@ -190,7 +190,7 @@ class HeldRead:
             assert self.resume.wait(timeout=30), "test never let the delivery go on"
             return snapshot
 
-        monkeypatch.setattr(DocumentReference, "get", get)
+        monkeypatch.setattr(RunLedger, "_get_all", get)
 
 
 def crashed_claim(attempt_id="crashed"):

@@ -18,6 +18,7 @@ from tasks_standin import TasksStandin
 
 import audit
 import dedup
+import schedules
 import task_queue
 from keys import RunKey, parse_schedule_time
 from ledger import AuditCursor, RunLedger, firestore_client
@@ -124,6 +125,7 @@ def test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why(http,
     assert record["status"] == "completed" and record["rerun_id"] == "r1"
     (entry,) = record["reruns"]
     assert entry.pop("at") - asked < dt.timedelta(seconds=30)  # when it was asked, by the moved clock
+    assert entry.pop("previous")["status"] == "completed"  # the fields it replaced: a release writes them back
     assert entry == {"rerun_id": "r1", "by": "ana@example.com", "reason": "the export was wrong",
                      "previous_status": "completed"}  # fmt: skip
     # Retries of the same request (Cloud Tasks redelivers on a lost answer) and Scheduler's own: duplicates.
@@ -162,6 +164,68 @@ def test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness(monkeypatch, 
     assert backfill.text.startswith("processed:") and len(work.calls) == 2
 
 
+def test_every_rerun_id_runs_at_most_once_for_ever(http, collection, now, work):
+    """Re-run A, then B, then a late retry or Cloud Tasks duplicate of A: the record keeps every id, not the last."""
+    time = audit.rfc3339(now - dt.timedelta(hours=2))
+    assert http.post("/", headers=scheduler_headers("nightly", time)).text.startswith("processed:")
+    assert http.post("/", headers=rerun_headers(time, "a")).text.startswith("processed:")
+    assert http.post("/", headers=rerun_headers(time, "b")).text.startswith("processed:")
+    late = http.post("/", headers=rerun_headers(time, "a"))
+    assert late.status_code == 200 and late.text.startswith("duplicate:"), late.text
+    assert [call.rerun_id for call in work.calls] == [None, "a", "b"]
+    record = records(collection)[record_id(time)]
+    assert record["rerun_id"] == "b" and [e["rerun_id"] for e in record["reruns"]] == ["a", "b"]
+
+
+def test_a_record_keeps_at_most_max_reruns_and_refuses_one_more_in_one_line(http, collection, now, work):
+    time = audit.rfc3339(now - dt.timedelta(hours=2))
+    assert http.post("/", headers=scheduler_headers("nightly", time)).text.startswith("processed:")
+    kept = [{"rerun_id": f"r{i}", "by": "ana", "reason": "again", "at": now} for i in range(dedup.MAX_RERUNS - 1)]
+    collection.document(record_id(time)).update({"reruns": kept})
+    assert dedup.MAX_RERUNS == 100
+    assert http.post("/", headers=rerun_headers(time, "last")).text.startswith("processed:")  # the 100th
+    refused = http.post("/", headers=rerun_headers(time, "one-more"))
+    assert refused.status_code == 400 and refused.text.count("\n") == 1, refused.text
+    assert refused.text.startswith("invalid_delivery: X-Rerun-Id='one-more': ") and "MAX_RERUNS=100" in refused.text
+    assert http.post("/", headers=rerun_headers(time, "r7")).text.startswith("duplicate:")  # a kept id: a replay
+    assert len(work.calls) == 2 and len(records(collection)[record_id(time)]["reruns"]) == 100
+
+
+def test_a_rerun_failing_retryably_leaves_the_record_as_before_and_only_its_retry_runs_it(
+    monkeypatch, http, collection, now, work, capsys
+):
+    """Its release restores the record (guarded): still completed, who/why kept, not missing, not backfilled."""
+    hourly(monkeypatch)
+    moment = now.replace(minute=0) - dt.timedelta(hours=3)
+    time = audit.rfc3339(moment)
+
+    def deliver(**rerun):
+        extra = {f"X-Rerun-{name}": value for name, value in rerun.items()}
+        return http.post("/", headers=scheduler_headers("hourly", time, **extra))
+
+    assert deliver().text.startswith("processed:")
+    before = records(collection)[record_id(time, "hourly")]
+    work.errors[1] = RuntimeError("downstream timed out")
+    failed = deliver(Id="a", By="ana@example.com", Reason="the export was wrong")
+    assert failed.status_code == 500 and failed.text.startswith("retryable_failure:"), failed.text
+    after = records(collection)[record_id(time, "hourly")]
+    (entry,) = after.pop("reruns")
+    assert after == before  # status, attempt, finished_at: as before the re-run
+    assert (entry["rerun_id"], entry["by"], entry["reason"]) == ("a", "ana@example.com", "the export was wrong")
+    assert entry["previous_status"] == "completed" and "released_at" in entry
+    window = ["--since", time, "--until", audit.rfc3339(moment + dt.timedelta(hours=1)), "--job", "hourly"]
+    assert runs.main(["missed", *window, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # not missing: backfill has nothing to deliver
+    assert deliver().text.startswith("duplicate:")  # Scheduler's late retry
+    # The re-run's own retry (Cloud Tasks retries a 500) runs it, once.
+    assert deliver(Id="a", By="ana@example.com", Reason="the export was wrong").text.startswith("processed:")
+    assert deliver(Id="a", By="ana@example.com", Reason="the export was wrong").text.startswith("duplicate:")
+    assert [call.rerun_id for call in work.calls] == [None, "a", "a"]
+    final = records(collection)[record_id(time, "hourly")]
+    assert final["status"] == "completed" and [e["rerun_id"] for e in final["reruns"]] == ["a"]
+    assert "released_at" not in final["reruns"][0]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -177,6 +241,55 @@ def test_a_bad_rerun_request_is_refused_in_one_line_and_changes_nothing(http, co
     assert records(collection) == {} and work.calls == []
 
 
+# ---------------------------------------------------------------- a Force run's retry, the clock margin
+
+DAY = (dt.datetime.now(UTC) + dt.timedelta(days=2)).date().isoformat()  # ahead of the real clock: gRPC deadlines
+
+
+def deliver_at(http, clock, time=f"{DAY}T03:00:00Z", **extra):
+    """One delivery of `nightly` (03:00 UTC) dated `time`, received when the function's clock reads `clock`."""
+    with time_machine.travel(at(clock), tick=False):
+        return http.post("/", headers=scheduler_headers("nightly", time, **extra))
+
+
+def nightly(monkeypatch):
+    job = {"job_id": "nightly", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"}
+    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"nightly": job}))
+
+
+@pytest.mark.parametrize("retry_first", [False, True], ids=["scheduled-then-retry", "retry-then-scheduled"])
+def test_a_force_run_retried_after_its_time_still_runs_beside_the_scheduled_run(
+    monkeypatch, http, collection, work, retry_first
+):
+    """Its first attempt fails; Scheduler's retry of it is dated its schedule time, now past, like the scheduled
+    run: whichever of the two comes second takes the Force run over (its record in_progress, its lease ended)."""
+    nightly(monkeypatch)
+    work.errors[0] = RuntimeError("downstream timed out")
+    forced = deliver_at(http, f"{DAY}T02:50:00Z")
+    assert forced.status_code == 500 and forced.text.startswith("retryable_failure:"), forced.text
+    (held,) = records(collection).values()
+    assert (held["trigger"], held["status"]) == ("manual", "in_progress")
+    assert held["lease_expires"] <= at(f"{DAY}T02:50:00Z")  # ended: its retry takes it over
+    clocks = [f"{DAY}T03:00:01Z", f"{DAY}T03:00:40Z"]  # the scheduled delivery, the Force run's retry (backoff)
+    answers = [deliver_at(http, clock) for clock in (reversed(clocks) if retry_first else clocks)]
+    assert [answer.text.split(":")[0] for answer in answers] == ["processed", "processed"]
+    assert sorted(call.trigger for call in work.calls[1:]) == ["manual", "scheduled"]  # two executions
+    assert sorted((r["trigger"], r["status"]) for r in records(collection).values()) == [
+        ("manual", "completed"), ("scheduled", "completed")]  # fmt: skip
+    assert deliver_at(http, f"{DAY}T03:02:00Z").text.startswith("duplicate:")  # a later retry: once each
+
+
+def test_the_clock_margin_keys_a_delivery_at_most_60_s_ahead_as_the_scheduled_run(monkeypatch, http, collection, work):
+    """A delivery dated up to CLOCK_MARGIN ahead of the function's clock (the two clocks differ) is the scheduled
+    run: its retry is a duplicate. One second more is a Force run, keyed apart."""
+    nightly(monkeypatch)
+    assert schedules.CLOCK_MARGIN.total_seconds() == 60
+    at_margin = deliver_at(http, f"{DAY}T02:59:00Z")  # exactly the margin ahead
+    assert at_margin.text.startswith("processed:") and work.calls[-1].trigger == "scheduled"
+    assert deliver_at(http, f"{DAY}T03:00:05Z").text.startswith("duplicate:")  # its retry
+    assert len(work.calls) == 1
+    beyond = deliver_at(http, f"{DAY}T02:58:59Z")  # 61 s ahead
+    assert beyond.text.startswith("processed:") and work.calls[-1].trigger == "manual"
 # ---------------------------------------------------------------- through the queue, end to end
 
 
@@ -204,6 +317,7 @@ def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, f
     job = runs.resolve_job(DedupConfig.from_env(), job_id)  # as Scheduler sends it
     assert server.deliver(scheduler_headers(job, time)).text.startswith("processed:")
     args = ["rerun", job_id, time, "--reason", "bad input fixed", "--by", "ana@example.com", "--rerun-id", "fix-1"]
+    args.append("--queue")  # from a laptop: through the deliveries queue (without it: the local dev server)
     assert runs.main(args) == 0
     assert runs.main(args) == 0  # the same request twice (a retried command): Cloud Tasks refuses the name
     queue_to.wait_idle()

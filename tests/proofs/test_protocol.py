@@ -46,13 +46,16 @@ def test_decide(record, decision):
         ("completed", EARLIER, "r2", dedup.Decision.TAKE_OVER),  # a new re-run reopens a finished run
         ("failed", EARLIER, "r2", dedup.Decision.TAKE_OVER),
         ("completed", EARLIER, "r1", dedup.Decision.DUPLICATE),  # a retry of the re-run the record holds
+        ("completed", EARLIER, "r0", dedup.Decision.DUPLICATE),  # and of every earlier one, for ever
+        ("completed", EARLIER, "gone", dedup.Decision.TAKE_OVER),  # released after a retryable failure: it runs
         ("completed", EARLIER, None, dedup.Decision.DUPLICATE),
         ("in_progress", LATER, "r2", dedup.Decision.IN_PROGRESS),  # a re-run waits for a live attempt
     ],
 )
 def test_decide_a_rerun(status, lease_expires, rerun_id, decision):
     """The re-run rule is the state machine's too: the work runs once more per re-run id, never beside a live one."""
-    record = {"status": status, "lease_expires": lease_expires, "expire_at": LATER, "rerun_id": "r1"}
+    reruns = [{"rerun_id": "r0"}, {"rerun_id": "gone", "released_at": EARLIER}, {"rerun_id": "r1"}]
+    record = {"status": status, "lease_expires": lease_expires, "expire_at": LATER, "rerun_id": "r1", "reruns": reruns}
     assert dedup.decide(record, NOW, rerun_id) is decision
 
 

@@ -122,6 +122,8 @@ SENT_TO = [  # where `fire` and `backfill` send their deliveries
     arg("--port", type=int, default=8080, help="the local dev server's port"),
     arg("--timeout", type=float, default=600.0, help="seconds to wait for each answer"),
 ]
+# Where `backfill` and `rerun` send: by default to SENT_TO's server, like `fire`; from a laptop through the queue.
+QUEUE = arg("--queue", nargs="?", const="", default=None, help="through the deliveries queue (DEDUP_TASKS_QUEUE)")
 WINDOW = [
     arg("--since", required=True, help="window start, RFC 3339 (inclusive)"),
     arg("--until", required=True, help="window end, RFC 3339 (exclusive)"),
@@ -350,7 +352,7 @@ def queued(queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None =
     *WINDOW,
     *SENT_TO,
     arg("--dry-run", action="store_true", help="list what would be delivered, send nothing"),
-    arg("--queue", nargs="?", const="", default=None, help="queue each on the deliveries queue (DEDUP_TASKS_QUEUE)"),
+    QUEUE,
 )
 def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     """Deliver each missing or stuck run as Scheduler would: same job name and schedule time, so one executes."""
@@ -375,12 +377,13 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
 
 
 @command(
-    "queue a re-run of one finished run: it runs once more, once",
+    "re-run one finished run: it runs once more, once",
     *ONE_RUN,
     arg("--reason", required=True, help="why it runs again (kept in the run's record)"),
     arg("--by", help="who asks (default: gcloud's active account)"),
     arg("--rerun-id", help="the request's id, to repeat a request safely (default: a new one)"),
-    arg("--queue", default="", help="the deliveries queue (default: DEDUP_TASKS_QUEUE)"),
+    *SENT_TO,
+    QUEUE,
 )
 def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     key = run_key(config, args)
@@ -394,12 +397,16 @@ def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     except InvalidDelivery as error:  # "<header>=<value>: <rule>", told by the flag that set it
         header, _, rest = str(error).partition("=")
         raise BadArgument(f"{RERUN_FLAGS.get(header, header)}={rest}") from None
-    answer = queued(queue_of(config, args.queue), key, "rerun", request)
+    status = 200
+    if args.queue is not None:  # a task per re-run id: the same request twice is queued once
+        answer = queued(queue_of(config, args.queue), key, "rerun", request)
+    else:  # what the queue would deliver, sent to --url or the local dev server
+        status, answer = post(args, keys.delivery_headers(key, request))
     when = keys.rfc3339(key.schedule_time)
     print(f"re-run {request.rerun_id} of {key.job_name} at {when} (run_id {key.run_id}): {answer}")
     again = f"the same request again, safely: --rerun-id {request.rerun_id}"
     print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
-    return 0
+    return 0 if 200 <= status < 300 else 1
 
 
 class Apis:
