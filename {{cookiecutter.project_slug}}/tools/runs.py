@@ -332,10 +332,10 @@ def queue_of(config: DedupConfig, queue: str) -> str:
     return queue
 
 
-def queued(queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None = None) -> str:
+def queued(config: DedupConfig, queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None = None) -> str:
     """Queue one delivery of the run (task_queue.enqueue_run: one task per run or re-run id); what happened."""
     try:
-        done = task_queue.enqueue_run(queue, key, kind, request)
+        done = task_queue.enqueue_run(queue, key, kind, config.attempt_deadline_for(key.job_name), request)
     except google.api_core.exceptions.GoogleAPIError as error:
         raise Unavailable(f"Cloud Tasks did not queue {kind} {key.run_id}: {type(error).__name__}: {error}") from None
     return "queued" if done else "queued before (same task id): not again"
@@ -358,7 +358,7 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
-            answer = queued(queue, found.key, "backfill")
+            answer = queued(config, queue, found.key, "backfill")
         else:  # what Scheduler would send for the run
             status, answer = post(args, keys.delivery_headers(found.key))
             failures += not 200 <= status < 300
@@ -390,7 +390,7 @@ def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     except InvalidDelivery as error:  # "<header>=<value>: <rule>", told by the flag that set it
         header, _, rest = str(error).partition("=")
         raise BadArgument(f"{RERUN_FLAGS.get(header, header)}={rest}") from None
-    answer = queued(queue_of(config, args.queue), key, "rerun", request)
+    answer = queued(config, queue_of(config, args.queue), key, "rerun", request)
     when = keys.rfc3339(key.schedule_time)
     print(f"re-run {request.rerun_id} of {key.job_name} at {when} (run_id {key.run_id}): {answer}")
     again = f"the same request again, safely: --rerun-id {request.rerun_id}"
