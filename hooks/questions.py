@@ -138,6 +138,9 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
             defaults[key] = answer
         elif key in DERIVED_ANSWERS and key != "lease_seconds":  # the lease is derived per job, from its deadline
             defaults[key] = derived[key]
+    jobs = parse_jobs(context["jobs"])
+    if isinstance(jobs, Mapping):
+        jobs = {job_id: with_own_waits(job_id, job, defaults) for job_id, job in jobs.items()}
     return {
         "slug": context["project_slug"],
         "project": context["gcp_project_id"],
@@ -147,8 +150,28 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
         "retention_seconds": context["retention_seconds"],
         "audit_interval_minutes": context["audit_interval_minutes"],
         "defaults": defaults,
-        "jobs": parse_jobs(context["jobs"]),
+        "jobs": jobs,
     }
+
+
+def with_own_waits(job_id: str, job: object, defaults: Mapping[str, object]) -> object:
+    """A job that sets its own deadline, and no waits, with the waits its lease implies (rules.passing_waits)
+    when the defaults' end before that lease: a 30-minute job bakes with every other answer at its default.
+    Anything the rules refuse is left as given, for check_config to name."""
+    own = {"min_backoff_seconds", "max_backoff_seconds"}
+    if not isinstance(job, Mapping) or "attempt_deadline_seconds" not in job or own & set(job):
+        return job
+    try:
+        timing = {key: int(str(value)) for key, value in rules.resolve_job_timing(job_id, job, defaults).items()}
+    except (rules.RuleError, ValueError):
+        return job
+    count, doublings, lease = timing["retry_count"], timing["max_doublings"], timing["lease_seconds"]
+    waits = rules.retry_intervals_seconds(
+        count, timing["min_backoff_seconds"], timing["max_backoff_seconds"], doublings
+    )
+    if not waits or sum(waits) > lease:
+        return job
+    return {**job, **(rules.passing_waits(count, doublings, lease) or {})}
 
 
 def validate(context: Mapping[str, object]) -> dict[str, object]:

@@ -19,6 +19,7 @@ import zoneinfo
 from pathlib import Path
 
 import pytest
+import rules
 import yaml
 from conftest import bake
 
@@ -168,3 +169,193 @@ def test_adding_a_job_is_config_yaml_and_job_work(export_and_sync, emulator_host
     monday = now.replace(hour=6, minute=0, second=0, microsecond=0) - dt.timedelta(days=now.weekday())
     monday -= dt.timedelta(days=7) if monday > now else dt.timedelta(0)  # the last Monday 06:00 that has passed
     assert deliver(project, emulator_env(emulator_host, project), "weekly", monday).startswith("200 processed")
+
+
+# ---------------------------------------------------------------- issue 24: per-job timing, everywhere
+
+LONG = {"schedule": "0 4 * * *", "attempt_deadline_seconds": 1800}
+MID = {"schedule": "30 4 * * *", "time_zone": "Europe/Berlin", "attempt_deadline_seconds": 900}
+NIGHTLY = {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}  # cookiecutter.json's job
+# Cloud Scheduler's RetryConfig limits (rules.MAX_RETRY_COUNT, MAX_BACKOFF_SECONDS) and Cloud Tasks' task attempts
+# (rules.ATTEMPT_DEADLINE_RANGE: also Task.dispatch_deadline's range for HTTP tasks).
+LIMITS = {"retry_count": 5, "min_backoff_seconds": 3600, "max_backoff_seconds": 3600, "attempt_deadline_seconds": 1800}
+
+
+@pytest.fixture(scope="module")
+def long_jobs(tmp_path_factory) -> Path:
+    """A 30-minute and a 15-minute job beside the default one; every other answer at its default."""
+    return bake(tmp_path_factory.mktemp("long-jobs"), jobs={"nightly": NIGHTLY, "long": LONG, "mid": MID})
+
+
+def check_config(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "config.py"], cwd=project, capture_output=True, text=True, timeout=120)
+
+
+def test_a_30_minute_job_bakes_with_every_other_answer_at_its_default(long_jobs, export_and_sync):
+    """Today's template refuses this bake: the retry waits come from the defaults' deadline only ("raise
+    retry_count or min_backoff_seconds", retry_count already at its maximum of 5)."""
+    written = yaml.safe_load((long_jobs / "config.yaml").read_text())
+    assert written["defaults"] == yaml.safe_load((export_and_sync / "config.yaml").read_text())["defaults"]
+    assert written["jobs"]["nightly"] == NIGHTLY
+    for job_id, job, lease in (("long", LONG, 1860), ("mid", MID, 960)):
+        # The job's own waits, derived from its own lease by the one formula; every other number the defaults'.
+        assert written["jobs"][job_id] == job | rules.passing_waits(5, 3, lease)
+    checked = check_config(long_jobs)
+    assert checked.returncode == 0, checked.stderr
+    assert "nightly-report-long: '0 4 * * *' in Etc/UTC; attempt_deadline_seconds 1800, lease_seconds 1860" in (
+        checked.stdout
+    )
+
+
+def hinted(message: str) -> dict[str, dict[str, int]]:
+    """The values a refusal names ("values that pass: jobs.x.min_backoff_seconds 75, ..."), by job id."""
+    assert message.count("\n") == 0 and "values that pass: " in message, message
+    values: dict[str, dict[str, int]] = {}
+    for job_id, key, value in re.findall(
+        r"jobs\.([a-z0-9-]+)\.([a-z_]+) ([0-9]+)", message.split("values that pass: ")[1]
+    ):
+        values.setdefault(job_id, {})[key] = int(value)
+    return values
+
+
+HAND_ADDED = {
+    "deadline-only": {"attempt_deadline_seconds": 1800},
+    "one-retry-long-lease": {"attempt_deadline_seconds": 1800, "retry_count": 1, "lease_seconds": 4000},
+    "lease-no-waits-outlast": {"attempt_deadline_seconds": 1800, "lease_seconds": 18000},  # 5 x 3600 s = 18000
+    "waits-equal-the-lease": {"attempt_deadline_seconds": 700, "lease_seconds": 750},  # 30+60+120+240+300
+}
+
+
+@pytest.mark.parametrize("numbers", list(HAND_ADDED.values()), ids=list(HAND_ADDED))
+def test_a_hand_added_long_job_is_refused_with_values_that_pass(export_and_sync, tmp_path, numbers):
+    """A job added to config.yaml by hand, its own deadline and no waits: `python config.py` refuses it in one line
+    that names values which pass, never one beyond Cloud Scheduler's limits (retry_count 0-5, each backoff at most
+    3600 s: RetryConfig, https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs);
+    written as named, the file passes. Today's refusal says "raise retry_count" at retry_count 5."""
+    project = copy_of(export_and_sync, tmp_path)
+    config_file = project / "config.yaml"
+    original = config_file.read_text()
+    written = "".join(f"    {key}: {value}\n" for key, value in numbers.items())
+    config_file.write_text(original + '  late:\n    schedule: "0 5 * * *"\n' + written)
+    refused = check_config(project)
+    assert refused.returncode == 1 and "jobs.late.retry_count=" in refused.stderr, refused.stderr
+    values = hinted(refused.stderr.strip())
+    assert set(values) == {"late"}, refused.stderr
+    for key, value in values["late"].items():
+        assert value <= LIMITS.get(key, value), f"{key} {value} is beyond its limit: {refused.stderr}"
+    fixed = {**numbers, **values["late"]}
+    config_file.write_text(original + '  late:\n    schedule: "0 5 * * *"\n' + "".join(
+        f"    {key}: {value}\n" for key, value in fixed.items()
+    ))  # fmt: skip
+    passed = check_config(project)
+    assert passed.returncode == 0, f"the hint's values are refused: {refused.stderr}\n{passed.stderr}"
+
+
+def test_the_waits_rule_holds_on_each_side_of_the_lease(export_and_sync, tmp_path):
+    """Boundary: the defaults' waits (30+60+120+240+300 = 750 s) must add up to more than the job's lease, as
+    config.yaml states it: a lease of 749 s passes, 750 s is refused (HAND_ADDED covers the refusal's hint)."""
+    project = copy_of(export_and_sync, tmp_path)
+    config_file = project / "config.yaml"
+    original = config_file.read_text()
+    for lease, code in ((749, 0), (750, 1)):
+        job = f'  late:\n    schedule: "0 5 * * *"\n    attempt_deadline_seconds: 700\n    lease_seconds: {lease}\n'
+        config_file.write_text(original + job)
+        assert check_config(project).returncode == code, lease
+
+
+@pytest.mark.parametrize(("deadline", "code"), [(14, 1), (15, 0), (1800, 0), (1801, 1)])
+def test_a_jobs_own_deadline_holds_on_each_side_of_schedulers_range(export_and_sync, tmp_path, deadline, code):
+    """A job's own attempt_deadline_seconds, as config.yaml states it: Scheduler's 15-1800 s, which is also the
+    range of the dispatch deadline its Cloud Tasks deliveries carry (task_queue.enqueue)."""
+    project = copy_of(export_and_sync, tmp_path)
+    config_file = project / "config.yaml"
+    waits = rules.passing_waits(5, 3, deadline + 60) or {}
+    own = "".join(f"    {key}: {value}\n" for key, value in {"attempt_deadline_seconds": deadline, **waits}.items())
+    config_file.write_text(config_file.read_text() + '  late:\n    schedule: "0 5 * * *"\n' + own)
+    checked = check_config(project)
+    assert checked.returncode == code, checked.stderr
+    if code:
+        assert "jobs.late.attempt_deadline_seconds=" in checked.stderr and "15-1800" in checked.stderr
+
+
+def planned(project: Path) -> dict[str, dict]:
+    """The bake's root Terraform planned against mock providers (`terraform test -verbose -json` prints the
+    plan): {resource address: its planned values}."""
+    tf = project / "terraform"
+    test = tf / "tests" / "plan_only.tftest.hcl"
+    mocks = "".join(f'mock_provider "{name}" {{}}\n' for name in ("google", "archive", "time"))
+    test.write_text(
+        mocks + '\nrun "plan" {\n  command         = plan\n  expect_failures = [check.alerts_reach_someone]\n}\n'
+    )
+    try:
+        assert terraform(tf, "init", "-backend=false").returncode == 0
+        result = terraform(tf, "test", f"-filter=tests/{test.name}", "-verbose", "-json", timeout=900)
+    finally:
+        test.unlink()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for line in result.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("type") == "test_plan":
+            changes = message["test_plan"]["resource_changes"]
+            return {change["address"]: change["change"]["after"] for change in changes}
+    raise AssertionError(f"no plan printed:\n{result.stdout[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def long_jobs_plan(long_jobs, tmp_path_factory) -> dict[str, dict]:
+    return planned(copy_of(long_jobs, tmp_path_factory.mktemp("long-jobs-plan")))
+
+
+CORE = "module.scheduled_dedup."
+
+
+def test_the_queue_retries_outlast_every_jobs_lease(long_jobs, long_jobs_plan):
+    """One Cloud Tasks queue carries re-runs, backfills and catch-ups of every job: its retries must outlast the
+    lease of the longest job, or a task answered 409 while a live attempt holds the run is dropped. Today it
+    retries with the defaults' numbers (30 s ... 300 s: 750 s in all) against a 1860 s lease."""
+    (retry,) = long_jobs_plan[CORE + "google_cloud_tasks_queue.deliveries"]["retry_config"]
+    seconds = {key: int(retry[key].removesuffix("s")) for key in ("min_backoff", "max_backoff", "max_retry_duration")}
+    waits = rules.retry_intervals_seconds(
+        retry["max_attempts"] - 1, seconds["min_backoff"], seconds["max_backoff"], retry["max_doublings"]
+    )
+    printed = python(
+        long_jobs,
+        "import config, json; print(json.dumps({j: dict(job.timing) for j, job in config.load().jobs.items()}))",
+    )
+    for job_id, timing in json.loads(printed).items():
+        assert sum(waits) > timing["lease_seconds"], (job_id, waits, timing)
+        assert retry["max_attempts"] - 1 >= timing["retry_count"], (job_id, retry, timing)
+        job = long_jobs_plan[CORE + f'google_cloud_scheduler_job.this["{job_id}"]']
+        assert job["attempt_deadline"] == f"{timing['attempt_deadline_seconds']}s"
+        (scheduler,) = job["retry_config"]
+        assert scheduler["min_backoff_duration"] == f"{timing['min_backoff_seconds']}s", job_id
+        assert scheduler["max_backoff_duration"] == f"{timing['max_backoff_seconds']}s", job_id
+    assert all(value <= LIMITS["max_backoff_seconds"] for value in waits)
+
+
+def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, long_jobs_plan):
+    """What the function and tools/runs.py name (settings.baked_settings, from config.yaml) against what Terraform
+    creates: the deliveries queue (every re-run, backfill and catch-up goes there), each Scheduler job (the
+    X-CloudScheduler-JobName the function expects), the audit job, the Firestore database and collection. The
+    service accounts are Terraform's alone (no Python names one)."""
+    baked = json.loads(python(long_jobs, "import settings, json; print(json.dumps(dict(settings.baked_settings())))"))
+    queue = long_jobs_plan[CORE + "google_cloud_tasks_queue.deliveries"]
+    assert (
+        baked["DEDUP_TASKS_QUEUE"]
+        == f"projects/{queue['project']}/locations/{queue['location']}/queues/{queue['name']}"
+    )
+    scheduled = {
+        values["name"]
+        for address, values in long_jobs_plan.items()
+        if address.startswith(CORE + "google_cloud_scheduler_job.this[")
+    }
+    assert (
+        set(json.loads(baked["DEDUP_JOBS"])) == scheduled == {f"nightly-report-{j}" for j in ("nightly", "long", "mid")}
+    )
+    assert baked["DEDUP_AUDIT_JOB"] == long_jobs_plan[CORE + "google_cloud_scheduler_job.audit[0]"]["name"]
+    ttl = long_jobs_plan[CORE + "google_firestore_field.expire_at"]
+    assert (
+        baked["DEDUP_DATABASE"] == long_jobs_plan[CORE + "google_firestore_database.this[0]"]["name"] == ttl["database"]
+    )
+    assert baked["DEDUP_COLLECTION"] == ttl["collection"]
+    assert baked["DEDUP_PROJECT"] == queue["project"] and baked["DEDUP_LOCATION"] == queue["location"]

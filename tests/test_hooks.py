@@ -158,7 +158,7 @@ CLI_REFUSALS = {
     "retries-end-before-the-lease": (
         ["__retry_count=3", "__min_backoff_seconds=10"],  # unasked settings: given under their "__" names
         "ERROR: retry_count='3': the retries (10+20+40 = 70 s) end before the lease (360 s) expires, so a run whose "
-        "instance crashed is never retried; raise retry_count or min_backoff_seconds, or shorten lease_seconds",
+        "instance crashed is never retried; values that pass: min_backoff_seconds 52, max_backoff_seconds 520",
     ),
 }
 

@@ -260,7 +260,8 @@ def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> N
         if found.state is not State.MISSING or not job.catch_up or not within:
             continue
         try:
-            queued = task_queue.enqueue_run(config.tasks_queue, found.key, "catch-up")
+            deadline = config.attempt_deadline_for(found.job)
+            queued = task_queue.enqueue_run(config.tasks_queue, found.key, "catch-up", deadline)
         except Exception as error:  # any failure of the queue: this audit's other work goes on
             line = f"catch-up of {found} not queued: {type(error).__name__}: {error}"
             logger.error(line, extra={"json_fields": found.key.log_fields | {"catch_up": "failed"}})

@@ -373,8 +373,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     if waits and sum(waits) <= lease:
         rule = (
             f"the retries ({'+'.join(map(str, waits))} = {sum(waits)} s) end before the lease ({lease} s) expires, "
-            "so a run whose instance crashed is never retried; "
-            "raise retry_count or min_backoff_seconds, or shorten lease_seconds"
+            f"so a run whose instance crashed is never retried; {passing_waits_hint(checked, prefix)}"
         )
         raise refuse("retry_count", rule)
     window = retry_window_seconds(deadline, retry_count, max_backoff, max_retry_duration)
@@ -387,6 +386,48 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
         )
         raise RuleError("retention_seconds", values["retention_seconds"], rule)
     return checked
+
+
+def passing_waits(retry_count: int, max_doublings: int, lease: int) -> dict[str, int] | None:
+    """The retry waits a job's lease implies: min_backoff_seconds and max_backoff_seconds whose `retry_count` waits
+    add up to more than `lease` (check_timing), within Cloud Scheduler's limits (0-3600 s each, RetryConfig:
+    https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig); None when no
+    such waits exist. The one formula of a job's own waits: the bake writes them for a job whose own deadline the
+    defaults' waits do not outlast, and a refusal names them. derive_timing's when they pass with the job's
+    max_doublings, else the smallest min_backoff_seconds that passes with max_backoff_seconds at its limit."""
+    if retry_count == 0:
+        return None
+
+    def outlast(min_backoff: int, max_backoff: int) -> bool:
+        return sum(retry_intervals_seconds(retry_count, min_backoff, max_backoff, max_doublings)) > lease
+
+    derived = derive_timing(ATTEMPT_DEADLINE_RANGE[0], retry_count, lease)
+    waits = {key: derived[key] for key in ("min_backoff_seconds", "max_backoff_seconds")}
+    if outlast(*waits.values()):
+        return waits
+    low, high = 1, MAX_BACKOFF_SECONDS  # the waits grow with min_backoff: the smallest that outlasts
+    if not outlast(high, MAX_BACKOFF_SECONDS):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if outlast(middle, MAX_BACKOFF_SECONDS) else (middle + 1, high)
+    return {"min_backoff_seconds": low, "max_backoff_seconds": MAX_BACKOFF_SECONDS}
+
+
+def passing_waits_hint(timing: Mapping[str, int], prefix: str = "") -> str:
+    """For a refusal of waits that end before the lease: values that pass (passing_waits'), none beyond a limit:
+    retry_count raised no further than MAX_RETRY_COUNT, and a lease no waits within the limits outlast shortened."""
+    lease, doublings, values = timing["lease_seconds"], timing["max_doublings"], {}
+    for count in range(timing["retry_count"], MAX_RETRY_COUNT + 1):
+        waits = passing_waits(count, doublings, lease)
+        if waits:
+            break
+    else:  # the longest lease the longest waits outlast
+        count = MAX_RETRY_COUNT
+        lease = values["lease_seconds"] = sum(retry_intervals_seconds(count, *[MAX_BACKOFF_SECONDS] * 2, doublings)) - 1
+        waits = passing_waits(count, doublings, lease)
+    values |= ({"retry_count": count} if count != timing["retry_count"] else {}) | waits
+    return "values that pass: " + ", ".join(f"{prefix}{key} {value}" for key, value in values.items())
 
 
 def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:

@@ -258,7 +258,11 @@ class DedupConfig:
     def stop_after(self, job_name: str) -> dt.timedelta:
         """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
         release margin, so that the release and the answer reach Scheduler in time. The one place that says it."""
-        return self._own(job_name, "attempt_deadline", self.attempt_deadline) - RELEASE_MARGIN
+        return self.attempt_deadline_for(job_name) - RELEASE_MARGIN
+
+    def attempt_deadline_for(self, job_name: str) -> dt.timedelta:
+        """How long Scheduler, and the queue for a task of the job (task_queue.enqueue), waits for an answer."""
+        return self._own(job_name, "attempt_deadline", self.attempt_deadline)
 
     def job_id(self, job_name: str) -> str | None:
         """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job DEDUP_JOBS lacks."""

@@ -14,6 +14,7 @@ backfill or catch-up asked for twice is queued once; the function's claim keeps 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 
@@ -50,18 +51,31 @@ def task_id(unique: str, kind: str) -> str:
     return f"{unique}-{kind}"
 
 
-def enqueue_run(queue: str, key: RunKey, kind: str, rerun: Rerun | None = None) -> bool:
-    """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id or re-run id>-<kind>`."""
-    return enqueue(queue, task_id(rerun.rerun_id if rerun else key.run_id, kind), delivery_headers(key, rerun))
+def enqueue_run(queue: str, key: RunKey, kind: str, deadline: dt.timedelta, rerun: Rerun | None = None) -> bool:
+    """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id or re-run id>-<kind>`, with
+    its job's attempt deadline (settings.DedupConfig.attempt_deadline_for)."""
+    name = task_id(rerun.rerun_id if rerun else key.run_id, kind)
+    return enqueue(queue, name, delivery_headers(key, rerun), deadline)
 
 
-def enqueue(queue: str, name: str, headers: dict[str, str], tasks: tasks_v2.CloudTasksClient | None = None) -> bool:
-    """Queue one delivery as task `name` (a task_id); True if queued now, False if one of that id was queued before."""
+def enqueue(
+    queue: str,
+    name: str,
+    headers: dict[str, str],
+    deadline: dt.timedelta,
+    tasks: tasks_v2.CloudTasksClient | None = None,
+) -> bool:
+    """Queue one delivery as task `name` (a task_id); True if queued now, False if one of that id was queued before.
+    `deadline`: how long the queue waits for the answer, the job's attempt deadline as Scheduler's: Cloud Tasks'
+    default for an HTTP task is 10 minutes (in [15 s, 30 min]: Task.dispatch_deadline,
+    cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks), and a longer job's task would
+    be cancelled and retried while its work still runs."""
     if not TASK_ID.fullmatch(name):
         raise ValueError(f"task id {name!r}: must be 1-500 letters, digits, '-', '_'")
     task = tasks_v2.Task(
         name=f"{queue}/tasks/{name}",
         http_request=tasks_v2.HttpRequest(http_method=tasks_v2.HttpMethod.POST, url=QUEUE_ROUTED_URL, headers=headers),
+        dispatch_deadline=deadline,
     )
     try:
         (tasks or client()).create_task(parent=queue, task=task, timeout=CALL_TIMEOUT_SECONDS)

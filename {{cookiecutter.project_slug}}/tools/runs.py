@@ -338,10 +338,10 @@ def queue_of(config: DedupConfig, queue: str) -> str:
     return queue
 
 
-def queued(queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None = None) -> str:
+def queued(config: DedupConfig, queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None = None) -> str:
     """Queue one delivery of the run (task_queue.enqueue_run: one task per run or re-run id); what happened."""
     try:
-        done = task_queue.enqueue_run(queue, key, kind, request)
+        done = task_queue.enqueue_run(queue, key, kind, config.attempt_deadline_for(key.job_name), request)
     except google.api_core.exceptions.GoogleAPIError as error:
         raise Unavailable(f"Cloud Tasks did not queue {kind} {key.run_id}: {type(error).__name__}: {error}") from None
     return "queued" if done else "queued before (same task id): not again"
@@ -364,7 +364,7 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
         if args.dry_run:
             answer = "(dry run: not sent)"
         elif queue:  # a task per run id: a backfill asked for twice is queued once
-            answer = queued(queue, found.key, "backfill")
+            answer = queued(config, queue, found.key, "backfill")
         else:  # what Scheduler would send for the run
             status, answer = post(args, keys.delivery_headers(found.key))
             failures += not 200 <= status < 300
@@ -399,7 +399,7 @@ def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
         raise BadArgument(f"{RERUN_FLAGS.get(header, header)}={rest}") from None
     status = 200
     if args.queue is not None:  # a task per re-run id: the same request twice is queued once
-        answer = queued(queue_of(config, args.queue), key, "rerun", request)
+        answer = queued(config, queue_of(config, args.queue), key, "rerun", request)
     else:  # what the queue would deliver, sent to --url or the local dev server
         status, answer = post(args, keys.delivery_headers(key, request))
     when = keys.rfc3339(key.schedule_time)

@@ -16,6 +16,11 @@ locals {
   # Also the baked config.py's Config.task_queue. A deleted queue's name cannot be reused for 7 days.
   task_queue_name = "${var.slug}-deliveries"
   task_queue_id   = "projects/${var.project_id}/locations/${var.region}/queues/${local.task_queue_name}"
+  # Cloud Tasks' RetryConfig grows its waits as Scheduler's does (min_backoff, max_doublings, then linearly, at
+  # most max_backoff; cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues#retryconfig).
+  task_retry = {
+    for key in keys(var.retry) : key => max(var.retry[key], [for job in values(local.jobs) : job[key]]...)
+  }
   function_host   = trimsuffix(trimprefix(google_cloudfunctions2_function.this.service_config[0].uri, "https://"), "/")
 }
 
@@ -25,14 +30,15 @@ resource "google_cloud_tasks_queue" "deliveries" {
   name     = local.task_queue_name
 
   # The function answers a delivery whose run another attempt holds with 409 until that lease ends, as it
-  # answers Scheduler: the queue retries like the Scheduler jobs (scheduler.tf), so the timing rules that
-  # make Scheduler's retries outlast a lease hold for its tasks too.
+  # answers Scheduler. One queue carries every job's tasks, so it retries with the largest of each number over
+  # the jobs (local.task_retry): each wait, and their count, is at least that job's own, whose waits the
+  # baked rules.py has checked to outlast the job's lease (check_timing), so a long job's task outlasts its lease.
   retry_config {
-    max_attempts       = var.retry.retry_count + 1
-    max_retry_duration = "${var.retry.max_retry_duration_seconds}s"
-    min_backoff        = "${var.retry.min_backoff_seconds}s"
-    max_backoff        = "${var.retry.max_backoff_seconds}s"
-    max_doublings      = var.retry.max_doublings
+    max_attempts       = local.task_retry.retry_count + 1
+    max_retry_duration = "${local.task_retry.max_retry_duration_seconds}s"
+    min_backoff        = "${local.task_retry.min_backoff_seconds}s"
+    max_backoff        = "${local.task_retry.max_backoff_seconds}s"
+    max_doublings      = local.task_retry.max_doublings
   }
 
   rate_limits {

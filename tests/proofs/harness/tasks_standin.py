@@ -26,6 +26,15 @@ from firestore_emulator import free_port
 
 CREATE_TASK = re.compile(r"/v2/(?P<queue>projects/[^/]+/locations/[^/]+/queues/[^/]+)/tasks")
 STANDIN_TOKEN = "standin-oidc-token-of-the-invoker"
+# Task.dispatch_deadline of an HTTP task: 10 minutes unless set, and set only within [15 s, 30 min]
+# (cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks): an attempt unanswered by then
+# is cancelled (here: the connection times out) and retried.
+DEFAULT_DISPATCH_DEADLINE, DISPATCH_DEADLINE_RANGE = 600.0, (15.0, 1800.0)
+
+
+def dispatch_deadline(task: dict) -> float:
+    """The task's dispatch deadline in seconds (REST: a duration such as "1800s")."""
+    return float(str(task.get("dispatchDeadline", DEFAULT_DISPATCH_DEADLINE)).removesuffix("s"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +52,7 @@ class TasksStandin:
         self.max_attempts, self.backoff = max_attempts, backoff
         self.names: set[str] = set()
         self.attempts: list[Attempt] = []
+        self.tasks: list[dict] = []  # every task created, as CreateTask received it
         self._pending: queues.Queue = queues.Queue()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -82,6 +92,10 @@ class TasksStandin:
         if not match or match["queue"] != self.queue:
             return 404, {"error": {"code": 404, "message": f"queue not found: {path}", "status": "NOT_FOUND"}}
         task = dict(body.get("task", {}))
+        deadline = dispatch_deadline(task)
+        if not DISPATCH_DEADLINE_RANGE[0] <= deadline <= DISPATCH_DEADLINE_RANGE[1]:
+            message = f"dispatch_deadline {deadline} s: must be in [15 s, 30 min]"
+            return 400, {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
         with self._lock:
             name = task.get("name") or f"{self.queue}/tasks/{len(self.names)}"
             if name in self.names:
@@ -89,6 +103,7 @@ class TasksStandin:
             self.names.add(name)
             self._busy += 1
         task["name"] = name
+        self.tasks.append(task)
         self._pending.put(task)
         return 200, task
 
@@ -113,14 +128,14 @@ class TasksStandin:
                 "X-CloudTasks-TaskRetryCount": str(attempt),
                 "X-CloudTasks-TaskExecutionCount": str(attempt),
             }
-            status = self._post(headers, body)
+            status = self._post(headers, body, dispatch_deadline(task))
             self.attempts.append(Attempt(task["name"].rsplit("/", 1)[-1], headers, status))
             if 200 <= status < 300:
                 return
             time.sleep(self.backoff * 2**attempt)
 
-    def _post(self, headers: dict[str, str], body: bytes) -> int:
-        connection = http.client.HTTPConnection(self.target.hostname, self.target.port, timeout=60)
+    def _post(self, headers: dict[str, str], body: bytes, deadline: float) -> int:
+        connection = http.client.HTTPConnection(self.target.hostname, self.target.port, timeout=deadline)
         try:
             connection.request("POST", self.target.path or "/", body=body, headers=headers)
             response = connection.getresponse()
