@@ -23,6 +23,7 @@ class Outcome(enum.StrEnum):
     SKIPPED_DST_GAP = "skipped_dst_gap"  # a time the clocks skip, of a job with dst_gap: skip; nothing written
     METHOD_NOT_ALLOWED = "method_not_allowed"  # not a POST: Cloud Scheduler's HTTP jobs send POST (terraform/)
     SKIPPED_OVERLAP = "skipped_overlap"  # the job's previous execution still runs (overlap: skip): recorded `skipped`
+    INTERNAL_ERROR = "internal_error"  # the last resort: an exception no rule foresaw (main.py); a retry may pass
 
 
 class RunNotProcessed(Exception):

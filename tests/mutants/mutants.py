@@ -51,6 +51,7 @@ STORE_ERRORS = "tests/test_store_errors.py::test_every_status_at_every_call_give
 LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs"
 PROXY_TESTS = "tests/test_proxy.py"
 PROXY_DOCS = "tests/test_proxy_docs.py"
+ONE_READING = "tests/test_one_reading.py"
 
 MUTANTS = [
     # --- ledger.py: the three double-run holes of issue 10 --------------------------------------------------
@@ -2427,8 +2428,8 @@ MUTANTS = [
     Mutant(
         "s6-an-outcome-without-a-metric",
         CORE_MAIN,
-        '"skipped_late", "skipped_overlap"]',
-        '"skipped_late"]',
+        '"skipped_overlap", "internal_error"]',
+        '"skipped_overlap"]',
         "every outcome the handler answers has a log-based metric, or operations.md names it as one without",
         ("tests/test_monitoring.py::test_every_outcome_has_a_metric_but_the_ones_operations_md_names",),
     ),
@@ -2545,5 +2546,85 @@ MUTANTS = [
         "ALERT_CONDITIONS = {False: 8, True: 8}",
         "the proxy count is the module's, with follows_executions (checked against its plan)",
         ("tests/test_monitoring.py", "-k", "cost_tool"),
+    ),
+    Mutant(
+        "h5-leading-zero-read-as-octal",
+        "baked/config.py",
+        '("int", re.compile(r"[-+]?0[0-9]+"), ',
+        '("int", re.compile(r"(?!)"), ',
+        "a leading zero (0600: 384 to PyYAML, 600 to yamldecode) is refused",
+        (ONE_READING, "-k", "0600"),
+    ),
+    Mutant(
+        "h5-underscore-in-a-number",
+        "baked/config.py",
+        '("int|float", re.compile(r".*_.*"), ',
+        '("int|float", re.compile(r"(?!)"), ',
+        "1_000 (a number to PyYAML, text to yamldecode) is refused",
+        (ONE_READING, "-k", "1_000"),
+    ),
+    Mutant(
+        "h5-sexagesimal-number",
+        "baked/config.py",
+        '("int|float", re.compile(r".*:.*"), ',
+        '("int|float", re.compile(r"(?!)"), ',
+        "5:00 (300 to PyYAML, text to yamldecode) is refused",
+        (ONE_READING, "-k", "sexagesimal"),
+    ),
+    Mutant(
+        "h5-binary-and-signed-hex",
+        "baked/config.py",
+        '("int", re.compile(r"[-+]?0b.*|[-+]0x.*"), ',
+        '("int", re.compile(r"(?!)"), ',
+        "0b101 and -0x1A (numbers to PyYAML, text to yamldecode) are refused",
+        (ONE_READING, "-k", "0b or 0x"),
+    ),
+    Mutant(
+        "h5-octal-and-exponent-as-text",
+        "baked/config.py",
+        '("str", re.compile(r"[-+]?(0o[0-7]+|[0-9.]+[eE][-+]?[0-9]+)"), ',
+        '("str", re.compile(r"(?!)"), ',
+        "0o17 and 1e3 (text to PyYAML, numbers to yamldecode) are refused",
+        (ONE_READING, "-k", "1e3 or 0o17"),
+    ),
+    Mutant(
+        "h5-bool-words",
+        "baked/config.py",
+        '("bool|str", re.compile(r"(?i:yes|no|on|off|y|n)"), ',
+        '("bool|str", re.compile(r"(?!)"), ',
+        "yes/no/on/off/y/n (booleans to one reader at least) are refused, keys too",
+        (ONE_READING, "-k", "true or switch"),
+    ),
+    Mutant(
+        "h5-date-as-timestamp",
+        "baked/config.py",
+        '("timestamp", re.compile(r".*"), ',
+        '("timestamp", re.compile(r"(?!)"), ',
+        "a plain date (a timestamp to PyYAML, text to yamldecode) is refused",
+        (ONE_READING, "-k", "date"),
+    ),
+    Mutant(
+        "h5-inf-and-nan",
+        "baked/config.py",
+        '("float", re.compile(r"[-+]?\\.(?i:inf|nan)"), ',
+        '("float", re.compile(r"(?!)"), ',
+        ".inf and .nan are refused",
+        (ONE_READING, "-k", "inf or NaN"),
+    ),
+    Mutant(
+        "h5-number-bound-dropped",
+        "baked/rules.py",
+        "if high is None and number > MAX_SECONDS:",
+        "if False:",
+        "a number of seconds without its own bound is at most MAX_SECONDS: beyond, the handler's dates overflow",
+        (ONE_READING, "-k", "beyond or issues_retention"),
+    ),
+    Mutant(
+        "h5-last-resort-dropped",
+        "baked/main.py",
+        "    except Exception as error:  # the last resort",
+        "    except RunNotProcessed as error:  # the last resort",
+        "any Exception escaping the handler answers 500 internal_error with one outcome line",
+        (ONE_READING, "-k", "no_rule_foresaw"),
     ),
 ]
