@@ -10,6 +10,7 @@ which `make deploy` runs before Terraform and tests/test_config.py runs with the
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import re
@@ -154,9 +155,34 @@ def _load(path: Path, schedules: bool) -> Config:
     return parse(text, path.name, schedules)
 
 
+def undeployed(root: Path = CONFIG_FILE.parent, module: str = "main") -> list[str]:
+    """The modules of the project that `module` imports, followed, which the function's source would not hold: it
+    is every *.py of the project's root, config.yaml and requirements.txt (terraform/main.tf, `source_files`), so
+    a package (a directory) is left out. Third-party and standard modules are neither here nor named."""
+    seen, missing, todo = set(), [], [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if (root / name).is_dir():  # a package: the deployed function would fail at import
+            missing.append(name)
+        elif (root / f"{name}.py").is_file():
+            for node in ast.walk(ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    todo += [alias.name.split(".")[0] for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    todo.append(node.module.split(".")[0])
+    return sorted(missing)
+
+
 def main(argv: list[str]) -> int:
     try:
         config = load(Path(argv[0]) if argv else None, schedules=True)
+        for name in undeployed():
+            source = "every *.py of the project's root, config.yaml and requirements.txt (terraform/main.tf)"
+            rule = f"the function's source is {source}: the deployed function would fail at import; make it {name}.py"
+            raise ConfigError(f"main.py imports {name}, a directory: {rule}")
     except ConfigError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1

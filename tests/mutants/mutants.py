@@ -2627,4 +2627,22 @@ MUTANTS = [
         "any Exception escaping the handler answers 500 internal_error with one outcome line",
         (ONE_READING, "-k", "no_rule_foresaw"),
     ),
+    Mutant(
+        "h5-source-list-fixed",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        'source_files = sort(concat(tolist(fileset("${path.root}/..", "*.py")), ["config.yaml", "requirements.txt"]))',
+        'source_files = ["audit.py", "config.py", "config.yaml", "dedup.py", "job.py", "keys.py", "ledger.py", '
+        '"main.py", "outcomes.py", "requirements.txt", "rules.py", "run_context.py", "run_log.py", "schedules.py", '
+        '"settings.py", "stop.py", "task_queue.py"]',
+        "the function's source is derived from the project's modules: a module job.py imports is deployed with it",
+        ("tests/test_function_source.py::test_a_helper_module_job_py_imports_is_deployed_with_it",),
+    ),
+    Mutant(
+        "h5-undeployed-package-unnamed",
+        "{{cookiecutter.project_slug}}/config.py",
+        "        if (root / name).is_dir():  # a package",
+        "        if False:  # a package",
+        "`python config.py` names a package main.py imports, which the function's source would not hold",
+        ("tests/test_function_source.py::test_a_package_job_py_imports_is_named_by_python_config_py_and_make_test",),
+    ),
 ]
