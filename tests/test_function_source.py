@@ -4,10 +4,11 @@ In CI the checkout is the zipped directory, and google-github-actions/auth write
 into it as gha-creds-<random>.json (its src/main.ts, createCredentialsFile; its README says to ignore
 the file). A deny-list of excludes zipped, uploaded and deployed it, and its random name changed the
 zip's md5 on every run. The module now zips only var.source_files, as `source` blocks of content
-(terraform/modules/scheduled-dedup/function.tf), and each bake lists its files in terraform/main.tf.
+(terraform/modules/scheduled-dedup/function.tf), and each bake derives its list in terraform/main.tf (issue 24:
+every *.py of its root, config.yaml and requirements.txt, so a new module is deployed with the code).
 
-What is checked here, offline: the bake's list is exactly what the handler needs (main.py's local
-imports, followed, the files those modules read beside themselves, and requirements.txt); the module
+What is checked here, offline: the bake's list, as Terraform evaluates it, holds what the handler needs (main.py's
+local imports, followed, the files those modules read beside themselves, and requirements.txt); the module
 zips that list and nothing else; and, modelled on the archive provider's own code, a zip built from
 `source` blocks does not change with the files' modes or times while one built from a directory does.
 """
@@ -17,14 +18,19 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import json
 import os
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import hcl2
 import pytest
 from conftest import MATRIX, ROOT, bake
+
+from tests.terraform_offline import terraform
 
 pytestmark = pytest.mark.bake
 
@@ -39,11 +45,22 @@ def project(request, tmp_path_factory) -> Path:
 
 
 def source_files(project: Path) -> list[str]:
-    """The bake's allow-list: module "scheduled_dedup"'s source_files in terraform/main.tf."""
+    """The function's source as Terraform derives it: module "scheduled_dedup"'s source_files in terraform/main.tf,
+    evaluated by Terraform itself (its path.root: the bake's terraform/) in a root of one output."""
     with (project / "terraform" / "main.tf").open() as file:
         parsed = hcl2.load(file, serialization_options=HCL)
     (call,) = [block["scheduled_dedup"] for block in parsed["module"] if "scheduled_dedup" in block]
-    return call["source_files"]
+    if isinstance(call["source_files"], list):  # a list written out (an allow-list): nothing to evaluate
+        return call["source_files"]
+    (expression,) = re.findall(r"(?m)^  source_files\s*=\s*(.+)$", (project / "terraform" / "main.tf").read_text())
+    scratch = project.parent / f"{project.name}-source-files"
+    scratch.mkdir(exist_ok=True)
+    root = (project / "terraform").resolve().as_posix()
+    (scratch / "main.tf").write_text(f'output "files" {{ value = {expression.replace("${path.root}", root)} }}\n')
+    applied = terraform(scratch, "apply", "-auto-approve", "-input=false", f"-state={scratch / 'state'}")
+    assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]
+    shown = terraform(scratch, "output", "-json", f"-state={scratch / 'state'}")
+    return json.loads(shown.stdout)["files"]["value"]
 
 
 # A file a module reads beside itself: Path(__file__).with_name("x") or Path(__file__).parent / "x".
@@ -70,11 +87,42 @@ def needed_files(project: Path, roots: tuple[str, ...] = ("main",)) -> set[str]:
     return needed | {"requirements.txt"}
 
 
-def test_the_bakes_list_is_exactly_what_the_handler_needs(project):
+def test_the_bakes_source_holds_what_the_handler_needs_and_only_its_modules_and_files(project):
     listed = source_files(project)
     assert len(listed) == len(set(listed)), listed
-    assert set(listed) == needed_files(project)
+    assert needed_files(project) <= set(listed)
+    assert set(listed) == {path.name for path in project.glob("*.py")} | {"config.yaml", "requirements.txt"}
     assert all((project / name).is_file() for name in listed), listed
+
+
+def test_a_helper_module_job_py_imports_is_deployed_with_it(tmp_path):
+    """Issue 24 item 7: a module beside job.py that it imports passed `make test`, but the source was an allow-list
+    that did not hold it: the deployed function would fail at import. The list is derived now."""
+    project = bake(tmp_path, **MATRIX["defaults"])
+    (project / "helpers.py").write_text("GREETING = 'hello'\n")
+    (project / "job.py").write_text("import helpers  # noqa: F401\n" + (project / "job.py").read_text())
+    assert "helpers.py" in needed_files(project)
+    assert needed_files(project) <= set(source_files(project))
+    checked = subprocess.run([sys.executable, "config.py"], cwd=project, capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_a_package_job_py_imports_is_named_by_python_config_py_and_make_test(tmp_path):
+    """A package (a directory) is not in the source (every *.py of the root): `python config.py`, which
+    `make deploy` and the bake's tests/test_config.py run, fails naming it."""
+    project = bake(tmp_path, **MATRIX["defaults"])
+    (project / "helpers").mkdir()
+    (project / "helpers" / "__init__.py").write_text("GREETING = 'hello'\n")
+    (project / "job.py").write_text("from helpers import GREETING  # noqa: F401\n" + (project / "job.py").read_text())
+    checked = subprocess.run([sys.executable, "config.py"], cwd=project, capture_output=True, text=True, timeout=120)
+    (line,) = checked.stderr.splitlines()
+    assert checked.returncode == 1 and "main.py imports helpers, a directory" in line, checked.stderr
+    assert "helpers/__init__.py" not in source_files(project)
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_config.py", "-k", "check_command"],
+        cwd=project, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert tested.returncode != 0 and "main.py imports helpers" in tested.stdout, tested.stdout[-2000:]
 
 
 def test_the_job_image_copies_every_project_module_the_job_imports(tmp_path):

@@ -10,8 +10,10 @@ which `make deploy` runs before Terraform and tests/test_config.py runs with the
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,12 +71,46 @@ class Config:
         return f"{self.slug}_audit"
 
 
+# Plain scalars that YAML 1.1 (PyYAML, here) and YAML 1.2 (Terraform's yamldecode) read differently, as each
+# reader resolves them (tried on both: PyYAML's tag, else the text): refused, so the function and Terraform
+# never run by two numbers. Each: (PyYAML's tag, the text's shape, the rule).
+TWO_READINGS = (
+    ("int", re.compile(r"[-+]?0[0-9]+"), "a leading zero is octal to YAML 1.1, decimal to YAML 1.2: drop it"),
+    ("int|float", re.compile(r".*_.*"), "a number to YAML 1.1, text to YAML 1.2: write it without '_'"),
+    ("int|float", re.compile(r".*:.*"), "sexagesimal to YAML 1.1 (5:00 is 300), text to YAML 1.2"),
+    ("int", re.compile(r"[-+]?0b.*|[-+]0x.*"), "0b and signed 0x: numbers to YAML 1.1, text to YAML 1.2"),
+    ("str", re.compile(r"[-+]?(0o[0-7]+|[0-9.]+[eE][-+]?[0-9]+)"), "0o17, 1e3: numbers to YAML 1.2, text to YAML 1.1"),
+    ("bool|str", re.compile(r"(?i:yes|no|on|off|y|n)"), "booleans to one reader at least: write true or false"),
+    ("timestamp", re.compile(r".*"), "a date to YAML 1.1, text to YAML 1.2: quote it"),
+    ("float", re.compile(r"[-+]?\.(?i:inf|nan)"), "not a number the function can compute with"),
+)
+
+
+def one_reading(node: yaml.Node, path: str = "") -> None:
+    """Every plain scalar of `node` (keys too) means the same to both readers, or ConfigError's one line."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            one_reading(key, path)
+            one_reading(value, f"{path}{key.value}." if isinstance(key, yaml.ScalarNode) else path)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            one_reading(item, f"{path}{index}.")
+    elif isinstance(node, yaml.ScalarNode) and node.style is None:
+        tag = node.tag.rsplit(":", 1)[-1]
+        for tags, shape, rule in TWO_READINGS:
+            if tag in tags.split("|") and shape.fullmatch(node.value):
+                raise ConfigError(f"{path.rstrip('.') or node.value}={node.value!r}: {rule}")
+
+
 def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Config:
     """The file's text, checked (with the schedule rules when `schedules`), or ConfigError."""
     try:
         raw = yaml.safe_load(text)
+        one_reading(yaml.compose(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError as error:
         raise ConfigError(f"{name}: is not YAML ({' '.join(str(error).split())})") from None
+    except ConfigError as error:
+        raise ConfigError(f"{name}: {error}") from None
     try:
         checked = rules.check_config(raw, schedules=schedules)
     except rules.RuleError as error:
@@ -119,9 +155,34 @@ def _load(path: Path, schedules: bool) -> Config:
     return parse(text, path.name, schedules)
 
 
+def undeployed(root: Path = CONFIG_FILE.parent, module: str = "main") -> list[str]:
+    """The modules of the project that `module` imports, followed, which the function's source would not hold: it
+    is every *.py of the project's root, config.yaml and requirements.txt (terraform/main.tf, `source_files`), so
+    a package (a directory) is left out. Third-party and standard modules are neither here nor named."""
+    seen, missing, todo = set(), [], [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if (root / name).is_dir():  # a package: the deployed function would fail at import
+            missing.append(name)
+        elif (root / f"{name}.py").is_file():
+            for node in ast.walk(ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    todo += [alias.name.split(".")[0] for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    todo.append(node.module.split(".")[0])
+    return sorted(missing)
+
+
 def main(argv: list[str]) -> int:
     try:
         config = load(Path(argv[0]) if argv else None, schedules=True)
+        for name in undeployed():
+            source = "every *.py of the project's root, config.yaml and requirements.txt (terraform/main.tf)"
+            rule = f"the function's source is {source}: the deployed function would fail at import; make it {name}.py"
+            raise ConfigError(f"main.py imports {name}, a directory: {rule}")
     except ConfigError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1

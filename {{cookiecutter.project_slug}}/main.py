@@ -6,6 +6,7 @@ line), with the work's duration_ms when the work ran.
 import logging
 import time
 from collections.abc import Callable, Mapping
+from traceback import format_exc
 from types import MappingProxyType
 
 import flask
@@ -42,6 +43,7 @@ ANSWERS: Mapping[Outcome, tuple[int, str]] = MappingProxyType({
     Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
     Outcome.SKIPPED_OVERLAP: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
     Outcome.SKIPPED_PAUSED: (200, "WARNING"),  # recorded `skipped`: 2xx so Scheduler stops
+    Outcome.INTERNAL_ERROR: (500, "ERROR"),  # retried: the run's record, if any, was left to its lease
 })  # fmt: skip
 
 configure_logging()
@@ -92,6 +94,8 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
     except RunNotProcessed as refusal:
         outcome, detail, traceback = refusal.outcome, str(refusal), ""
+    except Exception as error:  # the last resort: one outcome line, never a bare 500 (BaseException goes on)
+        outcome, detail, traceback = Outcome.INTERNAL_ERROR, f"internal error: {error!r}", format_exc()
     http_status, severity = ANSWERS[outcome]
     logger.log(
         logging.getLevelNamesMapping()[severity],

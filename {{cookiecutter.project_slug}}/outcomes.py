@@ -24,6 +24,7 @@ class Outcome(enum.StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"  # not a POST: Cloud Scheduler's HTTP jobs send POST (terraform/)
     SKIPPED_OVERLAP = "skipped_overlap"  # the job's previous execution still runs (overlap: skip): recorded `skipped`
     SKIPPED_PAUSED = "skipped_paused"  # the job is paused (config.yaml) and this is no re-run: recorded `skipped`
+    INTERNAL_ERROR = "internal_error"  # the last resort: an exception no rule foresaw (main.py); a retry may pass
 
 
 class RunNotProcessed(Exception):

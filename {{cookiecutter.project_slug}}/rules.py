@@ -33,6 +33,9 @@ MIN_MAX_LATENESS_SECONDS = 60
 AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
 # How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
 AUDIT_LOOKBACK_SECONDS = 86400
+# The largest number of seconds any key takes (keys without a bound of their own): 1000 years. Beyond a few
+# thousand years a schedule time plus it overflows Python's datetime (year 9999), and every delivery would fail.
+MAX_SECONDS = 1000 * 365 * 86400
 
 # ---------------------------------------------------------------- names and ids
 
@@ -92,12 +95,14 @@ def check_field(field: str, value: object, name: str | None = None, shapes: Mapp
 
 
 def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None, rule: str = "") -> int:
-    """A whole number of seconds within [low, high] (cookiecutter hands numbers over as text); `rule`, if given,
-    is the refusal's rule for both."""
+    """A whole number of seconds within [low, high], or at most MAX_SECONDS (cookiecutter hands numbers over as
+    text); `rule`, if given, is the refusal's rule for both."""
     text = str(value)  # no strip(): the templates render the value as given
     if not re.fullmatch(r"[0-9]+", text):
         raise RuleError(field, value, rule or "must be a whole number")
     number = int(text)
+    if high is None and number > MAX_SECONDS:
+        raise RuleError(field, value, f"must be at most {MAX_SECONDS} (1000 years): the function computes dates by it")
     if number < low or (high is not None and number > high):
         raise RuleError(field, value, rule or f"must be {f'{low}-{high}' if high is not None else f'at least {low}'}")
     return number

@@ -51,6 +51,7 @@ STORE_ERRORS = "tests/test_store_errors.py::test_every_status_at_every_call_give
 LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs"
 PROXY_TESTS = "tests/test_proxy.py"
 PROXY_DOCS = "tests/test_proxy_docs.py"
+ONE_READING = "tests/test_one_reading.py"
 
 IS_NEW_RERUN = (  # dedup.is_new_rerun's body
     'return rerun_id is not None and rerun_id not in {\n'
@@ -2484,8 +2485,8 @@ MUTANTS = [
     Mutant(
         "s6-an-outcome-without-a-metric",
         CORE_MAIN,
-        '"skipped_late", "skipped_overlap"]',
-        '"skipped_late"]',
+        '"skipped_overlap", "internal_error"]',
+        '"skipped_overlap"]',
         "every outcome the handler answers has a log-based metric, or operations.md names it as one without",
         ("tests/test_monitoring.py::test_every_outcome_has_a_metric_but_the_ones_operations_md_names",),
     ),
@@ -2745,5 +2746,103 @@ MUTANTS = [
         "**{},",
         "config.yaml's max_lateness_seconds reaches the function (not only DEDUP_JOBS)",
         ("tests/test_job_timing.py::test_a_delivery_obeys_config_yamls_lateness_lease_and_retention",),
+    ),
+    Mutant(
+        "h5-leading-zero-read-as-octal",
+        "baked/config.py",
+        '("int", re.compile(r"[-+]?0[0-9]+"), ',
+        '("int", re.compile(r"(?!)"), ',
+        "a leading zero (0600: 384 to PyYAML, 600 to yamldecode) is refused",
+        (ONE_READING, "-k", "0600"),
+    ),
+    Mutant(
+        "h5-underscore-in-a-number",
+        "baked/config.py",
+        '("int|float", re.compile(r".*_.*"), ',
+        '("int|float", re.compile(r"(?!)"), ',
+        "1_000 (a number to PyYAML, text to yamldecode) is refused",
+        (ONE_READING, "-k", "1_000"),
+    ),
+    Mutant(
+        "h5-sexagesimal-number",
+        "baked/config.py",
+        '("int|float", re.compile(r".*:.*"), ',
+        '("int|float", re.compile(r"(?!)"), ',
+        "5:00 (300 to PyYAML, text to yamldecode) is refused",
+        (ONE_READING, "-k", "sexagesimal"),
+    ),
+    Mutant(
+        "h5-binary-and-signed-hex",
+        "baked/config.py",
+        '("int", re.compile(r"[-+]?0b.*|[-+]0x.*"), ',
+        '("int", re.compile(r"(?!)"), ',
+        "0b101 and -0x1A (numbers to PyYAML, text to yamldecode) are refused",
+        (ONE_READING, "-k", "0b or 0x"),
+    ),
+    Mutant(
+        "h5-octal-and-exponent-as-text",
+        "baked/config.py",
+        '("str", re.compile(r"[-+]?(0o[0-7]+|[0-9.]+[eE][-+]?[0-9]+)"), ',
+        '("str", re.compile(r"(?!)"), ',
+        "0o17 and 1e3 (text to PyYAML, numbers to yamldecode) are refused",
+        (ONE_READING, "-k", "1e3 or 0o17"),
+    ),
+    Mutant(
+        "h5-bool-words",
+        "baked/config.py",
+        '("bool|str", re.compile(r"(?i:yes|no|on|off|y|n)"), ',
+        '("bool|str", re.compile(r"(?!)"), ',
+        "yes/no/on/off/y/n (booleans to one reader at least) are refused, keys too",
+        (ONE_READING, "-k", "true or switch"),
+    ),
+    Mutant(
+        "h5-date-as-timestamp",
+        "baked/config.py",
+        '("timestamp", re.compile(r".*"), ',
+        '("timestamp", re.compile(r"(?!)"), ',
+        "a plain date (a timestamp to PyYAML, text to yamldecode) is refused",
+        (ONE_READING, "-k", "date"),
+    ),
+    Mutant(
+        "h5-inf-and-nan",
+        "baked/config.py",
+        '("float", re.compile(r"[-+]?\\.(?i:inf|nan)"), ',
+        '("float", re.compile(r"(?!)"), ',
+        ".inf and .nan are refused",
+        (ONE_READING, "-k", "inf or NaN"),
+    ),
+    Mutant(
+        "h5-number-bound-dropped",
+        "baked/rules.py",
+        "if high is None and number > MAX_SECONDS:",
+        "if False:",
+        "a number of seconds without its own bound is at most MAX_SECONDS: beyond, the handler's dates overflow",
+        (ONE_READING, "-k", "beyond or issues_retention"),
+    ),
+    Mutant(
+        "h5-last-resort-dropped",
+        "baked/main.py",
+        "    except Exception as error:  # the last resort",
+        "    except RunNotProcessed as error:  # the last resort",
+        "any Exception escaping the handler answers 500 internal_error with one outcome line",
+        (ONE_READING, "-k", "no_rule_foresaw"),
+    ),
+    Mutant(
+        "h5-source-list-fixed",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        'source_files = sort(concat(tolist(fileset("${path.root}/..", "*.py")), ["config.yaml", "requirements.txt"]))',
+        'source_files = ["audit.py", "config.py", "config.yaml", "dedup.py", "job.py", "keys.py", "ledger.py", '
+        '"main.py", "outcomes.py", "requirements.txt", "rules.py", "run_context.py", "run_log.py", "schedules.py", '
+        '"settings.py", "stop.py", "task_queue.py"]',
+        "the function's source is derived from the project's modules: a module job.py imports is deployed with it",
+        ("tests/test_function_source.py::test_a_helper_module_job_py_imports_is_deployed_with_it",),
+    ),
+    Mutant(
+        "h5-undeployed-package-unnamed",
+        "{{cookiecutter.project_slug}}/config.py",
+        "        if (root / name).is_dir():  # a package",
+        "        if False:  # a package",
+        "`python config.py` names a package main.py imports, which the function's source would not hold",
+        ("tests/test_function_source.py::test_a_package_job_py_imports_is_named_by_python_config_py_and_make_test",),
     ),
 ]

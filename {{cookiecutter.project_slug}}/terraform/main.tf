@@ -47,33 +47,12 @@ module "scheduled_dedup" {
   images_repository = local.images_repository
 {%- endif %}
 
-  # The function's source, by allow-list: exactly these files of this project's root, and nothing
-  # else that lies there (in CI, google-github-actions/auth's gha-creds-*.json; caches, .terraform/).
-  # Add a file here when the handler imports a new module or reads a new file; a test checks this
-  # list against main.py's imports.
-  source_dir = "${path.root}/.."
-  source_files = [
-    "audit.py",
-    "config.py",
-    "config.yaml",
-    "dedup.py",
-{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
-    "executions.py",
-{%- endif %}
-    "job.py",
-    "keys.py",
-    "ledger.py",
-    "main.py",
-    "outcomes.py",
-    "requirements.txt",
-    "rules.py",
-    "run_context.py",
-    "run_log.py",
-    "schedules.py",
-    "settings.py",
-    "stop.py",
-    "task_queue.py",
-  ]
+  # The function's source, derived: every module of this project's root, its configuration file and its
+  # pins, so a module job.py imports is deployed with it; nothing else that lies there (in CI,
+  # google-github-actions/auth's gha-creds-*.json; caches, .terraform/). A package (a directory) is not
+  # covered: `python config.py` (which `make deploy` and tests/test_config.py run) names one main.py imports.
+  source_dir   = "${path.root}/.."
+  source_files = sort(concat(tolist(fileset("${path.root}/..", "*.py")), ["config.yaml", "requirements.txt"]))
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
 {%- set proxy = "module." ~ cookiecutter.target %}
 

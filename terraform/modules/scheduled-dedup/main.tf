@@ -44,5 +44,5 @@ locals {
   labels = merge(var.labels, { "scheduled-dedup" = var.slug })
 
   # Outcomes the handler logs as jsonPayload.outcome (one structured JSON line per delivery).
-  outcomes = ["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_paused", "skipped_late", "skipped_overlap"]
+  outcomes = ["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_paused", "skipped_late", "skipped_overlap", "internal_error"]
 }

@@ -313,7 +313,7 @@ run "baked_values" {
   # --- observability ---
 
   assert {
-    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_paused", "skipped_late", "skipped_overlap"]) && alltrue([
+    condition = toset(keys(google_logging_metric.outcome)) == toset(["processed", "duplicate", "in_progress", "retryable_failure", "terminal_failure", "takeover", "store_unavailable", "misconfigured", "skipped_paused", "skipped_late", "skipped_overlap", "internal_error"]) && alltrue([
       for outcome, metric in google_logging_metric.outcome :
       strcontains(metric.filter, "jsonPayload.outcome=\"${outcome}\"") && strcontains(metric.filter, "resource.type=\"cloud_run_revision\"")
     ])
