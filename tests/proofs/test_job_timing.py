@@ -85,7 +85,18 @@ def test_a_rerun_carries_its_own_jobs_deadline_to_the_queue(queue):
     project, env, standin = queue
     time = "2026-01-01T04:00:00Z"
     for job_id in ("long", "mid", "brief", "nightly"):
-        args = ["rerun", job_id, time, "--reason", "input fixed", "--by", "ana@example.com", "--rerun-id", job_id]
+        args = [
+            "rerun",
+            job_id,
+            time,
+            "--reason",
+            "input fixed",
+            "--by",
+            "ana@example.com",
+            "--rerun-id",
+            job_id,
+            "--queue",
+        ]
         assert "queued" in tool(project, env, *args)
     # Each job its own deadline; the bake's job the defaults' (300 s); both ends of Cloud Tasks' range taken.
     assert deadlines(standin) == {
