@@ -38,7 +38,7 @@ run "main" {
   }
 
   assert {
-    condition     = length(output.log_metric_names) == 10
+    condition     = length(output.log_metric_names) == 11
     error_message = "One log-based metric per outcome."
   }
 
