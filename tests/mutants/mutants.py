@@ -53,7 +53,7 @@ PROXY_TESTS = "tests/test_proxy.py"
 PROXY_DOCS = "tests/test_proxy_docs.py"
 
 IS_NEW_RERUN = (  # dedup.is_new_rerun's body
-    'return rerun_id is not None and rerun_id not in {\n'
+    "return rerun_id is not None and rerun_id not in {\n"
     '        entry["rerun_id"] for entry in record.get("reruns", ()) if "released_at" not in entry\n'
     "    }"
 )
@@ -1546,7 +1546,10 @@ MUTANTS = [
         IS_NEW_RERUN,
         'return rerun_id is not None and record.get("rerun_id") != rerun_id',
         "the record keeps every re-run id: a late retry of re-run A after B is a duplicate",
-        (f"{PROTOCOL}::test_decide_a_rerun", "tests/test_manual_runs.py::test_every_rerun_id_runs_at_most_once_for_ever"),
+        (
+            f"{PROTOCOL}::test_decide_a_rerun",
+            "tests/test_manual_runs.py::test_every_rerun_id_runs_at_most_once_for_ever",
+        ),
     ),
     Mutant(
         "rerun-released-still-taken",
@@ -1573,7 +1576,9 @@ MUTANTS = [
         "if claim.before_rerun is not None:",
         "if False:",
         "a re-run's retryable failure restores the record as before it: completed, history kept, never missing",
-        ("tests/test_manual_runs.py::test_a_rerun_failing_retryably_leaves_the_record_as_before_and_only_its_retry_runs_it",),
+        (
+            "tests/test_manual_runs.py::test_a_rerun_failing_retryably_leaves_the_record_as_before_and_only_its_retry_runs_it",
+        ),
     ),
     Mutant(
         "force-run-retry-keyed-scheduled",
