@@ -312,7 +312,7 @@ class RunLedger:
             ]
             self._finish(claim, {**claim.before_rerun, "reruns": reruns})
         elif claim.key.manual:
-            self._finish(claim, {"lease_expires": now, "released_at": now})
+            self._finish(claim, {"lease_expires": now})
         else:
             self._finish(claim, None)
 
