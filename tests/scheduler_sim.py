@@ -96,6 +96,7 @@ class Snapshot:
     exists: bool
     data: dict | None
     update_time: dt.datetime | None
+    id: str = ""
 
     def to_dict(self) -> dict | None:
         return dict(self.data) if self.data is not None else None
@@ -124,7 +125,7 @@ class MemoryDocument:
 
     def get(self, **_rpc) -> Snapshot:
         current = self.store.documents.get(self.id)
-        return Snapshot(current is not None, current and current[0], current and current[1])
+        return Snapshot(current is not None, current and current[0], current and current[1], self.id)
 
     def update(self, fields: dict, option: LastUpdateTime | None = None, **_rpc) -> Written:
         self._check(option)
@@ -160,6 +161,9 @@ class MemoryFirestore:
 
     def collection(self, _name: str) -> MemoryCollection:
         return MemoryCollection(self)
+
+    def get_all(self, refs: list[MemoryDocument], **_rpc) -> list[Snapshot]:
+        return [ref.get() for ref in refs]
 
     def write_option(self, last_update_time: dt.datetime) -> LastUpdateTime:
         return LastUpdateTime(last_update_time)

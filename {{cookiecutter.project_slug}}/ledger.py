@@ -180,12 +180,13 @@ class RunLedger:
             return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
         forced = dataclasses.replace(key, manual=True)
         # One read of the run and, for a plain scheduled delivery, of its time's Force run.
-        refs = [ref] if key.manual or rerun else [ref, self.collection.document(forced.run_id)]
+        forced_ref = self.collection.document(forced.run_id)
+        refs = [ref] if key.manual or rerun else [ref, forced_ref]
         snapshots = {s.id: s for s in self._call(self._get_all, refs, retry=READ_RETRY)}
         snapshot = snapshots[ref.id]
         manual = snapshots.get(forced.run_id)
         if manual is not None and manual.exists and dedup.awaits_retry(manual.to_dict(), now):
-            key, ref, snapshot = forced, manual.reference, manual  # this delivery is the Force run's retry
+            key, ref, snapshot = forced, forced_ref, manual  # this delivery is the Force run's retry
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
@@ -313,7 +314,7 @@ class RunLedger:
             ]
             self._finish(claim, {**claim.before_rerun, "reruns": reruns})
         elif claim.key.manual:
-            self._finish(claim, {"lease_expires": now, "released_at": now})
+            self._finish(claim, {"lease_expires": now})
         else:
             self._finish(claim, None)
 

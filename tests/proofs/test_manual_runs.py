@@ -23,6 +23,7 @@ import task_queue
 from keys import RunKey, parse_schedule_time
 from ledger import AuditCursor, RunLedger, firestore_client
 from outcomes import Misconfigured
+from run_context import TerminalJobError
 from settings import DedupConfig
 
 UTC = dt.UTC
@@ -175,6 +176,10 @@ def test_every_rerun_id_runs_at_most_once_for_ever(http, collection, now, work):
     assert [call.rerun_id for call in work.calls] == [None, "a", "b"]
     record = records(collection)[record_id(time)]
     assert record["rerun_id"] == "b" and [e["rerun_id"] for e in record["reruns"]] == ["a", "b"]
+    # A re-run that fails terminally keeps its id too: only a retryable failure releases one (the next test).
+    work.errors[3] = TerminalJobError("bad input")
+    assert http.post("/", headers=rerun_headers(time, "c")).text.startswith("terminal_failure:")
+    assert http.post("/", headers=rerun_headers(time, "c")).text.startswith("duplicate:") and len(work.calls) == 4
 
 
 def test_a_record_keeps_at_most_max_reruns_and_refuses_one_more_in_one_line(http, collection, now, work):
