@@ -741,8 +741,8 @@ MUTANTS = [
     Mutant(
         "rules-audit-settle-without-lease",
         RULES,
-        'settle = timing["lease_seconds"] + job_retry_window_seconds(timing)',
-        "settle = job_retry_window_seconds(timing)",
+        'return timing["lease_seconds"] + job_retry_window_seconds(timing)',
+        "return job_retry_window_seconds(timing)",
         "a run settles after the lease and the retry window",
         RULES_TESTS,
     ),
@@ -2602,5 +2602,13 @@ MUTANTS = [
         "**{},",
         "config.yaml's max_lateness_seconds reaches the function (not only DEDUP_JOBS)",
         ("tests/test_job_timing.py::test_a_delivery_obeys_config_yamls_lateness_lease_and_retention",),
+    ),
+    Mutant(
+        "i24-audit-interval-judged-by-the-fastest",
+        RULES,
+        'slowest = max([audit_timing, *(job["timing"] for job in jobs.values())], key=settle_seconds)',
+        'slowest = min([audit_timing, *(job["timing"] for job in jobs.values())], key=settle_seconds)',
+        "the audit interval must fit beside the slowest job's settle time, and its refusal names a value for every job",
+        ("tests/test_config_file.py::test_an_audit_interval_a_slow_job_outgrows_is_refused_naming_one_that_passes",),
     ),
 ]
