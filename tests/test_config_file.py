@@ -359,3 +359,39 @@ def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, lo
     )
     assert baked["DEDUP_COLLECTION"] == ttl["collection"]
     assert baked["DEDUP_PROJECT"] == queue["project"] and baked["DEDUP_LOCATION"] == queue["location"]
+
+
+@pytest.mark.parametrize(
+    ("retention", "hint"),
+    [
+        (604800, "a value that passes: audit_interval_minutes 480"),  # 480 min + 46799 s fit in a day, 720 do not
+        (47000, "values that pass: audit_interval_minutes 480, retention_seconds 75599"),
+    ],
+)
+def test_an_audit_interval_a_slow_job_outgrows_is_refused_naming_one_that_passes(
+    export_and_sync, tmp_path, retention, hint
+):
+    """A slow job (lease 17999 s, retries 6 x 1800 + 5 x 3600 s: settled after 46799 s) with the audit every 12 h
+    would let a run go missing between two audits; the refusal names values that pass (the longest interval that
+    fits, else the retention it needs), and written as named, the file passes. Today's refusal names none."""
+    project = copy_of(export_and_sync, tmp_path)
+    config_file = project / "config.yaml"
+    text = config_file.read_text()
+    text = re.sub(r"^audit_interval_minutes: .*$", "audit_interval_minutes: 720", text, flags=re.M)
+    text = re.sub(r"^retention_seconds: .*$", f"retention_seconds: {retention}", text, flags=re.M)
+    slow = {"attempt_deadline_seconds": 1800, "lease_seconds": 17999, "min_backoff_seconds": 3600}
+    slow |= {"max_backoff_seconds": 3600}
+    config_file.write_text(
+        text + '  slow:\n    schedule: "0 5 * * *"\n' + "".join(f"    {k}: {v}\n" for k, v in slow.items())
+    )
+    refused = check_config(project)
+    assert refused.returncode == 1 and "audit_interval_minutes=720" in refused.stderr, refused.stderr
+    assert hint in refused.stderr, refused.stderr
+    text = config_file.read_text()
+    for key, value in re.findall(
+        r"(audit_interval_minutes|retention_seconds) ([0-9]+)", refused.stderr.split("; ")[-1]
+    ):
+        text = re.sub(rf"^{key}: .*$", f"{key}: {value}", text, flags=re.M)
+    config_file.write_text(text)
+    passed = check_config(project)
+    assert passed.returncode == 0, f"the hint's value is refused: {refused.stderr}\n{passed.stderr}"

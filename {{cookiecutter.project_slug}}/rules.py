@@ -435,6 +435,11 @@ def passing_waits_hint(timing: Mapping[str, int], prefix: str = "") -> str:
     return "values that pass: " + ", ".join(f"{prefix}{key} {value}" for key, value in values.items())
 
 
+def settle_seconds(timing: Mapping[str, int]) -> int:
+    """How long after its schedule time a run of the job may still be claimed: its lease and retry window."""
+    return timing["lease_seconds"] + job_retry_window_seconds(timing)
+
+
 def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
     """An audit every `audit_interval_minutes` looks back min(1 day, retention) and judges a run once lease + retry
     window (settle) has passed since its schedule time: every run meets an audit only if interval + settle fits."""
@@ -442,15 +447,32 @@ def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
     minutes = parse_seconds(field, value, 1)
     if minutes not in AUDIT_INTERVALS_MINUTES:
         raise RuleError(field, value, f"must be one of {', '.join(map(str, AUDIT_INTERVALS_MINUTES))}")
-    settle = timing["lease_seconds"] + job_retry_window_seconds(timing)
+    settle = settle_seconds(timing)
     lookback = min(AUDIT_LOOKBACK_SECONDS, timing["retention_seconds"])
     if minutes * 60 + settle > lookback:
         rule = (
             f"the interval ({minutes * 60} s) + lease + retry window ({settle} s) must fit in the audit's lookback "
-            f"(min(1 day, retention_seconds) = {lookback} s), or a run could go missing between two audits"
+            f"(min(1 day, retention_seconds) = {lookback} s), or a run could go missing between two audits; "
+            + audit_interval_hint(minutes, settle, lookback)
         )
         raise RuleError(field, value, rule)
     return minutes
+
+
+def audit_interval_hint(minutes: int, settle: int, lookback: int) -> str:
+    """For check_audit_interval's refusal: the longest interval that fits the lookback, else the retention that makes
+    this interval (or the longest that fits a day) fit, else what must shrink."""
+    fitting = [interval for interval in AUDIT_INTERVALS_MINUTES if interval * 60 + settle <= lookback]
+    if fitting:
+        return f"a value that passes: audit_interval_minutes {fitting[-1]}"
+    in_a_day = [interval for interval in AUDIT_INTERVALS_MINUTES if interval * 60 + settle <= AUDIT_LOOKBACK_SECONDS]
+    if minutes in in_a_day:
+        return f"a value that passes: retention_seconds {minutes * 60 + settle}"
+    if in_a_day:
+        longest = in_a_day[-1]
+        return f"values that pass: audit_interval_minutes {longest}, retention_seconds {longest * 60 + settle}"
+    most = AUDIT_LOOKBACK_SECONDS - AUDIT_INTERVALS_MINUTES[0] * 60
+    return f"no interval fits a day's lookback: shorten the lease or retries (lease + retry window at most {most} s)"
 
 
 # ---------------------------------------------------------------- fire times: the smallest gap, daylight saving
@@ -867,8 +889,9 @@ def check_config(
                 warnings.extend(f"{prefix.rstrip('.')}: {warning}" for warning in own)
     checked["retention_seconds"] = parse_seconds("retention_seconds", retention, 1)
     interval = raw.get("audit_interval_minutes", 60)
-    for timing in [audit_timing, *(job["timing"] for job in jobs.values())]:
-        checked["audit_interval_minutes"] = check_audit_interval(interval, timing)
+    # One lookback for all: the slowest job to settle decides, and a refusal's hint holds for every job.
+    slowest = max([audit_timing, *(job["timing"] for job in jobs.values())], key=settle_seconds)
+    checked["audit_interval_minutes"] = check_audit_interval(interval, slowest)
     if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
         warnings.extend(dst_warnings(jobs, start))
     return {**checked, "defaults": audit_timing, "jobs": jobs, "warnings": warnings}

@@ -749,8 +749,8 @@ MUTANTS = [
     Mutant(
         "rules-audit-settle-without-lease",
         RULES,
-        'settle = timing["lease_seconds"] + job_retry_window_seconds(timing)',
-        "settle = job_retry_window_seconds(timing)",
+        'return timing["lease_seconds"] + job_retry_window_seconds(timing)',
+        "return job_retry_window_seconds(timing)",
         "a run settles after the lease and the retry window",
         RULES_TESTS,
     ),
@@ -2849,5 +2849,13 @@ MUTANTS = [
         "        if False:  # a package",
         "`python config.py` names a package main.py imports, which the function's source would not hold",
         ("tests/test_function_source.py::test_a_package_job_py_imports_is_named_by_python_config_py_and_make_test",),
+    ),
+    Mutant(
+        "i24-audit-interval-judged-by-the-fastest",
+        RULES,
+        'slowest = max([audit_timing, *(job["timing"] for job in jobs.values())], key=settle_seconds)',
+        'slowest = min([audit_timing, *(job["timing"] for job in jobs.values())], key=settle_seconds)',
+        "the audit interval must fit beside the slowest job's settle time, and its refusal names a value for every job",
+        ("tests/test_config_file.py::test_an_audit_interval_a_slow_job_outgrows_is_refused_naming_one_that_passes",),
     ),
 ]

@@ -16,12 +16,12 @@ locals {
   # Also the baked config.py's Config.task_queue. A deleted queue's name cannot be reused for 7 days.
   task_queue_name = "${var.slug}-deliveries"
   task_queue_id   = "projects/${var.project_id}/locations/${var.region}/queues/${local.task_queue_name}"
+  function_host   = trimsuffix(trimprefix(google_cloudfunctions2_function.this.service_config[0].uri, "https://"), "/")
   # Cloud Tasks' RetryConfig grows its waits as Scheduler's does (min_backoff, max_doublings, then linearly, at
   # most max_backoff; cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues#retryconfig).
   task_retry = {
     for key in keys(var.retry) : key => max(var.retry[key], [for job in values(local.jobs) : job[key]]...)
   }
-  function_host   = trimsuffix(trimprefix(google_cloudfunctions2_function.this.service_config[0].uri, "https://"), "/")
 }
 
 resource "google_cloud_tasks_queue" "deliveries" {
