@@ -2645,4 +2645,20 @@ MUTANTS = [
         "`python config.py` names a package main.py imports, which the function's source would not hold",
         ("tests/test_function_source.py::test_a_package_job_py_imports_is_named_by_python_config_py_and_make_test",),
     ),
+    Mutant(
+        "h5-audit-cron-unchecked",
+        KEYS,
+        "job = config.spec_of(job_name)  # the audit job's cron too",
+        "job = config.jobs.get(job_name)  # the audit job's cron too",
+        "the audit job's deliveries are checked against its own cron like any job's (not 32 days ahead)",
+        ("tests/test_audit_deliveries.py",),
+    ),
+    Mutant(
+        "h5-audit-cron-not-terraforms",
+        "{{cookiecutter.project_slug}}/config.py",
+        'else f"0 */{minutes // 60} * * *"',
+        'else f"0 0/{minutes // 60} * * *"',
+        "the function's audit cron is Terraform's local.audit_schedule for every interval",
+        ("tests/test_audit_terraform.py::test_the_functions_audit_cron_is_terraforms_for_every_interval",),
+    ),
 ]
