@@ -5,6 +5,7 @@ alone (issue 17: no formula in HCL), checked on config.yaml by the bake, the tes
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -93,3 +94,26 @@ def test_hook_and_terraform_agree_on_the_audit_interval_and_max_lateness(tmp_pat
     assert len(verdicts) == len(expected), result.stdout + result.stderr
     disagree = {name: expected[name] for name, verdict in verdicts.items() if verdict != "pass"}
     assert not disagree, f"rules.py and variables.tf disagree on: {disagree}\n{result.stderr[-3000:]}"
+
+
+def test_the_functions_audit_cron_is_terraforms_for_every_interval(tmp_path):
+    """Issue 24 item 8: the function keys the audit's deliveries by its cron (config.Config.audit_schedule, in
+    settings.AUDIT_TIME_ZONE), the Scheduler job fires by Terraform's (audit.tf: local.audit_schedule, time_zone):
+    the two formulas and zones, evaluated by Terraform itself for every interval rules.py allows."""
+    import types
+
+    import config
+    import settings
+
+    audit_tf = (MODULE_DIR / "audit.tf").read_text()
+    (expression,) = re.findall(r"audit_schedule = var\.audit == null \? null : \((.*?)\n  \)", audit_tf, re.S)
+    (zone,) = re.findall(r'(?m)^  time_zone\s*=\s*"([^"]+)"', audit_tf)
+    intervals = list(rules.AUDIT_INTERVALS_MINUTES)
+    crons = f"[for m in {intervals} : {expression.strip().replace('var.audit.interval_minutes', 'm')}]"
+    (tmp_path / "main.tf").write_text(f'output "crons" {{ value = {crons} }}\n')
+    applied = terraform(tmp_path, "apply", "-auto-approve", "-input=false", f"-state={tmp_path / 'state'}")
+    assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]
+    shown = terraform(tmp_path, "output", "-json", f"-state={tmp_path / 'state'}")
+    by_terraform = json.loads(shown.stdout)["crons"]["value"]
+    by_python = [config.Config.audit_schedule.fget(types.SimpleNamespace(audit_interval_minutes=m)) for m in intervals]
+    assert by_python == by_terraform and zone == settings.AUDIT_TIME_ZONE

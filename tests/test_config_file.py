@@ -395,3 +395,39 @@ def test_an_audit_interval_a_slow_job_outgrows_is_refused_naming_one_that_passes
     config_file.write_text(text)
     passed = check_config(project)
     assert passed.returncode == 0, f"the hint's value is refused: {refused.stderr}\n{passed.stderr}"
+
+
+def terraform_reads(workdir: Path, text: str) -> object:
+    """config.yaml as Terraform's root reads it (yamldecode), evaluated by Terraform in a root of one output."""
+    workdir.mkdir()
+    (workdir / "config.yaml").write_text(text)
+    (workdir / "main.tf").write_text('output "config" { value = yamldecode(file("${path.root}/config.yaml")) }\n')
+    applied = terraform(workdir, "apply", "-auto-approve", "-input=false", f"-state={workdir / 'state'}")
+    assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]
+    return json.loads(terraform(workdir, "output", "-json", f"-state={workdir / 'state'}").stdout)["config"]["value"]
+
+
+def test_terraform_and_the_function_read_the_baked_config_yaml_alike(export_and_sync, tmp_path):
+    """Issue 24 item 6: one reading of every value: Terraform's yamldecode (YAML 1.2) and PyYAML (YAML 1.1)."""
+    text = (export_and_sync / "config.yaml").read_text()
+    assert terraform_reads(tmp_path / "tf", text) == yaml.safe_load(text)
+
+
+def test_a_deadline_the_two_readers_read_differently_is_refused_before_terraform_reads_it(export_and_sync, tmp_path):
+    """`attempt_deadline_seconds: 0600`: 600 s to Terraform (Scheduler's deadline), 384 s to the function (its
+    stop): `python config.py`, which `make deploy` runs first, refuses it naming the key, the value and the rule."""
+    text, count = re.subn(
+        r"(?m)^(  attempt_deadline_seconds:) \d+$", r"\1 0600", (export_and_sync / "config.yaml").read_text()
+    )
+    assert count == 1
+    assert terraform_reads(tmp_path / "tf", text)["defaults"]["attempt_deadline_seconds"] == 600
+    assert yaml.safe_load(text)["defaults"]["attempt_deadline_seconds"] == 384
+    (tmp_path / "config.yaml").write_text(text)
+    checked = subprocess.run(
+        [sys.executable, "config.py", str(tmp_path / "config.yaml")],
+        cwd=export_and_sync,
+        capture_output=True,
+        text=True,
+    )
+    (line,) = checked.stderr.splitlines()
+    assert checked.returncode == 1 and "defaults.attempt_deadline_seconds='0600'" in line and "leading zero" in line

@@ -66,6 +66,13 @@ class Config:
         return f"projects/{self.project}/locations/{self.region}/queues/{self.slug}-deliveries"
 
     @property
+    def audit_schedule(self) -> str:
+        """The audit's cron, in Etc/UTC: Terraform's local.audit_schedule (audit.tf) says the same (a test compares);
+        rules.AUDIT_INTERVALS_MINUTES divide an hour or a day, so it is exact."""
+        minutes = self.audit_interval_minutes
+        return f"*/{minutes} * * * *" if minutes < 60 else f"0 */{minutes // 60} * * *"
+
+    @property
     def audit_job_name(self) -> str:
         """The audit's Scheduler job: '_' is no job id's character (rules.JOB_ID), so no job's name takes it."""
         return f"{self.slug}_audit"

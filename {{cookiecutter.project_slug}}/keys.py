@@ -146,8 +146,8 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
     # Dated later than now: a Force run, which sends the next fire time; a scheduled delivery never comes early.
     # The time as sent decides: a reading of a daylight saving time may be keyed at a later instant.
     manual = schedule_time > now + schedules.CLOCK_MARGIN
-    job = config.jobs.get(job_name)
-    if job is None:  # the audit job, or a job the configuration lacks: no cron to check against
+    job = config.spec_of(job_name)  # the audit job's cron too
+    if job is None:  # a job the configuration lacks: no cron to check against
         if schedule_time > now + config.max_future:
             raise InvalidDelivery(
                 f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: more than "

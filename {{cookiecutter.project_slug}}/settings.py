@@ -27,6 +27,8 @@ from outcomes import Misconfigured, quoted
 # A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole
 # schedule period ahead; anything further out is refused as nonsense. Not a setting: no project differs.
 MAX_FUTURE_SECONDS = "2764800"
+# The audit job's time zone: Terraform's (audit.tf, time_zone), its cron's (config.Config.audit_schedule).
+AUDIT_TIME_ZONE = "Etc/UTC"
 
 
 @functools.cache
@@ -64,6 +66,7 @@ def baked_settings() -> Mapping[str, str]:
         "DEDUP_MAX_FUTURE_SECONDS": MAX_FUTURE_SECONDS,
         "DEDUP_JOBS": json.dumps(jobs),
         "DEDUP_AUDIT_JOB": loaded.audit_job_name,
+        "DEDUP_AUDIT_SCHEDULE": loaded.audit_schedule,
         "DEDUP_TASKS_QUEUE": loaded.task_queue,
         # config.yaml's `serve`; its default (only the function's own place) is left out, so that an overridden
         # DEDUP_PROJECT / DEDUP_LOCATION stays the one place served (DedupConfig.served).
@@ -175,6 +178,8 @@ class DedupConfig:
     tasks_queue: str | None = None
     # Where a run may be keyed (project, location): `serve` in the configuration; empty: only the function's own.
     serve: tuple[tuple[str, str], ...] = ()
+    # The audit job's cron (Etc/UTC, as Terraform's audit job): its deliveries are keyed by it like a job's.
+    audit_schedule: str | None = None
 
     @property
     def served(self) -> tuple[tuple[str, str], ...]:
@@ -185,6 +190,12 @@ class DedupConfig:
         """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease.
         The project's (the audit job's); a job's own is settle_for."""
         return self.lease + self.retry_window
+
+    def spec_of(self, job_name: str) -> JobSpec | None:
+        """The job a delivery names: one of DEDUP_JOBS, the audit job (its cron), or None (a job none lists)."""
+        if job_name == self.audit_job and job_name not in self.jobs and self.audit_schedule:
+            return JobSpec(job_name, self.audit_schedule, AUDIT_TIME_ZONE)
+        return self.jobs.get(job_name)
 
     def _own(self, job_name: str, field: str, default):
         """The job's own value of `field` (config.yaml), else `default`, the project's."""
@@ -253,6 +264,8 @@ class DedupConfig:
             attempt_deadline=seconds("DEDUP_ATTEMPT_DEADLINE_SECONDS", RELEASE_MARGIN.seconds, DEADLINE_RULE),
             serve=tuple((place["project"], place["location"]) for place in places),
             tasks_queue=queue,
+            # config.Config.audit_schedule's, never a user's: derived from audit_interval_minutes, checked there.
+            audit_schedule=environ.get("DEDUP_AUDIT_SCHEDULE") or baked_settings().get("DEDUP_AUDIT_SCHEDULE"),
         )
 
     def stop_after(self, job_name: str) -> dt.timedelta:

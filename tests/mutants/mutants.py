@@ -1785,9 +1785,9 @@ MUTANTS = [
     Mutant(
         "i19-source-list-misses-a-module",
         "{{cookiecutter.project_slug}}/terraform/main.tf",
-        '    "run_context.py",\n',
-        "",
-        "the function's zip lists every module main.py imports",
+        '["config.yaml", "requirements.txt"]))',
+        '["config.yaml"]))',
+        "the function's zip holds every file the handler needs (requirements.txt: the build installs from it)",
         ("tests/test_function_source.py::test_the_bakes_list_is_exactly_what_the_handler_needs",),
     ),
     Mutant(
@@ -2857,5 +2857,21 @@ MUTANTS = [
         'slowest = min([audit_timing, *(job["timing"] for job in jobs.values())], key=settle_seconds)',
         "the audit interval must fit beside the slowest job's settle time, and its refusal names a value for every job",
         ("tests/test_config_file.py::test_an_audit_interval_a_slow_job_outgrows_is_refused_naming_one_that_passes",),
+    ),
+    Mutant(
+        "h5-audit-cron-unchecked",
+        KEYS,
+        "job = config.spec_of(job_name)  # the audit job's cron too",
+        "job = config.jobs.get(job_name)  # the audit job's cron too",
+        "the audit job's deliveries are checked against its own cron like any job's (not 32 days ahead)",
+        ("tests/test_audit_deliveries.py",),
+    ),
+    Mutant(
+        "h5-audit-cron-not-terraforms",
+        "{{cookiecutter.project_slug}}/config.py",
+        'else f"0 */{minutes // 60} * * *"',
+        'else f"0 0/{minutes // 60} * * *"',
+        "the function's audit cron is Terraform's local.audit_schedule for every interval",
+        ("tests/test_audit_terraform.py::test_the_functions_audit_cron_is_terraforms_for_every_interval",),
     ),
 ]

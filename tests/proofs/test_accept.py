@@ -17,6 +17,7 @@ from conftest import records, scheduler_headers
 
 import audit
 import config
+import schedules
 from keys import RunKey, parse_schedule_time
 from ledger import RunLedger
 from outcomes import Misconfigured
@@ -133,8 +134,9 @@ def test_a_bad_serve_list_is_misconfigured_naming_it(monkeypatch, serve, message
 
 def test_an_audit_dated_ahead_leaves_the_marker_at_the_functions_clock(monkeypatch, http, collection, caplog):
     config = with_jobs(monkeypatch, hourly={"schedule": "0 * * * *", "time_zone": "Etc/UTC"})
-    # A Force run of the audit job at 10:05 sends its next fire time, a day ahead here.
-    assert deliver(http, config.audit_job, on("10:00:00", NEXT_DAY), on("10:05:00")).status_code == 200
+    # A Force run of the audit job at 10:05 sends its next fire time (its own cron: issue 24), ahead of the clock.
+    forced = schedules.next_fire_after(config.spec_of(config.audit_job).fire_rule, at(on("10:05:00")))
+    assert deliver(http, config.audit_job, forced.isoformat().replace("+00:00", "Z"), on("10:05:00")).status_code == 200
     assert RunLedger(config).read_audit_cursor().jobs["hourly"]["since"] == at(on("10:05:00"))
     # So the 11:00 run, never delivered, is reported by the next audit after it settled (before 12:00's did)
     # instead of hidden until tomorrow.

@@ -16,6 +16,7 @@ from conftest import records, scheduler_headers
 
 import audit
 import dedup
+import schedules
 from keys import RunKey, parse_schedule_time
 from ledger import AuditCursor, Claim, RecordChanged, RunLedger
 from outcomes import Misconfigured
@@ -243,7 +244,9 @@ def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatc
     config = DedupConfig.from_env()
     caplog.set_level(logging.INFO)
     monkeypatch.setattr(dedup, "utcnow", lambda: now)
-    ahead = audit.rfc3339(now + dt.timedelta(days=20))
+    # A Force run of the audit: its next fire time (its own cron, issue 24), ahead of the clock.
+    forced = schedules.next_fire_after(config.spec_of(config.audit_job).fire_rule, now + schedules.CLOCK_MARGIN)
+    ahead = audit.rfc3339(forced)
     assert http.post("/", headers=scheduler_headers(config.audit_job, ahead)).text.startswith("processed:")
     assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("audit_state")]
     cursor = RunLedger(config).read_audit_cursor()

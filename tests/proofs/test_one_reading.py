@@ -11,10 +11,11 @@ import re
 import subprocess
 import sys
 
-import config
 import pytest
-import rules
 from conftest import scheduler_headers
+
+import config
+import rules
 from settings import baked_settings
 
 BAKED = config.CONFIG_FILE.read_text(encoding="utf-8")
