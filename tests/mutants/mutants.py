@@ -1788,7 +1788,9 @@ MUTANTS = [
         '["config.yaml", "requirements.txt"]))',
         '["config.yaml"]))',
         "the function's zip holds every file the handler needs (requirements.txt: the build installs from it)",
-        ("tests/test_function_source.py::test_the_bakes_list_is_exactly_what_the_handler_needs",),
+        (
+            "tests/test_function_source.py::test_the_bakes_source_holds_what_the_handler_needs_and_only_its_modules_and_files",
+        ),
     ),
     Mutant(
         "i19-zip-from-the-directory",
