@@ -45,7 +45,8 @@ PROCESSES = multiprocessing.get_context("forkserver")
 # How long a killed or finished child may take to be reaped: SIGKILL cannot be ignored.
 REAP_SECONDS = 5.0
 # A fork server that no start could use for this long is stuck (a module whose import blocks): killed. Above its
-# imports' time on a loaded instance (7 s, docs/faults.md), so that short deadlines never kill a slow one over and over.
+# imports' time on a loaded instance (7 s seen at a load average of 18), so that short deadlines never kill a slow one
+# over and over.
 FORK_SERVER_STUCK_SECONDS = 15.0
 _waited_since: dict[int, float] = {}  # fork server's pid -> when a start first waited for it in vain
 # What the child waits for before the work: only a handler that waits for it sends it.
