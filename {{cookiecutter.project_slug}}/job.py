@@ -8,7 +8,8 @@ Rules of the room:
   `context.run_id` (put-if-absent, or an idempotency token downstream) and a repeat is harmless.
 - Raise `TerminalJobError` when retrying cannot help; raise anything else to get a retry.
 - The work runs in a process of its own, killed at the job's attempt deadline less 10 s (stop.py): no
-  cleanup code runs then, so a repeat after a kill must be harmless too.
+  cleanup code runs then, so a repeat after a kill must be harmless too. Processes it starts are killed
+  with it, and after it returns: wait for them.
   Make no client and call no API at import: this module is imported once into the fork server.
 - `WORK` gives each job id its function: `context.job_id` is the id as you wrote it, the same under
   `make fire` and deployed. A job WORK lacks is refused `misconfigured` and retried, so its runs still

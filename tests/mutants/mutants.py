@@ -52,6 +52,8 @@ LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_s
 PROXY_TESTS = "tests/test_proxy.py"
 PROXY_DOCS = "tests/test_proxy_docs.py"
 ONE_READING = "tests/test_one_reading.py"
+STOP_PROOFS = "tests/test_stop.py"
+BLOCKED_IMPORT = "test_a_module_that_blocks_at_import_is_answered_within_the_deadline_and_its_fork_server_replaced"
 
 IS_NEW_RERUN = (  # dedup.is_new_rerun's body
     "return rerun_id is not None and rerun_id not in {\n"
@@ -1089,6 +1091,47 @@ MUTANTS = [
         "        ending = Ending(Ended.RETURNED)",
         "a work process that ends without a report (os._exit) is a retryable failure, released",
         ("tests/test_stop.py::test_whatever_the_work_does_each_delivery_gets_one_answer_and_the_next_runs_the_work",),
+    ),
+    # --- issue 24, item 4: the stop kills what the work started, a dead fork server, the start in the deadline ---
+    Mutant(
+        "stop-kills-only-the-works-process",
+        "baked/stop.py",
+        "            os.killpg(pid, signal.SIGKILL)",
+        "            os.kill(pid, signal.SIGKILL)",
+        "the stop kills the work's whole process group: a helper the work started never does the effect again",
+        (f"{STOP_PROOFS}::test_a_process_the_work_started_is_killed_with_it_at_the_deadline_and_after_a_report",),
+    ),
+    Mutant(
+        "stop-no-kill-after-a-report",
+        "baked/stop.py",
+        "        kill_group(process.pid)\n",
+        "        kill_group(process.pid) if ending is None or ending.how is Ended.STOPPED else None\n",
+        "the work's group is killed after a report too: a stray helper of a run that returned never outlives it",
+        (f"{STOP_PROOFS}::test_a_process_the_work_started_is_killed_with_it_at_the_deadline_and_after_a_report",),
+    ),
+    Mutant(
+        "stop-start-outside-the-deadline",
+        "baked/stop.py",
+        "    starter.join(max(0.0, stop_at - began))",
+        "    starter.join()",
+        "the deadline covers the start: a module that blocks at import in the fork server is answered in time",
+        (f"{STOP_PROOFS}::{BLOCKED_IMPORT}",),
+    ),
+    Mutant(
+        "stop-work-outlives-its-handler",
+        "baked/stop.py",
+        "    threading.Thread(target=_die_with, args=(handler,), daemon=True).start()\n",
+        "",
+        "the work (a session of its own) dies with the handler's process: never runs on unstopped",
+        (f"{STOP_PROOFS}::test_the_work_dies_with_its_handlers_process",),
+    ),
+    Mutant(
+        "stop-blocked-fork-server-kept",
+        "baked/stop.py",
+        "_waited_since.setdefault(pid, began) > FORK_SERVER_STUCK_SECONDS:",
+        "_waited_since.setdefault(pid, began) > float('inf'):",
+        "a fork server stuck at its start is killed, and a later start starts a new one",
+        (f"{STOP_PROOFS}::{BLOCKED_IMPORT}",),
     ),
     Mutant(
         "run-fields-not-reset",

@@ -8,10 +8,16 @@ deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (
 
 import concurrent.futures
 import datetime as dt
+import json
+import os
+import signal
+import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import records, scheduler_headers
+from live_server import wait_for_file
 
 import stop
 from run_context import RunContext, Started, TerminalJobError, UnknownJob
@@ -68,16 +74,21 @@ def test_work_looping_over_firestore_past_the_deadline_is_stopped_and_every_deli
     jobs = {"loop_firestore_shared": "loops-shared", "loop_firestore_own": "loops-own"}
     env = deployed_env(LOOP_STOP_SECONDS, threads=max(2, clients))
     servers = {misdeed: fleet.start(**env, SERVED_FIRST_RUN_DOES=misdeed) for misdeed in jobs}
-    for server in servers.values():
-        server.wait_ready()
+    for misdeed, server in servers.items():
+        # Once its fork server runs (the deadline covers its start): a run of another job, stopped.
+        deliver_started(server.wait_ready(), scheduler_headers(f"warm-up-{jobs[misdeed]}", now.isoformat()))
 
     for misdeed, server in servers.items():
         answers = deliver_runs(server, jobs[misdeed], now, DELIVERIES // len(jobs), clients)
 
         for answer in answers:
             assert answer.status == 500, answer
-            assert answer.text.startswith(
-                "retryable_failure: retryable failure, run released for a retry: stopped at the job's deadline"
+            # Stopped; or, on a loaded machine, not started before the deadline (a fork of the fork server).
+            assert (
+                answer.text.startswith(
+                    "retryable_failure: retryable failure, run released for a retry: stopped at the job's deadline"
+                )
+                or answer.text == NOT_STARTED
             ), answer.text
             assert answer.seconds < STOPPED_WITHIN_SECONDS, answer
         lines = outcome_lines(server, jobs[misdeed])
@@ -230,3 +241,134 @@ def test_a_started_execution_comes_back_from_the_works_process_by_its_name(run_c
 @pytest.fixture
 def run_context():
     return RunContext("0" * 64, "j", "j", dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "a", 1, "p-123456", "europe-west1")
+
+
+IMPORT_STOP_SECONDS = 5
+NOT_STARTED = (
+    "retryable_failure: retryable failure, run released for a retry: the work's process could not start: "
+    "TimeoutError: no process before the job's deadline\n"
+)
+
+# --- What the work started dies with it, the fork server's death kills the work, the start is within the deadline.
+# Each process of the work (served_job.LATE_EFFECT) tells its pid, then waits for the test's go before its effect:
+# the test says go once the delivery is answered (and retried), waits until the process is gone (killed, or done),
+# and reads the final state: no effect file. No race decides it: a process that survived always does its effect.
+
+HELPER_ENDINGS = {
+    # misdeed: (the answer's status, the start of its text)
+    "subprocess_helper_then_loop": (500, "retryable_failure: retryable failure, run released for a retry: stopped at"),
+    "fork_helper_then_loop": (500, "retryable_failure: retryable failure, run released for a retry: stopped at"),
+    "subprocess_helper_then_return": (200, "processed"),
+    "fork_helper_then_return": (200, "processed"),
+}
+
+
+def deliver_started(server, headers, answers=None):
+    """The delivery, again while its work's process could not start before the deadline (the first on a loaded
+    server, its fork server starting: nothing ran, the run was released); `answers` gets the answer."""
+    deadline = time.monotonic() + 120
+    while (answer := server.deliver(headers, timeout=60)).text == NOT_STARTED and time.monotonic() < deadline:
+        pass
+    if answers is not None:
+        answers.append(answer)
+    return answer
+
+
+def late_effects(server, role: str, dies_within: float = 0) -> list[str]:
+    """Says go to the process of `role` (its pid in the server's signal file), waits until it is gone; its effects.
+    `dies_within`: how long it may take to die before the go (a kill the test does not wait for)."""
+    pid = json.loads(server.signal_path.read_text())[role]
+    wait_gone(pid, dies_within)
+    server.signal_path.with_name(server.signal_path.name + ".go").touch()
+    assert wait_gone(pid, 60), f"{role} {pid} still runs 60 s after its go"
+    effect = server.signal_path.with_name(server.signal_path.name + ".effect")
+    return effect.read_text().splitlines() if effect.exists() else []
+
+
+def wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its zombie (whoever inherited it may not reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.parametrize("misdeed", HELPER_ENDINGS)
+def test_a_process_the_work_started_is_killed_with_it_at_the_deadline_and_after_a_report(fleet, now, misdeed):
+    """A helper the work started (subprocess.Popen, a multiprocessing fork) would do the effect again beside the
+    retry: its whole process group is killed at the deadline, and after a report, before the run is recorded."""
+    status, text = HELPER_ENDINGS[misdeed]
+    server = fleet.start(**DEPLOYED_ENV, SERVED_FIRST_RUN_DOES=misdeed).wait_ready()
+
+    answer = deliver_started(server, scheduler_headers(misdeed.replace("_", "-"), now.isoformat()))
+
+    assert (answer.status, answer.text[: len(text)]) == (status, text), answer
+    assert late_effects(server, "helper") == []
+
+
+def test_a_dead_fork_server_never_leaves_the_work_running_past_the_release(fleet, now):
+    """The fork server killed while the work runs: the handler sees the work's process as ended (its sentinel
+    closes) and must kill it before the release, or the retry's effect gets a second one beside it."""
+    server = fleet.start(**DEPLOYED_ENV, SERVED_FIRST_RUN_DOES="late_effect").wait_ready()
+    headers = scheduler_headers("fork-server-dies", now.isoformat())
+    answers = []
+    thread = threading.Thread(target=deliver_started, args=(server, headers, answers), daemon=True)
+    thread.start()
+    fork_server = json.loads(wait_for_file(server.signal_path, timeout=60))["parent"]
+
+    os.kill(fork_server, signal.SIGKILL)
+    thread.join(60)
+
+    assert answers[0].status == 500 and "released for a retry" in answers[0].text, answers
+    retried = server.deliver(headers, timeout=60)
+    assert retried.status == 200 and retried.text.startswith("processed"), retried
+    assert late_effects(server, "work") == []
+
+
+def test_the_work_dies_with_its_handlers_process(fleet, now):
+    """The work is a session of its own (kill_group): when the server dies (a crashed instance: its process group
+    SIGKILLed), the work kills itself rather than run on unstopped beside the next attempt."""
+    server = fleet.start(**DEPLOYED_ENV, SERVED_FIRST_RUN_DOES="late_effect").wait_ready()
+    headers = scheduler_headers("handler-dies", now.isoformat())
+    threading.Thread(target=deliver_started, args=(server, headers), daemon=True).start()
+    wait_for_file(server.signal_path, timeout=60)
+
+    server.kill()
+
+    assert late_effects(server, "work", dies_within=15) == []
+
+
+def test_a_module_that_blocks_at_import_is_answered_within_the_deadline_and_its_fork_server_replaced(
+    fleet, now, tmp_path
+):
+    """The fork server's start imports the work's modules: one that blocks there is answered at the deadline with
+    one outcome line; once no start could use it for stop.FORK_SERVER_STUCK_SECONDS it is killed, and a later
+    delivery starts a new one (this time the import passes)."""
+    blocks = tmp_path / "import-blocks"
+    blocks.touch()
+    server = fleet.start(**deployed_env(IMPORT_STOP_SECONDS), SERVED_IMPORT_BLOCKS=str(blocks)).wait_ready()
+    headers = scheduler_headers("import-blocks", now.isoformat())
+
+    answer = server.deliver(headers, timeout=40)
+
+    assert (answer.status, answer.text) == (500, NOT_STARTED), answer
+    assert answer.seconds < IMPORT_STOP_SECONDS + STOPPED_WITHIN_SECONDS
+    assert [line["outcome"] for line in outcome_lines(server, "import-blocks")] == ["retryable_failure"]
+    blocks.unlink()
+    deliveries, deadline = 1, time.monotonic() + stop.FORK_SERVER_STUCK_SECONDS + 60
+    while (answer := server.deliver(headers, timeout=40)).status != 200:
+        deliveries += 1
+        assert (answer.status, answer.text) == (500, NOT_STARTED), answer
+        assert time.monotonic() < deadline, "the stuck fork server was never replaced"
+    assert answer.text.startswith("processed"), answer
+    assert len(outcome_lines(server, "import-blocks")) == deliveries + 1
+    assert len(fleet.executions()) == 1

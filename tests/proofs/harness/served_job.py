@@ -17,12 +17,19 @@ no test hooks, this module wraps it from outside. Environment:
                      (C code)
   SERVED_FIRST_RUN_DOES  what the work's first execution of a run does instead of its effect (later ones
                      do the effect): a name `_misbehave` knows (loops over Firestore calls, exits,
-                     raises what cannot be printed)
+                     raises what cannot be printed, starts a helper process, waits for the test)
+  SERVED_IMPORT_BLOCKS  a file: while it exists, the fork server's import of this module (stop.py's
+                     preload) blocks for good, as a module whose import hangs would
+
+Processes of the work (`_misbehave`) tell the test their pids in SERVED_SIGNAL (JSON), wait for the test's
+SERVED_SIGNAL + ".go", then append a line to SERVED_SIGNAL + ".effect": an effect the stop must prevent.
 """
 
 import contextlib
 import logging
+import multiprocessing
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +44,23 @@ from settings import DedupConfig
 
 handle_scheduled_job = main.handle_scheduled_job
 logger = logging.getLogger("served_job")
+
+# The fork server is a `python -c` process (multiprocessing/forkserver.py); the server's is functions-framework's.
+if sys.argv[:1] == ["-c"] and Path(os.environ.get("SERVED_IMPORT_BLOCKS", "/nonexistent")).exists():
+    while True:
+        time.sleep(60)
+
+# A process of the work: says its pid, waits for the test's go, then does an effect (`args`: the signal's path).
+LATE_EFFECT = """
+import json, os, pathlib, sys, time
+signal, role = pathlib.Path(args[0]), args[1]
+signal.with_name(signal.name + ".tmp").write_text(json.dumps({role: os.getpid(), "parent": os.getppid()}))
+os.replace(signal.with_name(signal.name + ".tmp"), signal)
+while not signal.with_name(signal.name + ".go").exists():
+    time.sleep(0.01)
+descriptor = os.open(signal.with_name(signal.name + ".effect"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+os.write(descriptor, f"{role} {os.getpid()}\\n".encode())
+"""
 
 
 def _stop_here(point: str) -> None:
@@ -91,8 +115,30 @@ def _loop_over_firestore(client: firestore.Client) -> None:
         probe.get(timeout=RPC_TIMEOUT_SECONDS)
 
 
+def _start_helper(how: str) -> None:
+    """Starts a helper process (a subprocess, or a multiprocessing fork) doing LATE_EFFECT; back once it runs."""
+    signal = Path(os.environ["SERVED_SIGNAL"])
+    args = [str(signal), "helper"]
+    if how == "subprocess":
+        subprocess.Popen([sys.executable, "-c", f"args = {args!r}\n{LATE_EFFECT}"])
+    else:
+        multiprocessing.get_context("fork").Process(target=exec, args=(LATE_EFFECT, {"args": args})).start()
+    while not signal.exists():
+        time.sleep(0.01)
+
+
 def _misbehave(misdeed: str) -> None:
     config = DedupConfig.from_env()
+    if misdeed in ("subprocess_helper_then_return", "fork_helper_then_return"):
+        _start_helper(misdeed.split("_")[0])
+        return
+    if misdeed in ("subprocess_helper_then_loop", "fork_helper_then_loop"):
+        _start_helper(misdeed.split("_")[0])
+        while True:
+            time.sleep(0.01)
+    if misdeed == "late_effect":  # the work itself does the late effect (its parent: the fork server)
+        exec(LATE_EFFECT, {"args": [os.environ["SERVED_SIGNAL"], "work"]})
+        return
     if misdeed == "loop_firestore_shared":  # the process's cached client, as the handler's own code uses it
         _loop_over_firestore(firestore_client(config.project, config.database))
     if misdeed == "loop_firestore_own":  # a client of the work's own
