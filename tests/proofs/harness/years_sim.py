@@ -146,7 +146,7 @@ def reported(sim: Simulation, since: dt.datetime, until: dt.datetime) -> dict[tu
     """What the operator is told of each run expected in [since, until): `runs.py missed --all --json`'s state per
     (job, schedule time), with "+alerted" added where the audit's log line named it (audit_state). The one place
     that reads the bake's reports: a new audit API changes only this."""
-    import runs  # tools/runs.py
+    runs = importlib.import_module("runs")  # tools/runs.py
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -391,7 +391,7 @@ class Simulation:
 
     def tool(self, *argv: str) -> int:
         """tools/runs.py, as an operator runs it."""
-        import runs
+        runs = importlib.import_module("runs")
 
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             return runs.main(list(argv))
@@ -672,11 +672,13 @@ class Simulation:
         import task_queue
         from settings import baked_settings
 
+        runs = importlib.import_module("runs")  # tools/runs.py
+
         started = time.monotonic()
         previous_env = {
             k: os.environ.get(k) for k in ("DEDUP_JOBS", "DEDUP_COLLECTION", "DEDUP_TASKS_QUEUE", "DEDUP_PROJECT")
         }
-        patched = [(dedup, "utcnow"), (task_queue, "enqueue_run"), (ledger, "firestore_call")]
+        patched = [(dedup, "utcnow"), (task_queue, "enqueue_run"), (ledger, "firestore_call"), (runs, "PROGRESS_FROM")]
         saved = [(module, name, getattr(module, name)) for module, name in patched]
         alerts = AuditAlerts(self.alerts)
         audit.logger.addHandler(alerts)
@@ -691,6 +693,7 @@ class Simulation:
             dedup.utcnow = lambda: self.now
             task_queue.enqueue_run = self.enqueue_run
             ledger.firestore_call = self.firestore_call(saved[2][2])
+            runs.PROGRESS_FROM = sys.maxsize  # no progress bars (drawn on the real stderr)
             self.audit_job = baked_settings()["DEDUP_AUDIT_JOB"]
             for index in range(self.job_count):
                 self.eras[f"sim-{self.token}-j{index:02d}"] = [Era(START, self.new_spec(index))]
