@@ -221,9 +221,11 @@ class Simulation:
         self.tally = Tally()
         self.judged_until = START + dt.timedelta(days=1)
         self.stop_runs_left = stop_runs if "process_group" in self.kinds else 0
+        self.stop_warm = False
         self.retries = rules.SchedulerRetries.of(config.load().defaults)
         self.audit_job = None
         self.app = None
+        self.progress = False  # a line on stderr every 30 simulated days (the long run)
 
     # ---- the world: config, deploys, the clock, Firestore
 
@@ -332,9 +334,11 @@ class Simulation:
             self.at(self.now + dt.timedelta(minutes=61), self.deliver, name, fire.readings[-1], 0)
         if "crash" in self.kinds and self.rng.random() < 0.04:
             self.crash_next.add(self.run_id(name, fire.instant or reading))
-        if "process_group" in self.kinds and name.endswith(STOP_JOB_ID) and self.stop_runs_left:
+        # Armed from the stop job's second run on: its first starts the fork server, which the deadline covers.
+        if "process_group" in self.kinds and name.endswith(STOP_JOB_ID) and self.stop_runs_left and self.stop_warm:
             self.stop_runs_left -= 1
             (EFFECTS / f"{self.run_id(name, fire.instant or reading)}.armed").touch()
+        self.stop_warm = self.stop_warm or name.endswith(STOP_JOB_ID)
 
     def run_id(self, name: str, instant: dt.datetime, manual: bool = False) -> str:
         import keys
@@ -657,6 +661,8 @@ class Simulation:
 
     def judge_day(self) -> None:
         self.at(self.now + dt.timedelta(days=1), self.judge_day)
+        if self.progress and (self.now - START).days % 30 == 0:
+            print(f"day {(self.now - START).days}: {self.tally.deliveries} deliveries", file=sys.stderr, flush=True)
         until = self.now - JUDGE_LAG - dt.timedelta(hours=1)
         if until > self.judged_until:
             self.judge(self.judged_until, until)
@@ -715,7 +721,7 @@ class Simulation:
                 armed = any(EFFECTS.glob("*.armed"))
                 action(*args)
                 if armed and not any(EFFECTS.glob("*.armed")):  # an armed stop ran: its helper's delay passes
-                    time.sleep(HELPER_DELAY_SECONDS)
+                    time.sleep(HELPER_DELAY_SECONDS + 1)
             self.now = end + JUDGE_LAG + dt.timedelta(hours=2)  # the last days settle; the audit sees them
             self.events = []
             for hours in range(0, 24, 4):
@@ -756,7 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     from firestore_emulator import running_emulator
 
     with running_emulator():
-        sim = simulate(args.seed, args.days, args.jobs, moves, args.stop_runs)
+        sim = Simulation(args.seed, args.days, args.jobs, moves, args.stop_runs)
+        sim.progress = True
+        sim.run()
     print(sim.tally.table(args.seed, args.days, args.jobs, sim.seconds))
     print(f"replay: YEARS_SIM_SEED={args.seed} (same --days/--jobs/--moves)")
     return 1 if sim.tally.duplicates or sim.tally.unexplained else 0
