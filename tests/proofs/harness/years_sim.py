@@ -193,10 +193,30 @@ class Tally:
         lines.append("  moves: " + ", ".join(f"{kind} {n}" for kind, n in sorted(self.moves.items())))
         lines += [f"  {state:<24} {count:>7}" for state, count in sorted(self.states.items())]
         lines.append(f"  {'duplicates':<24} {len(self.duplicates):>7}")
+        lines += [f"    {count:>5} {cause}" for cause, count in causes(self.duplicates).most_common()]
         lines.append(f"  {'unexplained':<24} {len(self.unexplained):>7}")
+        lines += [f"    {count:>5} {cause}" for cause, count in causes(self.unexplained).most_common()]
         lines += [f"    DUPLICATE {what}" for what in self.duplicates[:15]]
         lines += [f"    UNEXPLAINED {what}" for what in self.unexplained[:15]]
         return "\n".join(lines)
+
+
+# What each listed failure says, by the words its line carries (the first that matches).
+CAUSES = (
+    ("re-run ", "a re-run id ran twice"),
+    (STOP_JOB_ID, "the stop left the work's helper running: two effects"),
+    ("never scheduled, ran", "a time never scheduled ran (a backfill of it)"),
+    ("never scheduled, reported", "a time never scheduled reported due"),
+    ("while its job was paused", "ran while its job was paused"),
+    ("Force run", "a Force run did not run once"),
+    ("1 execution(s), reported nothing", "ran, but the report lost it"),
+    ("0 execution(s)", "did not run, and no report says why"),
+    ("", "a run ran twice"),
+)
+
+
+def causes(failures: list[str]) -> collections.Counter:
+    return collections.Counter(next(cause for words, cause in CAUSES if words in line) for line in failures)
 
 
 class Simulation:
