@@ -710,6 +710,7 @@ class Simulation:
         audit.logger.addHandler(alerts)
         root = logging.getLogger()
         handlers = list(root.handlers)
+        served = sys.modules.get("main")  # the suite's app serves this one: put back after the redeploys
         SIMULATION = self
         self.forces, self.reruns = [], set()
         try:
@@ -755,6 +756,8 @@ class Simulation:
                 setattr(module, name, value)
             audit.logger.removeHandler(alerts)
             root.handlers[:] = handlers
+            if served is not None:
+                sys.modules["main"] = served
             for key, value in previous_env.items():
                 if value is None:
                     os.environ.pop(key, None)
