@@ -196,7 +196,7 @@ class Tally:
         lines += [f"    {count:>5} {cause}" for cause, count in causes(self.duplicates).most_common()]
         lines.append(f"  {'unexplained':<24} {len(self.unexplained):>7}")
         lines += [f"    {count:>5} {cause}" for cause, count in causes(self.unexplained).most_common()]
-        lines += [f"    DUPLICATE {what}" for what in self.duplicates[:15]]
+        lines += [f"    DUPLICATE {what}" for what in self.duplicates[:100]]
         lines += [f"    UNEXPLAINED {what}" for what in self.unexplained[:15]]
         return "\n".join(lines)
 
