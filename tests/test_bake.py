@@ -51,8 +51,16 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
 # The proofs that start real servers and inject their own faults serve the harness's own job module
 # (proofs/harness/served_job.py) over the protocol files, which are the same bytes in every bake
 # (test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake), with their jobs and deadlines from the
-# environment: every bake gives the same proof, so they run once, on the defaults bake.
-SERVER_FAULT_PROOFS = ("test_stop.py", "test_timeout.py", "test_outage.py", "test_faults.py", "test_load.py")
+# environment: every bake gives the same proof, so they run once, on the defaults bake. So does the years simulation
+# (harness/years_sim.py), which serves its own jobs (DEDUP_JOBS) and work in place of job.py's.
+SERVER_FAULT_PROOFS = (
+    "test_stop.py",
+    "test_timeout.py",
+    "test_outage.py",
+    "test_faults.py",
+    "test_load.py",
+    "test_years_sim.py",
+)
 SERVER_PROOFS_BAKE = "defaults"
 
 
