@@ -3,8 +3,8 @@ run records (one batched read, RunLedger.read_runs), each judged one of `State`.
 
 `run` is the audit job's work. It is incremental: each run is judged once, by the first audit after it settled,
 and once a day a full sweep judges the whole lookback again (so alerts of runs still missing or stuck stay open).
-The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock, and a job is judged only from the first
-audit that saw it, so a new job is never reported missed. The bookmark also keeps each job's schedule history
+The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock; a job added since the last audit is judged
+from it, its times before the first audit that saw it only by their records, so a new job is never reported missed. The bookmark also keeps each job's schedule history
 (`eras`): each fire time is judged by the schedule (cron, zone, dst_gap, paused) in force at it (expected_runs),
 so a change never makes a past run missing nor a never-scheduled time due. A fire time of a paused era is
 `paused`; a `catch_up` job's missing runs are queued for delivery (task_queue.py) while within its
@@ -88,11 +88,11 @@ class AuditedRun:
         }
 
 
-def era(job: JobSpec, start: dt.datetime, seen: dt.datetime | None = None) -> dict[str, object]:
-    """An era of a job's schedule history: `job`'s schedule and pause, in force from `seen` (default: `start`) on;
-    between `start` and `seen` it or the era before may be (the audits before and at the change: when the deploy
-    happened in between is not known)."""
-    fields = (job.schedule, job.time_zone, job.dst_gap, job.paused)
+def era(job: JobSpec | None, start: dt.datetime, seen: dt.datetime | None = None) -> dict[str, object]:
+    """An era of a job's schedule history: `job`'s schedule and pause (None: the job was not in config.yaml, it
+    names no fire time), in force from `seen` (default: `start`) on; between `start` and `seen` it or the era before
+    may be (the audits before and at the change: when the deploy happened in between is not known)."""
+    fields = (job.schedule, job.time_zone, job.dst_gap, job.paused) if job else (None,) * len(ERA_FIELDS)
     return {"from": start, "seen": seen or start} | dict(zip(ERA_FIELDS, fields, strict=True))
 
 
@@ -116,6 +116,8 @@ def expected_runs(
     ]
     named: dict[dt.datetime, list[tuple[schedules.FireTime, bool, str]]] = {}
     for this, (low, high) in zip(eras, bounds, strict=True):
+        if this["cron"] is None:  # the job was not in config.yaml
+            continue
         schedule = schedules.Schedule(this["cron"], this["time_zone"], this["dst_gap"])
         for fire in schedules.runs(schedule, low, high) if low < high else ():
             named.setdefault(fire.instant, []).append((fire, bool(this["paused"]), schedule.time_zone))
@@ -201,9 +203,12 @@ def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, con
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
     windows, entries = {}, {}
-    for name, job in jobs.items():
-        until = now - config.settle_for(name)
-        entry = cursor.jobs.get(name) or {"since": now, "judged_until": now}
+    # A job added since the last audit is judged from it, its times before the deploy `maybe` (an absent era
+    # first); at the first audit ever, from now. A removed job keeps its history (an absent era) while it judges.
+    last = max((entry["audited"] for entry in cursor.jobs.values() if "audited" in entry), default=now)
+    added = {"since": last, "judged_until": last, "audited": last, "eras": [era(None, last)]} if last < now else {}
+    for name in {**cursor.jobs, **jobs}:
+        job, entry = jobs.get(name), cursor.jobs.get(name) or added or {"since": now, "judged_until": now}
         current = era(job, entry.get("audited", now), now)
         eras = list(entry.get("eras") or [current])
         if any(eras[-1][field] != current[field] for field in ERA_FIELDS):  # a deploy changed it since
@@ -212,6 +217,11 @@ def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, con
         # dropped, as are the oldest beyond MAX_ERAS (the first kept one reaches back).
         kept = now - config.retention
         eras = [this for this, after in zip(eras, [*eras[1:], None], strict=True) if not after or after["seen"] > kept]
+        if job is None:
+            if eras[-1]["seen"] > kept:
+                entries[name] = entry | {"audited": now, "eras": eras[-MAX_ERAS:]}
+            continue
+        until = now - config.settle_for(name)
         start = entry["since"] if full else max(entry["since"], entry["judged_until"])
         windows[name] = (start, until)
         judged = {"judged_until": max(entry["judged_until"], until), "audited": now, "eras": eras[-MAX_ERAS:]}

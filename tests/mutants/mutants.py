@@ -52,6 +52,7 @@ LATENESS = "tests/test_audit.py::test_a_delivery_past_max_lateness_is_recorded_s
 PROXY_TESTS = "tests/test_proxy.py"
 PROXY_DOCS = "tests/test_proxy_docs.py"
 ONE_READING = "tests/test_one_reading.py"
+YEARS_SIM = "tests/test_years_sim.py::test_every_fire_time_is_one_execution_or_a_reported_state"
 STOP_PROOFS = "tests/test_stop.py"
 BLOCKED_IMPORT = "test_a_module_that_blocks_at_import_is_answered_within_the_deadline_and_its_fork_server_replaced"
 
@@ -2733,8 +2734,9 @@ MUTANTS = [
     Mutant(
         "i24-pause-resets-judging",
         "baked/audit.py",
-        'entry = cursor.jobs.get(name) or {"since": now, "judged_until": now}',
-        'entry = (None if job.paused else cursor.jobs.get(name)) or {"since": now, "judged_until": now}',
+        'entry = jobs.get(name), cursor.jobs.get(name) or added or {"since": now, "judged_until": now}',
+        "entry = jobs.get(name), (None if getattr(jobs.get(name), 'paused', 0) else cursor.jobs.get(name)) "
+        'or {"since": now, "judged_until": now}',
         "pausing and resuming never drops a run from judgement: a run due before the pause is judged",
         (
             "tests/test_schedule_history.py::test_a_run_missed_before_a_pause_and_resumed_before_it_was_judged_is_reported",
@@ -2918,5 +2920,46 @@ MUTANTS = [
         'else f"0 0/{minutes // 60} * * *"',
         "the function's audit cron is Terraform's local.audit_schedule for every interval",
         ("tests/test_audit_terraform.py::test_the_functions_audit_cron_is_terraforms_for_every_interval",),
+    ),
+    # --- issue 24: the years simulation alone catches each of the three (tests/proofs/test_years_sim.py) ----------
+    Mutant(
+        "sim-history-dropped",
+        "baked/audit.py",
+        "for run in expected_runs(name, eras.get(name, job), max(since, low), min(until, high), *place)",
+        "for run in expected_runs(name, job, max(since, low), min(until, high), *place)",
+        "the simulation of years of change finds a run judged by a schedule not in force at it",
+        (f"{YEARS_SIM}[schedule_change]",),
+    ),
+    Mutant(
+        "sim-rerun-ids-last-only",
+        DEDUP,
+        IS_NEW_RERUN,
+        'return rerun_id is not None and record.get("rerun_id") != rerun_id',
+        "the simulation of years of change finds a re-run id that ran twice",
+        (f"{YEARS_SIM}[rerun]",),
+    ),
+    Mutant(
+        "sim-process-group-not-killed",
+        "baked/stop.py",
+        "            os.killpg(pid, signal.SIGKILL)",
+        "            os.kill(pid, signal.SIGKILL)",
+        "the simulation of years of change finds the stopped work's helper doing its effect a second time",
+        (f"{YEARS_SIM}[process_group]",),
+    ),
+    Mutant(
+        "i24-added-job-judged-from-its-first-audit",
+        "baked/audit.py",
+        '"eras": [era(None, last)]} if last < now else {}',
+        '"eras": [era(None, last)]} if False else {}',
+        "a job added between audits is judged from the last audit: its runs before the first audit that saw it count",
+        (f"{YEARS_SIM}[add_remove]",),
+    ),
+    Mutant(
+        "i24-removed-job-forgets-its-history",
+        "baked/audit.py",
+        '            if eras[-1]["seen"] > kept:',
+        "            if False:",
+        "a removed job keeps its history: re-added, its runs of before are judged by their own eras",
+        (f"{YEARS_SIM}[add_remove]",),
     ),
 ]

@@ -10,7 +10,7 @@ import pytest
 import years_sim
 
 # The move kinds today's code fails (issue 24): emptied as the fixes land. xfail(strict): a fix makes it pass loudly.
-KNOWN_FAILING_TODAY = {"schedule_change", "timezone_change", "add_remove", "pause", "rerun", "process_group", "all"}
+KNOWN_FAILING_TODAY: set[str] = set()
 JOBS = 4
 SEED = int(os.environ.get("YEARS_SIM_SEED", "24"))
 # Simulated days per kind: dst spans New York's, Europe's and Sydney's transitions; the stop job's armed runs are slow.

@@ -388,7 +388,7 @@ class Simulation:
             self.at(self.now + dt.timedelta(seconds=30), self.deliver, name, schedule_time, 1, extra, first)
         return status
 
-    def enqueue_run(self, queue, key, kind, rerun=None):
+    def enqueue_run(self, queue, key, kind, deadline, rerun=None):
         """task_queue.enqueue_run's stand-in: Cloud Tasks refuses a task id it holds; a task is delivered soon."""
         import keys
         import task_queue
