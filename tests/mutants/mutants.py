@@ -2952,7 +2952,10 @@ MUTANTS = [
         '"eras": [era(None, last)]} if last < now else {}',
         '"eras": [era(None, last)]} if False else {}',
         "a job added between audits is judged from the last audit: its runs before the first audit that saw it count",
-        (f"{YEARS_SIM}[add_remove]",),
+        (
+            f"{YEARS_SIM}[add_remove]",
+            "tests/test_schedule_history.py::test_a_job_added_between_audits_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era",
+        ),
     ),
     Mutant(
         "i24-removed-job-forgets-its-history",
@@ -2960,6 +2963,9 @@ MUTANTS = [
         '            if eras[-1]["seen"] > kept:',
         "            if False:",
         "a removed job keeps its history: re-added, its runs of before are judged by their own eras",
-        (f"{YEARS_SIM}[add_remove]",),
+        (
+            f"{YEARS_SIM}[add_remove]",
+            "tests/test_schedule_history.py::test_a_job_added_between_audits_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era",
+        ),
     ),
 ]

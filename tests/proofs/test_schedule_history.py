@@ -145,6 +145,42 @@ def test_in_a_changes_window_a_time_only_one_schedule_names_is_judged_only_by_it
     assert [(run.key.schedule_time, run.state) for run in found] == [(ran.schedule_time, audit.State.COMPLETED)]
 
 
+def test_a_job_added_between_audits_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era(
+    monkeypatch, http, collection, work, caplog, capsys
+):
+    """`other` (11:00 daily) is deployed at 10:00 on day 1, between the 06:00 and 12:00 audits, removed on day 2 at
+    20:00 and re-added on day 3 at 20:00. Nothing before it existed is missing; its day-1 run (before the first audit
+    that saw it) and its runs before the removal stay listed; its day-3 time (removed then) is not due."""
+    caplog.set_level(logging.INFO)
+    daily = {"job_id": "daily", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"}
+    other = {"job_id": "other", "schedule": "0 11 * * *", "time_zone": "Etc/UTC"}
+
+    def deploy(*jobs):
+        monkeypatch.setenv("DEDUP_JOBS", json.dumps({job["job_id"]: job for job in jobs}))
+        return DedupConfig.from_env()
+
+    config, end = deploy(daily), DAY0 + 5 * DAY
+    hours = dt.timedelta(hours=1)
+    events = [(DAY0 + 6 * i * hours, "audit", ()) for i in range(19)]
+    events += [(DAY0 + DAY + 10 * hours, "deploy", (daily, other)), (DAY0 + 2 * DAY + 20 * hours, "deploy", (daily,))]
+    events += [(DAY0 + 3 * DAY + 20 * hours, "deploy", (daily, other))]
+    events += [(DAY0 + day * DAY + 3 * hours, "daily", ()) for day in range(5)]
+    ran = [DAY0 + day * DAY + 11 * hours for day in (1, 2, 4)]  # day 0: not yet; day 3: removed
+    needing = []
+    for moment, what, jobs in sorted(events + [(fire, "other", ()) for fire in ran]):
+        if what == "audit":
+            needing += audit_at(monkeypatch, http, config, moment, caplog)
+        elif what == "deploy":
+            config = deploy(*jobs)
+        else:
+            assert deliver(monkeypatch, http, what, moment).text.startswith("processed:")
+    assert needing == [] and len(work.calls) == 8
+    out, summary = missed(monkeypatch, capsys, DAY0, end, "--job", "other", "--all", "--json")
+    assert [(row["schedule_time"], row["state"]) for row in json.loads(out)] == [
+        (rfc(fire), "completed") for fire in ran
+    ], summary
+
+
 # ---------------------------------------------------------------- item 2: pause
 
 

@@ -9,23 +9,13 @@ import os
 import pytest
 import years_sim
 
-# The move kinds today's code fails (issue 24): emptied as the fixes land. xfail(strict): a fix makes it pass loudly.
-KNOWN_FAILING_TODAY: set[str] = set()
 JOBS = 4
 SEED = int(os.environ.get("YEARS_SIM_SEED", "24"))
 # Simulated days per kind: dst spans New York's, Europe's and Sydney's transitions; the stop job's armed runs are slow.
 DAYS = {"all": 20, "dst": 17, "process_group": 3}
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason="issue 24"))
-        if kind in KNOWN_FAILING_TODAY
-        else kind
-        for kind in (*years_sim.MOVE_KINDS, "all")
-    ],
-)
+@pytest.mark.parametrize("kind", [*years_sim.MOVE_KINDS, "all"])
 def test_every_fire_time_is_one_execution_or_a_reported_state(kind, emulator_host):
     moves = years_sim.MOVE_KINDS if kind == "all" else (kind,)
     sim = years_sim.simulate(SEED, days=DAYS.get(kind, 8), jobs=JOBS, moves=moves, stop_runs=2)
