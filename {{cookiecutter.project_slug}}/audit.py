@@ -4,11 +4,11 @@ run records (one batched read, RunLedger.read_runs), each judged one of `State`.
 `run` is the audit job's work. It is incremental: each run is judged once, by the first audit after it settled,
 and once a day a full sweep judges the whole lookback again (so alerts of runs still missing or stuck stay open).
 The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock; a job added since the last audit is judged
-from it, its times before the first audit that saw it only by their records, so a new job is never reported missed. The bookmark also keeps each job's schedule history
-(`eras`): each fire time is judged by the schedule (cron, zone, dst_gap, paused) in force at it (expected_runs),
-so a change never makes a past run missing nor a never-scheduled time due. A fire time of a paused era is
-`paused`; a `catch_up` job's missing runs are queued for delivery (task_queue.py) while within its
-max_lateness_seconds.
+from it, its times before the first audit that saw it only by their records, so a new job is never reported missed.
+The bookmark also keeps each job's schedule history (`eras`): each fire time is judged by the schedule (cron, zone,
+dst_gap, paused) in force at it (expected_runs), so a change never makes a past run missing nor a never-scheduled
+time due. A fire time of a paused era is `paused`; a `catch_up` job's missing runs are queued for delivery
+(task_queue.py) while within its max_lateness_seconds.
 """
 
 from __future__ import annotations
