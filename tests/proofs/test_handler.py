@@ -521,7 +521,8 @@ def test_every_outcome_has_one_answer_and_only_finished_runs_stop_scheduler(hand
     assert set(handler_module.ANSWERS) == set(Outcome)
     stops = {outcome.value for outcome, (status, _) in handler_module.ANSWERS.items() if 200 <= status < 300}
     assert stops == {
-        "processed", "duplicate", "terminal_failure", "skipped_late", "skipped_overlap", "skipped_dst_gap", "skipped_paused"
+        "processed", "duplicate", "terminal_failure",
+        "skipped_late", "skipped_overlap", "skipped_dst_gap", "skipped_paused",
     }  # fmt: skip
     assert handler_module.ANSWERS[Outcome.IN_PROGRESS][0] == 409  # never 503: retries stay counted
 

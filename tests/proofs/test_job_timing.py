@@ -19,14 +19,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import config
-import dedup
 import pytest
-import rules
 import yaml
 from conftest import records, scheduler_headers
-from settings import DedupConfig, baked_settings
 from tasks_standin import TasksStandin
+
+import config
+import dedup
+import rules
+from settings import DedupConfig, baked_settings
 
 ROOT = Path(config.__file__).resolve().parent  # the bake (a copy with the proofs laid in)
 
