@@ -7,6 +7,7 @@ import datetime as dt
 import itertools
 import json
 import sys
+import threading
 
 import grpc
 import pytest
@@ -159,6 +160,8 @@ class FakeGoogleApi:
         self.get_failure: grpc.StatusCode | None = None
         self.get_failures: dict[str, grpc.StatusCode] = {}  # execution name -> what reading it answers
         self.started: list[tuple[str, object, dt.datetime]] = []  # name, request, create time
+        self.arrived: threading.Event | None = None  # set when a start call arrives
+        self.gate: threading.Event | None = None  # a start call waits for it: its start is in flight meanwhile
         self.states: dict[str, str] = {}  # execution name -> running | succeeded | failed | cancelled
         self.names = (f"{TARGET}/executions/run-{number}" for number in itertools.count(1))
 
@@ -181,6 +184,10 @@ class FakeGoogleApi:
 
     def handle(self, request, context):
         self.requests.append(request)
+        if self.arrived:
+            self.arrived.set()
+        if self.gate:
+            self.gate.wait(30)
         if self.failure:
             context.abort(self.failure, "injected by the test")
         name = next(self.names)
