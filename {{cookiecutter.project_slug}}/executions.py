@@ -125,7 +125,7 @@ class Handover:
     the intent and applies the overlap rule (SkippedOverlap, the run recorded `skipped`). `claim` is the claim as
     last written: its release and its `started` record are guarded by it."""
 
-    def __init__(self, ledger: RunLedger, claim: Claim, config: DedupConfig, poll: Poll, find: Find) -> None:
+    def __init__(self, ledger: RunLedger, claim: Claim, config: DedupConfig, poll: Poll, find: Find | None) -> None:
         self.ledger, self.claim, self.config, self.poll, self.find = ledger, claim, config, poll, find
 
     def __call__(self, context: RunContext) -> str | None:
@@ -135,15 +135,17 @@ class Handover:
             follow(self.ledger, now, self.poll)
             return None
         follow(self.ledger, now, self.poll, context.job_name)
-        if self.claim.starting_at is not None:
-            found = self.find(context.run_id, self.claim.starting_at - CLOCK_SKEW)
-            if found:
-                return found
-        self.claim = self.ledger.intend(self.claim, now)
+        if self.find is not None:  # None: the work starts no execution (a test's stand-in)
+            if self.claim.starting_at is not None:
+                found = self.find(context.run_id, self.claim.starting_at - CLOCK_SKEW)
+                if found:
+                    return found
+            self.claim = self.ledger.intend(self.claim, now)
         job = self.config.jobs.get(context.job_name)
         if (job.overlap if job else "skip") == "skip":
-            # Read after the intent: a run whose start is in flight either sees this one's intent or is seen here.
-            mine = (self.claim.starting_at, context.run_id)
+            # Read after the intent, ordered by when each took effect (Firestore's commit times): of two runs starting
+            # together, the later one's read sees the earlier one's intent and skips; the earlier one starts.
+            mine = (self.claim.write_time, context.run_id)
             running = [run.execution for run in self.ledger.started_runs(now, context.job_name)]
             starting = [f"run {run_id} starting" for run_id, at in self.ledger.starting_runs(now, context.job_name)
                         if run_id != context.run_id and (at, run_id) < mine]  # fmt: skip

@@ -294,9 +294,10 @@ class RunLedger:
         ]
 
     def starting_runs(self, now: dt.datetime, job_name: str) -> list[tuple[str, dt.datetime]]:
-        """(run id, starting_at) of the job's runs whose start is in flight: in_progress with an intent, lease live."""
+        """(run id, update time) of the job's runs whose start is in flight: in_progress with an intent, lease live. The
+        update time is when the intent took effect (written, or inherited by a takeover): the order of the starts."""
         return [
-            (s.id, record["starting_at"])
+            (s.id, s.update_time)
             for s in self._with_status(dedup.Status.IN_PROGRESS, job_name)
             if "starting_at" in (record := s.to_dict()) and not dedup.lease_over(record, now)
         ]
