@@ -59,7 +59,7 @@ def decide(record: Mapping[str, object], now: dt.datetime, rerun_id: str | None 
     if expired(record, now):
         return Decision.TAKE_OVER
     if record["status"] == Status.STARTED and is_new_rerun(record, rerun_id):
-        return Decision.IN_PROGRESS  # its execution may still run: a re-run waits until it is seen to end, never beside it
+        return Decision.IN_PROGRESS  # its execution may still run: a re-run waits until it is seen to end
     if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
         return Decision.TAKE_OVER if is_new_rerun(record, rerun_id) else Decision.DUPLICATE
     if not lease_over(record, now):

@@ -1118,7 +1118,7 @@ MUTANTS = [
     Mutant(
         "follow-store-error-keeps-the-claim",
         "baked-cloud-run-job/main.py",
-        "a store error while following; release the claim for the retry\n        ledger.release(getattr(first, \"claim\", claim))\n",
+        'a store error while following; release the claim for the retry\n        ledger.release(getattr(first, "claim", claim))\n',
         "a store error while following; release the claim for the retry\n",
         "a store error while a proxy follows its executions releases the claim (no 409 until the lease)",
         ("tests/test_store_errors.py", "-k", "follow"),
@@ -2871,8 +2871,8 @@ MUTANTS = [
     Mutant(
         "i25-release-drops-intent",
         "baked-cloud-run-job/ledger.py",
-        "        if claim.starting_at is not None:\n            self._finish(claim, {\"lease_expires\"",
-        "        if False:\n            self._finish(claim, {\"lease_expires\"",
+        '        if claim.starting_at is not None:\n            self._finish(claim, {"lease_expires"',
+        '        if False:\n            self._finish(claim, {"lease_expires"',
         "a release keeps the intent (lease ended): its retry looks for the execution the start call may have started",
         (HANDOVER, "-k", "answer_was_lost"),
     ),

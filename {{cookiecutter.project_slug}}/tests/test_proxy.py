@@ -43,7 +43,9 @@ def listed(executions: list[tuple[str, object, dt.datetime]]) -> bytes:
                 run_v2.Execution(
                     name=name,
                     create_time=at,
-                    template=run_v2.TaskTemplate(containers=[run_v2.Container(env=request.overrides.container_overrides[0].env)]),
+                    template=run_v2.TaskTemplate(
+                        containers=[run_v2.Container(env=request.overrides.container_overrides[0].env)]
+                    ),
                 )
                 for name, request, at in reversed(executions)
             ]
