@@ -19,24 +19,16 @@ import time
 
 import grpc
 import pytest
+import test_proxy
 from conftest import records, scheduler_headers
 from fake_firestore import COMMIT
-from test_proxy import (  # noqa: F401  (api, recent_schedule: the fake API and the clock, fixtures of this module too)
-    CLOCK,
-    SCHEDULED,
-    TARGET,
-    api,
-    deliver,
-    ended_lines,
-    jobs,
-    recent_schedule,
-    run_key,
-    run_record,
-)
+from test_proxy import CLOCK, SCHEDULED, TARGET, deliver, ended_lines, jobs, run_key, run_record
 
 from keys import RunKey
 from settings import DedupConfig
 
+# The bake's fake of the API and its clock, fixtures of this module too.
+api, recent_schedule = test_proxy.api, test_proxy.recent_schedule
 FIRST, SECOND = f"{TARGET}/executions/run-1", f"{TARGET}/executions/run-2"
 
 
