@@ -8,7 +8,8 @@ and `decide` is the one choice a delivery makes on a record it finds:
                           │ ├──fail (terminal)──▶ failed       replays: duplicate, the work does not run
                           │ ├──skip (too late)──▶ skipped      delivered past the job's max_lateness_seconds
                           │ ├──start (a proxy)──▶ started ──execution ended──▶ completed | failed
-                          │                  (a proxy bake follows it: the job's next delivery, the audit)
+                          │                  (a proxy bake follows it: the job's next delivery, the audit;
+                          │                   a re-run of it is answered in_progress until then)
                           │ └──release (retryable)──▶ absent   the next retry runs at once
                           └──lease expired──▶ taken over by the next delivery (new attempt_id)
     A record past expire_at counts as absent: Firestore's TTL deletes it lazily, often a day later.
@@ -57,6 +58,8 @@ def decide(record: Mapping[str, object], now: dt.datetime, rerun_id: str | None 
     existing record."""
     if expired(record, now):
         return Decision.TAKE_OVER
+    if record["status"] == Status.STARTED and is_new_rerun(record, rerun_id):
+        return Decision.IN_PROGRESS  # its execution may still run: a re-run waits until it is seen to end
     if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
         return Decision.TAKE_OVER if is_new_rerun(record, rerun_id) else Decision.DUPLICATE
     if not lease_over(record, now):

@@ -11,9 +11,19 @@ line with `execution_outcome`. The log-based metric `<slug>-execution-failed` co
 cancelled ones by job, and its alert tells a person (terraform/modules/scheduled-dedup/executions.tf).
 A failed run is re-run like any finished run (docs/schedules-and-manual-runs.md).
 
+An execution the API no longer has (NOT_FOUND: deleted, pruned) records its run `failed` like a failed one
+(the line and the alert): it never blocks the job. Any other API error is raised once every other started run
+has been followed: the delivery is released and retried.
+
+The handover (Handover): before its start call a delivery writes its intent (RunLedger.intend), so whatever fails
+between the start call and the `started` record (the answer lost, the record's write failed, the instance killed),
+the record keeps it, and the next attempt of the run (a takeover, the retry after a release) first looks for an
+execution of the run id started since then (job.find_execution) and records that one `started`: one scheduled
+run, at most one execution.
+
 The overlap rule (per job, settings.JobSpec.overlap): while an execution the job started earlier still
-runs, "skip" records the new run `skipped` (outcome skipped_overlap, 2xx: Scheduler does not retry it)
-and starts nothing; "start" starts it anyway.
+runs, or another run's start is in flight (its intent written before this one's), "skip" records the new run
+`skipped` (outcome skipped_overlap, 2xx: Scheduler does not retry it) and starts nothing; "start" starts it anyway.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ import datetime as dt
 import enum
 import logging
 from collections.abc import Callable
+
+from google.api_core import exceptions as api_exceptions
 
 import dedup
 from ledger import Claim, RunLedger, StartedRun
@@ -49,14 +61,25 @@ class Ended:
 
 # An execution's end by its full resource name, or None while it runs (job.execution_end).
 Poll = Callable[[str], Ended | None]
+# The execution of a run id started since a time, or None (job.find_execution).
+Find = Callable[[str, dt.datetime], str | None]
+# How far an execution's create time, the API's clock, may be earlier than the intent's, the handler's.
+CLOCK_SKEW = dt.timedelta(minutes=1)
 
 
 def follow(ledger: RunLedger, now: dt.datetime, poll: Poll, job_name: str | None = None) -> list[StartedRun]:
     """Records every started run (of Scheduler job `job_name`, or of all) whose execution has ended; returns
-    the ones still running. An API error is raised: the delivery is released and retried."""
-    running = []
+    the ones still running. An execution the API no longer has is recorded failed; any other API error is raised
+    after the others were followed: the delivery is released and retried."""
+    running, errors = [], []
     for started in ledger.started_runs(now, job_name):
-        ended = poll(started.execution)
+        try:
+            ended = poll(started.execution)
+        except api_exceptions.NotFound as error:  # deleted or pruned: its end is unknown, and never will be
+            ended = Ended(ExecutionEnd.FAILED, f"the execution is gone (NOT_FOUND: deleted or pruned): {error.message}")
+        except Exception as error:  # noqa: BLE001 - transient or not, it must not stop the others being followed
+            errors.append(error)
+            continue
         if ended is None:
             running.append(started)
             continue
@@ -67,6 +90,8 @@ def follow(ledger: RunLedger, now: dt.datetime, poll: Poll, job_name: str | None
             recorded = ledger.end_execution(started, dedup.Status.FAILED, now, reason)
         if recorded:  # else another delivery recorded (and logged) it first
             log_end(started, ended)
+    if errors:
+        raise errors[0]
     return running
 
 
@@ -93,25 +118,40 @@ def log_end(started: StartedRun, ended: Ended) -> None:
     )
 
 
-def following(
-    ledger: RunLedger,
-    claim: Claim,
-    config: DedupConfig,
-    poll: Poll,
-) -> Callable[[RunContext], None]:
-    """What a delivery does before its work, in the handler's process (it writes through `ledger`; only the work
-    runs in a process of its own, stop.py): follows the executions started earlier, all of them for the audit job;
-    the job's own otherwise, then its overlap rule (SkippedOverlap, the run recorded `skipped`)."""
+class Handover:
+    """What a proxy's delivery does before its work, in the handler's process (it writes through `ledger`; only the
+    start runs in a process of its own, stop.py): follows the executions started earlier, all of them for the audit
+    job; for the job's own run, finds an execution an earlier attempt started (its intent inherited), else writes
+    the intent and applies the overlap rule (SkippedOverlap, the run recorded `skipped`). `claim` is the claim as
+    last written: its release and its `started` record are guarded by it."""
 
-    def follow_first(context: RunContext) -> None:
+    def __init__(self, ledger: RunLedger, claim: Claim, config: DedupConfig, poll: Poll, find: Find | None) -> None:
+        self.ledger, self.claim, self.config, self.poll, self.find = ledger, claim, config, poll, find
+
+    def __call__(self, context: RunContext) -> str | None:
+        """The run's execution if an earlier attempt started it (record it `started`, start nothing); else None."""
         now = dedup.utcnow()
-        if context.job_name == config.audit_job:
-            follow(ledger, now, poll)
-            return
-        running = follow(ledger, now, poll, context.job_name)
-        job = config.jobs.get(context.job_name)
-        if running and (job.overlap if job else "skip") == "skip":
-            names = ", ".join(started.execution for started in running)
-            ledger.skip(claim, now, SkippedOverlap(f"the job's previous execution still runs ({names}); overlap: skip"))
-
-    return follow_first
+        if context.job_name == self.config.audit_job:
+            follow(self.ledger, now, self.poll)
+            return None
+        follow(self.ledger, now, self.poll, context.job_name)
+        if self.find is not None:  # None: the work starts no execution (a test's stand-in)
+            if self.claim.starting_at is not None:
+                found = self.find(context.run_id, self.claim.starting_at - CLOCK_SKEW)
+                if found:
+                    return found
+            self.claim = self.ledger.intend(self.claim, now)
+        job = self.config.jobs.get(context.job_name)
+        if (job.overlap if job else "skip") == "skip":
+            # Read after the intent, ordered by when each took effect (Firestore's commit times): of two runs starting
+            # together, the later one's read sees the earlier one's intent and skips; the earlier one starts.
+            mine = (self.claim.write_time, context.run_id)
+            running = [run.execution for run in self.ledger.started_runs(now, context.job_name)]
+            starting = [f"run {run_id} starting" for run_id, at in self.ledger.starting_runs(now, context.job_name)
+                        if run_id != context.run_id and (at, run_id) < mine]  # fmt: skip
+            if running or starting:
+                names = ", ".join(running + starting)
+                self.ledger.skip(
+                    self.claim, now, SkippedOverlap(f"the job's previous execution still runs ({names}); overlap: skip")
+                )
+        return None

@@ -58,6 +58,7 @@ The run is recorded `started` with the execution's name; executions.py follows i
 (execution_end) and records it `completed` or `failed`. The job's own retries happen inside it.
 """
 
+import datetime as dt
 import functools
 import logging
 import os
@@ -113,6 +114,20 @@ def run(context: RunContext) -> Started:
     return Started(execution)
 
 
+def find_execution(run_id: str, since: dt.datetime) -> str | None:
+    """The execution of run `run_id` (its DEDUP_RUN_ID) created since `since`, or None (Executions.ListExecutions, a
+    read: "sorted by creation time, descending", cloud.google.com/run/docs/reference/rest/v2/projects.locations.
+    jobs.executions/list, so only the executions since then are read). An execution's template holds the
+    environment it was started with."""
+    for execution in executions_client().list_executions(parent=job_name(), timeout=CALL_TIMEOUT_SECONDS):
+        if execution.create_time and execution.create_time < since:
+            return None
+        env = {var.name: var.value for container in execution.template.containers for var in container.env}
+        if env.get("DEDUP_RUN_ID") == run_id:
+            return execution.name
+    return None
+
+
 def execution_end(name: str) -> Ended | None:
     """How the execution ended, or None while it runs (Executions.GetExecution, a read: the client's own retry).
 
@@ -140,6 +155,7 @@ The run is recorded `started` with the execution's name; executions.py follows i
 (execution_end) and records it `completed` or `failed`.
 """
 
+import datetime as dt
 import functools
 import json
 import logging
@@ -189,6 +205,20 @@ def run(context: RunContext) -> Started:
     )
     logger.info("started workflow execution %s", execution.name, extra={"json_fields": {"execution": execution.name}})
     return Started(execution.name)
+
+
+def find_execution(run_id: str, since: dt.datetime) -> str | None:
+    """The execution of run `run_id` (its argument's run_id) started since `since`, or None (Executions.
+    ListExecutions, a read, in the FULL view that holds the argument: "ordered by their start time (newest first)",
+    cloud.google.com/workflows/docs/reference/executions/rest/v1/projects.locations.workflows.executions/list, so
+    only the executions since then are read; a queued one has no start time yet)."""
+    request = executions_v1.ListExecutionsRequest(parent=workflow_name(), view=executions_v1.ExecutionView.FULL)
+    for execution in executions_client().list_executions(request=request, timeout=CALL_TIMEOUT_SECONDS):
+        if execution.start_time and execution.start_time < since:
+            return None
+        if json.loads(execution.argument or "{}").get("run_id") == run_id:
+            return execution.name
+    return None
 
 
 def execution_end(name: str) -> Ended | None:

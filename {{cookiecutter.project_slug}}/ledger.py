@@ -68,6 +68,9 @@ class Claim:
     rerun_id: str | None = None  # the re-run this claim runs, if it is one
     # A re-run's takeover: what its release writes back (the record before it, and the re-runs the record keeps).
     before_rerun: Mapping[str, object] | None = None
+    # A proxy's intent (intend): when an attempt of this run was about to start its execution, written before the
+    # start call; held by the claim that wrote it and inherited by the takeovers of its record.
+    starting_at: dt.datetime | None = None
 
     def context(self, job_id: str | None) -> RunContext:
         return RunContext(
@@ -198,6 +201,10 @@ class RunLedger:
                     "before a schedule time runs the work once; the scheduled run at that time still runs"
                 )
             raise Duplicate(f"run already {current['status']}; the work does not run again")
+        if decision is dedup.Decision.IN_PROGRESS and current["status"] == dedup.Status.STARTED:
+            raise InProgress(
+                f"the run's execution {current['execution']} still runs: a re-run waits until it is seen to end"
+            )
         if decision is dedup.Decision.IN_PROGRESS:
             raise InProgress(f"attempt {current['attempt_id']} holds the lease until {current['lease_expires']}")
         attempt = int(current.get("attempts", 1)) + 1
@@ -206,6 +213,10 @@ class RunLedger:
             "last_error": firestore.DELETE_FIELD,
             "result": firestore.DELETE_FIELD,
         }
+        # An in_progress record's intent is inherited: its execution may have started (a proxy looks for it first).
+        starting_at = current.get("starting_at") if current["status"] == dedup.Status.IN_PROGRESS else None
+        if "starting_at" in current and starting_at is None:  # a finished run's: this attempt's start is its own
+            takeover["starting_at"] = firestore.DELETE_FIELD
         reruns = current.get("reruns", [])
         fresh_rerun = rerun is not None and dedup.is_new_rerun(current, rerun.rerun_id)
         if fresh_rerun:
@@ -224,7 +235,14 @@ class RunLedger:
             raise InProgress("another delivery took the run over first") from None
         rerun_id = rerun.rerun_id if fresh_rerun else current.get("rerun_id")
         return Claim(
-            key, attempt_id, attempt, write_time, current["attempt_id"], rerun_id, _before_rerun(reruns, rerun_id)
+            key,
+            attempt_id,
+            attempt,
+            write_time,
+            current["attempt_id"],
+            rerun_id,
+            _before_rerun(reruns, rerun_id),
+            starting_at,
         )
 
     def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> None:
@@ -252,6 +270,16 @@ class RunLedger:
         reason = f"delivered {late // second} s after its schedule time, past max_lateness_seconds={limit // second}"
         self.skip(claim, now, SkippedLate(f"{reason}; the work does not run"))
 
+    def intend(self, claim: Claim, now: dt.datetime) -> Claim:
+        """A proxy's intent, written before its start call: the run's record keeps `starting_at` from now on, so that
+        whatever fails between the start call and `started` (the call's answer lost, the record's write failed, the
+        instance killed), the next attempt looks for the execution first (executions.Handover). The claim that
+        holds it; an inherited intent is kept (its execution is looked for from then on)."""
+        if claim.starting_at is not None:
+            return claim
+        write_time = self._finish(claim, {"starting_at": now})
+        return dataclasses.replace(claim, write_time=write_time, starting_at=now)
+
     def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
         """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
         the execution is seen to end (end_execution)."""
@@ -264,6 +292,15 @@ class RunLedger:
             StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
             for s in self._with_status(dedup.Status.STARTED, job_name)
             if not dedup.expired(record := s.to_dict(), now)
+        ]
+
+    def starting_runs(self, now: dt.datetime, job_name: str) -> list[tuple[str, dt.datetime]]:
+        """(run id, update time) of the job's runs whose start is in flight: in_progress with an intent, lease live. The
+        update time is when the intent took effect (written, or inherited by a takeover): the order of the starts."""
+        return [
+            (s.id, s.update_time)
+            for s in self._with_status(dedup.Status.IN_PROGRESS, job_name)
+            if "starting_at" in (record := s.to_dict()) and not dedup.lease_over(record, now)
         ]
 
     def stuck_runs(self, now: dt.datetime) -> list[tuple[str, dict[str, object]]]:
@@ -305,9 +342,12 @@ class RunLedger:
     def release(self, claim: Claim) -> None:
         """Retryable failure: the next retry runs at once. A run's first claim is deleted; a re-run's takeover
         restores the record as it was before it (its entry kept, marked released: a retry of its id runs); a Force
-        run stays in_progress with its lease ended, so its retry is the manual run (dedup.awaits_retry)."""
+        run stays in_progress with its lease ended, so its retry is the manual run (dedup.awaits_retry). So does a run
+        with an intent (intend): its start call may have started an execution, which its retry looks for first."""
         now = dedup.utcnow()
-        if claim.before_rerun is not None:
+        if claim.starting_at is not None:
+            self._finish(claim, {"lease_expires": now, "released_at": now})
+        elif claim.before_rerun is not None:
             reruns = [
                 entry | {"released_at": now} if entry["rerun_id"] == claim.rerun_id else entry
                 for entry in claim.before_rerun["reruns"]
@@ -371,14 +411,14 @@ class RunLedger:
             "trigger": key.trigger,
         }
 
-    def _finish(self, claim: Claim, fields: dict[str, object] | None) -> None:
-        """The claim's last write (fields, or None: delete), or Superseded if another attempt took the run over."""
+    def _finish(self, claim: Claim, fields: dict[str, object] | None) -> dt.datetime | None:
+        """The claim's write (fields, or None: delete) and its update time, or Superseded if another attempt took the
+        run over."""
         ref = self.collection.document(claim.key.run_id)
         try:
             if fields is None:
-                self.records.delete_if_unchanged(ref, since=claim.write_time)
-            else:
-                self.records.update_if_unchanged(ref, fields, since=claim.write_time)
+                return self.records.delete_if_unchanged(ref, since=claim.write_time)
+            return self.records.update_if_unchanged(ref, fields, since=claim.write_time)
         except RecordChanged:
             raise Superseded(
                 f"attempt {claim.attempt_id} lost its lease to a newer attempt; its result is not recorded"

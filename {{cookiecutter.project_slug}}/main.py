@@ -88,9 +88,12 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         if hasattr(job, "execution_end"):  # a proxy target's job.py: it starts executions, which are followed
             import executions  # only a proxy target's bake has it
 
-            # First the executions started earlier: recorded once ended; the job's overlap rule if one still runs.
-            # In this process, which holds the ledger's client: only the work goes to the work's process.
-            first = executions.following(ledger, claim, config, job.execution_end)
+            # First the executions started earlier: recorded once ended; the run's own if an earlier attempt started
+            # it; the intent; the job's overlap rule. In this process, which holds the ledger's client: only the
+            # start goes to the work's process.
+            # The intent and the look-up guard the start call of job.run; a test's stand-in work starts nothing.
+            find = job.find_execution if work is job.run else None
+            first = executions.Handover(ledger, claim, config, job.execution_end, find)
         outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
     except RunNotProcessed as refusal:
         outcome, detail, traceback = refusal.outcome, str(refusal), ""
@@ -115,27 +118,32 @@ def work_then_finish(
     work: Callable[[RunContext], object],
     job_id: str | None,
     stop_at: float,
-    first: Callable[[RunContext], object] | None = None,
+    first=None,
 ) -> tuple[Outcome, str, str]:
-    """Runs `first` here (a proxy's following: it writes through this process's ledger), then the work in its own
-    process until `stop_at` (time.monotonic()), then records how it ended: the outcome, its one-line detail, and
-    the work's traceback for the log line ("" if none)."""
+    """Runs `first` here (a proxy's executions.Handover: it writes through this process's ledger, and its `claim`
+    is the claim from then on; it may name the run's execution, started already), then the work in its own process
+    until `stop_at` (time.monotonic()), then records how it ended: the outcome, its one-line detail, and the work's
+    traceback for the log line ("" if none)."""
     started = time.monotonic()
     context = claim.context(job_id)
     try:
-        if first is not None:
-            first(context)
-        ending = run_until_stopped(work, context, RUN_FIELDS.get(), stop_at, preload=(audit.__name__, run.__module__))
+        execution = first(context) if first is not None else None
+        if execution:  # an earlier attempt of this run started it: it is recorded, nothing else starts
+            ending = stop.Ending(stop.Ended.STARTED, execution=execution)
+        else:
+            preload = (audit.__name__, run.__module__)
+            ending = run_until_stopped(work, context, RUN_FIELDS.get(), stop_at, preload=preload)
     except SkippedOverlap:  # from `first`: the overlap rule (the run is recorded `skipped` already)
         raise
     except RunNotProcessed:  # from `first`: a store error while following; release the claim for the retry
-        ledger.release(claim)
+        ledger.release(getattr(first, "claim", claim))
         raise
     except Exception as error:  # from `first`: an API error while following; the run is released for a retry
         ending = stop.ending_after(error)
     finally:
         # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
         RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
+    claim = getattr(first, "claim", claim)  # as `first` last wrote it (its intent)
     if ending.how is stop.Ended.RETURNED:
         ledger.complete(claim, dedup.utcnow(), ending.result)
         return Outcome.PROCESSED, "run processed", ""

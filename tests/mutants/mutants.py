@@ -55,6 +55,7 @@ ONE_READING = "tests/test_one_reading.py"
 YEARS_SIM = "tests/test_years_sim.py::test_every_fire_time_is_one_execution_or_a_reported_state"
 STOP_PROOFS = "tests/test_stop.py"
 BLOCKED_IMPORT = "test_a_module_that_blocks_at_import_is_answered_within_the_deadline_and_its_fork_server_replaced"
+HANDOVER = "tests/test_proxy_handover.py"
 
 IS_NEW_RERUN = (  # dedup.is_new_rerun's body
     "return rerun_id is not None and rerun_id not in {\n"
@@ -1161,8 +1162,8 @@ MUTANTS = [
     Mutant(
         "follow-store-error-keeps-the-claim",
         "baked-cloud-run-job/main.py",
-        "a store error while following; release the claim for the retry\n        ledger.release(claim)\n",
-        "a store error while following; release the claim for the retry\n",
+        '        ledger.release(getattr(first, "claim", claim))\n',
+        "",
         "a store error while a proxy follows its executions releases the claim (no 409 until the lease)",
         ("tests/test_store_errors.py", "-k", "follow"),
     ),
@@ -1739,7 +1740,7 @@ MUTANTS = [
     Mutant(
         "proxy-audit-does-not-follow",
         "baked-cloud-run-job/executions.py",
-        "            follow(ledger, now, poll)\n",
+        "            follow(self.ledger, now, self.poll)\n",
         "",
         "the audit follows every job's executions, so a failure is reported within one audit interval",
         (PROXY_TESTS, "-k", "audit_follows"),
@@ -1747,7 +1748,7 @@ MUTANTS = [
     Mutant(
         "proxy-overlap-skip-ignored",
         "baked-cloud-run-job/executions.py",
-        'if running and (job.overlap if job else "skip") == "skip":',
+        'if (job.overlap if job else "skip") == "skip":',
         "if False:",
         "overlap skip: a new run is recorded skipped while the job's previous execution runs",
         (PROXY_TESTS, "-k", "overlap_skip"),
@@ -1755,8 +1756,8 @@ MUTANTS = [
     Mutant(
         "proxy-overlap-start-ignored",
         "baked-cloud-run-job/executions.py",
-        'if running and (job.overlap if job else "skip") == "skip":',
-        "if running:",
+        'if (job.overlap if job else "skip") == "skip":',
+        "if True:",
         "overlap start: a new run starts while the job's previous execution runs",
         (PROXY_TESTS, "-k", "overlap_start"),
     ),
@@ -2967,5 +2968,86 @@ MUTANTS = [
             f"{YEARS_SIM}[add_remove]",
             "tests/test_schedule_history.py::test_a_job_added_between_audits_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era",
         ),
+    ),
+    # --- issue 25: the proxy's handover (tests/proofs/test_proxy_handover.py, both proxy targets) ----------------
+    Mutant(
+        "i25-no-intent",
+        "baked-cloud-run-job/executions.py",
+        "            self.claim = self.ledger.intend(self.claim, now)",
+        "            pass",
+        "an intent is written before the start call: a start whose answer was lost is found by the retry",
+        (HANDOVER, "-k", "answer_was_lost"),
+    ),
+    Mutant(
+        "i25-no-lookup",
+        "baked-workflow/executions.py",
+        "found = self.find(context.run_id, self.claim.starting_at - CLOCK_SKEW)",
+        "found = None",
+        "a takeover or retry of a run with an intent looks for its execution before it starts one",
+        (HANDOVER, "-k", "answer_was_lost or failed_to_be_written"),
+    ),
+    Mutant(
+        "i25-release-drops-intent",
+        "baked-cloud-run-job/ledger.py",
+        '        if claim.starting_at is not None:\n            self._finish(claim, {"lease_expires"',
+        '        if False:\n            self._finish(claim, {"lease_expires"',
+        "a release keeps the intent (lease ended): its retry looks for the execution the start call may have started",
+        (HANDOVER, "-k", "answer_was_lost"),
+    ),
+    Mutant(
+        "i25-takeover-forgets-intent",
+        "baked-workflow/ledger.py",
+        'starting_at = current.get("starting_at") if current["status"] == dedup.Status.IN_PROGRESS else None',
+        "starting_at = None",
+        "a takeover inherits the intent of the attempt it takes over from: that one's execution is followed",
+        (HANDOVER, "-k", "failed_to_be_written"),
+    ),
+    Mutant(
+        "i25-run-job-found-by-nothing",
+        "baked-cloud-run-job/job.py",
+        '        if env.get("DEDUP_RUN_ID") == run_id:',
+        "        if False:",
+        "a Cloud Run execution is found by the DEDUP_RUN_ID it was started with",
+        (HANDOVER, "-k", "answer_was_lost"),
+    ),
+    Mutant(
+        "i25-workflow-found-by-nothing",
+        "baked-workflow/job.py",
+        '        if json.loads(execution.argument or "{}").get("run_id") == run_id:',
+        "        if False:",
+        "a Workflows execution is found by the run_id of its argument",
+        (HANDOVER, "-k", "answer_was_lost"),
+    ),
+    Mutant(
+        "i25-not-found-wedges",
+        "baked-workflow/executions.py",
+        "        except api_exceptions.NotFound as error:",
+        "        except api_exceptions.AlreadyExists as error:",
+        "an execution the API no longer has records its run failed: the job and the audit go on",
+        (HANDOVER, "-k", "deleted_execution"),
+    ),
+    Mutant(
+        "i25-one-error-stops-all",
+        "baked-cloud-run-job/executions.py",
+        "            errors.append(error)\n            continue",
+        "            raise",
+        "one execution whose state cannot be read never stops the others being followed",
+        (HANDOVER, "-k", "cannot_be_read"),
+    ),
+    Mutant(
+        "i25-rerun-beside-started",
+        "baked-cloud-run-job/dedup.py",
+        '    if record["status"] == Status.STARTED and is_new_rerun(record, rerun_id):',
+        "    if False:",
+        "a re-run of a run still started waits (409), never starts a second execution beside it",
+        (HANDOVER, "-k", "rerun_of_a_run_still_started"),
+    ),
+    Mutant(
+        "i25-overlap-ignores-starting",
+        "baked-workflow/executions.py",
+        "            if running or starting:",
+        "            if running:",
+        "overlap: skip counts a run whose start is in flight",
+        (HANDOVER, "-k", "start_is_in_flight"),
     ),
 ]

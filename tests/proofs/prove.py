@@ -70,9 +70,10 @@ def lay(bake: Path, into: Path) -> Path:
     return into
 
 
-def laid_tests() -> list[str]:
-    """The laid-in Python tests, as paths in the copy."""
-    return [f"tests/{path.name}" for path in proof_files() if len(path.parts) == 1 and path.name.startswith("test_")]
+def laid_tests(copy: Path) -> list[str]:
+    """The laid-in Python tests, as paths in the copy (one that renders empty, another target's, is not laid)."""
+    names = [path.name for path in proof_files() if len(path.parts) == 1 and path.name.startswith("test_")]
+    return [f"tests/{name}" for name in names if (copy / "tests" / name).is_file()]
 
 
 def proof_env(copy: Path, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -87,7 +88,7 @@ def proof_env(copy: Path, env: dict[str, str] | None = None) -> dict[str, str]:
 def run(copy: Path, *pytest_args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
     """pytest in the copy: on the laid-in proofs, or on the tests `pytest_args` name (a path under tests/)."""
     named = any(arg.startswith("tests/") for arg in pytest_args)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *([] if named else laid_tests())]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *([] if named else laid_tests(copy))]
     command += pytest_args
     return subprocess.run(command, cwd=copy, env=proof_env(copy, env), check=False, **kwargs)
 

@@ -7,6 +7,7 @@ import datetime as dt
 import itertools
 import json
 import sys
+import threading
 
 import grpc
 import pytest
@@ -24,6 +25,7 @@ from settings import DedupConfig
 TARGET_ENV, TARGET = "PROXY_JOB_NAME", "projects/p-123456/locations/europe-west1/jobs/nightly-job"
 SERVICE, METHOD = "google.cloud.run.v2.Jobs", "RunJob"
 GET_SERVICE, GET_REQUEST = "google.cloud.run.v2.Executions", run_v2.GetExecutionRequest
+LIST_REQUEST = run_v2.ListExecutionsRequest
 
 
 def started(request: run_v2.RunJobRequest, execution: str) -> bytes:
@@ -31,6 +33,24 @@ def started(request: run_v2.RunJobRequest, execution: str) -> bytes:
     metadata = any_pb2.Any()
     metadata.Pack(run_v2.Execution.pb(run_v2.Execution(name=execution)))
     return operations_pb2.Operation(name="projects/p-123456/operations/op-1", metadata=metadata).SerializeToString()
+
+
+def listed(executions: list[tuple[str, object, dt.datetime]]) -> bytes:
+    """ListExecutions' answer, newest first: each execution with its create time and the environment it ran with."""
+    return run_v2.ListExecutionsResponse.serialize(
+        run_v2.ListExecutionsResponse(
+            executions=[
+                run_v2.Execution(
+                    name=name,
+                    create_time=at,
+                    template=run_v2.TaskTemplate(
+                        containers=[run_v2.Container(env=request.overrides.container_overrides[0].env)]
+                    ),
+                )
+                for name, request, at in reversed(executions)
+            ]
+        )
+    )
 
 
 def execution_in(name: str, state: str) -> bytes:
@@ -78,10 +98,23 @@ from settings import DedupConfig
 TARGET_ENV, TARGET = "PROXY_WORKFLOW_NAME", "projects/p-123456/locations/europe-west1/workflows/nightly-wf"
 SERVICE, METHOD = "google.cloud.workflows.executions.v1.Executions", "CreateExecution"
 GET_SERVICE, GET_REQUEST = SERVICE, executions_v1.GetExecutionRequest
+LIST_REQUEST = executions_v1.ListExecutionsRequest
 
 
 def started(request: executions_v1.CreateExecutionRequest, execution: str) -> bytes:
     return executions_v1.Execution.serialize(executions_v1.Execution(name=execution))
+
+
+def listed(executions: list[tuple[str, object, dt.datetime]]) -> bytes:
+    """ListExecutions' answer, newest first: each execution with its start time and argument (the FULL view)."""
+    return executions_v1.ListExecutionsResponse.serialize(
+        executions_v1.ListExecutionsResponse(
+            executions=[
+                executions_v1.Execution(name=name, start_time=at, argument=request.execution.argument)
+                for name, request, at in reversed(executions)
+            ]
+        )
+    )
 
 
 def execution_in(name: str, state: str) -> bytes:
@@ -118,13 +151,19 @@ DETAIL = "Task nightly-task0 failed with exit code 3"
 
 
 class FakeGoogleApi:
-    """A local gRPC server for the two methods the proxy calls: starting an execution (requests recorded;
-    each gets a name of its own) and reading one (in the state the test set, `running` until then)."""
+    """A local gRPC server for the methods the proxy calls: starting an execution (requests recorded;
+    each gets a name of its own), reading one (in the state the test set, `running` until then; one deleted
+    from `states` is NOT_FOUND) and listing them (newest first, each created at the function's clock)."""
 
     def __init__(self) -> None:
         self.requests = []
         self.failure: grpc.StatusCode | None = None
+        self.lose_answer: grpc.StatusCode | None = None  # the execution starts, its answer is lost
         self.get_failure: grpc.StatusCode | None = None
+        self.get_failures: dict[str, grpc.StatusCode] = {}  # execution name -> what reading it answers
+        self.started: list[tuple[str, object, dt.datetime]] = []  # name, request, create time
+        self.arrived: threading.Event | None = None  # set when a start call arrives
+        self.gate: threading.Event | None = None  # a start call waits for it: its start is in flight meanwhile
         self.states: dict[str, str] = {}  # execution name -> running | succeeded | failed | cancelled
         self.names = (f"{TARGET}/executions/run-{number}" for number in itertools.count(1))
 
@@ -136,6 +175,7 @@ class FakeGoogleApi:
         methods = {
             (SERVICE, METHOD): method(self.handle, REQUEST_TYPE),
             (GET_SERVICE, "GetExecution"): method(self.get, GET_REQUEST),
+            (GET_SERVICE, "ListExecutions"): method(self.list, LIST_REQUEST),
         }
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
         for service in {service for service, _ in methods}:
@@ -146,18 +186,28 @@ class FakeGoogleApi:
 
     def handle(self, request, context):
         self.requests.append(request)
+        if self.arrived:
+            self.arrived.set()
+        if self.gate:
+            self.gate.wait(30)
         if self.failure:
             context.abort(self.failure, "injected by the test")
         name = next(self.names)
         self.states[name] = "running"
+        self.started.append((name, request, CLOCK[0]))
+        if self.lose_answer:
+            context.abort(self.lose_answer, "injected by the test: started, answer lost")
         return started(request, name)
 
     def get(self, request, context):
-        if self.get_failure:
-            context.abort(self.get_failure, "injected by the test")
+        if self.get_failure or request.name in self.get_failures:
+            context.abort(self.get_failure or self.get_failures[request.name], "injected by the test")
         if request.name not in self.states:
             context.abort(grpc.StatusCode.NOT_FOUND, request.name)
         return execution_in(request.name, self.states[request.name])
+
+    def list(self, request, context):
+        return listed([entry for entry in self.started if entry[0] in self.states])
 
 
 @pytest.fixture
@@ -205,6 +255,13 @@ def jobs(monkeypatch, **overlap):
     monkeypatch.setenv("DEDUP_JOBS", json.dumps({"nightly": job}))
 
 
+def released_with_intent(collection):
+    """A start that failed is released with its intent kept: its lease ended, so the retry takes it over at once and
+    looks for an execution of the run before it starts one (executions.Handover)."""
+    (record,) = records(collection).values()
+    return record["status"] == "in_progress" and record["lease_expires"] <= CLOCK[0] and "starting_at" in record
+
+
 def ended_lines(log_lines):
     return [line for line in log_lines() if "execution_outcome" in line]
 
@@ -235,7 +292,7 @@ def test_a_failed_api_call_releases_the_claim_and_answers_5xx(http, collection, 
     failed = deliver(http)
 
     assert failed.status_code == 500 and failed.text.startswith("retryable_failure")
-    assert records(collection) == {}  # released: Cloud Scheduler's retry claims it at once
+    assert released_with_intent(collection)
     api.failure = None
     retried = deliver(http)
     assert retried.status_code == 200 and retried.text.startswith("processed")
@@ -253,7 +310,7 @@ def test_a_bad_target_name_is_retryable_so_the_run_happens_once_a_deploy_fixes_i
     assert response.status_code == 500 and response.text.startswith("retryable_failure")
     assert f"ValueError: {TARGET_ENV}={value!r}: must be projects/" in response.text
     assert api.requests == []
-    assert records(collection) == {}  # released, not recorded failed for good
+    assert released_with_intent(collection)  # not recorded failed for good
     monkeypatch.setenv(TARGET_ENV, TARGET)  # the fixing deploy; Cloud Scheduler retries
     fixed = deliver(http)
     assert fixed.status_code == 200 and fixed.text.startswith("processed")

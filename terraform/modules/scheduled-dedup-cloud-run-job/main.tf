@@ -104,8 +104,9 @@ resource "google_project_iam_member" "datastore_user" {
 # that allows it, granted on the job alone:
 # - executor: start an execution with the run id in its container overrides (run.jobs.run,
 #   run.jobs.runWithOverrides, run.executions.cancel);
-# - viewer: follow each execution it started until it ends (the baked executions module:
-#   Executions.GetExecution needs run.executions.get, cloud.google.com/run/docs/reference/rest/v2/
+# - viewer: follow each execution it started until it ends, and find the one a run started when the
+#   start call's answer was lost (the baked executions module: Executions.GetExecution needs
+#   run.executions.get, ListExecutions run.executions.list, cloud.google.com/run/docs/reference/rest/v2/
 #   projects.locations.jobs.executions/get, which the executor role lacks). On the job, roles/run.viewer
 #   reads only that job, its executions and tasks (cloud.google.com/iam/docs/roles-permissions/run:
 #   "Cloud Run Viewer ... Lowest-level resources where you can grant this role: ... Cloud Run job").

@@ -75,8 +75,8 @@ resource "google_project_iam_member" "log_writer" {
   member  = local.account_member
 }
 
-# workflows.executions.create (start one) and workflows.executions.get (follow it: the baked
-# executions.py). This grant is project-level because Workflows has no IAM policy on a
+# workflows.executions.create (start one), workflows.executions.get (follow it: the baked
+# executions.py) and .list (find the one a run started when the start call's answer was lost). This grant is project-level because Workflows has no IAM policy on a
 # single workflow: the lowest level where any Workflows role can be granted is the project (IAM
 # "Workflows roles and permissions"), and Workflows does not take part in IAM Conditions' resource
 # attributes, so a resource.name condition could not narrow it either. roles/workflows.invoker is
