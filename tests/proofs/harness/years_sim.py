@@ -650,7 +650,7 @@ class Simulation:
                     continue
                 elif paused and state == "paused":
                     named = "paused"
-                elif state == "skipped":
+                elif (state or "").split("+")[0] == "skipped":  # late: alerted missing before it came, or not
                     named = "skipped late"
                 elif state in ("missing+alerted", "stuck+alerted"):
                     named = "missing and alerted"
