@@ -52,7 +52,8 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
 # (proofs/harness/served_job.py) over the protocol files, which are the same bytes in every bake
 # (test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake), with their jobs and deadlines from the
 # environment: every bake gives the same proof, so they run once, on the defaults bake. So does the years simulation
-# (harness/years_sim.py), which serves its own jobs (DEDUP_JOBS) and work in place of job.py's.
+# (harness/years_sim.py), which serves its own jobs (DEDUP_JOBS) and work in place of job.py's, and the proofs of
+# schedule history and per-job timing, which serve their own jobs and dates (DEDUP_JOBS, config.yaml's defaults).
 SERVER_FAULT_PROOFS = (
     "test_stop.py",
     "test_timeout.py",
@@ -60,6 +61,8 @@ SERVER_FAULT_PROOFS = (
     "test_faults.py",
     "test_load.py",
     "test_years_sim.py",
+    "test_schedule_history.py",
+    "test_job_timing.py",
 )
 SERVER_PROOFS_BAKE = "defaults"
 

@@ -659,8 +659,9 @@ def test_retries_ending_before_the_lease_are_refused_by_the_check_deploy_runs(br
     assert result.returncode == 1
     with pytest.raises(rules.RuleError) as refused:
         rules.check_timing({**DEFAULT_TIMING, "retry_count": 3, "min_backoff_seconds": 10})
-    rule = str(refused.value).split(": ", 1)[1]
-    assert result.stderr == f"ERROR: config.yaml: defaults.retry_count=3: {rule}\n"
+    rule, _, passing = str(refused.value).split(": ", 1)[1].partition("values that pass: ")
+    where = ", ".join(f"defaults.{value}" for value in passing.split(", "))  # config.yaml's keys, where they are
+    assert result.stderr == f"ERROR: config.yaml: defaults.retry_count=3: {rule}values that pass: {where}\n"
     makefile = (project / "Makefile").read_text()
     deploy = makefile[makefile.index("\ndeploy:") :]
     assert deploy.index("config.py") < deploy.index("terraform -chdir=terraform apply")

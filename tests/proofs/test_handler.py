@@ -535,6 +535,8 @@ def test_the_work_gets_the_job_id_as_the_answers_spell_it(http, work, now):
     for name, job in config.jobs.items():
         assert name == f"{slug}-{job.job_id}"
         assert http.post("/", headers=scheduler_headers(name, iso(now))).status_code == 200
+        if job.paused:  # its deliveries skip the work (skipped_paused)
+            continue
         context = work.calls[-1]
         assert (context.job_id, context.job_name) == (job.job_id, name)
     http.post("/", headers=scheduler_headers("not-a-configured-job", iso(now)))
