@@ -316,7 +316,7 @@ def first_job_id() -> str:
 
 
 def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, fleet, queue_to, now, capsys):
-    time = audit.rfc3339(now - dt.timedelta(hours=1))
+    time = audit.rfc3339(now - dt.timedelta(minutes=10))  # within any job's max_lateness_seconds
     server = fleet.servers[0]
     job_id = first_job_id()
     job = runs.resolve_job(DedupConfig.from_env(), job_id)  # as Scheduler sends it

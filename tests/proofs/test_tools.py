@@ -24,8 +24,9 @@ TOOL = Path(__file__).resolve().parent.parent / "tools" / "runs.py"
 
 @pytest.fixture
 def recent(now):
-    """A schedule time inside the retention window, with a non-UTC offset (run ids normalise to UTC)."""
-    moment = (now - dt.timedelta(hours=1)).astimezone(dt.timezone(dt.timedelta(hours=2)))
+    """A schedule time inside the retention window and any job's max_lateness_seconds (the matrix's least: an hour),
+    with a non-UTC offset (run ids normalise to UTC)."""
+    moment = (now - dt.timedelta(minutes=10)).astimezone(dt.timezone(dt.timedelta(hours=2)))
     return moment.isoformat()
 
 
