@@ -234,6 +234,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build" / "demo")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # a transcript read as it happens (make demo, a pipe, test_demo)
     # SIGTERM unwinds like Ctrl-C, so the finally below stops what the demo started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     demo = Demo(args.build_dir.resolve())
