@@ -235,7 +235,9 @@ def main() -> int:
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build" / "demo")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # a transcript read as it happens (make demo, a pipe, test_demo)
-    # SIGTERM unwinds like Ctrl-C, so the finally below stops what the demo started.
+    # SIGTERM unwinds like Ctrl-C, so the finally below stops what the demo started; Ctrl-C does even when a
+    # non-interactive shell started us with SIGINT ignored (a `&` job, nohup), as tools/dev_server.py does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     demo = Demo(args.build_dir.resolve())
     try:
