@@ -381,6 +381,13 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
         "google_cloud_scheduler_job.audit",
     ]:
         rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
+    # The deploy record's bracket (history.tf): one instant before the Scheduler jobs and the function change, one
+    # after; the audit dates a schedule change between them (audit.dated).
+    for changed in ("google_cloud_scheduler_job.this", "google_cloudfunctions2_function.this"):
+        if "time_static.schedules_changing" not in reachable(graph, changed):
+            violations.append(f"{changed} does not change after time_static.schedules_changing (the deploy record)")
+        if changed not in reachable(graph, "time_static.schedules_changed"):
+            violations.append(f"time_static.schedules_changed is not taken after {changed} (the deploy record)")
     # Every resource of a proxy target's module (module.cloud_run_job, module.workflow), after the core's APIs.
     for dependent in sorted(n for n in nodes if re.match(r"module\.\w+\.google_", n)):
         rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
@@ -489,6 +496,16 @@ WAIT_BREAKS = {
             ("  depends_on = [google_project_service.this]\n", ""),
         ],
         "google_cloud_scheduler_job.this does not wait after google_project_service.this",
+    ),
+    "scheduler-jobs-change-before-the-deploy-record-starts": (
+        "function.tf",
+        [("    time_static.schedules_changing,\n", "")],
+        "google_cloud_scheduler_job.this does not change after time_static.schedules_changing",
+    ),
+    "deploy-record-ends-before-the-scheduler-jobs-change": (
+        "history.tf",
+        [("depends_on = [google_cloud_scheduler_job.this, ", "depends_on = [")],
+        "time_static.schedules_changed is not taken after google_cloud_scheduler_job.this",
     ),
 }
 

@@ -7,8 +7,9 @@ The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock; a job add
 from it, its times before the first audit that saw it only by their records, so a new job is never reported missed.
 The bookmark also keeps each job's schedule history (`eras`): each fire time is judged by the schedule (cron, zone,
 dst_gap, paused) in force at it (expected_runs), so a change never makes a past run missing nor a never-scheduled
-time due. A fire time of a paused era is `paused`; a `catch_up` job's missing runs are queued for delivery
-(task_queue.py) while within its max_lateness_seconds.
+time due; a change is dated by the apply that made it where its record says so (dated, ledger.DEPLOYED_ID). A fire
+time of a paused era is `paused`; a `catch_up` job's missing runs are queued for delivery (task_queue.py) while
+within its max_lateness_seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import rules
 import schedules
 import task_queue
 from keys import RunKey, rfc3339
-from ledger import AuditCursor, RunLedger
+from ledger import AuditCursor, Deployed, RunLedger
 from run_context import RunContext
 from settings import DedupConfig, JobSpec
 
@@ -199,7 +200,7 @@ def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, con
     """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
     (a full sweep: from the start of the lookback) to the instant before which every run of it has settled (its
     own lease and retry window, config.yaml). A job's schedule or pause unlike its last era starts a new era: from
-    the last audit that saw the old one (`audited`), seen now."""
+    the last audit that saw the old one (`audited`), seen now; or dated by the deploy's record (dated)."""
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
     windows, entries = {}, {}
@@ -212,7 +213,7 @@ def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, con
         current = era(job, entry.get("audited", now), now)
         eras = list(entry.get("eras") or [current])
         if any(eras[-1][field] != current[field] for field in ERA_FIELDS):  # a deploy changed it since
-            eras.append(current)
+            eras.append(dated(current, eras[-1], cursor.deployed, name))
         # An era whose successor was in force before the retention judges nothing (runs.py judges that far back):
         # dropped, as are the oldest beyond MAX_ERAS (the first kept one reaches back).
         kept = now - config.retention
@@ -229,6 +230,18 @@ def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, con
     until = max((end for _, end in windows.values()), default=now - config.settle)
     last_full = now if full else cursor.last_full_sweep
     return Sweep(windows, since, until, full, AuditCursor(entries, last_full, cursor.update_time))
+
+
+def dated(change: dict[str, object], before: Mapping[str, object], deployed: Deployed | None, name: str) -> dict:
+    """The era `change` of job `name`, from the apply that deployed it when its record (ledger.DEPLOYED_ID) names
+    this very schedule: the change happened between the record's `start` and `seen` (seconds), not somewhere
+    between the two audits around it. Never before the era it follows began, never after now."""
+    named = deployed.jobs.get(name) if deployed else None
+    fields = {field: change[field] for field in ERA_FIELDS}
+    if deployed is None or (named != fields if named is not None else change["cron"] is not None):
+        return change
+    start = max(deployed.start, before["from"])
+    return change | {"from": start, "seen": min(max(deployed.seen, start), change["seen"])}
 
 
 def run(context: RunContext) -> str:

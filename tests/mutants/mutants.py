@@ -3050,4 +3050,53 @@ MUTANTS = [
         "overlap: skip counts a run whose start is in flight",
         (HANDOVER, "-k", "start_is_in_flight"),
     ),
+    Mutant(
+        "i24-deploy-record-ignored",
+        "baked/audit.py",
+        "            eras.append(dated(current, eras[-1], cursor.deployed, name))",
+        "            eras.append(current)",
+        "a schedule change is dated by the apply's record (history.tf), not by the audits around it: a run missed just "
+        "before a pause inside an audit interval is reported missing, not paused",
+        (
+            "tests/test_schedule_history.py::test_a_run_missed_just_before_a_pause_inside_an_audit_interval_is_reported_missing",
+        ),
+    ),
+    Mutant(
+        "i24-deploy-record-not-read",
+        "baked/ledger.py",
+        "        deployed = Deployed.of(found[DEPLOYED_ID].to_dict()) if DEPLOYED_ID in found else None",
+        "        deployed = None",
+        "the audit reads the apply's record of the schedules with its bookmark",
+        (
+            "tests/test_schedule_history.py::test_a_run_missed_just_before_a_pause_inside_an_audit_interval_is_reported_missing",
+        ),
+    ),
+    Mutant(
+        "i24-deploy-record-of-another-schedule-used",
+        "baked/audit.py",
+        '    if deployed is None or (named != fields if named is not None else change["cron"] is not None):',
+        "    if deployed is None:",
+        "a deploy record dates a change only if it names the schedule the function now has (a stale one is ignored)",
+        (
+            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_deploy_record_only_when_it_names_that_schedule",
+        ),
+    ),
+    Mutant(
+        "i24-deploy-record-before-the-era-it-follows",
+        "baked/audit.py",
+        '    start = max(deployed.start, before["from"])',
+        "    start = deployed.start",
+        "a deploy record never dates a change before the era it follows began",
+        (
+            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_deploy_record_only_when_it_names_that_schedule",
+        ),
+    ),
+    Mutant(
+        "tf-deploy-record-pause-not-written",
+        "terraform/modules/scheduled-dedup/history.tf",
+        "        paused    = { booleanValue = job.paused }",
+        "        paused    = { booleanValue = !job.paused }",
+        "the deploy record names each job's pause as the function's config does (else it never dates a pause)",
+        ("tests/test_config_file.py::test_every_name_python_and_terraform_must_agree_on_is_the_same",),
+    ),
 ]

@@ -64,6 +64,7 @@ GOOGLE_RESOURCES: tuple[str, ...] = (
     "google_artifact_registry_repository",
     "google_artifact_registry_repository_iam_member",
     "google_firestore_database",
+    "google_firestore_document",
     "google_firestore_field",
     "google_firestore_index",
     "google_service_account",
@@ -105,7 +106,8 @@ GOOGLE_DATA_SOURCES: tuple[str, ...] = (
 ARCHIVE_RESOURCES: tuple[str, ...] = ()
 ARCHIVE_DATA_SOURCES: tuple[str, ...] = ("archive_file",)
 # time_sleep: the module's waits for eventual consistency (APIs, IAM grants, new log-based metrics).
-TIME_RESOURCES: tuple[str, ...] = ("time_sleep",)
+# time_static: the instants that bracket an apply's schedule changes (history.tf).
+TIME_RESOURCES: tuple[str, ...] = ("time_sleep", "time_static")
 TIME_DATA_SOURCES: tuple[str, ...] = ()
 # data "http": reads an existing Firestore database at plan (the google provider has no data source for it).
 HTTP_RESOURCES: tuple[str, ...] = ()
@@ -382,6 +384,9 @@ class JsiiPackage:
             # resources: lib/<type without the provider prefix>, data sources: lib/data-<type>
             d = "data-" + tf_type if data else tf_type.removeprefix(provider_name + "_")
             d = d.replace("_", "-")
+        # jsii renames a module whose name is a reserved word: time_static's is lib/static-resource.
+        if f"package/lib/{d}/index.js" not in self.members and f"package/lib/{d}-resource/index.js" in self.members:
+            d += "-resource"
         path = f"package/lib/{d}/index.js"
         if path not in self.members:
             raise ExtractError(f"{provider_name}: no generated code for {'data' if data else 'resource'} {tf_type!r}")

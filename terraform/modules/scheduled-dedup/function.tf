@@ -146,5 +146,8 @@ resource "google_cloudfunctions2_function" "this" {
     # The build account's grants (and the runtime account's database grant) have propagated:
     # the build runs as <slug>-build the moment this resource is created.
     time_sleep.grants,
+    # The instant before a schedule change, for the audit's history (history.tf); the Scheduler jobs follow
+    # the function (they call its uri).
+    time_static.schedules_changing,
   ]
 }

@@ -4,7 +4,7 @@
 #
 # Files: apis.tf (project services), firestore.tf (database, TTL), iam.tf (every service account
 # and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), tasks.tf (the
-# deliveries queue: re-runs, backfill, catch-up), audit.tf (the audit job), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
+# deliveries queue: re-runs, backfill, catch-up), audit.tf (the audit job), history.tf (the schedules deployed), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
 #
 # It knows no proxy target: a sibling module, called only by a bake of its target, makes what
 # the function starts, and the baked root passes the sibling's environment variables, collections,

@@ -257,10 +257,11 @@ class Simulation:
         return {name: eras[-1].spec for name, eras in self.eras.items() if eras[-1].spec is not None}
 
     def change(self, name: str, spec: dict | None) -> None:
-        """A change to config.yaml, deployed at once (a redeploy)."""
+        """A change to config.yaml, deployed at once (a redeploy), as `terraform apply` records it."""
         self.eras.setdefault(name, []).append(Era(self.now, spec))
         os.environ["DEDUP_JOBS"] = json.dumps(self.live_jobs())
         self.deploy()
+        self.record_deploy()
         if spec is not None and not spec.get("paused"):
             self.plan_next_fire(name)
 
@@ -276,6 +277,21 @@ class Simulation:
         main.run_until_stopped = self.run_until_stopped
         self.client = self.app.test_client()
         logging.getLogger().handlers[:] = [logging.NullHandler()]  # the outcome lines: not printed
+
+    def record_deploy(self) -> None:
+        """What the module's history.tf writes at an apply that changes a schedule (ledger.DEPLOYED_ID): each job's
+        schedule and pause, and two instants around the change (whole seconds, as time_static's rfc3339)."""
+        import ledger
+        from settings import DedupConfig
+
+        jobs = {
+            name: {"cron": spec["schedule"], "time_zone": spec["time_zone"],
+                   "dst_gap": spec.get("dst_gap", "end_of_gap"), "paused": bool(spec.get("paused"))}
+            for name, spec in self.live_jobs().items()
+        }  # fmt: skip
+        after = self.now.replace(microsecond=0) + dt.timedelta(seconds=1 if self.now.microsecond else 0)
+        record = {"from": rfc(self.now), "seen": rfc(after), "jobs": jobs}
+        ledger.RunLedger(DedupConfig.from_env()).collection.document(ledger.DEPLOYED_ID).set(record)
 
     def run_until_stopped(self, work, context, fields, stop_at, preload=()):
         import stop
@@ -730,6 +746,7 @@ class Simulation:
                 self.eras[f"sim-{self.token}-{STOP_JOB_ID}"] = [Era(START, stop_spec)]
             os.environ["DEDUP_JOBS"] = json.dumps(self.live_jobs())
             self.deploy()
+            self.record_deploy()
             for name in self.eras:
                 self.plan_next_fire(name)
             self.at(START + dt.timedelta(minutes=5), self.audit)
