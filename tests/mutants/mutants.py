@@ -2668,7 +2668,7 @@ MUTANTS = [
     Mutant(
         "i24-history-change-not-recorded",
         "baked/audit.py",
-        "            eras.append(current)",
+        "            eras.append(dated(current, eras[-1], cursor.deployed, name))",
         "            pass",
         "the first audit after a deploy that changes a job's schedule or pause records a new era",
         (
