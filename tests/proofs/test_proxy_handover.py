@@ -10,6 +10,12 @@ Firestore emulator.
   next runs and the audit go on; one execution whose state cannot be read never stops the others being followed.
 - A re-run of a run still `started` waits (409), never starts a second execution beside it; `overlap: skip` sees a
   run whose start is in flight.
+{%- if cookiecutter.target == "cloud_run_job" %}
+- Two executions of one run id meet at an item (a re-run after a cancelled execution whose task died holding it):
+  one leased by an execution that has ended is taken over at once; one a live execution holds is waited for, with
+  a line that says whom for; one whose holder cannot be read waits out the lease, saying so. Never a task failed
+  for the lease's length without a word.
+{%- endif %}
 """
 
 import datetime as dt
@@ -24,6 +30,11 @@ from conftest import records, scheduler_headers
 from fake_firestore import COMMIT
 from test_proxy import CLOCK, SCHEDULED, TARGET, deliver, ended_lines, jobs, run_key, run_record
 
+{% if cookiecutter.target == "cloud_run_job" -%}
+import job
+from cloud_run_job import holders, task
+from cloud_run_job.store import JobStore, Worker
+{% endif -%}
 from keys import RunKey
 from settings import DedupConfig
 
@@ -127,13 +138,18 @@ def test_one_execution_that_cannot_be_read_does_not_stop_the_others_being_follow
     assert {run_record(collection, hours)["status"] for hours in (0, 1)} == {"failed", "completed"}
 
 
-def test_a_rerun_of_a_run_still_started_waits_for_its_execution(http, collection, api):
-    deliver(http)
-    rerun = scheduler_headers(
+def rerun_headers():
+    """What `runs.py rerun` sends for the run of SCHEDULED."""
+    return scheduler_headers(
         "nightly",
         SCHEDULED.isoformat().replace("+00:00", "Z"),
         **{"X-Rerun-Id": "again-1", "X-Rerun-By": "ops@example.com", "X-Rerun-Reason": "a test"},
     )
+
+
+def test_a_rerun_of_a_run_still_started_waits_for_its_execution(http, collection, api):
+    deliver(http)
+    rerun = rerun_headers()
 
     waiting = http.post("/", headers=rerun)
 
@@ -208,4 +224,126 @@ def test_of_two_runs_starting_together_one_starts(http, collection, api, monkeyp
     outcomes = sorted(answer.text.split(":")[0] for answer in answers.values())
     assert outcomes == ["processed", "skipped_overlap"] and len(api.requests) == 1
     assert len(records(collection)) == 2
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+
+# The job's tasks (cloud_run_job/task.py) where two executions of one run id meet at an item -----------------------
+
+ITEM = "item-001"  # of the job's sample input
+
+
+@pytest.fixture
+def job_store(collection, api, monkeypatch):
+    """The job's store on this test's collection; its tasks read their peers' executions from the fake API."""
+    monkeypatch.setattr(holders, "executions_client", job.executions_client)  # the api fixture's reader
+    return lambda lease_seconds: JobStore(DedupConfig.from_env(), dt.timedelta(seconds=lease_seconds))
+
+
+def task_of_execution(execution):
+    """The one task of execution `execution` (its CLOUD_RUN_EXECUTION) of the run of SCHEDULED, on its last attempt."""
+    env = {"DEDUP_RUN_ID": run_key().run_id, "CLOUD_RUN_EXECUTION": execution, "JOB_MAX_RETRIES": "0"}
+    return task.TaskSettings.from_env(env)
+
+
+def output_of(store, item_id):
+    (output,) = [output for output in store.outputs_of(run_key().run_id) if output.get("item_id") == item_id]
+    return output
+
+
+def waiting_lines(log_lines, event="waiting"):
+    return [line for line in log_lines() if line.get("event") == event]
+
+
+@pytest.mark.parametrize("end", ["cancelled", "deleted"])
+def test_an_item_an_ended_execution_held_is_taken_over_by_the_rerun_at_once(
+    http, collection, api, job_store, monkeypatch, log_lines, end
+):
+    """The first execution is cancelled (or deleted) while its task holds an item (the task is killed: its lease
+    stays); the re-run meets the item: waiting out a lease of hours would fail every attempt, and the run, though the
+    work is fine."""
+    store = job_store(6 * 3600)
+    deliver(http)
+    store.claim(run_key().run_id, ITEM, Worker("run-1", 0, 0), CLOCK[0])
+    if end == "cancelled":
+        api.states[FIRST] = "cancelled"
+    else:
+        del api.states[FIRST]  # GetExecution answers NOT_FOUND
+    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    assert run_record(collection)["status"] == "failed"
+    assert http.post("/", headers=rerun_headers()).status_code == 200 and api.states[SECOND] == "running"
+    waits = []
+    monkeypatch.setattr(task, "wait", waits.append)
+
+    outcomes = task.run_task(task_of_execution("run-2"), store)
+
+    assert set(outcomes.values()) == {"done"} and waits == []  # taken over at once
+    (line,) = waiting_lines(log_lines, "taken_over")
+    assert line["holder"] == "run-1" and FIRST in line["message"]
+    assert output_of(store, ITEM).get("execution") == "run-2"
+    api.states[SECOND] = "succeeded"
+    deliver(http, hours_later=2, job=DedupConfig.from_env().audit_job)
+    assert run_record(collection)["status"] == "completed"
+
+
+@pytest.mark.parametrize("holder_then", ["finishes_the_item", "is_cancelled"])
+def test_an_item_a_live_execution_holds_is_waited_for_with_a_line(
+    http, collection, api, job_store, monkeypatch, log_lines, holder_then
+):
+    """An execution beside the recorded one (an operator's `gcloud run jobs execute`) holds an item and runs on: the
+    recorded one's task waits, says so, and leaves the item to it, or takes it over once it has ended."""
+    store = job_store(600)
+    deliver(http)  # the recorded execution, FIRST, whose task this is
+    held = store.claim(run_key().run_id, ITEM, Worker("run-2", 0, 0), CLOCK[0])
+    api.states[SECOND] = "running"  # the one beside it
+    waits = []
+
+    def meanwhile(seconds):
+        waits.append(seconds)
+        CLOCK[0] += dt.timedelta(seconds=seconds)
+        if len(waits) < 3:
+            return
+        if holder_then == "finishes_the_item":
+            store.put_output_if_absent(run_key().run_id, ITEM, {"execution": "run-2"}, CLOCK[0])
+            store.finish(held, CLOCK[0])
+        else:
+            api.states[SECOND] = "cancelled"
+
+    monkeypatch.setattr(task, "wait", meanwhile)
+
+    outcomes = task.run_task(task_of_execution("run-1"), store)
+
+    assert waits == [task.HOLDER_POLL_SECONDS] * 3  # polled, never past the lease (600 s)
+    (line,) = waiting_lines(log_lines)  # one line, not one per poll
+    assert line["holder"] == "run-2" and line["holder_state"] == "running" and "still runs" in line["message"]
+    if holder_then == "finishes_the_item":
+        assert outcomes[ITEM] == "already finished" and output_of(store, ITEM).get("execution") == "run-2"
+    else:
+        assert outcomes[ITEM] == "done" and output_of(store, ITEM).get("execution") == "run-1"
+        assert [line["holder"] for line in waiting_lines(log_lines, "taken_over")] == ["run-2"]
+
+
+def test_an_item_whose_holder_cannot_be_read_waits_out_the_lease_saying_so(
+    http, collection, api, job_store, monkeypatch, log_lines
+):
+    """The job's account cannot read the executions (its roles/run.viewer grant missing): the lease is trusted to its
+    end, with a line that says why, then the item is taken over."""
+    store = job_store(25)
+    deliver(http)
+    store.claim(run_key().run_id, ITEM, Worker("run-2", 0, 0), CLOCK[0])
+    api.get_failures[SECOND] = grpc.StatusCode.PERMISSION_DENIED
+    waits = []
+
+    def meanwhile(seconds):
+        waits.append(seconds)
+        CLOCK[0] += dt.timedelta(seconds=seconds)
+
+    monkeypatch.setattr(task, "wait", meanwhile)
+
+    outcomes = task.run_task(task_of_execution("run-1"), store)
+
+    assert outcomes[ITEM] == "done"
+    assert waits[:2] == [task.HOLDER_POLL_SECONDS] * 2 and 0 < waits[2] <= 5.01 and len(waits) == 3
+    (line,) = waiting_lines(log_lines)
+    assert line["holder_state"] == "unknown" and "PermissionDenied" in line["message"]
+{%- endif %}
 {%- endif %}
