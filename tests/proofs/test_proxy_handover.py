@@ -15,6 +15,11 @@ Firestore emulator.
   one leased by an execution that has ended is taken over at once; one a live execution holds is waited for, with
   a line that says whom for; one whose holder cannot be read waits out the lease, saying so. Never a task failed
   for the lease's length without a word.
+{%- else %}
+- The workflow's guard (workflow/workflow.yaml, run by harness/workflow_runner.py against the emulator and the fake
+  API) records its execution's state: a re-run after its owner was cancelled, failed or deleted runs the side
+  effect exactly once; an execution that meets the guard of one still running waits for it and never runs the side
+  effect beside it; of two that find the owner ended, one takes the guard over.
 {%- endif %}
 """
 
@@ -29,9 +34,11 @@ import test_proxy
 from conftest import records, scheduler_headers
 from fake_firestore import COMMIT
 from test_proxy import CLOCK, SCHEDULED, TARGET, deliver, ended_lines, jobs, run_key, run_record
-
-{% if cookiecutter.target == "cloud_run_job" -%}
+{% if cookiecutter.target == "workflow" -%}
+from workflow_runner import Cancelled, Raised, Run
+{% endif %}
 import job
+{% if cookiecutter.target == "cloud_run_job" -%}
 from cloud_run_job import holders, task
 from cloud_run_job.store import JobStore, Worker
 {% endif -%}
@@ -271,12 +278,15 @@ def test_an_item_an_ended_execution_held_is_taken_over_by_the_rerun_at_once(
     deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
     assert run_record(collection)["status"] == "failed"
     assert http.post("/", headers=rerun_headers()).status_code == 200 and api.states[SECOND] == "running"
-    waits = []
-    monkeypatch.setattr(task, "wait", waits.append)
+
+    def never(seconds):
+        raise AssertionError(f"waited {seconds} s for an item an ended execution held")
+
+    monkeypatch.setattr(task, "wait", never)
 
     outcomes = task.run_task(task_of_execution("run-2"), store)
 
-    assert set(outcomes.values()) == {"done"} and waits == []  # taken over at once
+    assert set(outcomes.values()) == {"done"}  # taken over at once
     (line,) = waiting_lines(log_lines, "taken_over")
     assert line["holder"] == "run-1" and FIRST in line["message"]
     assert output_of(store, ITEM).get("execution") == "run-2"
@@ -345,5 +355,160 @@ def test_an_item_whose_holder_cannot_be_read_waits_out_the_lease_saying_so(
     assert waits[:2] == [task.HOLDER_POLL_SECONDS] * 2 and 0 < waits[2] <= 5.01 and len(waits) == 3
     (line,) = waiting_lines(log_lines)
     assert line["holder_state"] == "unknown" and "PermissionDenied" in line["message"]
+{%- else %}
+
+
+# The workflow's guard (workflow/workflow.yaml) where two executions of one run id meet ----------------------------
+
+SIDE_EFFECT = "side effect for the run"
+
+
+class Executions:
+    """The workflow's executions, run through the runner: each by its name, with the argument the handler sent."""
+
+    def __init__(self, api, emulator_host):
+        self.api, self.emulator_host, self.runs = api, emulator_host, {}
+
+    def run(self, name, argument_of=FIRST, **options):
+        """Runs execution `name` (of the run FIRST was started for) to its end (the runner's `options`: cancel_before,
+        fail_at, before, sleep); returns its result, or "cancelled"; the fake then shows its end."""
+        (request,) = [request for started, request, _ in self.api.started if started == argument_of]
+        config = DedupConfig.from_env()
+        env = {"DEDUP_PROJECT": config.project, "DEDUP_COLLECTION": config.collection}
+        run = self.runs[name] = Run(
+            name, json.loads(request.execution.argument), env, self.emulator_host, job.executions_client(), **options
+        )
+        self.api.states[name] = "running"
+        try:
+            result = run()
+        except Cancelled:
+            self.api.states[name] = "cancelled"
+            return "cancelled"
+        except Exception:
+            self.api.states[name] = "failed"
+            raise
+        self.api.states[name] = "succeeded"
+        return result
+
+    def side_effects(self):
+        lines = [line for run in self.runs.values() for line in run.logged]
+        return sum(line.get("json", {}).get("message") == SIDE_EFFECT for line in lines)
+
+
+@pytest.fixture
+def executions(api, emulator_host):
+    return Executions(api, emulator_host)
+
+
+def guard_of(collection):
+    """The run's guard: <collection>_workflow/<run_id>, beside the run records."""
+    return collection._client.collection(f"{collection.id}_workflow").document(run_key().run_id)
+
+
+def guard(collection):
+    return guard_of(collection).get().to_dict()
+
+
+@pytest.mark.parametrize("owner_end", ["cancelled", "failed", "deleted"])
+def test_a_rerun_after_the_guards_owner_ended_runs_the_side_effect_exactly_once(
+    http, collection, api, executions, owner_end
+):
+    """The first execution takes the guard and ends before its side effect: cancelled (no handler runs), failed (a
+    timeout, say, where its handler could not run) or deleted; the re-run (`runs.py rerun`) must run it."""
+    deliver(http)
+    assert executions.run(FIRST, cancel_before="side_effect") == "cancelled"
+    if owner_end == "failed":
+        api.states[FIRST] = "failed"
+    elif owner_end == "deleted":
+        del api.states[FIRST]
+    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    assert run_record(collection)["status"] == "failed"
+    assert http.post("/", headers=rerun_headers()).status_code == 200
+
+    result = executions.run(SECOND)
+
+    assert result == {"run_id": run_key().run_id, "outcome": "processed"}
+    assert executions.side_effects() == 1
+    assert guard(collection)["status"] == "completed" and guard(collection)["execution"] == "run-2"
+    deliver(http, hours_later=2, job=DedupConfig.from_env().audit_job)
+    assert run_record(collection)["status"] == "completed"
+
+
+def test_a_rerun_after_a_failed_side_effect_runs_it_again(http, collection, api, executions):
+    """The side effect failed: its handler marked the guard failed, and the execution failed; the re-run runs it."""
+    deliver(http)
+    with pytest.raises(Raised, match="injected"):
+        executions.run(FIRST, fail_at="side_effect")
+    assert guard(collection)["status"] == "failed"
+    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    assert http.post("/", headers=rerun_headers()).status_code == 200
+
+    assert executions.run(SECOND)["outcome"] == "processed"
+    assert guard(collection)["status"] == "completed" and executions.side_effects() == 1
+
+
+@pytest.mark.parametrize("owner_then", ["completes", "is_cancelled"])
+def test_an_execution_meeting_the_guard_of_one_still_running_waits_for_it(
+    http, collection, api, executions, owner_then
+):
+    """An execution beside the recorded one (started by hand: `gcloud workflows run`) meets the guard of the running
+    one: it waits, never runs the side effect beside it; then answers duplicate, or takes over once it was cancelled."""
+    deliver(http)
+    assert executions.run(FIRST, cancel_before="side_effect") == "cancelled"
+    api.states[FIRST] = "running"  # stopped at its side effect: still running, as far as the API says
+    waits = []
+
+    def meanwhile(seconds):
+        waits.append(seconds)
+        if len(waits) < 2:
+            return
+        if owner_then == "completes":
+            guard_of(collection).update({"status": "completed"})
+            api.states[FIRST] = "succeeded"
+        else:
+            api.states[FIRST] = "cancelled"
+
+    result = executions.run(SECOND, sleep=meanwhile)
+
+    assert waits == [30, 30]
+    said = [line for line in executions.runs[SECOND].logged if line["severity"] == "WARNING"]
+    assert FIRST in said[0]["json"]["owner"] and "still runs" in said[0]["json"]["message"]
+    if owner_then == "completes":
+        assert result["outcome"] == "duplicate" and executions.side_effects() == 0
+    else:
+        assert result["outcome"] == "processed" and executions.side_effects() == 1
+        assert guard(collection)["taken_over_from"] == "run-1"
+
+
+def test_of_two_executions_finding_the_owner_ended_one_takes_the_guard_over(http, collection, api, executions):
+    """Both read the guard of a cancelled owner, then both write their takeover: the write is conditional on the
+    guard's update time, so the later one is refused, reads the guard again and leaves the side effect to the other."""
+    deliver(http)
+    assert executions.run(FIRST, cancel_before="side_effect") == "cancelled"
+    both_read = threading.Barrier(2, timeout=30)
+    names = [SECOND, f"{TARGET}/executions/run-3"]
+    done = {name: threading.Event() for name in names}
+    results = {}
+
+    def run(name):
+        other = next(other for other in names if other != name)
+        try:
+            results[name] = executions.run(
+                name,
+                before=lambda step: both_read.wait() if step == "take_over" else None,
+                sleep=lambda seconds: done[other].wait(30),  # waiting for the winner: let it finish
+            )
+        finally:
+            done[name].set()
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert sorted(result["outcome"] for result in results.values()) == ["duplicate", "processed"]
+    assert executions.side_effects() == 1
+    assert guard(collection)["status"] == "completed"
 {%- endif %}
 {%- endif %}
