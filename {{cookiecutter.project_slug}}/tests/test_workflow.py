@@ -1,6 +1,6 @@
 """The sample workflow (workflow/workflow.yaml), checked structurally: it parses, reads only what the
 proxy sends, and runs its side effect only behind a Firestore create keyed by the run id. The template's proofs run
-it (tests/proofs/harness/workflow_runner.py) through the emulator and a fake of the Workflows API."""
+it step by step (its harness's workflow_runner) through the emulator and a fake of the Workflows API."""
 
 import datetime as dt
 import json
@@ -99,8 +99,7 @@ def test_the_guard_names_the_execution_that_created_it(steps):
 
 
 def test_already_exists_reads_the_guard_and_goes_by_its_owner_and_state(steps):
-    """What each guard state leads to; the runs through the emulator are the template's proofs
-    (tests/proofs/test_proxy_handover.py)."""
+    """What each guard state leads to; the runs through the emulator are the template's proofs (`make proofs`)."""
     handler = step(steps, "guard")["except"]
     error = handler["as"]
     (on_409, on_other) = handler["steps"]
