@@ -3069,8 +3069,8 @@ MUTANTS = [
     Mutant(
         "i25-live-holder-taken-over",
         "baked-cloud-run-job/cloud_run_job/task.py",
-        "        if found.state is holders.HolderState.ENDED:",
-        "        if found.state is not holders.HolderState.UNKNOWN:",
+        "        if found.state is holders.HolderState.ENDED and holder not in ended:",
+        "        if found.state is not holders.HolderState.UNKNOWN and holder not in ended:",
         "an item a live execution holds is left to it (waited for), never taken over",
         (HANDOVER, "-k", "live_execution_holds"),
     ),

@@ -105,6 +105,43 @@ def test_a_started_record_that_failed_to_be_written_is_followed_by_the_takeover(
     assert [line["execution"] for line in ended_lines(log_lines)] == [FIRST]
 
 
+# Every step between the claim, the start call, the `started` record and the follow, failed once: the store (a
+# Firestore error at the claim's, the intent's or the record's commit; a killed instance leaves what a failed
+# `started` write leaves), the API (the start call failing, its answer lost), the execution deleted before it is
+# followed. Whatever failed: one execution for the run, and its end recorded once.
+HANDOVER_FAULTS = ["claim_write", "intent_write", "started_write", "start_call", "answer_lost", "deleted"]
+
+
+@pytest.mark.parametrize("end", ["succeeded", "failed"])
+@pytest.mark.parametrize("fault", HANDOVER_FAULTS)
+def test_whatever_fails_between_claim_and_follow_one_execution_and_its_end_recorded(
+    http, collection, api, firestore_through, log_lines, fault, end
+):
+    commits_before = {"claim_write": 0, "intent_write": 1, "started_write": 2}
+    if fault in commits_before:
+        firestore_through.fail(COMMIT, grpc.StatusCode.UNAVAILABLE, after=commits_before[fault])
+    api.failure = grpc.StatusCode.UNAVAILABLE if fault == "start_call" else None
+    api.lose_answer = grpc.StatusCode.UNAVAILABLE if fault == "answer_lost" else None
+    first = deliver(http)
+    firestore_through.clear()
+    api.failure = api.lose_answer = None
+    for _ in range(3):  # Scheduler's retries: within the lease, then past it (a takeover)
+        if (run_record(collection) or {}).get("status") == "started":
+            break
+        deliver(http)
+        past_the_lease()
+    if fault == "deleted":
+        del api.states[FIRST]
+    else:
+        api.states[FIRST] = end
+    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+
+    assert first.status_code == (200 if fault == "deleted" else 500), first.text
+    assert [name for name, _, _ in api.started] == [FIRST]  # one execution for the run
+    assert [line["execution"] for line in ended_lines(log_lines)] == [FIRST]  # its end recorded, once
+    assert run_record(collection)["status"] == ("completed" if end == "succeeded" and fault != "deleted" else "failed")
+
+
 def test_a_deleted_execution_is_recorded_failed_and_the_job_goes_on(http, collection, api, log_lines):
     deliver(http)
     del api.states[FIRST]  # deleted or pruned: GetExecution answers NOT_FOUND

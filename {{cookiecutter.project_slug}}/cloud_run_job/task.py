@@ -189,7 +189,7 @@ def claim_item(settings: TaskSettings, store: JobStore, item_id: str) -> ItemLea
             found = holders.Holder(holders.HolderState.RUNNING, "this execution's own task")
         else:
             found = holders.holder(holder)
-        if found.state is holders.HolderState.ENDED:
+        if found.state is holders.HolderState.ENDED and holder not in ended:  # once: never a loop without a wait
             logger.warning(
                 "item %s: taken over from execution %s, which has ended (%s)", item_id, holder, found.detail,
                 extra=fields(item_id, event="taken_over", holder=holder),
