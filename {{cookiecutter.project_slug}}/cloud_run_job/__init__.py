@@ -5,5 +5,6 @@
     python -m cloud_run_job verify RUN_ID      exactly one output per item of the input snapshot, or exit 1
 
 task.py runs a task (partition, stages, checkpoints, put-if-absent outputs), stages.py is the work
-(your room), store.py is the only module that touches Firestore.
+(your room), store.py is the only module that touches Firestore, holders.py the only one that reads
+the Run API (has the execution that holds an item's lease ended?).
 """

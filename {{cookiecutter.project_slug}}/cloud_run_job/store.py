@@ -43,7 +43,12 @@ HELD = (ItemStatus.RUNNING, ItemStatus.CHECKPOINTED)
 
 
 class ItemBusy(Exception):
-    """Another worker holds the item's live lease."""
+    """Another worker holds the item's live lease: `holder` its execution, `until` when the lease expires (both None
+    when another worker claimed it between this one's read and write)."""
+
+    def __init__(self, message: str, holder: str | None = None, until: dt.datetime | None = None) -> None:
+        super().__init__(message)
+        self.holder, self.until = holder, until
 
 
 class LeaseLost(Exception):
@@ -67,14 +72,22 @@ class Worker:
         return f"{self.execution}/{self.task_index}"
 
 
-def decide(record: Mapping[str, object] | None, worker: Worker, now: dt.datetime) -> Decision:
+def holder_of(record: Mapping[str, object]) -> str:
+    """The execution whose task holds the item (lease_owner is Worker.task: execution/task index)."""
+    return str(record["lease_owner"]).rpartition("/")[0]
+
+
+def decide(
+    record: Mapping[str, object] | None, worker: Worker, now: dt.datetime, ended: frozenset[str] = frozenset()
+) -> Decision:
     """May this worker take the item? The item state machine's one decision, in dedup.Decision's names
-    (DUPLICATE: done or failed, nothing left to do; IN_PROGRESS: another worker's live lease)."""
+    (DUPLICATE: done or failed, nothing left to do; IN_PROGRESS: another worker's live lease). `ended`: executions
+    known to have ended (holders.holder), whose leases are dead before they expire."""
     if record is None or record["status"] == ItemStatus.QUEUED:
         return Decision.TAKE_OVER
     if record["status"] in (ItemStatus.DONE, ItemStatus.FAILED):
         return Decision.DUPLICATE
-    if record["lease_expires"] <= now:
+    if record["lease_expires"] <= now or holder_of(record) in ended:
         return Decision.TAKE_OVER
     # Cloud Run starts a task's next attempt only after the previous one ended, so a later attempt
     # of the same task may take over at once instead of waiting for a dead attempt's lease.
@@ -151,16 +164,21 @@ class JobStore:
             }
             self._create(self.items.document(item_key(run_id, item_id)), record)
 
-    def claim(self, run_id: str, item_id: str, worker: Worker, now: dt.datetime) -> ItemLease | None:
-        """Hold the item (None if it is finished already), or raise ItemBusy."""
+    def claim(
+        self, run_id: str, item_id: str, worker: Worker, now: dt.datetime, ended: frozenset[str] = frozenset()
+    ) -> ItemLease | None:
+        """Hold the item (None if it is finished already), or raise ItemBusy. `ended`: as decide's."""
         ref = self.items.document(item_key(run_id, item_id))
         snapshot = self._call(ref.get, retry=READ_RETRY)
         record = snapshot.to_dict() if snapshot.exists else None
-        decision = decide(record, worker, now)
+        decision = decide(record, worker, now, ended)
         if decision is Decision.DUPLICATE:
             return None
         if decision is Decision.IN_PROGRESS:
-            raise ItemBusy(f"{item_id}: {record['lease_owner']} holds the lease until {record['lease_expires']}")
+            until = record["lease_expires"]
+            raise ItemBusy(
+                f"{item_id}: {record['lease_owner']} holds the lease until {until}", holder_of(record), until
+            )
         fields = {
             "run_id": run_id,
             "item_id": item_id,

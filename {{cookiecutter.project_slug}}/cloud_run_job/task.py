@@ -15,20 +15,24 @@ import logging
 import os
 import re
 import signal
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import dedup
 from keys import parse_schedule_time
 
+from . import holders
 from .stages import STAGES, TerminalItemError
-from .store import ItemLease, JobStore, Worker
+from .store import ItemBusy, ItemLease, JobStore, Worker
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_INPUT = Path(__file__).resolve().parent / "input" / "items.json"
 RUN_ID = re.compile(r"[0-9a-f]{64}")
 ITEM_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")  # part of a Firestore document id: no '/'
+# How often a task waiting for an item another execution holds asks again (never past the lease's end).
+HOLDER_POLL_SECONDS = 10.0
 
 
 class SettingError(ValueError):
@@ -164,9 +168,47 @@ def run_task(settings: TaskSettings, store: JobStore) -> dict[str, str]:
     return outcomes
 
 
+def wait(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def claim_item(settings: TaskSettings, store: JobStore, item_id: str) -> ItemLease | None:
+    """The item's lease (None: finished already). An item another execution holds is taken over once that execution
+    has ended (holders.holder: a cancelled or failed one's task died holding it), else waited for, with a line
+    that says whom for and until when: never a task failed for the lease's length without a word."""
+    ended: set[str] = set()
+    said = None
+    while True:
+        try:
+            return store.claim(settings.run_id, item_id, settings.worker, dedup.utcnow(), frozenset(ended))
+        except ItemBusy as busy:
+            holder, until = busy.holder, busy.until
+        if holder is None:  # another worker claimed it between the read and the write: read it again
+            continue
+        if holder == settings.worker.execution:  # this execution's own task: its lease is trusted
+            found = holders.Holder(holders.HolderState.RUNNING, "this execution's own task")
+        else:
+            found = holders.holder(holder)
+        if found.state is holders.HolderState.ENDED and holder not in ended:  # once: never a loop without a wait
+            logger.warning(
+                "item %s: taken over from execution %s, which has ended (%s)", item_id, holder, found.detail,
+                extra=fields(item_id, event="taken_over", holder=holder),
+            )  # fmt: skip
+            ended.add(holder)
+            continue
+        if said != (holder, found.state):
+            logger.warning(
+                "item %s is leased by execution %s until %s (%s): waiting for it to finish the item or end",
+                item_id, holder, until.isoformat(), found.detail,
+                extra=fields(item_id, event="waiting", holder=holder, holder_state=found.state.value),
+            )  # fmt: skip
+            said = (holder, found.state)
+        wait(min(HOLDER_POLL_SECONDS, max((until - dedup.utcnow()).total_seconds(), 0.0) + 0.01))
+
+
 def process_item(settings: TaskSettings, store: JobStore, item: Mapping[str, object], version: str) -> str:
     item_id = item["id"]
-    lease = store.claim(settings.run_id, item_id, settings.worker, dedup.utcnow())
+    lease = claim_item(settings, store, item_id)
     if lease is None:
         return "already finished"
     value = store.load_artifact(lease.artifact) if lease.last_stage else dict(item)

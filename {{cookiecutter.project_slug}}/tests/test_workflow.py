@@ -1,5 +1,6 @@
 """The sample workflow (workflow/workflow.yaml), checked structurally: it parses, reads only what the
-proxy sends, and runs its side effect only behind a Firestore create keyed by the run id."""
+proxy sends, and runs its side effect only behind a Firestore create keyed by the run id. The template's proofs run
+it step by step (its harness's workflow_runner) through the emulator and a fake of the Workflows API."""
 
 import datetime as dt
 import json
@@ -97,33 +98,41 @@ def test_the_guard_names_the_execution_that_created_it(steps):
     assert assigned(steps)["execution_id"] == '${sys.get_env("GOOGLE_CLOUD_WORKFLOW_EXECUTION_ID")}'
 
 
-def test_already_exists_skips_the_side_effect_unless_the_guard_is_this_executions_own(steps):
+def test_already_exists_reads_the_guard_and_goes_by_its_owner_and_state(steps):
+    """What each guard state leads to; the runs through the emulator are the template's proofs (`make proofs`)."""
     handler = step(steps, "guard")["except"]
     error = handler["as"]
-    (on_409, on_other, read, whose) = handler["steps"]
+    (on_409, on_other) = handler["steps"]
     (branch,) = on_409["already_guarded"]["switch"]
     # map.get, not error.code: an error without a code (connection, timeout) must not turn into a KeyError.
     assert branch == {"condition": "${map.get(" + error + ', "code") == 409}', "next": "read_guard"}
     assert on_other == {"guard_failed": {"raise": "${" + error + "}"}}
-    assert read["read_guard"]["call"] == FIRESTORE + "get"
-    assert read["read_guard"]["args"] == {"name": GUARD_DOCUMENT}
+    assert step(steps, "read_guard")["call"] == FIRESTORE + "get"
+    assert step(steps, "read_guard")["args"] == {"name": GUARD_DOCUMENT}
     # The connector may retry its own create after a lost answer: that 409 is this execution's guard.
-    result = read["read_guard"]["result"]
-    (own,) = whose["whose_guard"]["switch"]
-    assert own == {
-        "condition": "${map.get(" + result + ', ["fields", "execution", "stringValue"]) == execution_id}',
-        "next": "side_effect",
-    }
-    assert whose["whose_guard"]["next"] == "skip_duplicate"
+    own, completed, failed = step(steps, "guard_state")["switch"]
+    assert own == {"condition": "${owner == execution_id}", "next": "side_effect"}
+    assert completed["next"] == "skip_duplicate" and failed["next"] == "take_over"
     # The skip ends the execution, and only a jump reaches it: `done` returns first.
     assert set(step(steps, "skip_duplicate")) == {"return"}
     assert names(steps)[-2:] == ["done", "skip_duplicate"] and "return" in step(steps, "done")
 
 
-def test_a_failed_side_effect_releases_the_guard_then_fails(steps):
+def test_a_takeover_is_conditional_on_the_guard_as_it_was_read(steps):
+    """Of two executions that found the owner ended, only the first write lands; the other reads the guard again."""
+    take_over = step(steps, "take_over")
+    assert take_over["try"]["call"] == FIRESTORE + "patch"
+    assert take_over["try"]["args"]["currentDocument"] == {"updateTime": "${existing.updateTime}"}
+    (refused, other) = take_over["except"]["steps"]
+    assert refused["taken_by_another"]["switch"][0]["next"] == "read_guard"
+    assert "raise" in other["take_over_failed"]
+
+
+def test_a_failed_side_effect_marks_the_guard_failed_then_fails(steps):
     handler = step(steps, "side_effect")["except"]
     (release, fail) = handler["steps"]
-    assert release["release_guard"] == {"call": FIRESTORE + "delete", "args": {"name": GUARD_DOCUMENT}}
+    assert release["release_guard"]["call"] == FIRESTORE + "patch"
+    assert release["release_guard"]["args"]["body"]["fields"] == {"status": {"stringValue": "failed"}}
     assert fail == {"effect_failed": {"raise": "${" + handler["as"] + "}"}}
 
 

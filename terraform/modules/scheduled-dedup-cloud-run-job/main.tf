@@ -5,7 +5,8 @@
 # into the core module.
 #
 # Who holds what:
-#   <slug>-job  the job's identity: roles/datastore.user on the one Firestore database
+#   <slug>-job  the job's identity: roles/datastore.user on the one Firestore database,
+#               + roles/run.viewer on this one job (a task asks whether an item's holder has ended)
 #   <slug>-run  (the core's runtime account) roles/run.jobsExecutorWithOverrides and roles/run.viewer
 #               on this one job
 
@@ -15,6 +16,8 @@ locals {
   account_member = var.service_account_email == null ? google_service_account.job[0].member : "serviceAccount:${var.service_account_email}"
 
   job_name = "${var.slug}-job"
+  # The job's full resource name, built here: the job's own attributes cannot feed its environment.
+  job_full_name = "projects/${var.project_id}/locations/${var.region}/jobs/${local.job_name}"
 
   firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
 
@@ -72,6 +75,8 @@ resource "google_cloud_run_v2_job" "this" {
             # The job must know Cloud Run's retry budget to tell a task's last attempt.
             JOB_MAX_RETRIES   = tostring(var.job.max_retries)
             JOB_LEASE_SECONDS = tostring(var.job.item_lease_seconds)
+            # Whose executions a task reads when another execution of its run holds an item (cloud_run_job/holders.py).
+            PROXY_JOB_NAME = local.job_full_name
           })
           content {
             name  = env.key
@@ -125,6 +130,18 @@ resource "google_cloud_run_v2_job_iam_member" "runtime" {
   name     = google_cloud_run_v2_job.this.name
   role     = each.value
   member   = "serviceAccount:${var.runtime_service_account_email}"
+}
+
+# Two executions of one run id can meet at an item (a re-run after a cancelled one whose task died holding
+# it): the task reads the holder's execution (Executions.GetExecution: run.executions.get) to take the item
+# over once it has ended rather than fail every attempt for the lease's length (cloud_run_job/holders.py).
+# roles/run.viewer on this one job, as the runtime's viewer grant above.
+resource "google_cloud_run_v2_job_iam_member" "job_viewer" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_run_v2_job.this.name
+  role     = "roles/run.viewer"
+  member   = local.account_member
 }
 
 # Where the executor grant lived before the viewer grant joined it: an applied project keeps it.

@@ -6,6 +6,7 @@
 # Who holds what:
 #   <slug>-wf   the workflow's identity: roles/datastore.user on the one Firestore database,
 #               + roles/logging.logWriter in the project (sys.log)
+#               + roles/workflows.viewer in the project (the guard reads its owner's execution)
 #   <slug>-run  (the core's runtime account) roles/workflows.invoker in the project (see below)
 
 locals {
@@ -72,6 +73,17 @@ resource "google_project_iam_member" "datastore_user" {
 resource "google_project_iam_member" "log_writer" {
   project = var.project_id
   role    = "roles/logging.logWriter"
+  member  = local.account_member
+}
+
+# The guard of a run id names the execution that holds it; another execution of the run id that meets it reads
+# that execution (googleapis.workflowexecutions.v1...executions.get: workflows.executions.get) to take the guard
+# over once it has ended, or to wait while it runs (workflow.yaml). roles/workflows.viewer is the narrowest
+# predefined role with it, read-only (cloud.google.com/iam/docs/roles-permissions/workflows), and project-level
+# for the reason given for the runtime's grant below.
+resource "google_project_iam_member" "executions_viewer" {
+  project = var.project_id
+  role    = "roles/workflows.viewer"
   member  = local.account_member
 }
 

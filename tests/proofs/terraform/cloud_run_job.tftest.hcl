@@ -75,9 +75,19 @@ run "job" {
         DEDUP_RETENTION_SECONDS = tostring(var.retention_seconds)
         JOB_MAX_RETRIES         = "3"
         JOB_LEASE_SECONDS       = "600"
+        PROXY_JOB_NAME          = "projects/${var.project_id}/locations/${var.region}/jobs/${google_cloud_run_v2_job.this.name}"
       }[env.name]
-    ]) && length(google_cloud_run_v2_job.this.template[0].template[0].containers[0].env) == 7
-    error_message = "The job gets the DEDUP_* and JOB_* settings cloud_run_job/ reads."
+    ]) && length(google_cloud_run_v2_job.this.template[0].template[0].containers[0].env) == 8
+    error_message = "The job gets the DEDUP_* and JOB_* settings cloud_run_job/ reads, and its own full name (holders.py)."
+  }
+
+  assert {
+    condition = (
+      google_cloud_run_v2_job_iam_member.job_viewer.name == google_cloud_run_v2_job.this.name &&
+      google_cloud_run_v2_job_iam_member.job_viewer.role == "roles/run.viewer" &&
+      google_cloud_run_v2_job_iam_member.job_viewer.member == google_service_account.job[0].member
+    )
+    error_message = "The job's account reads its own job's executions (run.executions.get, cloud_run_job/holders.py): roles/run.viewer on that one job, not the project."
   }
 
   assert {

@@ -41,7 +41,7 @@ locals {
   ]
 
   # The project-level roles the modules grant (iam.tf: the build account's two and the runtime's
-  # conditional datastore.user{% if cookiecutter.target == "workflow" %}; the workflow module's workflows.invoker and logging.logWriter{% endif %}{% if cookiecutter.target == "cloud_run_job" %}; the job module's datastore.user{% endif %}): the only
+  # conditional datastore.user{% if cookiecutter.target == "workflow" %}; the workflow module's workflows.invoker, workflows.viewer and logging.logWriter{% endif %}{% if cookiecutter.target == "cloud_run_job" %}; the job module's datastore.user{% endif %}): the only
   # ones the deployer may grant or revoke. Without the condition roles/resourcemanager.projectIamAdmin
   # lets it grant anyone (itself) roles/owner. IAM "Set limits on granting roles"
   # (cloud.google.com/iam/docs/setting-limits-on-granting-roles): a conditional projectIamAdmin whose
@@ -53,6 +53,7 @@ locals {
     "roles/storage.objectViewer",
 {%- if cookiecutter.target == "workflow" %}
     "roles/workflows.invoker",
+    "roles/workflows.viewer",
 {%- endif %}
   ]
 
