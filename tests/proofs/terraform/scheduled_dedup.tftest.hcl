@@ -546,6 +546,9 @@ run "counts_and_alerts_on_failed_executions" {
 
   variables {
     follows_executions = true
+    audit = {
+      interval_minutes = {{ cookiecutter.audit_interval_minutes }}
+    }
   }
 
   assert {
