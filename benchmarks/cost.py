@@ -78,9 +78,9 @@ PRICES = {
 
 # What the module creates (terraform/modules/scheduled-dedup): one condition per alert policy, the same whatever
 # the jobs, by its var.follows_executions: a function bake's 8 (4 outcomes, Scheduler attempts, missed and stuck
-# runs, the audit stopping); a proxy bake's module follows executions and adds one, its failed executions
-# (executions.tf). Checked against the module's plans (test_monitoring).
-ALERT_CONDITIONS = {False: 8, True: 9}
+# runs, the audit stopping); a proxy bake's module follows executions and adds two, its failed executions
+# (executions.tf) and its overdue ones (audit.tf). Checked against the module's plans (test_monitoring).
+ALERT_CONDITIONS = {False: 8, True: 10}
 
 
 @dataclasses.dataclass(frozen=True)

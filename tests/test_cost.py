@@ -23,7 +23,8 @@ def test_the_docs_tables_are_the_functions():
 
 @pytest.mark.parametrize("target", ["function", "cloud_run_job", "workflow"])
 def test_a_bakes_cost_page_shows_its_own_targets_table(tmp_path, target):
-    """A proxy bake's module alerts on failed executions too (executions.tf): its page counts that condition."""
+    """A proxy bake's module alerts on failed and overdue executions too (executions.tf, audit.tf): its page counts
+    those conditions."""
     doc = (bake(tmp_path, target=target) / "docs" / "cost.md").read_text()
     (table,) = re.findall(r"<!-- cost-table(?: proxy)? -->\n(.*?)\n<!-- /cost-table -->", doc, re.S)
     assert table == cost.table(follows_executions=target != "function")
@@ -104,10 +105,11 @@ def test_the_tool_prints_a_bakes_bill(project):
     )
 
 
-def test_a_proxy_bakes_bill_counts_its_failed_executions_alert(project, tmp_path):
-    """A proxy bake's module has one alert condition more, its failed executions' (executions.tf)."""
+def test_a_proxy_bakes_bill_counts_its_failed_and_overdue_executions_alerts(project, tmp_path):
+    """A proxy bake's module has two alert conditions more: its failed executions' (executions.tf) and its overdue
+    ones' (audit.tf)."""
     proxy = bill(bake(tmp_path, target="workflow"))["Cloud Monitoring (alerting)"]
-    assert proxy == pytest.approx(bill(project)["Cloud Monitoring (alerting)"] + cost.PRICES["alert_condition"])
+    assert proxy == pytest.approx(bill(project)["Cloud Monitoring (alerting)"] + 2 * cost.PRICES["alert_condition"])
 
 
 def test_the_tools_audit_interval_is_config_yamls(project):

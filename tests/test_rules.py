@@ -1328,3 +1328,31 @@ def test_validate_warns_of_every_daylight_saving_date_of_a_job():
     skip = {"nightly": {"schedule": "30 2 * * *", "time_zone": "Europe/Berlin", "dst_gap": "skip"}}
     (warning,) = questions.validate(answers(jobs=skip))["warnings"]
     assert "(skipped 02:30)" in warning and "a skipped one not at all (dst_gap=skip)" in warning
+
+
+# ---------------------------------------------------------------- max_execution_seconds (issue 25, proxy targets)
+
+
+def test_max_execution_defaults_to_a_day_within_the_retention_less_two_audit_intervals():
+    """Every job gets one (the function reads it from DEDUP_JOBS): a day, unless the retention is too short for two
+    audits to report an overdue execution before its record could expire."""
+    checked = rules.check_config(CONFIG, dt.date(2026, 1, 1))
+    assert {job["max_execution_seconds"] for job in checked["jobs"].values()} == {86400}
+    short = rules.check_config({**CONFIG, "retention_seconds": 86400}, dt.date(2026, 1, 1))
+    assert {job["max_execution_seconds"] for job in short["jobs"].values()} == {86400 - 2 * 3600}
+    assert rules.max_execution_seconds("nightly", None, 129600, 720) == 129600 - 2 * 720 * 60
+
+
+@pytest.mark.parametrize("value", [60, "3600", 604800 - 2 * 3600])
+def test_max_execution_accepts_a_minute_to_the_retention_less_two_audit_intervals(value):
+    sync = {**CONFIG["jobs"]["sync"], "max_execution_seconds": value}
+    checked = rules.check_config({**CONFIG, "jobs": {**CONFIG["jobs"], "sync": sync}}, dt.date(2026, 1, 1))
+    assert checked["jobs"]["sync"]["max_execution_seconds"] == int(value)
+
+
+@pytest.mark.parametrize("value", [59, 604800 - 2 * 3600 + 1, "a day", -1, 1.5])
+def test_max_execution_refuses_naming_the_retention(value):
+    sync = {**CONFIG["jobs"]["sync"], "max_execution_seconds": value}
+    config = {**CONFIG, "jobs": {**CONFIG["jobs"], "sync": sync}}
+    rule = "must be a whole number of seconds from 60 to 597600 (retention_seconds 604800 less two audit intervals"
+    assert_refused(rules.check_config, [config, dt.date(2026, 1, 1)], "jobs.sync.max_execution_seconds", value, rule)

@@ -39,6 +39,8 @@ class Job:
     time_zone: str
     timing: Mapping[str, int]
     max_lateness_seconds: int | None = None
+    # How long its run may stay `started` before the audit reports it overdue (rules.max_execution_seconds).
+    max_execution_seconds: int = rules.DEFAULT_MAX_EXECUTION_SECONDS
     options: Mapping[str, object] = dataclasses.field(default_factory=dict)  # issue 18's per-job choices, as written
 
 
@@ -129,6 +131,7 @@ def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Conf
             time_zone=job["time_zone"],
             timing=MappingProxyType(job["timing"]),
             max_lateness_seconds=job.get("max_lateness_seconds"),
+            max_execution_seconds=job["max_execution_seconds"],
             options=MappingProxyType({key: job[key] for key in rules.JOB_CHOICES if key in job}),
         )
         for job_id, job in checked["jobs"].items()

@@ -67,7 +67,9 @@ import re
 from google.cloud import run_v2
 
 from executions import Ended, ExecutionEnd
+from ledger import RunLedger
 from run_context import RunContext, Started
+from settings import DedupConfig
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +147,13 @@ def execution_end(name: str) -> Ended | None:
         counts = f"{execution.failed_count} of {execution.task_count} task(s) failed"
         return Ended(ExecutionEnd.FAILED, f"{counts}: {why}" if why else counts)
     return Ended(ExecutionEnd.SUCCEEDED)
+
+
+def dead_letters(run_id: str) -> int:
+    """How many items of run `run_id` the job's tasks dead-lettered: a task exits 0 once each of its items is done or
+    dead-lettered (cloud_run_job/task.py), so a succeeded execution may still have failed items
+    (executions.with_dead_letters records the run failed)."""
+    return RunLedger(DedupConfig.from_env()).dead_letters(run_id)
 {%- else -%}
 """The scheduled work: start one Workflows execution, with the run id as its idempotency token.
 

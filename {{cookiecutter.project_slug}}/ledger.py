@@ -100,6 +100,18 @@ class StartedRun:
     schedule_time: dt.datetime
     execution: str  # the execution's full resource name
     write_time: dt.datetime  # the record's update time when read: ending it is guarded by it
+    started_at: dt.datetime | None = None  # when the run was recorded started (None: a record older than the field)
+
+    @classmethod
+    def of(cls, snapshot) -> StartedRun:
+        record = snapshot.to_dict()
+        fields = (record["job_name"], record["schedule_time"], record["execution"], snapshot.update_time)
+        return cls(snapshot.id, *fields, record.get("started_at"))
+
+    def overdue(self, config: DedupConfig, now: dt.datetime) -> bool:
+        """Its execution has run longer than its job's max_execution_seconds: the audit reports it (executions.py),
+        `runs.py stuck` lists it."""
+        return self.started_at is not None and now - self.started_at > config.max_execution_for(self.job_name)
 
 
 @functools.cache
@@ -314,11 +326,8 @@ class RunLedger:
     def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
         """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
         Few runs are ever `started` at once, so the expiry is compared here."""
-        return [
-            StartedRun(s.id, record["job_name"], record["schedule_time"], record["execution"], s.update_time)
-            for s in self._with_status(dedup.Status.STARTED, job_name)
-            if not dedup.expired(record := s.to_dict(), now)
-        ]
+        found = self._with_status(dedup.Status.STARTED, job_name)
+        return [StartedRun.of(s) for s in found if not dedup.expired(s.to_dict(), now)]
 
     def starting_runs(self, now: dt.datetime, job_name: str) -> list[tuple[str, dt.datetime]]:
         """(run id, update time) of the job's runs whose start is in flight: in_progress with an intent, lease live. The
@@ -347,10 +356,17 @@ class RunLedger:
             query = query.where(filter=FieldFilter("job_name", "==", job_name))
         return self._call(lambda **kwargs: list(query.stream(**kwargs)), retry=READ_RETRY)  # as _get_all
 
-    def end_execution(self, run: StartedRun, status: dedup.Status, now: dt.datetime, reason: str | None = None) -> bool:
-        """Record how a started run's execution ended (`completed`, or `failed` with the reason); False if
-        another follower (a delivery, the audit) recorded it first."""
-        fields: dict[str, object] = {"status": status.value, "finished_at": now}
+    def end_execution(
+        self,
+        run: StartedRun,
+        status: dedup.Status,
+        now: dt.datetime,
+        reason: str | None = None,
+        details: Mapping[str, object] | None = None,
+    ) -> bool:
+        """Record how a started run's execution ended (`completed`, or `failed` with the reason, and its `details`
+        such as dead_letters); False if another follower (a delivery, the audit) recorded it first."""
+        fields: dict[str, object] = {"status": status.value, "finished_at": now, **(details or {})}
         if reason is not None:
             fields["last_error"] = reason[:1500]
         try:
@@ -358,6 +374,23 @@ class RunLedger:
         except RecordChanged:
             return False
         return True
+
+    def keep(self, run: StartedRun, now: dt.datetime) -> bool:
+        """Move a started run's expire_at to a retention from now: its execution still runs, so its record is kept
+        (its TTL would drop it, and its end would be followed by nobody). False if it changed since it was read."""
+        ref = self.collection.document(run.run_id)
+        try:
+            self.records.update_if_unchanged(ref, {"expire_at": now + self.config.retention}, since=run.write_time)
+        except RecordChanged:
+            return False
+        return True
+
+    def dead_letters(self, run_id: str, at_most: int = 1000) -> int:
+        """How many items of run `run_id` a Cloud Run job target's tasks dead-lettered (DedupConfig.
+        dead_letters_collection; at most `at_most` counted): they failed for good, though the task exited 0."""
+        query = self.client.collection(self.config.dead_letters_collection)
+        query = query.where(filter=FieldFilter("run_id", "==", run_id)).select([]).limit(at_most)
+        return len(self._call(lambda **kwargs: list(query.stream(**kwargs)), retry=READ_RETRY))
 
     def skip(self, claim: Claim, now: dt.datetime, stop: SkippedLate | SkippedOverlap) -> None:
         """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run (too late,

@@ -93,7 +93,8 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
             # start goes to the work's process.
             # The intent and the look-up guard the start call of job.run; a test's stand-in work starts nothing.
             find = job.find_execution if work is job.run else None
-            first = executions.Handover(ledger, claim, config, job.execution_end, find)
+            letters = getattr(job, "dead_letters", None)  # a Cloud Run job target's: items that failed for good
+            first = executions.Handover(ledger, claim, config, job.execution_end, find, letters)
         outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
     except RunNotProcessed as refusal:
         outcome, detail, traceback = refusal.outcome, str(refusal), ""

@@ -33,6 +33,13 @@ MIN_MAX_LATENESS_SECONDS = 60
 AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
 # How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
 AUDIT_LOOKBACK_SECONDS = 86400
+# config.yaml's audit_interval_minutes when it says none.
+DEFAULT_AUDIT_INTERVAL_MINUTES = 60
+# A proxy target's execution (Cloud Run job, Workflows): how long its run may stay `started` before every audit
+# reports it `overdue`, when the job does not say (max_execution_seconds): a day. Neither API ends an execution
+# soon by itself (a Cloud Run task runs up to 24 h per attempt, a Workflows execution up to a year).
+DEFAULT_MAX_EXECUTION_SECONDS = 86400
+MIN_MAX_EXECUTION_SECONDS = 60
 # The largest number of seconds any key takes (keys without a bound of their own): 1000 years. Beyond a few
 # thousand years a schedule time plus it overflows Python's datetime (year 9999), and every delivery would fail.
 MAX_SECONDS = 1000 * 365 * 86400
@@ -147,7 +154,7 @@ JOB_CHOICES: dict[str, tuple[object, ...]] = {
     "dst_gap": ("end_of_gap", "skip"),
     "overlap": ("skip", "start"),
 }
-JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", *TIMING_KEYS, *JOB_CHOICES}
+JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", "max_execution_seconds", *TIMING_KEYS, *JOB_CHOICES}
 
 
 def cron_fields(schedule: str) -> list[str]:
@@ -264,6 +271,25 @@ def check_max_lateness(job_id: str, value: object) -> int:
     return parse_seconds(f"jobs.{job_id}.max_lateness_seconds", value, MIN_MAX_LATENESS_SECONDS, rule=rule)
 
 
+def max_execution_seconds(
+    job_id: str, given: object, retention: int, audit_interval_minutes: int = DEFAULT_AUDIT_INTERVAL_MINUTES
+) -> int:
+    """How long a run of the job may stay `started` (its execution running) before the audit reports it `overdue`:
+    `given` (config.yaml's max_execution_seconds; None: DEFAULT_MAX_EXECUTION_SECONDS), at most the retention less
+    two audit intervals, so that two audits report it before its record could expire (the audit that reports it
+    keeps the record while the execution runs: executions.report_overdue). The one copy of this formula."""
+    limit = retention - 2 * audit_interval_minutes * 60
+    if given is None:
+        return max(min(DEFAULT_MAX_EXECUTION_SECONDS, limit), MIN_MAX_EXECUTION_SECONDS)
+    rule = (
+        f"must be a whole number of seconds from {MIN_MAX_EXECUTION_SECONDS} to {limit} (retention_seconds {retention} "
+        f"less two audit intervals of {audit_interval_minutes} min: an overdue execution is reported before its "
+        "record could expire)"
+    )
+    field = f"jobs.{job_id}.max_execution_seconds"
+    return parse_seconds(field, given, MIN_MAX_EXECUTION_SECONDS, max(limit, MIN_MAX_EXECUTION_SECONDS - 1), rule)
+
+
 def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> object:
     """One of `allowed`; a true/false option also as text (cookiecutter may hand a nested value over so)."""
     if allowed == (False, True):
@@ -292,6 +318,8 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
         }
         if "max_lateness_seconds" in job:
             own["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
+        if "max_execution_seconds" in job:  # checked against the retention by check_config
+            own["max_execution_seconds"] = job["max_execution_seconds"]
         for key, allowed in JOB_CHOICES.items():
             if key in job:
                 own[key] = check_choice(f"jobs.{job_id}.{key}", job[key], allowed)
@@ -888,10 +916,14 @@ def check_config(
             if {"retry_count", "max_retry_duration_seconds"} & set(job):  # else the defaults' warning says it
                 warnings.extend(f"{prefix.rstrip('.')}: {warning}" for warning in own)
     checked["retention_seconds"] = parse_seconds("retention_seconds", retention, 1)
-    interval = raw.get("audit_interval_minutes", 60)
+    interval = raw.get("audit_interval_minutes", DEFAULT_AUDIT_INTERVAL_MINUTES)
     # One lookback for all: the slowest job to settle decides, and a refusal's hint holds for every job.
     slowest = max([audit_timing, *(job["timing"] for job in jobs.values())], key=settle_seconds)
     checked["audit_interval_minutes"] = check_audit_interval(interval, slowest)
+    for job_id, job in jobs.items():  # every job's, given or not: the function reads it from DEDUP_JOBS
+        given = job.get("max_execution_seconds")
+        retention_seconds, minutes = checked["retention_seconds"], checked["audit_interval_minutes"]
+        job["max_execution_seconds"] = max_execution_seconds(job_id, given, retention_seconds, minutes)
     if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
         warnings.extend(dst_warnings(jobs, start))
     return {**checked, "defaults": audit_timing, "jobs": jobs, "warnings": warnings}

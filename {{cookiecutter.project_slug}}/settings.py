@@ -47,6 +47,7 @@ def baked_settings() -> Mapping[str, str]:
             "lease_seconds": job.timing["lease_seconds"],
             "retry_window_seconds": rules.job_retry_window_seconds(job.timing),
             **({"max_lateness_seconds": job.max_lateness_seconds} if job.max_lateness_seconds is not None else {}),
+            "max_execution_seconds": job.max_execution_seconds,
             # issue 18's per-job choices, as written; a switch that is off is left out.
             **{key: value for key, value in job.options.items() if value is not False},
         }
@@ -103,6 +104,9 @@ class JobSpec:
     attempt_deadline: dt.timedelta | None = None
     lease: dt.timedelta | None = None
     retry_window: dt.timedelta | None = None
+    # Proxy targets: how long a run may stay `started` before the audit reports it overdue; None: the project's
+    # (DedupConfig.max_execution_for).
+    max_execution: dt.timedelta | None = None
     dst_gap: str = schedules.END_OF_GAP  # a wall-clock time the clocks skip: run at the gap's end, or skip
 
     @property
@@ -139,7 +143,13 @@ def parse_jobs(text: str) -> Mapping[str, JobSpec]:
         except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             raise Misconfigured(f"{field}.time_zone={job['time_zone']!r}: is not an IANA time zone") from None
         numbers = {}  # JobSpec's field of each: the key without "_seconds"
-        for key in ("max_lateness_seconds", "attempt_deadline_seconds", "lease_seconds", "retry_window_seconds"):
+        for key in (
+            "max_lateness_seconds",
+            "attempt_deadline_seconds",
+            "lease_seconds",
+            "retry_window_seconds",
+            "max_execution_seconds",
+        ):
             number = job.get(key)
             if number is not None and (type(number) is not int or number <= 0):
                 raise Misconfigured(f"{field}.{key}={number!r}: must be a positive whole number or null")
@@ -204,6 +214,17 @@ class DedupConfig:
 
     def lease_for(self, job_name: str) -> dt.timedelta:
         return self._own(job_name, "lease", self.lease)
+
+    def max_execution_for(self, job_name: str) -> dt.timedelta:
+        """How long a run of `job_name` may stay `started`: the job's own (config.yaml), else rules' default for
+        the retention (a DEDUP_JOBS without it: a test's, a hand-set one)."""
+        default = rules.max_execution_seconds(job_name, None, int(self.retention.total_seconds()))
+        return self._own(job_name, "max_execution", dt.timedelta(seconds=default))
+
+    @property
+    def dead_letters_collection(self) -> str:
+        """Where a Cloud Run job target's tasks write the items that failed for good (cloud_run_job/store.py)."""
+        return f"{self.collection}_job_dead_letters"
 
     def settle_for(self, job_name: str) -> dt.timedelta:
         """settle, for a run of `job_name`: with the job's own lease and retry window."""

@@ -124,7 +124,7 @@ class JobStore:
         self.items = self.client.collection(f"{prefix}_items")
         self.artifacts = self.client.collection(f"{prefix}_artifacts")
         self.outputs = self.client.collection(f"{prefix}_outputs")
-        self.dead_letters = self.client.collection(f"{prefix}_dead_letters")
+        self.dead_letters = self.client.collection(config.dead_letters_collection)
 
     # The run -------------------------------------------------------------------------------------
 

@@ -262,13 +262,20 @@ def show(config: DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-@command("list in_progress runs whose lease has expired")
+@command("list in_progress runs whose lease has expired, and started runs whose execution is overdue")
 def stuck(config: DedupConfig, args: argparse.Namespace) -> int:
-    found = ledger(config).stuck_runs(dedup.utcnow())
+    now = dedup.utcnow()
+    found = ledger(config).stuck_runs(now)
     for run_id, record in found:
         print(f"{run_id}  job={record['job_name']} schedule_time={record['schedule_time']} "
               f"attempt={record.get('attempts')} lease_expires={record['lease_expires']}")  # fmt: skip
-    print(f"{len(found)} stuck run(s) in {config.collection}", file=sys.stderr)
+    # A proxy target's: its execution runs past its job's max_execution_seconds (docs/operations.md).
+    overdue = [run for run in ledger(config).started_runs(now) if run.overdue(config, now)]
+    for run in overdue:
+        bound = config.max_execution_for(run.job_name) // dt.timedelta(seconds=1)
+        print(f"{run.run_id}  job={run.job_name} schedule_time={run.schedule_time} overdue execution={run.execution} "
+              f"started_at={run.started_at} max_execution_seconds={bound}")  # fmt: skip
+    print(f"{len(found)} stuck run(s), {len(overdue)} overdue execution(s) in {config.collection}", file=sys.stderr)
     return 0
 
 

@@ -14,12 +14,16 @@ locals {
   )
 
   # What the audit logs per run: a log-based metric and an alert each (both lose a run if nobody acts).
-  audit_findings = {
+  # A proxy bake's audit also reports each execution past its job's max_execution_seconds (the baked executions.py:
+  # audit_state "overdue", logged by every audit while the execution runs).
+  audit_findings = merge({
     missing = "runs the audit found missing: no record, lease and retry window long past (scheduled run missed)"
     stuck   = "runs the audit found stuck: in_progress with an expired lease"
-  }
+    }, var.follows_executions ? {
+    overdue = "runs the audit found overdue: started, their execution running past the job's max_execution_seconds"
+  } : {})
 
-  audit_alerts = {
+  audit_alerts = merge({
     missing = {
       title   = "scheduled run missed"
       content = "The ${var.slug} audit found a scheduled run with no record although its lease and every Scheduler retry are long past: it never ran, and nothing will run it by itself. Runbook: docs/operations.md, \"A scheduled run was missed\". List them with `python tools/runs.py missed --since ... --until ...`, fix the cause (paused or deleted Scheduler job, IAM, ingress, an outage longer than the retries), then `python tools/runs.py backfill` the same window; each run executes once. Logs: `jsonPayload.audit_state=\"missing\"`."
@@ -28,7 +32,12 @@ locals {
       title   = "scheduled run stuck"
       content = "The ${var.slug} audit found a run still `in_progress` although its lease has expired: the instance that claimed it died (crash, out of memory, a deploy) and no retry took it over before Scheduler gave up. Its work may have run in part. Runbook: docs/operations.md, \"Find stuck runs\". Logs: `jsonPayload.audit_state=\"stuck\"` (the line names the job, schedule time and run_id); decide from the work's own effects whether it must run again, then `python tools/runs.py backfill` its window: the delivery takes the run over."
     }
-  }
+    }, var.follows_executions ? {
+    overdue = {
+      title   = "execution overdue"
+      content = "The ${var.slug} audit found a run still `started` whose execution (a Cloud Run job or Workflows execution the function started) has run longer than its job's max_execution_seconds (config.yaml; a day by default): it hangs, or the bound is too short for it. Every audit reports it again while it runs, and keeps its record past the retention so that its end is still recorded. Runbook: docs/operations.md, \"An execution never ends\". Logs: `jsonPayload.audit_state=\"overdue\"` (`jsonPayload.execution` names it); `python tools/runs.py stuck` lists it. Look at the execution in the console; cancel it if it hangs (its run is then recorded failed, and a re-run starts a new one), or raise the job's max_execution_seconds if it is only slow. Meanwhile `overlap: skip` skips the job's runs."
+    }
+  } : {})
 
   # The dead man's switch: the audit logs one summary line per run (audit.py: jsonPayload.audit_until, always set).
   # No summary for two audit intervals means the audit stopped (its Scheduler job paused or deleted,

@@ -549,13 +549,14 @@ run "knows_no_proxy_target" {
   }
 
   assert {
-    condition     = length(google_logging_metric.execution_failed) == 0 && !contains(keys(google_monitoring_alert_policy.outcome), "execution_failed")
-    error_message = "A function that starts no executions gets no metric or alert for failed ones."
+    condition     = length(google_logging_metric.execution_failed) == 0 && !contains(keys(google_monitoring_alert_policy.outcome), "execution_failed") && !contains(keys(google_logging_metric.audit), "overdue") && !contains(keys(google_monitoring_alert_policy.audit_finding), "overdue")
+    error_message = "A function that starts no executions gets no metric or alert for failed or overdue ones."
   }
 }
 
 # A proxy target's function logs one line per ended execution (a proxy bake's executions module, log_end):
-# jsonPayload.execution_outcome = succeeded | failed | cancelled, jsonPayload.job = the followed run's job.
+# jsonPayload.execution_outcome = succeeded | failed | cancelled | dead_lettered, jsonPayload.job = the followed run's
+# job; each audit one line per execution past its job's max_execution_seconds (jsonPayload.audit_state = overdue).
 run "counts_and_alerts_on_failed_executions" {
   command = plan
 
@@ -565,16 +566,19 @@ run "counts_and_alerts_on_failed_executions" {
 
   variables {
     follows_executions = true
+    audit = {
+      interval_minutes = {{ cookiecutter.audit_interval_minutes }}
+    }
   }
 
   assert {
     condition = (
       google_logging_metric.execution_failed[0].name == "${var.slug}-execution-failed" &&
-      google_logging_metric.execution_failed[0].filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${var.slug}\" AND jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\")" &&
+      google_logging_metric.execution_failed[0].filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${var.slug}\" AND jsonPayload.execution_outcome=(\"failed\" OR \"cancelled\" OR \"dead_lettered\")" &&
       google_logging_metric.execution_failed[0].label_extractors["job"] == "EXTRACT(jsonPayload.job)" &&
       contains([for label in google_logging_metric.execution_failed[0].metric_descriptor[0].labels : label.key], "job")
     )
-    error_message = "One metric counts the function's failed and cancelled execution lines (not succeeded ones), with a job label."
+    error_message = "One metric counts the function's failed, cancelled and dead-lettering execution lines (not succeeded ones), with a job label."
   }
 
   assert {
@@ -587,6 +591,17 @@ run "counts_and_alerts_on_failed_executions" {
       strcontains(google_monitoring_alert_policy.outcome["execution_failed"].documentation[0].content, "schedules-and-manual-runs.md")
     )
     error_message = "One alert policy, grouped by job, fires on any failed or cancelled execution and says how to re-run it."
+  }
+
+  assert {
+    condition = (
+      google_logging_metric.audit["overdue"].name == "${var.slug}-run-overdue" &&
+      strcontains(google_logging_metric.audit["overdue"].filter, "jsonPayload.audit_state=\"overdue\"") &&
+      google_monitoring_alert_policy.audit_finding["overdue"].conditions[0].condition_threshold[0].filter == "metric.type=\"logging.googleapis.com/user/${var.slug}-run-overdue\" AND resource.type=\"cloud_run_revision\"" &&
+      google_monitoring_alert_policy.audit_finding["overdue"].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"]) &&
+      strcontains(google_monitoring_alert_policy.audit_finding["overdue"].documentation[0].content, "max_execution_seconds")
+    )
+    error_message = "An execution past its job's max_execution_seconds (the audit's overdue line) has a metric and an alert, per job."
   }
 }
 
