@@ -31,6 +31,7 @@ next run starts another) and the delivery is answered.
 
 from __future__ import annotations
 
+import _signal
 import atexit
 import contextlib
 import ctypes
@@ -63,7 +64,8 @@ _waited_since: dict[int, float] = {}  # fork server's pid -> when a start first 
 # before it counts them left behind.
 LEFTOVER_GRACE_SECONDS = 0.05
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2), linux/prctl.h
-UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
+# The signals whose handler a run may change (as numbers: signal.valid_signals() makes an enum of each, 0.2 ms).
+CATCHABLE = tuple(sorted(int(number) for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
 # Bounds on what a child reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
 MESSAGE_LIMIT = 1500
 TRACEBACK_LIMIT = 8000
@@ -144,7 +146,10 @@ class Worker:
     def __init__(self) -> None:
         self.pipe, theirs = PROCESSES.Pipe()
         self.theirs: multiprocessing.connection.Connection | None = theirs
-        self.process = PROCESSES.Process(target=_serve, args=(theirs,), name="stop-worker", daemon=False)
+        # The runs it took, counted in shared memory before each work starts: one that dies before it took the
+        # run had not started the work (read without a wake-up of the handler, which a message would cost).
+        self.taken = PROCESSES.RawValue("Q", 0)
+        self.process = PROCESSES.Process(target=_serve, args=(theirs, self.taken), name="stop-worker")
 
     def alive(self) -> bool:
         return self.process.exitcode is None
@@ -168,13 +173,14 @@ _idle: list[Worker] = []  # warm workers no run holds; a run takes one (the pool
 _idle_lock = threading.Lock()
 
 
-def _serve(pipe: multiprocessing.connection.Connection) -> None:
+def _serve(pipe: multiprocessing.connection.Connection, taken) -> None:
     """The worker's process: a session of its own and its descendants' reaper; runs one run after another, each
     reported with what it left behind, and ends (its group then killed) after a run that left anything."""
     os.setsid()  # its own group: kill_group takes what the work starts with it
     _become_subreaper()
     handler = multiprocessing.parent_process().sentinel  # at EOF once the handler's process is gone
     threading.Thread(target=_die_with, args=(handler,), daemon=True, name="die-with-handler").start()
+    run_log.configure_work_logging({})
     own_threads, fresh = set(sys._current_frames()), _state()
     try:
         while True:
@@ -182,7 +188,8 @@ def _serve(pipe: multiprocessing.connection.Connection) -> None:
                 work, context, fields = pipe.recv()
             except EOFError:  # the handler closed the pipe: no more runs
                 break
-            run_log.configure_work_logging(fields)
+            taken.value += 1
+            run_log.RUN_FIELDS.set(fields)  # the run's fields on the work's log lines
             ending = ending_of(work, context)
             sys.stdout.flush()  # before the report: the handler may kill the group once it has it
             sys.stderr.flush()
@@ -207,11 +214,13 @@ def _die_with(handler: int) -> None:
 
 
 def _state() -> dict[str, object]:
-    """What a run may change in its process that the next run would inherit: a fresh worker's differs in none."""
+    """What a run may change in its process that the next run would inherit: a fresh worker's differs in none.
+    Read raw, for a cost of some microseconds a run: os.environ's bytes, _signal's handlers (signal.getsignal makes
+    an enum of each)."""
     mask = os.umask(0o22)
     os.umask(mask)
-    handlers = {number: signal.getsignal(number) for number in signal.valid_signals() - UNCATCHABLE}
-    return {"cwd": os.getcwd(), "environment": dict(os.environ), "signal handlers": handlers, "umask": mask}
+    handlers = [_signal.getsignal(number) for number in CATCHABLE]
+    return {"cwd": os.getcwd(), "environment": os.environ._data.copy(), "signal handlers": handlers, "umask": mask}
 
 
 def leftovers(own_threads: set[int], fresh: Mapping[str, object]) -> str:
@@ -263,6 +272,7 @@ def run_until_stopped(
         worker = _take_idle() or _start(stop_at)
         if isinstance(worker, Ending):
             return worker
+        taken = worker.taken.value
         try:
             worker.pipe.send((work, context, dict(fields)))  # pickled first: nothing is sent if that fails
         except OSError:  # it died idle (out of memory, a signal): another one
@@ -271,7 +281,9 @@ def run_until_stopped(
         except Exception as error:  # noqa: BLE001 - the work cannot be pickled: nothing ran, the worker serves on
             _put_idle(worker)
             return Ending(Ended.NOT_STARTED, error_type=type(error).__name__, message=shown(error))
-        return _wait(worker, stop_at)
+        ending = _wait(worker, stop_at, taken)
+        if ending is not None:
+            return ending
 
 
 def _take_idle() -> Worker | None:
@@ -338,9 +350,11 @@ def _start(stop_at: float) -> Worker | Ending:
     return Ending(Ended.NOT_STARTED, error_type="TimeoutError", message="no process before the job's deadline")
 
 
-def _wait(worker: Worker, stop_at: float) -> Ending:
-    """The worker's report, or how the run ended without one. A worker that reported a clean run goes back to
-    the idle ones; any other is retired (its group killed) before the handler records the run."""
+def _wait(worker: Worker, stop_at: float, taken: int) -> Ending | None:
+    """The worker's report, or how the run ended without one; None if the worker died before it took the run (its
+    count of runs taken still `taken`: the work never started, another worker takes it). A worker that reported a
+    clean run goes back to the idle ones; any other is retired (its group killed) before the handler records the
+    run."""
     ending, left, exit_code = None, "no report", None
     reader, process = worker.pipe, worker.process
     try:
@@ -359,4 +373,6 @@ def _wait(worker: Worker, stop_at: float) -> Ending:
             exit_code = worker.retire()
         else:
             _put_idle(worker)
+    if ending is None and worker.taken.value == taken:
+        return None
     return ending or Ending(Ended.DIED, exit_code=exit_code)
