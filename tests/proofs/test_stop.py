@@ -390,7 +390,9 @@ def leaves_a_process(context):
 
 def leaves_an_orphan(context):
     """A grandchild whose parent ended: only a reaper of every descendant (the worker) still sees it."""
-    shell = subprocess.run(["sh", "-c", "sleep 60 >/dev/null & echo $!"], capture_output=True, check=True, text=True)
+    shell = subprocess.run(
+        ["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], capture_output=True, check=True, text=True
+    )
     return f"{os.getpid()} {shell.stdout.strip()}"
 
 
