@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +21,7 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS))
 
-from scale import ROOT, bake, configure_jobs, running_emulator, template_at  # noqa: E402
+from scale import ROOT, bake, run_probe, running_emulator, template_at  # noqa: E402
 
 # The last commit whose stop started a process per run (issue 27 replaced it with warm workers).
 REFERENCE = "f1d5821"
@@ -31,19 +29,7 @@ FRESH_TARGET, REPLAY_TARGET, CPU_TARGET = 0.6, 1.0, 1.1
 
 
 def probe(project: Path, count: int, host: str, deliveries: int) -> dict:
-    env = {
-        **os.environ,
-        **configure_jobs(project, count, project.name),
-        "FIRESTORE_EMULATOR_HOST": host,
-        "DEDUP_COLLECTION": f"stop-cost-{project.parent.parent.name}-{count}",
-    }
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "stop_cost_probe.py"), "--deliveries", str(deliveries)],
-        cwd=project, env=env, capture_output=True, text=True, timeout=3600,
-    )  # fmt: skip
-    if result.returncode != 0:
-        raise SystemExit(f"stop_cost_probe.py failed in {project} with {count} jobs:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.splitlines()[-1])
+    return run_probe("stop_cost_probe.py", project, count, host, ["--deliveries", str(deliveries)])
 
 
 def table(rows: list[tuple[int, dict, dict]], reference: str) -> str:
