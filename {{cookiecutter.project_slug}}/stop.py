@@ -40,6 +40,8 @@ import enum
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
+import select
 import signal
 import sys
 import threading
@@ -152,7 +154,9 @@ class Worker:
         self.process = PROCESSES.Process(target=_serve, args=(theirs, self.taken), name="stop-worker")
 
     def alive(self) -> bool:
-        return self.process.exitcode is None
+        """Neither it nor its fork server has ended: one select on its sentinel (multiprocessing's own check builds
+        a selector each time)."""
+        return not select.select([self.process.sentinel], [], [], 0)[0]
 
     def retire(self) -> int | None:
         """Kills its group (the worker and anything it started) and reaps it; its exit code. Never raises."""
@@ -185,16 +189,21 @@ def _serve(pipe: multiprocessing.connection.Connection, taken) -> None:
     try:
         while True:
             try:
-                work, context, fields = pipe.recv()
+                message = pipe.recv_bytes()
             except EOFError:  # the handler closed the pipe: no more runs
                 break
             taken.value += 1
-            run_log.RUN_FIELDS.set(fields)  # the run's fields on the work's log lines
-            ending = ending_of(work, context)
+            try:
+                work, context, fields = pickle.loads(message)
+            except BaseException as error:  # noqa: BLE001 - the work's module fails to load: told like its own error
+                ending = ending_after(error)
+            else:
+                run_log.RUN_FIELDS.set(fields)  # the run's fields on the work's log lines
+                ending = ending_of(work, context)
             sys.stdout.flush()  # before the report: the handler may kill the group once it has it
             sys.stderr.flush()
             left = leftovers(own_threads, fresh)
-            pipe.send((ending, left))
+            pipe.send_bytes(pickle.dumps((ending, left)))
             if left:
                 break
     finally:
@@ -274,7 +283,9 @@ def run_until_stopped(
             return worker
         taken = worker.taken.value
         try:
-            worker.pipe.send((work, context, dict(fields)))  # pickled first: nothing is sent if that fails
+            # Plain pickle (multiprocessing's copies its dispatch tables at each message); pickled first: nothing is
+            # sent if that fails.
+            worker.pipe.send_bytes(pickle.dumps((work, context, dict(fields))))
         except OSError:  # it died idle (out of memory, a signal): another one
             worker.retire()
             continue
@@ -361,15 +372,15 @@ def _wait(worker: Worker, stop_at: float, taken: int) -> Ending | None:
         ready = multiprocessing.connection.wait([reader, process.sentinel], max(0.0, stop_at - time.monotonic()))
         if reader in ready or reader.poll(0):  # a report sent just before the exit is read first
             try:
-                ending, left = reader.recv()
-            except (EOFError, OSError):
+                ending, left = pickle.loads(reader.recv_bytes())
+            except Exception:  # noqa: BLE001 - EOF, a broken pipe, a report cut short: none
                 ending, left = None, "no report"
         elif not ready:
             ending, left = Ending(Ended.STOPPED), "stopped"
     finally:
         # A worker whose run left anything (or that died, or was stopped) goes with its whole group before the
         # run is recorded; a fork server that died (its sentinel closed) left the work running, unknown to it.
-        if left or not worker.alive():
+        if left:
             exit_code = worker.retire()
         else:
             _put_idle(worker)
