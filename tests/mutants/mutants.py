@@ -1106,9 +1106,9 @@ MUTANTS = [
     Mutant(
         "stop-no-kill-after-a-report",
         "baked/stop.py",
-        "        if left or not worker.alive():",
-        "        if ending is None or ending.how is Ended.STOPPED or not worker.alive():",
-        "the work's group is killed after a report too: a stray helper of a run that returned never outlives it",
+        "        if left:\n            exit_code = worker.retire()",
+        "        if ending is None or ending.how is Ended.STOPPED:\n            exit_code = worker.retire()",
+        "the work's group is killed after a report of a run that left a process: a stray helper never outlives it",
         (f"{STOP_PROOFS}::test_a_process_the_work_started_is_killed_with_it_at_the_deadline_and_after_a_report",),
     ),
     Mutant(
