@@ -4,8 +4,7 @@ Prints one JSON object: fresh-run and replay latency (medians) and CPU per deliv
 baked handler with the work called in-thread (the design before the stop), and of the baked handler with its own
 stop (stop.py: whatever this bake's is), the three interleaved delivery by delivery so that they see the same machine
 load; and the first run through the stop after an instance start (it starts the fork server and the work's process).
-The work is the seed's empty work. CPU counts this process, the fork server with the processes it reaped, and the
-stop's live workers (a bake whose stop keeps them), from /proc: a mean over the deliveries, fresh and replays apart.
+The work is the seed's empty work. CPU: stop_probe.cpu_seconds, a mean over the deliveries, fresh and replays apart.
 
 Everything runs under the `__main__` guard: the stop's fork server imports this script again as its main module.
 """
@@ -16,9 +15,7 @@ import argparse
 import datetime as dt
 import json
 import logging
-import multiprocessing.forkserver
 import os
-import resource
 import statistics
 import sys
 import time
@@ -29,30 +26,6 @@ BENCHMARKS = Path(__file__).resolve().parent
 sys.path[:0] = [str(Path.cwd()), str(BENCHMARKS)]
 
 
-def proc_cpu_seconds(pid: int, reaped: bool) -> float:
-    """A process's user and system time from /proc (clock ticks), with its reaped children's if `reaped`."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    ticks = fields[11:15] if reaped else fields[11:13]  # utime stime [cutime cstime]
-    return sum(int(tick) for tick in ticks) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds() -> float:
-    """This process (with the children it reaped), its fork server (with the work's processes it reaped) and the
-    stop's live warm workers, if this bake's stop keeps any."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    seconds = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    server = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
-    if server is not None:
-        seconds += proc_cpu_seconds(server, reaped=True)
-    stop = sys.modules.get("stop")
-    for worker in list(getattr(stop, "_idle", ())):
-        seconds += proc_cpu_seconds(worker.process.pid, reaped=True)
-    return seconds
-
-
 def measure(deliveries: int) -> dict:
     import run  # benchmarks/run.py: its handler and seed sides
     import stop
@@ -60,6 +33,7 @@ def measure(deliveries: int) -> dict:
     from google.cloud import firestore
     from google.cloud.logging.handlers import StructuredLogHandler
     from settings import DedupConfig
+    from stop_probe import cpu_seconds
 
     os.environ.setdefault("DEDUP_PROJECT", run.PROJECT)
     config = DedupConfig.from_env()
