@@ -1,7 +1,7 @@
 """The stop and the one answer per delivery, on real functions-framework servers with the deployed threading and
 timeout settings (terraform/modules/scheduled-dedup/function.tf, environment_variables).
 
-The work runs in a process of its own, killed at the job's deadline (stop.py); the handler is never interrupted,
+The work runs in a warm worker process, killed at the job's deadline (stop.py); the handler is never interrupted,
 so every delivery is answered with one outcome line whatever the work does, and the instance serves on. The
 deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (settings.DedupConfig.stop_after).
 """
