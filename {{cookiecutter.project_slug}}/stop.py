@@ -68,7 +68,7 @@ LEFTOVER_GRACE_SECONDS = 0.05
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2), linux/prctl.h
 # The signals whose handler a run may change (as numbers: signal.valid_signals() makes an enum of each, 0.2 ms).
 CATCHABLE = tuple(sorted(int(number) for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
-# Bounds on what a child reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
+# Bounds on what a worker reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
 MESSAGE_LIMIT = 1500
 TRACEBACK_LIMIT = 8000
 
@@ -154,9 +154,11 @@ class Worker:
         self.process = PROCESSES.Process(target=_serve, args=(theirs, self.taken), name="stop-worker")
 
     def alive(self) -> bool:
-        """Neither it nor its fork server has ended: one select on its sentinel (multiprocessing's own check builds
-        a selector each time)."""
-        return not select.select([self.process.sentinel], [], [], 0)[0]
+        """Neither it nor its fork server has ended: one poll of its sentinel (multiprocessing's own check builds a
+        selector each time)."""
+        sentinel = select.poll()
+        sentinel.register(self.process.sentinel, select.POLLIN)
+        return not sentinel.poll(0)
 
     def retire(self) -> int | None:
         """Kills its group (the worker and anything it started) and reaps it; its exit code. Never raises."""
