@@ -124,7 +124,8 @@ def table(results: dict, runs: int, import_runs: int) -> str:
         rows.append((label, f"{ours:.2f} ms", f"{theirs:.3f} ms", f"{ours / theirs:.0f}", "", ""))
     rows.append(("first run on an instance (starts the fork server)", f"{stop['first_ms']:.0f} ms", "", "", "", ""))
     rows.append(("fork server RSS (once per instance)", f"{stop['fork_server_rss_mb']:.1f} MB", "", "", "", ""))
-    rows.append(("work process's own memory (per run)", f"{stop['work_process_private_mb']:.1f} MB", "", "", "", ""))
+    worker = f"{stop['work_process_private_mb']:.1f} MB"
+    rows.append(("a warm worker's own memory (one per run at once)", worker, "", "", "", ""))
     rows.append(("**Load** (issue 5: 8 clients, 50 runs × 4 duplicate deliveries, real server)", "", "", "", "", ""))
     load = results["load"]
     if load is None:

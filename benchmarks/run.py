@@ -7,9 +7,10 @@ Measures, in one run:
 - median and p95 latency of a fresh run for both, and their ratio;
 - cold import time and peak RSS of the baked main.py against a bare functions-framework function that
   imports google-cloud-firestore (benchmarks/bare_function.py), each in fresh processes;
-- the stop's cost per delivery (the baked stop.py: the work in a process of its own, forked from a fork server)
-  against today's in-thread call of the work: wall time per delivery, the first run's (which starts the fork
-  server), the fork server's memory and each work process's own;
+- the stop's cost per delivery (the baked stop.py: the work in a warm worker, forked once from a fork server)
+  against the in-thread call of the work: wall time per delivery, the first run's (which starts the fork
+  server), the fork server's memory and a worker's own (benchmarks/stop_cost.py sets it beside the seed's
+  sample and the per-process stop it replaced, at 1 to 1,000 jobs);
 - the load figures of the load test, if it hands them over with --load-json (see LOAD_FIELDS).
 
 It proves the template against the seed, so it lives in the template, not in a bake. Run it from a

@@ -54,21 +54,29 @@ def configure_jobs(project: Path, count: int, slug: str) -> dict[str, str]:
     return {"DEDUP_JOBS": json.dumps(jobs)}
 
 
-def probe(project: Path, count: int, host: str, args) -> dict:
+def run_probe(script: str, project: Path, count: int, host: str, arguments: list[str]) -> dict:
+    """benchmarks/<script> in a fresh process from `project`'s directory with `count` jobs, a collection of its own:
+    the JSON object it prints last."""
     env = {
         **os.environ,
         **configure_jobs(project, count, project.name),
         "FIRESTORE_EMULATOR_HOST": host,
-        "DEDUP_COLLECTION": f"scale-{project.parent.parent.name}-{count}",  # ref / now: a collection a side
+        # ref / now: a collection a side
+        "DEDUP_COLLECTION": f"{Path(script).stem}-{project.parent.parent.name}-{count}",
     }
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "scale_probe.py"),
-         "--deliveries", str(args.deliveries), "--audits", str(args.audits)],  # fmt: skip
-        cwd=project, env=env, capture_output=True, text=True, timeout=1800,
+        [sys.executable, str(ROOT / "benchmarks" / script), *arguments],
+        cwd=project, env=env, capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     if result.returncode != 0:
-        raise SystemExit(f"scale_probe.py failed in {project} with {count} jobs:\n{result.stderr[-3000:]}")
+        raise SystemExit(f"{script} failed in {project} with {count} jobs:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.splitlines()[-1])
+
+
+def probe(project: Path, count: int, host: str, args) -> dict:
+    return run_probe(
+        "scale_probe.py", project, count, host, ["--deliveries", str(args.deliveries), "--audits", str(args.audits)]
+    )
 
 
 def table(rows: list[tuple[int, dict, dict]], reference: str) -> str:

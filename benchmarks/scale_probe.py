@@ -14,9 +14,7 @@ import datetime as dt
 import importlib
 import json
 import logging
-import multiprocessing.forkserver
 import os
-import resource
 import statistics
 import sys
 from pathlib import Path
@@ -25,6 +23,7 @@ sys.path.insert(0, str(Path.cwd()))
 
 import grpc  # noqa: E402
 from google.cloud import firestore  # noqa: E402
+from stop_probe import cpu_seconds  # noqa: E402  (this script's directory is on the path)
 
 
 class DocumentCounter(grpc.UnaryStreamClientInterceptor, grpc.UnaryUnaryClientInterceptor):
@@ -47,18 +46,6 @@ _open_channel = firestore.Client._emulator_channel
 firestore.Client._emulator_channel = lambda self, transport: grpc.intercept_channel(
     _open_channel(self, transport), COUNTER
 )
-
-
-def cpu_seconds() -> float:
-    """This process's CPU and its reaped children's, and the fork server's with its reaped children (the work's
-    processes of a bake whose stop.py forks them there: its children, not ours)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    seconds = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    server = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
-    if server is not None:
-        ticks = Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()[11:15]  # utime .. cstime
-        seconds += sum(int(tick) for tick in ticks) / os.sysconf("SC_CLK_TCK")
-    return seconds
 
 
 def headers(job: str, moment: dt.datetime) -> dict[str, str]:

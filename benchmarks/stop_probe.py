@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import multiprocessing.forkserver
+import os
+import resource
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -21,10 +24,34 @@ def empty_work(context) -> None:
 
 
 def private_memory_kb(context) -> int:
-    """The work's process's own memory (not shared with the fork server it was forked from), in kB."""
+    """The work's process's own memory (a warm worker's: not shared with the fork server it was forked from), in kB."""
     lines = Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]
     fields = dict(line.split(":", 1) for line in lines)
     return sum(int(fields[name].split()[0]) for name in ("Private_Clean", "Private_Dirty"))
+
+
+def proc_cpu_seconds(pid: int, reaped: bool) -> float:
+    """A process's user and system time from /proc (clock ticks), with its reaped children's if `reaped`."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    ticks = fields[11:15] if reaped else fields[11:13]  # utime stime [cutime cstime]
+    return sum(int(tick) for tick in ticks) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds() -> float:
+    """The CPU a delivery costs, wherever the stop puts the work: this process (with the children it reaped), its
+    fork server (with the work's processes it reaped: a stop that forks one per run) and the stop's live warm
+    workers (not reaped while they serve), if this bake's stop keeps any."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    server = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
+    if server is not None:
+        seconds += proc_cpu_seconds(server, reaped=True)
+    for worker in list(getattr(sys.modules.get("stop"), "_idle", ())):
+        seconds += proc_cpu_seconds(worker.process.pid, reaped=True)
+    return seconds
 
 
 def in_thread(work, context, fields, stop_at, preload=()):

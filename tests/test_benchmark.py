@@ -109,3 +109,38 @@ def test_the_scale_benchmark_prints_both_sides_and_the_audit_reads_only_new_fire
     for jobs in (1, 3):
         assert figures[jobs]["reference"]["audit_reads_per_hour"] == 25 * jobs
         assert figures[jobs]["now"]["audit_reads_per_hour"] == jobs + 1
+
+
+def test_the_stop_cost_benchmark_prints_the_seed_the_per_process_stop_and_the_warm_worker(tmp_path):
+    """benchmarks/stop_cost.py in a tiny mode: the reference bake's stop starts a process per run (no warm worker
+    left after its runs), this bake's keeps one; every side answers. Timings are printed, never asserted."""
+    out = tmp_path / "stop_cost.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "stop_cost.py"), "--jobs", "1", "--deliveries", "2",
+         "--json", str(out)],  # fmt: skip
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    # After the bakes' own lines (the hook names a bake's local module path).
+    assert "\n| jobs | fresh run: seed | per-process stop (" in "\n" + result.stdout
+    (row,) = json.loads(out.read_text())
+    assert (row["reference"]["warm_workers"], row["now"]["warm_workers"]) == (0, 1)
+    for side in ("seed", "in_thread", "stop"):
+        assert row["now"][side]["fresh_ms"] > 0 and row["now"][side]["fresh_cpu_ms"] >= 0
+
+
+def test_the_stop_cost_targets_are_judged_at_each_job_count():
+    import stop_cost
+
+    def side(fresh, replay, cpu):
+        return {"fresh_ms": fresh, "replay_ms": replay, "fresh_cpu_ms": cpu}
+
+    within = {"seed": side(10, 4, 3), "in_thread": side(4, 4, 3), "stop": side(6, 4, 3.3)}
+    over = within | {"stop": side(6.1, 4.1, 3.4)}
+
+    assert stop_cost.verdicts([(1, {}, within)]) == [
+        "1 jobs: fresh latency / seed's 0.60, target ≤ 0.6: met",
+        "1 jobs: replay latency / seed's 1.00, target ≤ 1.0: met",
+        "1 jobs: CPU per fresh delivery / in-thread's 1.10, target ≤ 1.1: met",
+    ]
+    assert [line.rsplit(": ", 1)[1] for line in stop_cost.verdicts([(1_000, {}, over)])] == ["NOT met"] * 3

@@ -7,9 +7,11 @@ Rules of the room:
   effect but before recording it. Key every side effect by
   `context.run_id` (put-if-absent, or an idempotency token downstream) and a repeat is harmless.
 - Raise `TerminalJobError` when retrying cannot help; raise anything else to get a retry.
-- The work runs in a process of its own, killed at the job's attempt deadline less 10 s (stop.py): no
-  cleanup code runs then, so a repeat after a kill must be harmless too. Processes it starts are killed
-  with it, and after it returns: wait for them.
+- The work runs in a worker process apart from the handler's, killed at the job's attempt deadline less
+  10 s (stop.py): no cleanup code runs then, so a repeat after a kill must be harmless too. A worker serves
+  run after run, so a client you make at the first run (and keep in a module variable) serves the next ones.
+  A run that leaves a process or a thread running, or changes the cwd, environment, a signal handler or the
+  umask, gets its worker killed with all it started: wait for what you start, and the next run stays fast.
   Make no client and call no API at import: this module is imported once into the fork server.
 - `WORK` gives each job id its function: `context.job_id` is the id as you wrote it, the same under
   `make fire` and deployed. A job WORK lacks is refused `misconfigured` and retried, so its runs still

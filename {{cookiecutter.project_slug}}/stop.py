@@ -1,4 +1,4 @@
-"""The stop: the work of a run runs in a process of its own, which the handler kills at the job's deadline.
+"""The stop: the work of a run runs in a warm worker process, which the handler kills at the job's deadline.
 
 Why a process. An exception raised into the request's thread (functions-framework's threaded timeout,
 PyThreadState_SetAsyncExc) lands at an arbitrary instruction: inside gRPC client code it leaves the channel's
@@ -9,26 +9,39 @@ always release the claim and answer.
 Why a fork server. gRPC supports fork only before any gRPC object exists ("use after fork",
 github.com/grpc/grpc/blob/master/doc/fork_support.md), and the handler's gRPC threads run. multiprocessing's fork
 server is single-threaded, started once per instance, imports the work's modules and makes no gRPC object; each
-child (a fork, not an interpreter start) makes its own clients.
+worker (a fork, not an interpreter start) makes its own clients.
+
+Why warm. A process per run cost every delivery a fork and the work's clients anew (about 8x the in-thread CPU).
+A worker serves run after run, as one function instance does, and is replaced only when it cannot be trusted
+with the next: killed at a deadline, dead, or its run left anything behind that a fresh worker lacks (a
+process or a thread of the work still running, a changed cwd, environment, signal handler or umask:
+`leftovers`). The module state the work keeps on purpose (its clients) lives on, as in any function instance.
+Each run that a worker takes holds it alone: concurrent runs use as many workers (`_idle`: the pool).
 
 What comes back: an `Ending` of plain strings, each stringified so that a failing `__str__` or `__repr__` cannot
-stop the report. A child killed at the deadline (SIGKILL) runs no cleanup code of the work.
+stop the report. A worker killed at the deadline (SIGKILL) runs no cleanup code of the work.
 
-What is killed: the child is a session of its own, and its whole process group is killed after every ending (a
-report, a death, the deadline, a dead fork server), before the handler records the run: a process the work started
-(subprocess, a multiprocessing fork) cannot do the effect again beside the retry. The child kills its own group if
-the handler's process dies. The deadline covers the start too: a fork server stuck importing the work's modules is
-killed (the next run starts another) and the delivery is answered.
+What is killed: the worker is a session of its own and the reaper of all its descendants; its whole process group
+is killed at the deadline, at its death, at a dead fork server's, and after a report of a run that left a process
+or a thread running, before the handler records the run: a process the work started (subprocess, a
+multiprocessing fork) cannot do the effect again beside the retry. The worker kills its own group if the handler's
+process dies. The deadline covers the start too: a fork server stuck importing the work's modules is killed (the
+next run starts another) and the delivery is answered.
 """
 
 from __future__ import annotations
 
+import _signal
+import atexit
 import contextlib
+import ctypes
 import dataclasses
 import enum
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
+import select
 import signal
 import sys
 import threading
@@ -49,9 +62,13 @@ REAP_SECONDS = 5.0
 # over and over.
 FORK_SERVER_STUCK_SECONDS = 15.0
 _waited_since: dict[int, float] = {}  # fork server's pid -> when a start first waited for it in vain
-# What the child waits for before the work: only a handler that waits for it sends it.
-GO = b"go"
-# Bounds on what a child reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
+# How long a worker waits, after a run, for threads the work started to end (one it joined may linger a moment)
+# before it counts them left behind.
+LEFTOVER_GRACE_SECONDS = 0.05
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2), linux/prctl.h
+# The signals whose handler a run may change (as numbers: signal.valid_signals() makes an enum of each, 0.2 ms).
+CATCHABLE = tuple(sorted(int(number) for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
+# Bounds on what a worker reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
 MESSAGE_LIMIT = 1500
 TRACEBACK_LIMIT = 8000
 
@@ -122,26 +139,83 @@ def ending_after(error: BaseException) -> Ending:
     return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=trace)
 
 
-def _child(
-    work: Callable[[RunContext], object],
-    context: RunContext,
-    fields: Mapping[str, object],
-    report: multiprocessing.connection.Connection,
-) -> None:
-    """The work's process: its log lines carry the run's fields; it reports, then exits at once (no atexit,
-    no wait for threads the work left running)."""
+# ------------------------------------------------------------------ the worker: the work's process, run after run
+
+
+class Worker:
+    """One warm worker, seen from the handler: its process and the pipe that carries a run and its report."""
+
+    def __init__(self) -> None:
+        self.pipe, theirs = PROCESSES.Pipe()
+        self.theirs: multiprocessing.connection.Connection | None = theirs
+        # The runs it took, counted in shared memory before each work starts: one that dies before it took the
+        # run had not started the work (read without a wake-up of the handler, which a message would cost).
+        self.taken = PROCESSES.RawValue("Q", 0)
+        self.process = PROCESSES.Process(target=_serve, args=(theirs, self.taken), name="stop-worker")
+
+    def alive(self) -> bool:
+        """Neither it nor its fork server has ended: one poll of its sentinel (multiprocessing's own check builds a
+        selector each time)."""
+        sentinel = select.poll()
+        sentinel.register(self.process.sentinel, select.POLLIN)
+        return not sentinel.poll(0)
+
+    def retire(self) -> int | None:
+        """Kills its group (the worker and anything it started) and reaps it; its exit code. Never raises."""
+        kill_group(self.process.pid)
+        exit_code = None
+        with contextlib.suppress(Exception):
+            if self.process.exitcode is None:  # not yet its group's leader (still starting)
+                self.process.kill()
+            self.process.join(REAP_SECONDS)
+            exit_code = self.process.exitcode
+            if exit_code is not None:
+                self.process.close()
+        self.pipe.close()
+        return exit_code
+
+
+_idle: list[Worker] = []  # warm workers no run holds; a run takes one (the pool grows to the runs at once)
+_idle_lock = threading.Lock()
+
+
+def _serve(pipe: multiprocessing.connection.Connection, taken) -> None:
+    """The worker's process: a session of its own and its descendants' reaper; runs one run after another, each
+    reported with what it left behind, and ends (its group then killed) after a run that left anything."""
     os.setsid()  # its own group: kill_group takes what the work starts with it
+    _become_subreaper()
     handler = multiprocessing.parent_process().sentinel  # at EOF once the handler's process is gone
-    threading.Thread(target=_die_with, args=(handler,), daemon=True).start()
-    run_log.configure_work_logging(fields)
+    threading.Thread(target=_die_with, args=(handler,), daemon=True, name="die-with-handler").start()
+    run_log.configure_work_logging({})
+    own_threads, fresh = set(sys._current_frames()), _state()
     try:
-        report.recv_bytes()  # the go: EOFError (no work) if the handler gave up before the start ended
-        ending = ending_of(work, context)
-        sys.stdout.flush()  # before the report: the handler kills the group once it has it
-        sys.stderr.flush()
-        report.send(ending)
+        while True:
+            try:
+                message = pipe.recv_bytes()
+            except EOFError:  # the handler closed the pipe: no more runs
+                break
+            taken.value += 1
+            try:
+                work, context, fields = pickle.loads(message)
+            except BaseException as error:  # noqa: BLE001 - the work's module fails to load: told like its own error
+                ending = ending_after(error)
+            else:
+                run_log.RUN_FIELDS.set(fields)  # the run's fields on the work's log lines
+                ending = ending_of(work, context)
+            sys.stdout.flush()  # before the report: the handler may kill the group once it has it
+            sys.stderr.flush()
+            left = leftovers(own_threads, fresh)
+            pipe.send_bytes(pickle.dumps((ending, left)))
+            if left:
+                break
     finally:
         os._exit(0)
+
+
+def _become_subreaper() -> None:
+    """Orphans of the work's processes become the worker's children, so that waitpid sees every descendant."""
+    with contextlib.suppress(Exception):  # not Linux: _children_left sees only its own children
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _die_with(handler: int) -> None:
@@ -150,11 +224,48 @@ def _die_with(handler: int) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
+def _state() -> dict[str, object]:
+    """What a run may change in its process that the next run would inherit: a fresh worker's differs in none.
+    Read raw, for a cost of some microseconds a run: os.environ's bytes, _signal's handlers (signal.getsignal makes
+    an enum of each)."""
+    mask = os.umask(0o22)
+    os.umask(mask)
+    handlers = [_signal.getsignal(number) for number in CATCHABLE]
+    return {"cwd": os.getcwd(), "environment": os.environ._data.copy(), "signal handlers": handlers, "umask": mask}
+
+
+def leftovers(own_threads: set[int], fresh: Mapping[str, object]) -> str:
+    """What the run left behind, or "": a process of it still running, a thread of it still running after
+    LEFTOVER_GRACE_SECONDS, the process state it changed. Its zombies are reaped."""
+    until = time.monotonic() + LEFTOVER_GRACE_SECONDS
+    while (threads := len(set(sys._current_frames()) - own_threads)) and time.monotonic() < until:
+        time.sleep(0.001)  # a thread the work joined may take a moment to go
+    left = ["a process it started still runs"] if _children_left() else []
+    left += [f"{threads} thread(s) it started still run"] if threads else []
+    state = _state()
+    left += [f"it changed the {name}" for name, value in state.items() if value != fresh[name]]
+    return "; ".join(left)
+
+
+def _children_left() -> bool:
+    """Reaps the worker's ended children; True if one still runs (a subreaper's children: every descendant)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
 def kill_group(pid: int | None) -> None:
-    """SIGKILL to the work's process group (its id is the work's pid); nothing if none is left."""
-    if pid is not None:  # ProcessLookupError: every process of it ended, or the child is not its leader yet
+    """SIGKILL to the work's process group (its id is the worker's pid); nothing if none is left."""
+    if pid is not None:  # ProcessLookupError: every process of it ended, or the worker is not its leader yet
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
+
+
+# -------------------------------------------------------------------------------- the handler's side of a run
 
 
 def run_until_stopped(
@@ -164,43 +275,85 @@ def run_until_stopped(
     stop_at: float,
     preload: Iterable[str] = (),
 ) -> Ending:
-    """Runs the work in a child process until it ends or time.monotonic() reaches `stop_at`; never raises.
+    """Runs the work in a warm worker until it ends or time.monotonic() reaches `stop_at`; never raises.
 
-    `preload`: the modules the fork server imports once, so that no child imports them again."""
+    `preload`: the modules the fork server imports once, so that no worker imports them again."""
     PROCESSES.set_forkserver_preload(sorted({__name__, *preload}))
-    ours, theirs = PROCESSES.Pipe()  # the child's go, then its report
-    process = PROCESSES.Process(target=_child, args=(work, context, dict(fields), theirs), name=f"run-{context.run_id}")
-    try:
-        not_started = _start(process, theirs, stop_at)
-        if not_started:
-            return not_started
-        with contextlib.suppress(OSError):  # a child already dead: _wait tells how it ended
-            ours.send_bytes(GO)
-        return _wait(process, ours, stop_at)
-    finally:
-        ours.close()  # a child that got no go (started after the deadline) finds EOF and ends without the work
+    while True:
+        worker = _take_idle() or _start(stop_at)
+        if isinstance(worker, Ending):
+            return worker
+        taken = worker.taken.value
+        try:
+            # Plain pickle (multiprocessing's copies its dispatch tables at each message); pickled first: nothing is
+            # sent if that fails.
+            worker.pipe.send_bytes(pickle.dumps((work, context, dict(fields))))
+        except OSError:  # it died idle (out of memory, a signal): another one
+            worker.retire()
+            continue
+        except Exception as error:  # noqa: BLE001 - the work cannot be pickled: nothing ran, the worker serves on
+            _put_idle(worker)
+            return Ending(Ended.NOT_STARTED, error_type=type(error).__name__, message=shown(error))
+        ending = _wait(worker, stop_at, taken)
+        if ending is not None:
+            return ending
 
 
-def _start(process, theirs: multiprocessing.connection.Connection, stop_at: float) -> Ending | None:
-    """Starts the work's process before `stop_at`: None once it runs. The start waits for the fork server, whose own
-    start imports the work's modules; one stuck there for FORK_SERVER_STUCK_SECONDS is killed, and the next start
-    starts another."""
-    failed: list[Ending] = []
+def _take_idle() -> Worker | None:
+    """A warm worker still alive, or None; a dead one is retired."""
+    while True:
+        with _idle_lock:
+            if not _idle:
+                return None
+            worker = _idle.pop()  # the last used: its pages are the warmest
+        if worker.alive():
+            return worker
+        worker.retire()
+
+
+def _put_idle(worker: Worker) -> None:
+    with _idle_lock:
+        _idle.append(worker)
+
+
+@atexit.register  # before multiprocessing's own exit handler, which would wait for every worker to end
+def _retire_idle() -> None:
+    with _idle_lock:
+        workers = _idle[:]
+        _idle.clear()
+    for worker in workers:
+        worker.retire()
+
+
+def _start(stop_at: float) -> Worker | Ending:
+    """A new worker, started before `stop_at`, else NOT_STARTED. The start waits for the fork server, whose own
+    start imports the work's modules; a start that ends after `stop_at` leaves its worker idle for the next run.
+    A fork server that no start could use for FORK_SERVER_STUCK_SECONDS is killed, and the next start starts
+    another."""
+    worker, failed, gave_up = Worker(), [], threading.Event()
 
     def start() -> None:
         try:
-            process.start()
-        except Exception as error:  # noqa: BLE001 - no process (fork failed, the work cannot be pickled): a retry may
+            worker.process.start()
+        except Exception as error:  # noqa: BLE001 - no process (fork failed): a retry may find one
             failed.append(Ending(Ended.NOT_STARTED, error_type=type(error).__name__, message=shown(error)))
+            worker.pipe.close()
         finally:
-            theirs.close()
+            worker.theirs.close()
+            worker.theirs = None
+        with _idle_lock:
+            if gave_up.is_set() and not failed:
+                _idle.append(worker)  # started too late for its run: warm for the next
+            gave_up.set()
 
     began = time.monotonic()
-    starter = threading.Thread(target=start, name=f"start-{process.name}", daemon=True)
+    starter = threading.Thread(target=start, name="start-stop-worker", daemon=True)
     starter.start()
     starter.join(max(0.0, stop_at - began))
-    if not starter.is_alive():
-        return failed[0] if failed else None
+    with _idle_lock:
+        if gave_up.is_set():  # the start ended: it is ours
+            return failed[0] if failed else worker
+        gave_up.set()
     server = forkserver._forkserver  # the one PROCESSES uses
     with server._lock:
         pid = server._forkserver_pid
@@ -210,27 +363,29 @@ def _start(process, theirs: multiprocessing.connection.Connection, stop_at: floa
     return Ending(Ended.NOT_STARTED, error_type="TimeoutError", message="no process before the job's deadline")
 
 
-def _wait(process, reader: multiprocessing.connection.Connection, stop_at: float) -> Ending:
-    """The child's report, or how it ended without one; the child is reaped either way."""
-    ending = None
+def _wait(worker: Worker, stop_at: float, taken: int) -> Ending | None:
+    """The worker's report, or how the run ended without one; None if the worker died before it took the run (its
+    count of runs taken still `taken`: the work never started, another worker takes it). A worker that reported a
+    clean run goes back to the idle ones; any other is retired (its group killed) before the handler records the
+    run."""
+    ending, left, exit_code = None, "no report", None
+    reader, process = worker.pipe, worker.process
     try:
         ready = multiprocessing.connection.wait([reader, process.sentinel], max(0.0, stop_at - time.monotonic()))
         if reader in ready or reader.poll(0):  # a report sent just before the exit is read first
             try:
-                ending = reader.recv()
-            except (EOFError, OSError):
-                ending = None
+                ending, left = pickle.loads(reader.recv_bytes())
+            except Exception:  # noqa: BLE001 - EOF, a broken pipe, a report cut short: none
+                ending, left = None, "no report"
         elif not ready:
-            ending = Ending(Ended.STOPPED)
+            ending, left = Ending(Ended.STOPPED), "stopped"
     finally:
-        # Whatever the ending, the group goes before the run is recorded; a fork server that died (its sentinel
-        # closed) left the work running, unknown to the process object.
-        kill_group(process.pid)
-        if process.exitcode is None:  # not yet its group's leader (still starting)
-            process.kill()
-        process.join(REAP_SECONDS)
-    if ending is None:
-        ending = Ending(Ended.DIED, exit_code=process.exitcode)
-    if process.exitcode is not None:
-        process.close()
-    return ending
+        # A worker whose run left anything (or that died, or was stopped) goes with its whole group before the
+        # run is recorded; a fork server that died (its sentinel closed) left the work running, unknown to it.
+        if left:
+            exit_code = worker.retire()
+        else:
+            _put_idle(worker)
+    if ending is None and worker.taken.value == taken:
+        return None
+    return ending or Ending(Ended.DIED, exit_code=exit_code)

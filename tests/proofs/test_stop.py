@@ -1,7 +1,7 @@
 """The stop and the one answer per delivery, on real functions-framework servers with the deployed threading and
 timeout settings (terraform/modules/scheduled-dedup/function.tf, environment_variables).
 
-The work runs in a process of its own, killed at the job's deadline (stop.py); the handler is never interrupted,
+The work runs in a warm worker process, killed at the job's deadline (stop.py); the handler is never interrupted,
 so every delivery is answered with one outcome line whatever the work does, and the instance serves on. The
 deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (settings.DedupConfig.stop_after).
 """
@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -372,3 +373,139 @@ def test_a_module_that_blocks_at_import_is_answered_within_the_deadline_and_its_
     assert answer.text.startswith("processed"), answer
     assert len(outcome_lines(server, "import-blocks")) == deliveries + 1
     assert len(fleet.executions()) == 1
+
+
+# --- The warm worker (issue 27): one process serves run after run; replaced when it was stopped, died, or its run left
+# anything a fresh worker lacks. The works below are module-level: the stop sends them to the worker by name.
+
+
+def worker_pid(context):
+    return os.getpid()
+
+
+def leaves_a_process(context):
+    """Its pid, and the pid of the process it left running."""
+    return f"{os.getpid()} {subprocess.Popen(['sleep', '60']).pid}"
+
+
+def leaves_an_orphan(context):
+    """A grandchild whose parent ended: only a reaper of every descendant (the worker) still sees it."""
+    shell = subprocess.run(
+        ["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], capture_output=True, check=True, text=True
+    )
+    return f"{os.getpid()} {shell.stdout.strip()}"
+
+
+def leaves_a_thread(context):
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    return os.getpid()
+
+
+def joins_its_thread(context):
+    thread = threading.Thread(target=time.sleep, args=(0.01,))
+    thread.start()
+    thread.join()
+    return os.getpid()
+
+
+def changes_the_cwd(context):
+    os.chdir("/")
+    return os.getpid()
+
+
+def changes_the_environment(context):
+    os.environ["LEFT_BY_A_RUN"] = "1"
+    return os.getpid()
+
+
+def installs_a_signal_handler(context):
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    return os.getpid()
+
+
+def changes_the_umask(context):
+    os.umask(0o077)
+    return os.getpid()
+
+
+def loops(context):
+    while True:
+        time.sleep(0.01)
+
+
+def run_in_worker(work, context, seconds=60):
+    return stop.run_until_stopped(work, context, {}, time.monotonic() + seconds)
+
+
+@pytest.fixture
+def fresh_pool():
+    """No warm worker from another test: each test sees the pool it makes."""
+    stop._retire_idle()
+    yield
+    stop._retire_idle()
+
+
+def test_one_worker_serves_run_after_run_and_a_run_that_cleans_up_keeps_it(run_context, fresh_pool):
+    pids = {run_in_worker(work, run_context).result for work in (worker_pid, joins_its_thread, worker_pid)}
+
+    assert len(pids) == 1 and str(os.getpid()) not in pids
+
+
+LEFTOVERS = (
+    leaves_a_process,
+    leaves_an_orphan,
+    leaves_a_thread,
+    changes_the_cwd,
+    changes_the_environment,
+    installs_a_signal_handler,
+    changes_the_umask,
+)
+
+
+@pytest.mark.parametrize("work", LEFTOVERS, ids=[work.__name__ for work in LEFTOVERS])
+def test_a_run_that_leaves_anything_behind_gets_its_worker_killed_and_the_next_run_a_fresh_one(
+    run_context, fresh_pool, work
+):
+    """A process or thread of the work still running after its report, or process state it changed, would reach the
+    next run (or do an effect beside a retry): the worker and its whole group are killed before the run is recorded,
+    and the next run starts a fresh worker, which sees none of it."""
+    first = run_in_worker(worker_pid, run_context).result
+
+    ending = run_in_worker(work, run_context)
+    after = run_in_worker(worker_pid, run_context).result
+
+    assert ending.how is stop.Ended.RETURNED and ending.result.split()[0] == first
+    # Killed before the run was recorded; SIGKILL takes a moment to end a process.
+    assert all(wait_gone(int(pid), 10) for pid in ending.result.split()), "the worker or what its run left runs on"
+    assert after != first
+
+
+def test_a_worker_stopped_at_the_deadline_is_replaced_and_one_that_died_idle_too(run_context, fresh_pool):
+    looping = run_in_worker(worker_pid, run_context).result
+
+    stopped = run_in_worker(loops, run_context, seconds=1)
+    idle = run_in_worker(worker_pid, run_context).result
+    os.kill(int(idle), signal.SIGKILL)
+    assert wait_gone(int(idle), 10)
+    after = run_in_worker(worker_pid, run_context)
+
+    assert stopped.how is stop.Ended.STOPPED and gone(int(looping))
+    assert idle != looping
+    assert after.how is stop.Ended.RETURNED and after.result not in (looping, idle)
+
+
+def slow_worker_pid(context):
+    time.sleep(0.5)
+    return os.getpid()
+
+
+def test_runs_at_once_each_hold_a_worker_of_their_own(run_context, fresh_pool):
+    """Concurrent deliveries (max_instance_request_concurrency above 1) never share a worker: a pool."""
+    warm = run_in_worker(worker_pid, run_context).result
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        endings = list(pool.map(lambda _: run_in_worker(slow_worker_pid, run_context), range(3)))
+
+    pids = {ending.result for ending in endings}
+    assert [ending.how for ending in endings] == [stop.Ended.RETURNED] * 3
+    assert len(pids) == 3 and warm in pids
+    assert len(stop._idle) == 3

@@ -1,7 +1,7 @@
 """The deadline on a real functions-framework server, started with the environment the Terraform gives the
 function (terraform/modules/scheduled-dedup/function.tf, environment_variables).
 
-The handler stops the work itself: the work runs in a process of its own, killed at the job's attempt deadline
+The handler stops the work itself: the work runs in a warm worker process, killed at the job's attempt deadline
 less the release margin (stop.py, settings.DedupConfig.stop_after); then the handler releases the claim and
 answers 500, and the next delivery runs the work at once. A kill stops Python code and C code alike.
 functions-framework's threaded timeout stays off (THREADED_TIMEOUT_ENABLED=false); CLOUD_RUN_TIMEOUT_SECONDS
