@@ -284,7 +284,7 @@ def planned(project: Path) -> dict[str, dict]:
     tf = project / "terraform"
     test = tf / "tests" / "plan_only.tftest.hcl"
     mocks = "".join(f'mock_provider "{name}" {{}}\n' for name in ("google", "archive"))
-    # The deploy record's instants (history.tf), known at plan so that its fields are (Terraform's "Mocks" page:
+    # The instants of history.tf, known at plan so that the audit job's header is (Terraform's "Mocks" page:
     # override_during = plan gives mocked values in the plan, not only at apply).
     mocks += 'mock_provider "time" {\n  override_during = plan\n  mock_resource "time_static" {\n'
     mocks += '    defaults = { rfc3339 = "2027-01-01T00:00:00Z" }\n  }\n}\n'
@@ -363,24 +363,14 @@ def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, lo
     )
     assert baked["DEDUP_COLLECTION"] == ttl["collection"]
     assert baked["DEDUP_PROJECT"] == queue["project"] and baked["DEDUP_LOCATION"] == queue["location"]
-    # The deploy record the audit dates schedule changes by (history.tf, ledger.DEPLOYED_ID): where it reads it,
-    # and each job's schedule as the audit's eras name it (a mismatch would silently never date a change).
-    deployed = long_jobs_plan[CORE + "google_firestore_document.deployed_schedules"]
-    eras = json.loads(
-        python(
-            long_jobs,
-            "import audit, datetime as dt, json, ledger, settings; now = dt.datetime.now(dt.UTC); "
-            "jobs = settings.DedupConfig.from_env().jobs; print(json.dumps({'id': ledger.DEPLOYED_ID, 'jobs': "
-            "{name: {f: audit.era(job, now)[f] for f in audit.ERA_FIELDS} for name, job in jobs.items()}}))",
-        )
+    # When the last apply changed the schedules (history.tf), as the audit's Scheduler job sends it: the digest is
+    # the one the audit computes from config.yaml (a mismatch would silently never date a change).
+    header = long_jobs_plan[CORE + "google_cloud_scheduler_job.audit[0]"]["http_target"][0]["headers"]
+    start, seen, digest = header[python(long_jobs, "import audit; print(audit.DEPLOYED_HEADER)").strip()].split()
+    expected = python(
+        long_jobs, "import audit, settings; print(audit.schedules_digest(settings.DedupConfig.from_env().jobs))"
     )
-    assert (deployed["document_id"], deployed["collection"]) == (eras["id"], baked["DEDUP_COLLECTION"])
-    assert deployed["database"] == baked["DEDUP_DATABASE"]
-    named = json.loads(deployed["fields"])["jobs"]["mapValue"]["fields"]
-    assert {
-        name: {field: next(iter(value.values())) for field, value in job["mapValue"]["fields"].items()}
-        for name, job in named.items()
-    } == eras["jobs"]
+    assert (start, seen, digest) == ("2027-01-01T00:00:00Z", "2027-01-01T00:00:00Z", expected.strip())
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock; a job add
 from it, its times before the first audit that saw it only by their records, so a new job is never reported missed.
 The bookmark also keeps each job's schedule history (`eras`): each fire time is judged by the schedule (cron, zone,
 dst_gap, paused) in force at it (expected_runs), so a change never makes a past run missing nor a never-scheduled
-time due; a change is dated by the apply that made it where its record says so (dated, ledger.DEPLOYED_ID). A fire
+time due; a change is dated by the apply that made it where the audit's delivery says so (Deployed, dated). A fire
 time of a paused era is `paused`; a `catch_up` job's missing runs are queued for delivery (task_queue.py) while
 within its max_lateness_seconds.
 """
@@ -18,6 +18,7 @@ import collections
 import dataclasses
 import datetime as dt
 import enum
+import hashlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -26,7 +27,7 @@ import rules
 import schedules
 import task_queue
 from keys import RunKey, rfc3339
-from ledger import AuditCursor, Deployed, RunLedger
+from ledger import AuditCursor, RunLedger
 from run_context import RunContext
 from settings import DedupConfig, JobSpec
 
@@ -42,6 +43,8 @@ FULL_SWEEP_EVERY = dt.timedelta(days=1)
 MAX_ERAS = 50
 # What an era of a job's schedule history holds of its JobSpec (the schedule's fields, and paused).
 ERA_FIELDS = ("cron", "time_zone", "dst_gap", "paused")
+# The audit's Scheduler job sends when the last apply changed the schedules, and which (the module's history.tf).
+DEPLOYED_HEADER = "X-Schedules-Deployed"
 
 
 class State(enum.StrEnum):
@@ -87,6 +90,37 @@ class AuditedRun:
             "wall_time": self.wall_time.isoformat(),
             "dst": self.dst.value if self.dst else None,
         }
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployed:
+    """When the last `terraform apply` that changed a schedule changed the function and the Scheduler jobs: at some
+    instant in [start, seen]; `digest`: which schedules it deployed (schedules_digest)."""
+
+    start: dt.datetime
+    seen: dt.datetime
+    digest: str
+
+    @classmethod
+    def of(cls, header: str | None) -> Deployed | None:
+        """DEPLOYED_HEADER's "<start> <seen> <digest>" (RFC 3339, sha256 hex); None if it is not that (then the audit
+        dates a change by its own interval, as without it)."""
+        try:
+            start, seen, digest = (header or "").split()
+            start, seen = dt.datetime.fromisoformat(start), dt.datetime.fromisoformat(seen)
+        except ValueError:
+            return None
+        return cls(start, seen, digest) if start.tzinfo and seen.tzinfo and start <= seen else None
+
+
+def schedules_digest(jobs: Mapping[str, JobSpec]) -> str:
+    """The digest of the schedules of `jobs` as history.tf computes it from config.yaml: one line per Scheduler job,
+    by name, "<name>|<cron>|<zone>|<dst_gap>|paused or enabled"."""
+    lines = (
+        "|".join((name, job.schedule, job.time_zone, job.dst_gap, "paused" if job.paused else "enabled"))
+        for name, job in sorted(jobs.items())
+    )
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def era(job: JobSpec | None, start: dt.datetime, seen: dt.datetime | None = None) -> dict[str, object]:
@@ -196,11 +230,18 @@ class Sweep:
         return {name: entry["eras"] for name, entry in self.cursor.jobs.items()}
 
 
-def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, config: DedupConfig) -> Sweep:
+def plan(
+    cursor: AuditCursor,
+    jobs: Mapping[str, JobSpec],
+    now: dt.datetime,
+    config: DedupConfig,
+    deployed: Deployed | None = None,
+) -> Sweep:
     """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
     (a full sweep: from the start of the lookback) to the instant before which every run of it has settled (its
     own lease and retry window, config.yaml). A job's schedule or pause unlike its last era starts a new era: from
-    the last audit that saw the old one (`audited`), seen now; or dated by the deploy's record (dated)."""
+    the last audit that saw the old one (`audited`), seen now; or by the apply that deployed `jobs` (dated)."""
+    deployed = deployed if deployed and deployed.digest == schedules_digest(jobs) else None
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
     windows, entries = {}, {}
@@ -213,7 +254,7 @@ def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, con
         current = era(job, entry.get("audited", now), now)
         eras = list(entry.get("eras") or [current])
         if any(eras[-1][field] != current[field] for field in ERA_FIELDS):  # a deploy changed it since
-            eras.append(dated(current, eras[-1], cursor.deployed, name))
+            eras.append(dated(current, eras[-1], deployed))
         # An era whose successor was in force before the retention judges nothing (runs.py judges that far back):
         # dropped, as are the oldest beyond MAX_ERAS (the first kept one reaches back).
         kept = now - config.retention
@@ -232,25 +273,24 @@ def plan(cursor: AuditCursor, jobs: Mapping[str, JobSpec], now: dt.datetime, con
     return Sweep(windows, since, until, full, AuditCursor(entries, last_full, cursor.update_time))
 
 
-def dated(change: dict[str, object], before: Mapping[str, object], deployed: Deployed | None, name: str) -> dict:
-    """The era `change` of job `name`, from the apply that deployed it when its record (ledger.DEPLOYED_ID) names
-    this very schedule: the change happened between the record's `start` and `seen` (seconds), not somewhere
-    between the two audits around it. Never before the era it follows began, never after now."""
-    named = deployed.jobs.get(name) if deployed else None
-    fields = {field: change[field] for field in ERA_FIELDS}
-    if deployed is None or (named != fields if named is not None else change["cron"] is not None):
+def dated(change: dict[str, object], before: Mapping[str, object], deployed: Deployed | None) -> dict[str, object]:
+    """The era `change`, dated by the apply that deployed the function's schedules (plan: its digest is theirs):
+    the change happened between its `start` and `seen` (seconds), not somewhere between the two audits around it.
+    Never before the era it follows began, never after now."""
+    if deployed is None:
         return change
     start = max(deployed.start, before["from"])
     return change | {"from": start, "seen": min(max(deployed.seen, start), change["seen"])}
 
 
-def run(context: RunContext) -> str:
-    """The audit job's work; it moves the bookmark after its lines: a crash in between re-reports, never skips."""
+def run(context: RunContext, deployed: str | None = None) -> str:
+    """The audit job's work; it moves the bookmark after its lines: a crash in between re-reports, never skips.
+    `deployed`: the delivery's DEPLOYED_HEADER (main.py passes it)."""
     config = DedupConfig.from_env()
     ledger = RunLedger(config)
     cursor = ledger.read_audit_cursor()
     now = dedup.utcnow()  # one instant for the bookmark's windows and the judging
-    sweep = plan(cursor, config.jobs, now, config)
+    sweep = plan(cursor, config.jobs, now, config, Deployed.of(deployed))
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, windows=sweep.windows, eras=sweep.eras)
     catch_up(config, runs, now)
     for found in needing_delivery(runs):

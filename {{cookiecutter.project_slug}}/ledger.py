@@ -45,10 +45,6 @@ READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=R
 # document limit holds some 3,000). Not 64 hex characters, so never a run id; no status, so no query of
 # runs.py finds it; no expire_at, so kept.
 AUDIT_CURSOR_ID = "audit-cursor"
-# The schedules Terraform deployed (the module's audit.tf writes it at each apply that changes one): each job's
-# cron, zone, dst_gap and pause, and two instants that bracket the apply's change of the Scheduler jobs and the
-# function, so that the audit dates a schedule change to the apply, not to the audit interval around it.
-DEPLOYED_ID = "schedules-deployed"
 
 # A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
 # since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
@@ -128,28 +124,6 @@ class AuditCursor:
     jobs: Mapping[str, Mapping[str, dt.datetime]]
     last_full_sweep: dt.datetime | None = None
     update_time: dt.datetime | None = None  # None: not stored yet
-    deployed: Deployed | None = None  # the last apply's schedules (DEPLOYED_ID); None: none on record
-
-
-@dataclasses.dataclass(frozen=True)
-class Deployed:
-    """What the last `terraform apply` that changed a schedule deployed (DEPLOYED_ID): job name -> its schedule
-    and pause (audit.ERA_FIELDS), in force at Scheduler and the function from some instant in [start, seen]."""
-
-    jobs: Mapping[str, Mapping[str, object]]
-    start: dt.datetime
-    seen: dt.datetime
-
-    @classmethod
-    def of(cls, stored: Mapping[str, object]) -> Deployed | None:
-        """The record as Terraform wrote it; None if it is not one (then the audit dates a change by its own
-        interval, as without it)."""
-        try:
-            start, seen = (dt.datetime.fromisoformat(str(stored[name])) for name in ("from", "seen"))
-            jobs = {str(name): dict(fields) for name, fields in dict(stored["jobs"]).items()}
-        except (KeyError, TypeError, ValueError):
-            return None
-        return cls(jobs, start, seen) if start.tzinfo and start <= seen else None
 
 
 class RecordChanged(Exception):
@@ -433,15 +407,12 @@ class RunLedger:
         return found
 
     def read_audit_cursor(self) -> AuditCursor:
-        """The audit's bookmark, with the last deploy's schedules (one batched read); before its first write, an
-        empty one."""
-        refs = [self.collection.document(AUDIT_CURSOR_ID), self.collection.document(DEPLOYED_ID)]
-        found = {s.id: s for s in self._call(self._get_all, refs, retry=READ_RETRY) if s.exists}
-        deployed = Deployed.of(found[DEPLOYED_ID].to_dict()) if DEPLOYED_ID in found else None
-        if AUDIT_CURSOR_ID not in found:
-            return AuditCursor({}, deployed=deployed)
-        stored, update_time = found[AUDIT_CURSOR_ID].to_dict(), found[AUDIT_CURSOR_ID].update_time
-        return AuditCursor(stored.get("jobs", {}), stored.get("last_full_sweep"), update_time, deployed)
+        """The audit's bookmark (one read); before its first write, an empty one."""
+        snapshot = self._call(self.collection.document(AUDIT_CURSOR_ID).get, retry=READ_RETRY)
+        if not snapshot.exists:
+            return AuditCursor({})
+        stored = snapshot.to_dict()
+        return AuditCursor(stored.get("jobs", {}), stored.get("last_full_sweep"), snapshot.update_time)
 
     def write_audit_cursor(self, cursor: AuditCursor) -> None:
         """Store the bookmark; RecordChanged if another audit moved it since `cursor` was read."""

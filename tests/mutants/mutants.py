@@ -1203,8 +1203,8 @@ MUTANTS = [
     Mutant(
         "audit-bookmark-from-the-schedule-time",
         "baked/audit.py",
-        "sweep = plan(cursor, config.jobs, now, config)",
-        "sweep = plan(cursor, config.jobs, context.schedule_time, config)",
+        "sweep = plan(cursor, config.jobs, now, config,",
+        "sweep = plan(cursor, config.jobs, context.schedule_time, config,",
         "the audit's start marker and window come from the function's clock, never a delivery dated ahead",
         ("tests/test_accept.py::test_an_audit_dated_ahead_leaves_the_marker_at_the_functions_clock",),
     ),
@@ -2044,8 +2044,8 @@ MUTANTS = [
     Mutant(
         "audit-bookmark-from-schedule-time",
         "baked/audit.py",
-        "sweep = plan(cursor, config.jobs, now, config)",
-        "sweep = plan(cursor, config.jobs, context.schedule_time, config)",
+        "sweep = plan(cursor, config.jobs, now, config,",
+        "sweep = plan(cursor, config.jobs, context.schedule_time, config,",
         "the audit's bookmark follows the function's clock, never a delivery's schedule time",
         ("tests/test_audit.py::test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before",),
     ),
@@ -2668,7 +2668,7 @@ MUTANTS = [
     Mutant(
         "i24-history-change-not-recorded",
         "baked/audit.py",
-        "            eras.append(dated(current, eras[-1], cursor.deployed, name))",
+        "            eras.append(dated(current, eras[-1], deployed))",
         "            pass",
         "the first audit after a deploy that changes a job's schedule or pause records a new era",
         (
@@ -3053,7 +3053,7 @@ MUTANTS = [
     Mutant(
         "i24-deploy-record-ignored",
         "baked/audit.py",
-        "            eras.append(dated(current, eras[-1], cursor.deployed, name))",
+        "            eras.append(dated(current, eras[-1], deployed))",
         "            eras.append(current)",
         "a schedule change is dated by the apply's record (history.tf), not by the audits around it: a run missed just "
         "before a pause inside an audit interval is reported missing, not paused",
@@ -3062,11 +3062,11 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "i24-deploy-record-not-read",
-        "baked/ledger.py",
-        "        deployed = Deployed.of(found[DEPLOYED_ID].to_dict()) if DEPLOYED_ID in found else None",
-        "        deployed = None",
-        "the audit reads the apply's record of the schedules with its bookmark",
+        "i24-deploy-header-not-passed",
+        "baked/main.py",
+        "functools.partial(audit.run, deployed=headers.get(audit.DEPLOYED_HEADER))",
+        "functools.partial(audit.run, deployed=None)",
+        "the audit is given its delivery's X-Schedules-Deployed (when the last apply changed the schedules)",
         (
             "tests/test_schedule_history.py::test_a_run_missed_just_before_a_pause_inside_an_audit_interval_is_reported_missing",
         ),
@@ -3074,8 +3074,8 @@ MUTANTS = [
     Mutant(
         "i24-deploy-record-of-another-schedule-used",
         "baked/audit.py",
-        '    if deployed is None or (named != fields if named is not None else change["cron"] is not None):',
-        "    if deployed is None:",
+        "    deployed = deployed if deployed and deployed.digest == schedules_digest(jobs) else None",
+        "    deployed = deployed",
         "a deploy record dates a change only if it names the schedule the function now has (a stale one is ignored)",
         (
             "tests/test_schedule_history.py::test_a_change_is_dated_by_the_deploy_record_only_when_it_names_that_schedule",
@@ -3094,8 +3094,8 @@ MUTANTS = [
     Mutant(
         "tf-deploy-record-pause-not-written",
         "terraform/modules/scheduled-dedup/history.tf",
-        "        paused    = { booleanValue = job.paused }",
-        "        paused    = { booleanValue = !job.paused }",
+        'var.jobs[id].paused ? "paused" : "enabled",',
+        'var.jobs[id].paused ? "enabled" : "paused",',
         "the deploy record names each job's pause as the function's config does (else it never dates a pause)",
         ("tests/test_config_file.py::test_every_name_python_and_terraform_must_agree_on_is_the_same",),
     ),

@@ -18,7 +18,7 @@ import audit
 import dedup
 import schedules
 from keys import RunKey, parse_schedule_time
-from ledger import DEPLOYED_ID, Deployed, RunLedger
+from ledger import RunLedger
 from settings import DedupConfig, JobSpec
 
 DAY = dt.timedelta(days=1)
@@ -42,10 +42,12 @@ def deliver(monkeypatch, http, job, schedule_time, at=None, **extra):
     return http.post("/", headers=scheduler_headers(job, rfc(schedule_time), **extra))
 
 
-def audit_at(monkeypatch, http, config, moment, caplog):
-    """The audit job's delivery at `moment`; the runs it logged as needing a person, (schedule time, state)."""
+def audit_at(monkeypatch, http, config, moment, caplog, deployed=None):
+    """The audit job's delivery at `moment` (with history.tf's header `deployed`, if given); the runs it logged as
+    needing a person, (schedule time, state)."""
     caplog.clear()
-    answer = deliver(monkeypatch, http, config.audit_job, moment, at=moment)
+    extra = {audit.DEPLOYED_HEADER: deployed} if deployed else {}
+    answer = deliver(monkeypatch, http, config.audit_job, moment, at=moment, **extra)
     assert answer.status_code == 200 and answer.text.startswith("processed:"), answer.text
     fields = [getattr(r, "json_fields", {}) for r in caplog.records]
     return [(f["schedule_time"], f["audit_state"]) for f in fields if f.get("audit_state")]
@@ -235,58 +237,74 @@ def test_a_run_missed_before_a_pause_and_resumed_before_it_was_judged_is_reporte
     assert summary.startswith("1 of 1 expected run(s)")
 
 
-def record_deploy(collection, config, start, seen):
-    """What the module's history.tf writes at an apply that changes a schedule (ledger.DEPLOYED_ID): each job's
-    schedule and pause as config.yaml has them, and the instants before and after the apply changed them."""
-    jobs = {name: {f: audit.era(job, start)[f] for f in audit.ERA_FIELDS} for name, job in config.jobs.items()}
-    collection.document(DEPLOYED_ID).set({"from": rfc(start), "seen": rfc(seen), "jobs": jobs})
+def deployed_header(config, start, seen):
+    """What the audit's Scheduler job sends after an apply that changed a schedule (history.tf): the instants before
+    and after the apply changed the function and the Scheduler jobs, and the digest of config.yaml's schedules."""
+    return f"{rfc(start)} {rfc(seen)} {audit.schedules_digest(config.jobs)}"
 
 
 def test_a_run_missed_just_before_a_pause_inside_an_audit_interval_is_reported_missing(
     monkeypatch, http, collection, caplog, capsys
 ):
     """03:00 is never delivered; an apply pauses the job at 03:02 and another resumes it at 03:40, with hourly audits
-    around both. The audit dates each change by the apply's record (history.tf), not by the audits around it: 03:00
-    was due under the schedule in force then, and is reported missing by the audit and `runs.py missed`, not paused.
+    around both. The audit dates each change by the apply (history.tf's X-Schedules-Deployed), not by the audits
+    around it: 03:00 was due under the schedule in force then, and is reported missing by the audit and `runs.py
+    missed`, not paused.
     (Dated by the audits alone, the pause's era would reach back to 02:30 and call it paused: a lost run unreported.)"""
     caplog.set_level(logging.INFO)
     config = with_job(monkeypatch, schedule="0 * * * *")
     fire, minute = DAY0 + dt.timedelta(hours=3), dt.timedelta(minutes=1)
     assert audit_at(monkeypatch, http, config, fire - 30 * minute, caplog) == []
     config = with_job(monkeypatch, schedule="0 * * * *", paused=True)
-    record_deploy(collection, config, fire + 2 * minute, fire + 3 * minute)
-    assert audit_at(monkeypatch, http, config, fire + 30 * minute, caplog) == []
+    header = deployed_header(config, fire + 2 * minute, fire + 3 * minute)
+    assert audit_at(monkeypatch, http, config, fire + 30 * minute, caplog, header) == []
     config = with_job(monkeypatch, schedule="0 * * * *")
-    record_deploy(collection, config, fire + 40 * minute, fire + 41 * minute)
+    header = deployed_header(config, fire + 40 * minute, fire + 41 * minute)
     settled = max(fire + config.settle_for("daily"), fire + 90 * minute) + minute
-    found = audit_at(monkeypatch, http, config, settled, caplog)
+    found = audit_at(monkeypatch, http, config, settled, caplog, header)
     assert (fire.isoformat(), "missing") in found, found
     out, _ = missed(monkeypatch, capsys, fire - 30 * minute, settled, "--json", "--all")
     assert {row["schedule_time"]: row["state"] for row in json.loads(out)}[rfc(fire)] == "missing"
 
 
-def test_a_change_is_dated_by_the_deploy_record_only_when_it_names_that_schedule():
-    """audit.dated: the apply's record dates a change only if it names the very schedule the function now has (a
-    stale record, or one of an apply that failed before writing it, leaves the audits' dating); never before the
-    era it follows began, never after now. A removed job is dated by a record that does not name it."""
-    before = audit.era(JobSpec("daily", "0 3 * * *", "Etc/UTC"), DAY0 - DAY, DAY0 - DAY)
-    job = JobSpec("daily", "0 5 * * *", "Etc/UTC")
-    change = audit.era(job, DAY0, DAY0 + DAY)  # dated by the audits: the last one that saw 03:00, and now
-
-    def record(start, seen, named):
-        fields = {name: {f: audit.era(spec, start)[f] for f in audit.ERA_FIELDS} for name, spec in named.items()}
-        return Deployed.of({"from": rfc(start), "seen": rfc(seen), "jobs": fields})
-
+def test_a_change_is_dated_by_the_apply_only_when_it_deployed_the_functions_schedules():
+    """audit.plan: the apply's bracket dates a change only if its digest is the function's schedules' (an audit
+    between the function's deploy and its own job's update, or a change outside Terraform, keeps the audits'
+    dating); never before the era it follows began, never after now. A malformed header is ignored."""
+    old, new = JobSpec("daily", "0 3 * * *", "Etc/UTC"), JobSpec("daily", "0 5 * * *", "Etc/UTC")
+    config = DedupConfig.from_env()
     hour = dt.timedelta(hours=1)
-    dated = audit.dated(change, before, record(DAY0 + 5 * hour, DAY0 + 5 * hour + 40 * SECOND, {"daily": job}), "daily")
-    assert (dated["from"], dated["seen"]) == (DAY0 + 5 * hour, DAY0 + 5 * hour + 40 * SECOND)
-    stale = record(DAY0 + 5 * hour, DAY0 + 6 * hour, {"daily": JobSpec("daily", "0 3 * * *", "Etc/UTC")})
-    assert audit.dated(change, before, stale, "daily") == change
-    assert audit.dated(change, before, None, "daily") == change
-    early = audit.dated(change, before, record(DAY0 - 3 * DAY, DAY0 + 3 * DAY, {"daily": job}), "daily")
-    assert (early["from"], early["seen"]) == (before["from"], change["seen"])
-    removed = audit.era(None, DAY0, DAY0 + DAY)
-    assert audit.dated(removed, before, record(DAY0 + hour, DAY0 + 2 * hour, {}), "daily")["from"] == DAY0 + hour
-    assert audit.dated(removed, before, record(DAY0 + hour, DAY0 + 2 * hour, {"daily": job}), "daily") == removed
-    for broken in ({"from": "yesterday", "seen": rfc(DAY0), "jobs": {}}, {"seen": rfc(DAY0), "jobs": {}}):
-        assert Deployed.of(broken) is None  # not Terraform's record: ignored, never an error
+    last = {
+        "daily": {
+            "since": DAY0 - DAY,
+            "judged_until": DAY0 - DAY,
+            "audited": DAY0,
+            "eras": [audit.era(old, DAY0 - DAY)],
+        }
+    }
+    cursor = audit.AuditCursor(last)
+
+    def eras_after(deployed, jobs=None):
+        jobs = {"daily": new} if jobs is None else jobs
+        return audit.plan(cursor, jobs, DAY0 + DAY, config, deployed).eras["daily"]
+
+    def header(start, seen, jobs=None):
+        return audit.Deployed(start, seen, audit.schedules_digest({"daily": new} if jobs is None else jobs))
+
+    dated = eras_after(header(DAY0 + 5 * hour, DAY0 + 5 * hour + 40 * SECOND))[-1]
+    assert (dated["from"], dated["seen"], dated["cron"]) == (
+        DAY0 + 5 * hour,
+        DAY0 + 5 * hour + 40 * SECOND,
+        "0 5 * * *",
+    )
+    by_audits = eras_after(None)[-1]
+    assert (by_audits["from"], by_audits["seen"]) == (DAY0, DAY0 + DAY)
+    stale = eras_after(header(DAY0 + 5 * hour, DAY0 + 6 * hour, {"daily": old}))[-1]
+    assert (stale["from"], stale["seen"]) == (DAY0, DAY0 + DAY)
+    early = eras_after(header(DAY0 - 3 * DAY, DAY0 + 3 * DAY))[-1]
+    assert (early["from"], early["seen"]) == (DAY0 - DAY, DAY0 + DAY)
+    removed = eras_after(header(DAY0 + hour, DAY0 + 2 * hour, {}), {})
+    assert removed[-1]["cron"] is None and removed[-1]["from"] == DAY0 + hour
+    for broken in (None, "", "yesterday today abc", f"{rfc(DAY0)} {rfc(DAY0 - DAY)} abc", "2027-01-04T00:00:00 x y"):
+        assert audit.Deployed.of(broken) is None, broken
+    assert audit.Deployed.of(f"{rfc(DAY0)} {rfc(DAY0 + hour)} abc") == audit.Deployed(DAY0, DAY0 + hour, "abc")

@@ -64,7 +64,6 @@ GOOGLE_RESOURCES: tuple[str, ...] = (
     "google_artifact_registry_repository",
     "google_artifact_registry_repository_iam_member",
     "google_firestore_database",
-    "google_firestore_document",
     "google_firestore_field",
     "google_firestore_index",
     "google_service_account",

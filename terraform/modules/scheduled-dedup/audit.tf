@@ -77,6 +77,8 @@ resource "google_cloud_scheduler_job" "audit" {
     headers = {
       "X-Scheduler-Project"  = var.project_id
       "X-Scheduler-Location" = var.region
+      # When the last apply changed the schedules, and which (history.tf): the audit dates a change by it.
+      "X-Schedules-Deployed" = local.schedules_deployed
     }
 
     oidc_token {

@@ -244,6 +244,7 @@ class Simulation:
         self.stop_warm = False
         self.retries = rules.SchedulerRetries.of(config.load().defaults)
         self.audit_job = None
+        self.audit_headers: dict[str, str] = {}  # what the audit's Scheduler job sends (record_deploy)
         self.app = None
         self.progress = False  # a line on stderr every 30 simulated days (the long run)
 
@@ -257,7 +258,7 @@ class Simulation:
         return {name: eras[-1].spec for name, eras in self.eras.items() if eras[-1].spec is not None}
 
     def change(self, name: str, spec: dict | None) -> None:
-        """A change to config.yaml, deployed at once (a redeploy), as `terraform apply` records it."""
+        """A change to config.yaml, deployed at once (a redeploy) by `terraform apply`."""
         self.eras.setdefault(name, []).append(Era(self.now, spec))
         os.environ["DEDUP_JOBS"] = json.dumps(self.live_jobs())
         self.deploy()
@@ -279,19 +280,14 @@ class Simulation:
         logging.getLogger().handlers[:] = [logging.NullHandler()]  # the outcome lines: not printed
 
     def record_deploy(self) -> None:
-        """What the module's history.tf writes at an apply that changes a schedule (ledger.DEPLOYED_ID): each job's
-        schedule and pause, and two instants around the change (whole seconds, as time_static's rfc3339)."""
-        import ledger
+        """What an apply that changes a schedule gives the audit's Scheduler job (the module's history.tf): the
+        instants before and after the change (whole seconds, as time_static's rfc3339), the schedules' digest."""
+        import audit
         from settings import DedupConfig
 
-        jobs = {
-            name: {"cron": spec["schedule"], "time_zone": spec["time_zone"],
-                   "dst_gap": spec.get("dst_gap", "end_of_gap"), "paused": bool(spec.get("paused"))}
-            for name, spec in self.live_jobs().items()
-        }  # fmt: skip
         after = self.now.replace(microsecond=0) + dt.timedelta(seconds=1 if self.now.microsecond else 0)
-        record = {"from": rfc(self.now), "seen": rfc(after), "jobs": jobs}
-        ledger.RunLedger(DedupConfig.from_env()).collection.document(ledger.DEPLOYED_ID).set(record)
+        digest = audit.schedules_digest(DedupConfig.from_env().jobs)
+        self.audit_headers = {audit.DEPLOYED_HEADER: f"{rfc(self.now)} {rfc(after)} {digest}"}
 
     def run_until_stopped(self, work, context, fields, stop_at, preload=()):
         import stop
@@ -427,7 +423,7 @@ class Simulation:
 
     def audit(self) -> None:
         self.at(self.now + AUDIT_EVERY, self.audit)
-        self.deliver(self.audit_job, self.now, 0)
+        self.deliver(self.audit_job, self.now, 0, self.audit_headers)
 
     def tool(self, *argv: str) -> int:
         """tools/runs.py, as an operator runs it."""
@@ -764,7 +760,7 @@ class Simulation:
             self.events = []
             for hours in range(0, 24, 4):
                 self.now = end + dt.timedelta(hours=hours)
-                self.deliver(self.audit_job, self.now, 0)
+                self.deliver(self.audit_job, self.now, 0, self.audit_headers)
             self.now = end + dt.timedelta(days=1)
             self.judge(self.judged_until, end - dt.timedelta(hours=1))
         finally:

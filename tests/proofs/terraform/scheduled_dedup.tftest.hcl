@@ -351,24 +351,13 @@ run "baked_values" {
     error_message = "One metric of every Scheduler job's failed attempts (from Scheduler's AttemptFinished log entries), the audit's included, labelled by job, and one alert on it grouped by job."
   }
 
-  # The deploy record (history.tf) names each Scheduler job's schedule and pause exactly as the audit's eras
-  # do (audit.ERA_FIELDS; dst_gap is the function's alone), so the audit can date a change by it.
+  # When the last apply changed the schedules (history.tf): the audit's deliveries carry the two instants around
+  # the change and the digest of the schedules (the baked audit.schedules_digest computes it alike).
   assert {
     condition = (
-      google_firestore_document.deployed_schedules.document_id == "schedules-deployed" &&
-      google_firestore_document.deployed_schedules.collection == var.firestore.collection &&
-      jsondecode(google_firestore_document.deployed_schedules.fields).from.stringValue == time_static.schedules_changing.rfc3339 &&
-      jsondecode(google_firestore_document.deployed_schedules.fields).seen.stringValue == time_static.schedules_changed.rfc3339 &&
-      length(jsondecode(google_firestore_document.deployed_schedules.fields).jobs.mapValue.fields) == length(var.jobs) &&
-      alltrue([
-        for id, job in google_cloud_scheduler_job.this :
-        jsondecode(google_firestore_document.deployed_schedules.fields).jobs.mapValue.fields[job.name].mapValue.fields.cron.stringValue == job.schedule &&
-        jsondecode(google_firestore_document.deployed_schedules.fields).jobs.mapValue.fields[job.name].mapValue.fields.time_zone.stringValue == job.time_zone &&
-        jsondecode(google_firestore_document.deployed_schedules.fields).jobs.mapValue.fields[job.name].mapValue.fields.paused.booleanValue == job.paused &&
-        jsondecode(google_firestore_document.deployed_schedules.fields).jobs.mapValue.fields[job.name].mapValue.fields.dst_gap.stringValue == lookup(var.jobs[id], "dst_gap", "end_of_gap")
-      ])
+      google_cloud_scheduler_job.audit[0].http_target[0].headers["X-Schedules-Deployed"] == "${time_static.schedules_changing.rfc3339} ${time_static.schedules_changed.rfc3339} ${sha256(join("\n", [for id in sort(keys(google_cloud_scheduler_job.this)) : "${google_cloud_scheduler_job.this[id].name}|${google_cloud_scheduler_job.this[id].schedule}|${google_cloud_scheduler_job.this[id].time_zone}|${lookup(var.jobs[id], "dst_gap", "end_of_gap")}|${google_cloud_scheduler_job.this[id].paused ? "paused" : "enabled"}"]))}"
     )
-    error_message = "The deploy record names every Scheduler job's cron, zone, pause and dst_gap, between the two instants of the apply."
+    error_message = "The audit's Scheduler job sends when the last apply changed the schedules, and their digest."
   }
 }
 
