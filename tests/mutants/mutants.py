@@ -3078,7 +3078,7 @@ MUTANTS = [
         "    deployed = deployed",
         "a deploy record dates a change only if it names the schedule the function now has (a stale one is ignored)",
         (
-            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_deploy_record_only_when_it_names_that_schedule",
+            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_apply_only_when_it_deployed_the_functions_schedules",
         ),
     ),
     Mutant(
@@ -3088,7 +3088,7 @@ MUTANTS = [
         "    start = deployed.start",
         "a deploy record never dates a change before the era it follows began",
         (
-            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_deploy_record_only_when_it_names_that_schedule",
+            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_apply_only_when_it_deployed_the_functions_schedules",
         ),
     ),
     Mutant(
