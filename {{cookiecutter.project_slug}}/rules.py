@@ -492,6 +492,7 @@ def _last_day(start: dt.date, years: int) -> dt.date:
     return dt.date(start.year + years, start.month, 1) - dt.timedelta(days=1)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # many jobs share a zone: each (day, zone) asked once per check
 def _clocks_change_on(day: dt.date, zone: zoneinfo.ZoneInfo) -> bool:
     """Whether the zone's offset changes within this local day (no zone changes it twice in a day)."""
     return len({dt.datetime.combine(day + dt.timedelta(days=n), dt.time(), zone).utcoffset() for n in (0, 1)}) > 1
@@ -545,6 +546,7 @@ class Gap:
         return f"{self.first.astimezone(zone).isoformat()} to {self.second.astimezone(zone).isoformat()}"
 
 
+@functools.lru_cache(maxsize=1024)  # jobs that share a schedule and zone share their gap
 def smallest_gap(schedule: str, time_zone: str, start: dt.date, years: int = GAP_WINDOW_YEARS) -> Gap | None:
     """The shortest time between two consecutive fire times over `years` from `start` (local days);
     None if the schedule fires less than twice in them. A day of one offset has the wall-clock steps, its
