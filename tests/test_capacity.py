@@ -5,13 +5,18 @@ instances that can (config.yaml's `function:` block), and the module's defaults 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 
+import baking  # the hook's config.yaml writer (hooks/baking.py)
 import pytest
 import questions  # the hook's checks of the answers (hooks/questions.py)
 import rules
 import schedules  # the bake's (cronsim): the function's own expansion, for an independent count
-from conftest import ROOT, rendered_answers
+import yaml
+from conftest import ROOT, bake, rendered_answers
+
+from tests.terraform_offline import terraform
 
 START = dt.date(2026, 12, 2)
 UTC = "Etc/UTC"
@@ -164,8 +169,6 @@ def test_the_audit_fires_in_the_zone_the_rules_count_it_in():
 
 
 def herd_answers(jobs: dict[str, dict[str, str]]) -> dict[str, object]:
-    import json
-
     return questions.validate(rendered_answers({"jobs": json.dumps(jobs)}))
 
 
@@ -178,3 +181,46 @@ def test_the_bake_writes_the_instances_the_busiest_minute_needs():
     assert herd_answers(spread)["config"]["function"] == {"max_instance_count": 26}
     one = herd_answers({"nightly": {"schedule": "0 3 * * *", "time_zone": UTC}})
     assert one["config"]["function"] == {"max_instance_count": rules.FUNCTION_DEFAULTS["max_instance_count"]}
+
+
+def planned_function(workdir) -> dict[str, str]:
+    """The function's service_config in an offline apply of the bake's root (`terraform test -verbose` against mock
+    providers, tests/root.tftest.hcl): each attribute as Terraform prints it."""
+    result = terraform(workdir, "test", "-filter=tests/root.tftest.hcl", "-verbose", timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (resource,) = re.findall(
+        r"# module\.scheduled_dedup\.google_cloudfunctions2_function\.this:\n(.*?)\n\}\n", result.stdout, re.S
+    )
+    (service,) = re.findall(r"^    service_config \{\n(.*?)\n    \}$", resource, re.S | re.M)
+    return dict(re.findall(r"^\s*(\w+)\s+= \"?([^\"\n]*)\"?$", service, re.M))
+
+
+@pytest.mark.terraform
+def test_an_offline_plan_gives_the_function_the_capacity_the_rules_derive(tmp_path):
+    """Python and Terraform agree: the bake writes the rules' instances into config.yaml, the root passes them as
+    written. 300 jobs on one minute plan 301 instances (>= 300 runs at once); the same 300 spread over an hour plan
+    26 (>= 5); a concurrency above 1 plans a whole CPU, at 1 the memory's share (none set)."""
+    on_one_minute = {f"j{i:03}": {"schedule": "0 3 * * *", "time_zone": UTC} for i in range(300)}
+    project = bake(tmp_path, jobs=json.dumps(on_one_minute))
+    workdir = project / "terraform"
+    assert terraform(workdir, "init", "-backend=false").returncode == 0
+    written = yaml.safe_load((project / "config.yaml").read_text())["function"]
+    planned = planned_function(workdir)
+    assert written == {"max_instance_count": 301}
+    assert (planned["max_instance_count"], planned["max_instance_request_concurrency"]) == ("301", "1")
+    assert planned["available_cpu"] != "1"  # unset: the mock provider makes up the computed value
+
+    spread = {f"j{i:03}": {"schedule": f"{i % 60} 3 * * *", "time_zone": UTC} for i in range(300)}
+    config = herd_answers(spread)["config"]
+    (project / "config.yaml").write_text(baking.render_config(config))
+    assert planned_function(workdir)["max_instance_count"] == str(config["function"]["max_instance_count"]) == "26"
+
+    config["function"] = {"max_instance_count": 13, "max_instance_request_concurrency": 2}
+    (project / "config.yaml").write_text(baking.render_config(config))
+    assert rules.check_config(yaml.safe_load((project / "config.yaml").read_text()), START)["function"] == {
+        "max_instance_count": 13,
+        "max_instance_request_concurrency": 2,
+    }
+    planned = planned_function(workdir)
+    assert (planned["max_instance_count"], planned["max_instance_request_concurrency"]) == ("13", "2")
+    assert planned["available_cpu"] == "1"
