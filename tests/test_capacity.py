@@ -224,3 +224,15 @@ def test_an_offline_plan_gives_the_function_the_capacity_the_rules_derive(tmp_pa
     planned = planned_function(workdir)
     assert (planned["max_instance_count"], planned["max_instance_request_concurrency"]) == ("13", "2")
     assert planned["available_cpu"] == "1"
+
+
+def test_the_configuration_check_refuses_a_function_block_below_its_herd():
+    """check_config (the hook's and `python config.py`'s) runs the capacity rule with the schedule rules; the
+    function's own load, which expands no cron, does not."""
+    config = herd_answers({f"j{i}": {"schedule": "0 3 * * *", "time_zone": UTC} for i in range(10)})["config"]
+    config["function"] = {"max_instance_count": 10}
+    with pytest.raises(
+        rules.RuleError, match=r"^function\.max_instance_count=10: the busiest minute, \S+T03:00Z, has 11"
+    ):
+        rules.check_config(config, START)
+    assert rules.check_config(config, START, schedules=False)["function"]["max_instance_count"] == 10
