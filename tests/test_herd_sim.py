@@ -8,6 +8,7 @@ import dataclasses
 import herd_sim
 import pytest
 import rules
+from conftest import ROOT
 
 JOBS = 1000
 WORK_SECONDS = 120  # longer than the first waits (30, 60 s): a wave starts only what the capacity frees
@@ -32,6 +33,12 @@ def test_the_rules_capacity_runs_every_job_once_at_its_first_attempt(herd):
         "attempts": JOBS + 1,
     }
     assert derived.waves == [0]
+
+
+def test_the_docs_show_the_simulators_table(herd):
+    """docs/choosing-the-numbers.md, "Capacity: the busiest minute": what `python benchmarks/herd.py` prints."""
+    table, _results, _refusal = herd
+    assert f"```text\n{table}\n" in (ROOT / "docs" / "choosing-the-numbers.md").read_text()
 
 
 def test_the_modules_default_loses_runs_with_no_fault_and_the_rules_refuse_it(herd):
