@@ -3157,4 +3157,12 @@ MUTANTS = [
         "Terraform plans the instances config.yaml's function block says",
         (CAPACITY, "-k", "offline_plan"),
     ),
+    Mutant(
+        "i27-concurrency-shape-loosened",
+        VARIABLES,
+        "var.function.max_instance_request_concurrency <= 1000 && floor(",
+        "var.function.max_instance_request_concurrency <= 1001 && floor(",
+        "Terraform refuses a concurrency above Cloud Run's 1,000 (a shape check, as rules.check_function)",
+        validations("function_concurrency_1001"),
+    ),
 ]
