@@ -93,10 +93,17 @@ def run_tool(*argv: object) -> subprocess.CompletedProcess[str]:
 def bill(*argv: object) -> dict[str, float]:
     result = run_tool(*argv)
     assert result.returncode == 0, result.stderr
-    return {line[:34].strip(): float(line[34:]) for line in result.stdout.splitlines()}
+    *lines, herd = result.stdout.splitlines()
+    assert herd.startswith("the busiest minute, ")
+    return {line[:34].strip(): float(line[34:]) for line in lines}
 
 
 def test_the_tool_prints_a_bakes_bill(project):
+    """Each line of the bill, and the herd of the bake's busiest minute against its capacity: no retry."""
+    (herd,) = [line for line in run_tool(project).stdout.splitlines() if line.startswith("the busiest minute")]
+    assert re.fullmatch(
+        r"the busiest minute, \S+: 2 runs at once, capacity 5 x 1: 0 retried after a 429; 0\.167 vCPU an instance", herd
+    )
     items = bill(project)
     total = items.pop("total (USD a month)")
     assert set(items) == set(cost.monthly_cost(cost.reference_usage(1, "db"))) and total == pytest.approx(
