@@ -14,7 +14,7 @@ import functools
 import itertools
 import re
 import zoneinfo
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 # Cloud Scheduler HTTP targets accept attempt deadlines of 15 s to 30 min; its retry_config's bounds.
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
@@ -811,7 +811,9 @@ class Herd:
         return f"{self.minute:%Y-%m-%dT%H:%MZ}"
 
 
-def _minute_counts(zones: Mapping[str, Mapping[tuple, tuple[Cron, dict[int, int], list[Cron]]]], day: dt.date):
+def _minute_counts(
+    zones: Mapping[str, Mapping[tuple, tuple[Cron, dict[int, int], list[Cron]]]], day: dt.date
+) -> tuple[tuple, Callable[[], list[int]]]:
     """The signature of UTC day `day` (what decides its fires: per zone, for the local days that reach into it,
     their offset, whether the clocks change on them, which day rules fire) and a function giving its fires per
     minute of the day (a list of 1440), made only when the signature is new."""
@@ -860,7 +862,7 @@ def busiest_minute(
     for schedule, time_zone in schedules:
         cron = Cron.parse(schedule)
         rule = (cron.days, cron.months, cron.weekdays, cron.days_and_weekdays)
-        first, day_minutes, crons = zones.setdefault(time_zone, {}).setdefault(rule, (cron, {}, []))
+        _, day_minutes, crons = zones.setdefault(time_zone, {}).setdefault(rule, (cron, {}, []))
         for minute in cron.day_minutes:
             day_minutes[minute] = day_minutes.get(minute, 0) + 1
         crons.append(cron)
@@ -951,8 +953,8 @@ def check_capacity(function: Mapping[str, int], herd: Herd, retry_count: int) ->
 
 
 def derive_function(checked: Mapping[str, object], start: dt.date) -> dict[str, int]:
-    """The `function:` block a bake writes: its concurrency (default 1), and the instances that serve the busiest
-    minute (instances_for)."""
+    """The `function:` block a bake writes: the instances that serve the busiest minute at the configuration's
+    concurrency (instances_for); the concurrency stays the module's default unless the user raises it."""
     concurrency = checked["function"]["max_instance_request_concurrency"]
     return {"max_instance_count": instances_for(schedule_herd(checked, start), concurrency)}
 
