@@ -2917,7 +2917,7 @@ MUTANTS = [
     ),
     Mutant(
         "h5-audit-cron-not-terraforms",
-        "{{cookiecutter.project_slug}}/config.py",
+        RULES,  # rules.audit_cron, which config.Config.audit_schedule returns
         'else f"0 */{minutes // 60} * * *"',
         'else f"0 0/{minutes // 60} * * *"',
         "the function's audit cron is Terraform's local.audit_schedule for every interval",
