@@ -3144,8 +3144,8 @@ MUTANTS = [
     Mutant(
         "i27-no-whole-cpu",
         "terraform/modules/scheduled-dedup/function.tf",
-        '    available_cpu = var.function.max_instance_request_concurrency > 1 ? "1" : null',
-        "    available_cpu = null",
+        '    available_cpu                  = var.function.max_instance_request_concurrency > 1 ? "1" : null',
+        "    available_cpu                  = null",
         "a concurrency above 1 gets a whole CPU",
         (CAPACITY, "-k", "offline_plan"),
     ),
