@@ -83,10 +83,29 @@ PRICES = {
 ALERT_CONDITIONS = {False: 8, True: 10}
 
 
+# The vCPU a Cloud Run function gets with each memory size (MiB) when it sets none
+# (https://cloud.google.com/functions/docs/configuring/memory, "Configure memory and vCPU limits"): billed by it.
+VCPU_BY_MEMORY_MIB = {128: 0.083, 256: 0.167, 512: 0.333, 1024: 0.583, 2048: 1, 4096: 2, 8192: 2, 16384: 4, 32768: 8}
+
+
+def vcpu_of(memory_mib: int, concurrency: int = 1) -> float:
+    """The vCPU a function of `memory_mib` really gets: its memory's tier, a whole one at the least when it takes
+    more than one request at a time (the module sets available_cpu "1" then: function.tf)."""
+    tier = VCPU_BY_MEMORY_MIB[memory_mib]
+    return max(tier, 1) if concurrency > 1 else tier
+
+
+def herd_retries(runs: int, capacity: int) -> int:
+    """Requests of the busiest minute that Cloud Run answers 429 (each is retried by Scheduler at least once:
+    tests/herd_sim.py counts the waves): none when the capacity follows the schedule, as rules.check_capacity
+    makes it (`python config.py` refuses less)."""
+    return max(0, runs - capacity)
+
+
 @dataclasses.dataclass(frozen=True)
 class Assumptions:
     work_seconds: float = 1.0  # one run's work; the handler adds about 0.1 s
-    vcpu: float = 1.0  # an upper bound: a 256 MiB function gets less
+    vcpu: float = vcpu_of(256)  # var.function.available_memory's default (256M) and concurrency 1
     memory_gib: float = 0.25  # var.function.available_memory, 256M
     log_bytes_per_delivery: int = 4096  # the outcome line, Cloud Run's request line, Scheduler's two
     deploys: int = 10  # a month
@@ -231,6 +250,18 @@ def main(argv: list[str] | None = None) -> int:
     for item, cost in costs.items():
         print(f"{item:34} {cost:8.2f}")
     print(f"{'total (USD a month)':34} {sum(costs.values()):8.2f}")
+    try:
+        checked = project_config.load(schedules=True)
+    except project_config.ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    instances, concurrency = checked.function.values()
+    retries = herd_retries(checked.herd.runs, instances * concurrency)
+    vcpu = vcpu_of(round(Assumptions.memory_gib * 1024), concurrency)
+    print(
+        f"the busiest minute, {checked.herd.where()}: {checked.herd.runs} runs at once, capacity "
+        f"{instances} x {concurrency}: {retries} retried after a 429; {vcpu} vCPU an instance"
+    )
     return 0
 
 

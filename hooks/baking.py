@@ -119,6 +119,12 @@ TIMING_COMMENT = """\
 #                             Cloud Scheduler's retry_config, given to Terraform as written
 """
 
+FUNCTION_COMMENT = """\
+# The function's capacity: max_instance_count instances x max_instance_request_concurrency runs each (default 1;
+# above 1 the function gets a whole CPU). `python config.py` refuses a capacity below the runs the schedule has in
+# flight at its busiest minute (every job and the audit), and names the value that passes. Baked from the jobs.
+"""
+
 JOBS_COMMENT = """\
 # job id => schedule (5-field unix-cron), time_zone (IANA, default Etc/UTC), optional timing keys as above,
 # max_lateness_seconds (a later delivery is recorded skipped and does not run the work), paused (true/false).
@@ -142,6 +148,10 @@ def render_config(config: Mapping[str, object]) -> str:
     lines.append("# The (project, location) pairs whose deliveries the function takes; default: only its own.")
     own = f"project: {_scalar(config['project'])}, location: {_scalar(config['region'])}"
     lines.append("# serve:\n#   - {" + own + "}")
+    if "function" in config:
+        lines.append(FUNCTION_COMMENT.rstrip("\n"))
+        lines.append("function:")
+        lines.extend(f"  {key}: {_scalar(value)}" for key, value in config["function"].items())
     lines.append("")
     lines.append(TIMING_COMMENT.rstrip("\n"))
     lines.append("defaults:")

@@ -141,17 +141,30 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
     jobs = parse_jobs(context["jobs"])
     if isinstance(jobs, Mapping):
         jobs = {job_id: with_own_waits(job_id, job, defaults) for job_id, job in jobs.items()}
-    return {
-        "slug": context["project_slug"],
-        "project": context["gcp_project_id"],
-        "region": context["region"],
-        "database": context["firestore_database"],
-        "collection": context["firestore_collection"],
-        "retention_seconds": context["retention_seconds"],
-        "audit_interval_minutes": context["audit_interval_minutes"],
-        "defaults": defaults,
-        "jobs": jobs,
-    }
+    return with_function(
+        {
+            "slug": context["project_slug"],
+            "project": context["gcp_project_id"],
+            "region": context["region"],
+            "database": context["firestore_database"],
+            "collection": context["firestore_collection"],
+            "retention_seconds": context["retention_seconds"],
+            "audit_interval_minutes": context["audit_interval_minutes"],
+            "defaults": defaults,
+            "jobs": jobs,
+        }
+    )
+
+
+def with_function(config: dict[str, object]) -> dict[str, object]:
+    """The config with the `function:` block whose instances start every run of the busiest minute at once
+    (rules.derive_function). A config the rules refuse is left as it is, for check_config to name."""
+    today = dt.date.today()
+    try:
+        shapes = rules.check_config(config, today, schedules=False, defaults_prefix="")
+    except rules.RuleError:
+        return config
+    return {**config, "function": rules.derive_function(shapes, today)}
 
 
 def with_own_waits(job_id: str, job: object, defaults: Mapping[str, object]) -> object:

@@ -235,26 +235,31 @@ OK = "ok"
 VERDICTS = (DOUBLE_WORK, LOST, LOST_NEXT, OVERLAP, OK)
 
 
-def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) -> Outcome:
-    """One run, fired at 0 (FIRE_TIME), the next fire time `gap` s later, under reading "A" or "B"."""
+class Events:
+    """A discrete-event clock from `start`: each action at a whole second; at one second, the lower priority first,
+    then in the order they were set."""
+
+    def __init__(self, start: dt.datetime) -> None:
+        self.start, self.clock = start, 0
+        self._queue: list[tuple[int, int, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+
+    def at(self, seconds: int, priority: int, action: Callable[[], None]) -> None:
+        heapq.heappush(self._queue, (seconds, priority, next(self._order), action))
+
+    def now(self) -> dt.datetime:
+        return self.start + dt.timedelta(seconds=self.clock)
+
+    def run(self) -> None:
+        while self._queue:
+            self.clock, _, _, action = heapq.heappop(self._queue)
+            action()
+
+
+def memory_ledger(timing: Mapping[str, int], now: Callable[[], dt.datetime]) -> object:
+    """The template's ledger.RunLedger with a job's numbers, on an in-memory Firestore whose clock is `now`."""
     protocol_modules = protocol()
-    settings, ledger_module = protocol_modules.settings, protocol_modules.ledger
-    keys, outcomes = protocol_modules.keys, protocol_modules.outcomes
-    deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
-    retries = rules.SchedulerRetries.of(timing)
-    events: list[tuple[int, int, int, Callable[[], None]]] = []
-    order = itertools.count()
-    clock = [0]
-
-    def at(seconds: int, priority: int, action: Callable[[], None]) -> None:
-        # At one instant the handler's own events (its work ending, its timeout, a kill) come before
-        # Scheduler's: a delivery at the very second a run is released or completed sees it so.
-        heapq.heappush(events, (seconds, priority, next(order), action))
-
-    def now() -> dt.datetime:
-        return FIRE_TIME + dt.timedelta(seconds=clock[0])
-
-    config = settings.DedupConfig(
+    config = protocol_modules.settings.DedupConfig(
         project="sim-project",
         location="europe-west1",
         database="(default)",
@@ -267,8 +272,21 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         audit_job="",
         attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
     )
-    ledger = ledger_module.RunLedger(config, client=MemoryFirestore(now))
-    key = keys.RunKey(config.project, config.location, "sim-job", FIRE_TIME)
+    return protocol_modules.ledger.RunLedger(config, client=MemoryFirestore(now))
+
+
+def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) -> Outcome:
+    """One run, fired at 0 (FIRE_TIME), the next fire time `gap` s later, under reading "A" or "B"."""
+    protocol_modules = protocol()
+    keys, outcomes = protocol_modules.keys, protocol_modules.outcomes
+    deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
+    retries = rules.SchedulerRetries.of(timing)
+    # At one instant the handler's own events (its work ending, its timeout, a kill: priority 0) come before
+    # Scheduler's: a delivery at the very second a run is released or completed sees it so.
+    loop = Events(FIRE_TIME)
+    at, now = loop.at, loop.now
+    ledger = memory_ledger(timing, now)
+    key = keys.RunKey(ledger.config.project, ledger.config.location, "sim-job", FIRE_TIME)
     outcome = Outcome()
     working: dict[int, list] = {}  # attempt number -> [start, claim]; removed when its work stops
     answered: set[int] = set()  # attempts Scheduler has an answer for (or gave up on)
@@ -277,31 +295,31 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         if attempt in answered:
             return
         answered.add(attempt)
-        retry_at = clock[0] + retries.wait(attempt)
+        retry_at = loop.clock + retries.wait(attempt)
         if not retries.allowed(attempt + 1, retry_at) or attempt + 1 >= MAX_ATTEMPTS:
-            outcome.scheduler_done_at = clock[0]
+            outcome.scheduler_done_at = loop.clock
         elif reading == "A" and retry_at >= gap:
             outcome.retry_dropped_at = retry_at
-            outcome.scheduler_done_at = clock[0]
+            outcome.scheduler_done_at = loop.clock
         else:
             at(retry_at, 1, lambda: deliver(attempt + 1))
 
     def answer(attempt: int, status: int) -> None:
         if attempt in answered:  # past its deadline: Scheduler no longer listens
             return
-        outcome.attempts.append((clock[0], str(status)))
+        outcome.attempts.append((loop.clock, str(status)))
         if 200 <= status < 300:
             answered.add(attempt)
-            outcome.scheduler_done_at = clock[0]
+            outcome.scheduler_done_at = loop.clock
         else:
             scheduler_failed(attempt)
 
     def stop_work(attempt: int) -> None:
         start, _claim = working.pop(attempt)
-        outcome.work_runs.append((start, clock[0]))
+        outcome.work_runs.append((start, loop.clock))
 
     def deliver(attempt: int) -> None:
-        arrival = clock[0]
+        arrival = loop.clock
         at(arrival + deadline, 2, lambda: scheduler_failed(attempt))  # no answer by then: failed
         injected = fault if attempt == 0 else Fault("none")
         if injected.kind == "sigkill before the claim":
@@ -330,7 +348,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
     def killed(attempt: int) -> None:
         if attempt in working:
             stop_work(attempt)
-            outcome.attempts.append((clock[0], "connection broken"))
+            outcome.attempts.append((loop.clock, "connection broken"))
             scheduler_failed(attempt)
 
     def failed_work(attempt: int) -> None:
@@ -352,7 +370,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
         stop_work(attempt)
         try:
             ledger.complete(claim, now())
-            outcome.completed_at = clock[0]
+            outcome.completed_at = loop.clock
             status = 200
         except outcomes.Superseded:
             status = 409
@@ -360,9 +378,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
             answer(attempt, status)
 
     at(0, 1, lambda: deliver(0))
-    while events:
-        clock[0], _, _, action = heapq.heappop(events)
-        action()
+    loop.run()
     return outcome
 
 

@@ -94,10 +94,17 @@ def run_tool(*argv: object) -> subprocess.CompletedProcess[str]:
 def bill(*argv: object) -> dict[str, float]:
     result = run_tool(*argv)
     assert result.returncode == 0, result.stderr
-    return {line[:34].strip(): float(line[34:]) for line in result.stdout.splitlines()}
+    *lines, herd = result.stdout.splitlines()
+    assert herd.startswith("the busiest minute, ")
+    return {line[:34].strip(): float(line[34:]) for line in lines}
 
 
 def test_the_tool_prints_a_bakes_bill(project):
+    """Each line of the bill, and the herd of the bake's busiest minute against its capacity: no retry."""
+    (herd,) = [line for line in run_tool(project).stdout.splitlines() if line.startswith("the busiest minute")]
+    assert re.fullmatch(
+        r"the busiest minute, \S+: 2 runs at once, capacity 5 x 1: 0 retried after a 429; 0\.167 vCPU an instance", herd
+    )
     items = bill(project)
     total = items.pop("total (USD a month)")
     assert set(items) == set(cost.monthly_cost(cost.reference_usage(1, "db"))) and total == pytest.approx(
@@ -142,3 +149,27 @@ def test_a_directory_that_is_no_bake_is_refused_naming_it(tmp_path):
     assert result.returncode == 2 and result.stderr == (
         f"error: bake={tmp_path}: must be a baked project's directory (it has config.yaml)\n"
     )
+
+
+def test_the_pages_state_the_cpu_the_model_bills():
+    """The model bills the vCPU the module's default memory gets (a whole one above concurrency 1), as the pages say."""
+    variables = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "variables.tf").read_text()
+    (memory,) = re.findall(r'^    available_memory += optional\(string, "(\d+)M"\)$', variables, re.M)
+    assert cost.Assumptions.vcpu == cost.vcpu_of(int(memory)) == 0.167
+    assert cost.Assumptions.memory_gib == int(memory) / 1024
+    assert cost.vcpu_of(int(memory), concurrency=2) == 1
+    for page in (ROOT / "docs" / "cost-model.md", DOC):
+        text = " ".join(page.read_text().split())
+        assert f"the {cost.Assumptions.vcpu} vCPU a {memory} MiB function gets" in text, page
+
+
+def test_a_herd_within_the_capacity_costs_no_retry_and_one_past_it_a_retry_each():
+    """The cost page's "no retry of the herd": herd_retries is 0 at the capacity the rules derive, and counts at
+    least the 429s tests/herd_sim.py sees past it."""
+    import herd_sim
+    import rules
+
+    assert cost.herd_retries(301, rules.instances_for(rules.Herd(301, herd_sim.FIRE_TIME), 1)) == 0
+    assert cost.herd_retries(301, 5) == 296
+    timing = herd_sim.herd_config(20)["defaults"]
+    assert herd_sim.simulate(20, 5, timing, 120).too_many >= cost.herd_retries(21, 5)

@@ -285,6 +285,25 @@ CASES = [
         "function: max_instance_count must be at least 1",
         {"function": {"max_instance_count": 2, "min_instance_count": 3}},
     ),
+    # Cloud Run takes 1 to 1,000 requests at a time per instance (rules.check_function says the same).
+    Refusal(
+        "function_no_concurrency",
+        "function",
+        "must be a whole number from 1 to 1000 (Cloud Run's limit per instance)",
+        {"function": {"max_instance_request_concurrency": 0}},
+    ),
+    Refusal(
+        "function_concurrency_1001",
+        "function",
+        "must be a whole number from 1 to 1000 (Cloud Run's limit per instance)",
+        {"function": {"max_instance_request_concurrency": 1001}},
+    ),
+    Refusal(
+        "function_fractional_concurrency",
+        "function",
+        "must be a whole number from 1 to 1000 (Cloud Run's limit per instance)",
+        {"function": {"max_instance_request_concurrency": 1.5}},
+    ),
     Refusal(
         "function_sets_a_dedup_variable",
         "function",

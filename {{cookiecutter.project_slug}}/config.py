@@ -2,8 +2,9 @@
 
 Read once per process (`load` is cached): the function, the tools and the tests read it here, Terraform's root
 with yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
-schedule rules (each job's smallest gap against how long one fault keeps a run busy) by `python config.py`,
-which `make deploy` runs before Terraform and tests/test_config.py runs with the suite.
+schedule rules (each job's smallest gap against how long one fault keeps a run busy; the busiest minute against
+the function's capacity) by `python config.py`, which `make deploy` runs before Terraform and
+tests/test_config.py runs with the suite.
 
     python config.py [FILE]     check FILE (default: config.yaml), print each job's numbers; exit 1 with one line
 """
@@ -57,6 +58,10 @@ class Config:
     defaults: Mapping[str, int]  # the audit job's numbers, and every job's where it says nothing
     jobs: Mapping[str, Job]  # by job id
     warnings: tuple[str, ...] = ()
+    # The function's instances and concurrency (the `function:` block, else the module's defaults: Terraform's
+    # root passes the block as written), and, with the schedule rules, the most runs in flight at once.
+    function: Mapping[str, int] = dataclasses.field(default_factory=lambda: MappingProxyType(rules.FUNCTION_DEFAULTS))
+    herd: rules.Herd | None = None
 
     def scheduler_job_name(self, job_id: str) -> str:
         """The Cloud Scheduler job of a job id (terraform/modules/scheduled-dedup/scheduler.tf)."""
@@ -69,10 +74,8 @@ class Config:
 
     @property
     def audit_schedule(self) -> str:
-        """The audit's cron, in Etc/UTC: Terraform's local.audit_schedule (audit.tf) says the same (a test compares);
-        rules.AUDIT_INTERVALS_MINUTES divide an hour or a day, so it is exact."""
-        minutes = self.audit_interval_minutes
-        return f"*/{minutes} * * * *" if minutes < 60 else f"0 */{minutes // 60} * * *"
+        """The audit's cron, in Etc/UTC (rules.audit_cron)."""
+        return rules.audit_cron(self.audit_interval_minutes)
 
     @property
     def audit_job_name(self) -> str:
@@ -148,6 +151,8 @@ def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Conf
         defaults=MappingProxyType(checked["defaults"]),
         jobs=MappingProxyType(jobs),
         warnings=tuple(checked["warnings"]),
+        function=MappingProxyType(checked["function"]),
+        herd=checked.get("herd"),
     )
 
 
@@ -198,6 +203,11 @@ def main(argv: list[str]) -> int:
         return 1
     for warning in config.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
+    instances, concurrency = config.function.values()
+    print(
+        f"capacity: {instances} instances x concurrency {concurrency} = {instances * concurrency} runs at once; "
+        f"the busiest minute, {config.herd.where()}, has {config.herd.runs} in flight"
+    )
     for job in config.jobs.values():
         numbers = ", ".join(f"{key} {value}" for key, value in job.timing.items() if key != "function_timeout_seconds")
         print(f"{config.scheduler_job_name(job.job_id)}: {job.schedule!r} in {job.time_zone}; {numbers}")

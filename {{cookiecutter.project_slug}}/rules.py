@@ -14,7 +14,7 @@ import functools
 import itertools
 import re
 import zoneinfo
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 # Cloud Scheduler HTTP targets accept attempt deadlines of 15 s to 30 min; its retry_config's bounds.
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
@@ -520,6 +520,7 @@ def _last_day(start: dt.date, years: int) -> dt.date:
     return dt.date(start.year + years, start.month, 1) - dt.timedelta(days=1)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # many jobs share a zone: each (day, zone) asked once per check
 def _clocks_change_on(day: dt.date, zone: zoneinfo.ZoneInfo) -> bool:
     """Whether the zone's offset changes within this local day (no zone changes it twice in a day)."""
     return len({dt.datetime.combine(day + dt.timedelta(days=n), dt.time(), zone).utcoffset() for n in (0, 1)}) > 1
@@ -573,6 +574,7 @@ class Gap:
         return f"{self.first.astimezone(zone).isoformat()} to {self.second.astimezone(zone).isoformat()}"
 
 
+@functools.lru_cache(maxsize=1024)  # jobs that share a schedule and zone share their gap
 def smallest_gap(schedule: str, time_zone: str, start: dt.date, years: int = GAP_WINDOW_YEARS) -> Gap | None:
     """The shortest time between two consecutive fire times over `years` from `start` (local days);
     None if the schedule fires less than twice in them. A day of one offset has the wall-clock steps, its
@@ -801,6 +803,190 @@ def passing_deadline_hint(timing: Mapping[str, int], gap: int) -> str:
     return f"an attempt_deadline_seconds of at most {low} (lease_seconds {low + slack})"
 
 
+# ---------------------------------------------------------------- capacity: the busiest minute against the function
+
+# The Cloud Run function's limits on instances and concurrency (the module's `function` variable; config.yaml's
+# `function:` block). Its defaults are the module's (terraform/modules/scheduled-dedup/variables.tf, a test
+# compares); a bake writes max_instance_count from the schedule (derive_function), never below the default: the
+# rest is room for manual runs and re-runs (the deliveries queue shares the function).
+FUNCTION_DEFAULTS = {"max_instance_count": 5, "max_instance_request_concurrency": 1}
+# Cloud Run: "You can increase this to a maximum of 1,000" concurrent requests per instance
+# (https://cloud.google.com/run/docs/about-concurrency); below 1 vCPU "Maximum concurrency must be set to 1"
+# (https://cloud.google.com/run/docs/configuring/cpu): a concurrency above 1 gets a whole CPU (the module sets it).
+MAX_CONCURRENCY = 1000
+# The audit's Scheduler job reads its cron in this zone (audit.tf's time_zone; settings.AUDIT_TIME_ZONE).
+AUDIT_TIME_ZONE = "Etc/UTC"
+# How far ahead the busiest minute is looked for: the gap rule's window (every DST rule of the coming years, a
+# Feb 29 schedule on each weekday it can fall on within it).
+CAPACITY_WINDOW_YEARS = GAP_WINDOW_YEARS
+
+
+def audit_cron(minutes: int) -> str:
+    """The audit's cron, in AUDIT_TIME_ZONE: Terraform's local.audit_schedule (audit.tf) says the same (a test
+    compares); AUDIT_INTERVALS_MINUTES divide an hour or a day, so it is exact."""
+    return f"*/{minutes} * * * *" if minutes < 60 else f"0 */{minutes // 60} * * *"
+
+
+@dataclasses.dataclass(frozen=True)
+class Herd:
+    """The most runs the schedule has in flight at once: `runs` at `minute` (UTC, the first such minute), counting
+    every fire of that minute and of the minutes before it whose runs may still hold an instance."""
+
+    runs: int
+    minute: dt.datetime
+
+    def where(self) -> str:
+        return f"{self.minute:%Y-%m-%dT%H:%MZ}"
+
+
+def _minute_counts(
+    zones: Mapping[str, Mapping[tuple, tuple[Cron, dict[int, int], list[Cron]]]], day: dt.date
+) -> tuple[tuple, Callable[[], list[int]]]:
+    """The signature of UTC day `day` (what decides its fires: per zone, for the local days that reach into it,
+    their offset, whether the clocks change on them, which day rules fire) and a function giving its fires per
+    minute of the day (a list of 1440), made only when the signature is new."""
+    signature, parts = [], []
+    midnight = int(dt.datetime.combine(day, dt.time(), dt.UTC).timestamp())
+    for zone_name, groups in zones.items():
+        zone = zoneinfo.ZoneInfo(zone_name)
+        for shift in (-1, 0, 1):  # a local day reaches at most 14 h into the UTC days beside it
+            local = day + dt.timedelta(days=shift)
+            changes = _clocks_change_on(local, zone)
+            start = int(dt.datetime.combine(local, dt.time(), zone).timestamp())
+            firing = tuple(rule for rule, (cron, _, _) in groups.items() if cron.fires_on(local))
+            signature.append((zone_name, shift, start - midnight, local if changes else None, firing))
+            parts.append((zone, local, changes, start - midnight, firing, groups))
+
+    def counts() -> list[int]:
+        minutes = [0] * 1440
+        for zone, local, changes, offset, firing, groups in parts:
+            for rule in firing:
+                _, day_minutes, crons = groups[rule]
+                if changes:  # each job's instants that day, a time the clocks pass twice at both (the worst)
+                    instants = [
+                        instant
+                        for cron in crons
+                        for instant in set().union(*(_wall_clock_instants(wall, zone) for wall in cron.walls(local)))
+                    ]
+                    pairs = [((instant - midnight) // 60, 1) for instant in instants]
+                else:
+                    pairs = [(offset // 60 + minute, count) for minute, count in day_minutes.items()]
+                for minute, count in pairs:
+                    if 0 <= minute < 1440:
+                        minutes[minute] += count
+        return minutes
+
+    return tuple(signature), counts
+
+
+def busiest_minute(
+    schedules: list[tuple[str, str]], hold_seconds: int, start: dt.date, years: int = CAPACITY_WINDOW_YEARS
+) -> Herd:
+    """The most runs in flight at once over `years` from `start` (UTC days), for (cron, time zone) pairs, each
+    run holding an instance for `hold_seconds` after its fire time: fires less than that apart overlap. Every
+    minute counts, daylight saving's too (a repeated time at both its instants, a skipped one at the gap's end:
+    _wall_clock_instants, the gap rule's walk). Days with the same signature are counted once."""
+    zones: dict[str, dict[tuple, tuple[Cron, dict[int, int], list[Cron]]]] = {}
+    for schedule, time_zone in schedules:
+        cron = Cron.parse(schedule)
+        rule = (cron.days, cron.months, cron.weekdays, cron.days_and_weekdays)
+        _, day_minutes, crons = zones.setdefault(time_zone, {}).setdefault(rule, (cron, {}, []))
+        for minute in cron.day_minutes:
+            day_minutes[minute] = day_minutes.get(minute, 0) + 1
+        crons.append(cron)
+    window = max(1, -(-hold_seconds // 60))  # a run fired k minutes earlier overlaps when k * 60 < hold
+    days: dict[tuple, list[int]] = {}
+    peaks: dict[tuple, tuple[int, int]] = {}
+    best, previous = Herd(0, dt.datetime.combine(start, dt.time(), dt.UTC)), None
+    for day in _days(start, _last_day(start, years)):
+        signature, counts = _minute_counts(zones, day)
+        if signature not in days:
+            days[signature] = counts()
+        key = (previous, signature)
+        if key not in peaks:
+            before = days[previous][1440 - window + 1 :] if previous is not None and window > 1 else []
+            minutes = before + days[signature]
+            running = sum(minutes[: len(before)])
+            peak = (0, 0)
+            for minute in range(1440):
+                running += minutes[len(before) + minute]
+                if minute + len(before) - window >= 0:
+                    running -= minutes[minute + len(before) - window]
+                if running > peak[0]:
+                    peak = (running, minute)
+            peaks[key] = peak
+        runs, minute = peaks[key]
+        if runs > best.runs:
+            best = Herd(runs, dt.datetime.combine(day, dt.time(), dt.UTC) + dt.timedelta(minutes=minute))
+        previous = signature
+    return best
+
+
+def schedule_herd(checked: Mapping[str, object], start: dt.date) -> Herd:
+    """busiest_minute of a checked configuration: every job and the audit, each run holding its instance for the
+    longest function timeout of all (the function has one timeout: the largest)."""
+    jobs = checked["jobs"]
+    timings = [checked["defaults"], *(job["timing"] for job in jobs.values())]
+    hold = max(timing["function_timeout_seconds"] for timing in timings)
+    # A paused job counts: it can be resumed in the console without a deploy (and this check).
+    schedules = [(job["schedule"], job["time_zone"]) for job in jobs.values()]
+    schedules.append((audit_cron(checked["audit_interval_minutes"]), AUDIT_TIME_ZONE))
+    return busiest_minute(schedules, hold, start)
+
+
+def check_function(value: object) -> dict[str, int]:
+    """config.yaml's `function:` block: some of FUNCTION_DEFAULTS' keys, whole numbers; the rest the defaults."""
+    value = {} if value is None else value
+    if not isinstance(value, Mapping) or not set(value) <= set(FUNCTION_DEFAULTS):
+        raise RuleError("function", value, f"must be a mapping of some of {', '.join(FUNCTION_DEFAULTS)}")
+    checked = {**FUNCTION_DEFAULTS}
+    if "max_instance_count" in value:
+        checked["max_instance_count"] = parse_seconds(
+            "function.max_instance_count", value["max_instance_count"], 1, rule="must be a whole number, at least 1"
+        )
+    if "max_instance_request_concurrency" in value:
+        rule = f"must be a whole number from 1 to {MAX_CONCURRENCY} (Cloud Run's limit per instance)"
+        concurrency = value["max_instance_request_concurrency"]
+        checked["max_instance_request_concurrency"] = parse_seconds(
+            "function.max_instance_request_concurrency", concurrency, 1, MAX_CONCURRENCY, rule
+        )
+    return checked
+
+
+def instances_for(herd: Herd, concurrency: int) -> int:
+    """The max_instance_count that starts every run of the busiest minute at once; FUNCTION_DEFAULTS' at the least."""
+    return max(-(-herd.runs // concurrency), FUNCTION_DEFAULTS["max_instance_count"])
+
+
+def check_capacity(function: Mapping[str, int], herd: Herd, retry_count: int) -> None:
+    """Every run of the busiest minute finds an instance at its first attempt. One fault: the timing rules
+    (busy_after_one_fault) let each run's first attempt claim it at its fire time and keep every retry for one
+    fault. Past the capacity Cloud Run answers 429 (a request waits at most 10 s for an instance:
+    https://cloud.google.com/run/docs/about-instance-autoscaling) and the herd waits for Scheduler's retry waves:
+    each wave spent is a retry the fault no longer has, and with runs longer than the waits a wave starts only the
+    capacity's worth, so the herd may need more waves than retry_count + 1 and lose runs with no fault at all. A
+    herd may need no wave beyond the first."""
+    instances, concurrency = function["max_instance_count"], function["max_instance_request_concurrency"]
+    capacity = instances * concurrency
+    if herd.runs > capacity:
+        waves = -(-herd.runs // capacity)
+        rule = (
+            f"the busiest minute, {herd.where()}, has {herd.runs} runs in flight at once (every job and the audit), "
+            f"the function serves {capacity} ({instances} instances x concurrency {concurrency}): the rest are "
+            f"answered 429 and wait for Scheduler's retry waves ({waves} waves of {capacity}; retry_count "
+            f"{retry_count} gives {retry_count + 1}, and the one-fault rules count on the first alone); "
+            f"a value that passes: function.max_instance_count {instances_for(herd, concurrency)}"
+        )
+        raise RuleError("function.max_instance_count", instances, rule)
+
+
+def derive_function(checked: Mapping[str, object], start: dt.date) -> dict[str, int]:
+    """The `function:` block a bake writes: the instances that serve the busiest minute at the configuration's
+    concurrency (instances_for); the concurrency stays the module's default unless the user raises it."""
+    concurrency = checked["function"]["max_instance_request_concurrency"]
+    return {"max_instance_count": instances_for(schedule_herd(checked, start), concurrency)}
+
+
 # ---------------------------------------------------------------- the configuration file (config.yaml)
 
 # The project-level keys of config.yaml (config.py reads them; Terraform's root too).
@@ -813,6 +999,7 @@ CONFIG_KEYS = (
     "retention_seconds",
     "audit_interval_minutes",
     "serve",
+    "function",
     "defaults",
     "jobs",
 )
@@ -926,4 +1113,9 @@ def check_config(
         job["max_execution_seconds"] = max_execution_seconds(job_id, given, retention_seconds, minutes)
     if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
         warnings.extend(dst_warnings(jobs, start))
-    return {**checked, "defaults": audit_timing, "jobs": jobs, "warnings": warnings}
+    checked = {**checked, "defaults": audit_timing, "jobs": jobs, "warnings": warnings}
+    checked["function"] = check_function(raw.get("function"))
+    if schedules:
+        checked["herd"] = schedule_herd(checked, start)
+        check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])
+    return checked

@@ -28,7 +28,7 @@ from outcomes import Misconfigured, quoted
 # schedule period ahead; anything further out is refused as nonsense. Not a setting: no project differs.
 MAX_FUTURE_SECONDS = "2764800"
 # The audit job's time zone: Terraform's (audit.tf, time_zone), its cron's (config.Config.audit_schedule).
-AUDIT_TIME_ZONE = "Etc/UTC"
+AUDIT_TIME_ZONE = rules.AUDIT_TIME_ZONE
 
 
 @functools.cache

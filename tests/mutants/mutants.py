@@ -56,6 +56,7 @@ YEARS_SIM = "tests/test_years_sim.py::test_every_fire_time_is_one_execution_or_a
 STOP_PROOFS = "tests/test_stop.py"
 BLOCKED_IMPORT = "test_a_module_that_blocks_at_import_is_answered_within_the_deadline_and_its_fork_server_replaced"
 HANDOVER = "tests/test_proxy_handover.py"
+CAPACITY = "tests/test_capacity.py"
 
 IS_NEW_RERUN = (  # dedup.is_new_rerun's body
     "return rerun_id is not None and rerun_id not in {\n"
@@ -2916,7 +2917,7 @@ MUTANTS = [
     ),
     Mutant(
         "h5-audit-cron-not-terraforms",
-        "{{cookiecutter.project_slug}}/config.py",
+        RULES,  # rules.audit_cron, which config.Config.audit_schedule returns
         'else f"0 */{minutes // 60} * * *"',
         'else f"0 0/{minutes // 60} * * *"',
         "the function's audit cron is Terraform's local.audit_schedule for every interval",
@@ -3316,5 +3317,119 @@ MUTANTS = [
         "worker = _idle[-1]  # the last used",
         "runs at once never share a worker: each takes one of its own",
         (f"{STOP_PROOFS}::test_runs_at_once_each_hold_a_worker_of_their_own",),
+    ),
+    # Issue 27: capacity follows the schedule (rules.py's busiest_minute and check_capacity, the hook's config.yaml,
+    # Terraform's function block and whole CPU, the herd simulator).
+    Mutant(
+        "i27-no-overlap-window",
+        RULES,
+        "    window = max(1, -(-hold_seconds // 60))",
+        "    window = 1",
+        "a run still holding its instance counts in the minutes after its fire time",
+        (CAPACITY, "-k", "spread or overlap_only"),
+    ),
+    Mutant(
+        "i27-dst-days-as-regular",
+        RULES,
+        "                if changes:  # each job's instants that day",
+        "                if False:  # each job's instants that day",
+        "on a day the clocks change, a skipped time fires at the gap's end and a repeated one at both instants",
+        (CAPACITY, "-k", "skipped_time or repeated_time"),
+    ),
+    Mutant(
+        "i27-midnight-forgotten",
+        RULES,
+        "            before = days[previous][1440 - window + 1 :] if previous is not None and window > 1 else []",
+        "            before = []",
+        "runs fired before midnight still hold instances after it",
+        (CAPACITY, "-k", "across_midnight"),
+    ),
+    Mutant(
+        "i27-audit-not-counted",
+        RULES,
+        '    schedules.append((audit_cron(checked["audit_interval_minutes"]), AUDIT_TIME_ZONE))',
+        "    pass",
+        "the audit's run is part of the herd of its minute",
+        (CAPACITY, "-k", "bake_writes"),
+    ),
+    Mutant(
+        "i27-hold-a-minute",
+        RULES,
+        '    hold = max(timing["function_timeout_seconds"] for timing in timings)',
+        "    hold = 60",
+        "each run holds its instance for the function's timeout (the largest deadline)",
+        (CAPACITY, "-k", "bake_writes"),
+    ),
+    Mutant(
+        "i27-capacity-edge",
+        RULES,
+        "    if herd.runs > capacity:",
+        "    if herd.runs > capacity + 1:",
+        "a herd one run past the capacity is refused",
+        (CAPACITY, "-k", "past_the_capacity"),
+    ),
+    Mutant(
+        "i27-concurrency-ignored",
+        RULES,
+        "    capacity = instances * concurrency",
+        "    capacity = instances",
+        "the capacity is instances times concurrency",
+        (CAPACITY, "-k", "at_its_edge"),
+    ),
+    Mutant(
+        "i27-instances-rounded-down",
+        RULES,
+        '    return max(-(-herd.runs // concurrency), FUNCTION_DEFAULTS["max_instance_count"])',
+        '    return max(herd.runs // concurrency, FUNCTION_DEFAULTS["max_instance_count"])',
+        "the derived instances serve every run (rounded up)",
+        (CAPACITY, "-k", "passing_value"),
+    ),
+    Mutant(
+        "i27-concurrency-unbounded",
+        RULES,
+        '            "function.max_instance_request_concurrency", concurrency, 1, MAX_CONCURRENCY, rule',
+        '            "function.max_instance_request_concurrency", concurrency, 1, None, rule',
+        "Cloud Run takes at most 1,000 requests at once per instance",
+        (CAPACITY, "-k", "bad_function_block"),
+    ),
+    Mutant(
+        "i27-capacity-unchecked",
+        RULES,
+        '        check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])',
+        "        pass",
+        "python config.py and the hook refuse a function that cannot start the busiest minute at once",
+        (CAPACITY, "-k", "refuses_a_function_block"),
+    ),
+    Mutant(
+        "i27-bake-writes-no-function",
+        QUESTIONS,
+        '    return {**config, "function": rules.derive_function(shapes, today)}',
+        "    return config",
+        "the bake writes the instances the busiest minute needs into config.yaml",
+        (CAPACITY, "-k", "bake_writes"),
+    ),
+    Mutant(
+        "i27-no-whole-cpu",
+        "terraform/modules/scheduled-dedup/function.tf",
+        '    available_cpu                  = var.function.max_instance_request_concurrency > 1 ? "1" : null',
+        "    available_cpu                  = null",
+        "a concurrency above 1 gets a whole CPU",
+        (CAPACITY, "-k", "offline_plan"),
+    ),
+    Mutant(
+        "i27-root-ignores-function-block",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        "  function = try(local.config.function, {})",
+        "  function = {}",
+        "Terraform plans the instances config.yaml's function block says",
+        (CAPACITY, "-k", "offline_plan"),
+    ),
+    Mutant(
+        "i27-concurrency-shape-loosened",
+        VARIABLES,
+        "var.function.max_instance_request_concurrency <= 1000 && floor(",
+        "var.function.max_instance_request_concurrency <= 1001 && floor(",
+        "Terraform refuses a concurrency above Cloud Run's 1,000 (a shape check, as rules.check_function)",
+        validations("function_concurrency_1001"),
     ),
 ]

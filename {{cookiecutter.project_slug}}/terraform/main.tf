@@ -53,20 +53,26 @@ module "scheduled_dedup" {
   # covered: `python config.py` (which `make deploy` and tests/test_config.py run) names one main.py imports.
   source_dir   = "${path.root}/.."
   source_files = sort(concat(tolist(fileset("${path.root}/..", "*.py")), ["config.yaml", "requirements.txt"]))
+
+  # The function's capacity as config.yaml's `function:` block writes it (max_instance_count, and
+  # max_instance_request_concurrency: above 1 the module gives it a whole CPU); the bake derived it from
+  # the busiest minute, and `python config.py` refuses one that cannot start every run of that minute at
+  # once (rules.check_capacity). What the block leaves out is the module's default.
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
 {%- set proxy = "module." ~ cookiecutter.target %}
-
-  # What the proxy target's module hands the core: the PROXY_* name of what the function starts,
+  # What the proxy target's module hands the core besides: the PROXY_* name of what the function starts,
   # the collections its code writes (TTL){% if cookiecutter.target == "workflow" %}, the APIs it needs{% endif %}.
-  function = {
+  function = merge(try(local.config.function, {}), {
     environment_variables = {{ proxy }}.environment_variables
-  }
+  })
   ttl_collections = {{ proxy }}.ttl_collections
 {%- if cookiecutter.target == "workflow" %}
   apis            = {{ proxy }}.apis
 {%- endif %}
   # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
   follows_executions = true
+{%- else %}
+  function = try(local.config.function, {})
 {%- endif %}
 
   # job id => { schedule, time_zone, and what the job sets of its own }; each is the Scheduler job "<slug>-<job id>".

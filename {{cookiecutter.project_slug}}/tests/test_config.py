@@ -35,10 +35,13 @@ def edited(**changes) -> str:
 
 
 def test_the_check_command_passes_on_config_yaml():
-    """What `make deploy` runs before Terraform: one line per job."""
+    """What `make deploy` runs before Terraform: the function's capacity against the busiest minute, one line per
+    job."""
     result = subprocess.run([sys.executable, "config.py"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert len(result.stdout.splitlines()) == len(CONFIG.jobs)
+    capacity, *jobs = result.stdout.splitlines()
+    assert capacity.startswith("capacity: ") and f"has {CONFIG.herd.runs} in flight" in capacity
+    assert len(jobs) == len(CONFIG.jobs)
     for warning in CONFIG.warnings:  # daylight saving dates: not refusals, shown in pytest's summary
         warnings.warn(warning, UserWarning, stacklevel=1)
 {%- if cookiecutter.target == "function" %}
@@ -117,3 +120,21 @@ def test_the_check_command_warns_of_each_daylight_saving_date_of_a_job(tmp_path,
     # One of each a year; the window ends on a month's first day, so a date in that month may fall outside it.
     assert min(line.count("(skipped 02:30)"), line.count("(repeated 02:30)")) >= rules.DST_WARNING_YEARS - 1
     assert "a skipped one not at all (dst_gap=skip)" in line
+
+
+def test_a_capacity_below_the_busiest_minute_is_refused_in_one_line_naming_it():
+    """A twin of the first job (the same minute: two runs in flight at least) against one instance: refused, naming
+    the minute, the runs and the capacity (rules.check_capacity), with a max_instance_count that passes."""
+    raw = yaml.safe_load(TEXT)
+    raw["jobs"]["twin"] = dict(raw["jobs"][JOB_ID])
+    herd = config.parse(yaml.safe_dump({**raw, "function": {"max_instance_count": 100000}}), schedules=True).herd
+    assert herd.runs >= 2
+    refused = yaml.safe_dump({**raw, "function": {"max_instance_count": 1}})
+    with pytest.raises(config.ConfigError) as refusal:
+        config.parse(refused, schedules=True)
+    message = str(refusal.value)
+    assert "\n" not in message
+    assert message.startswith(f"config.yaml: function.max_instance_count=1: the busiest minute, {herd.where()}, ")
+    assert f"has {herd.runs} runs in flight at once" in message and "the function serves 1 (1 instances" in message
+    (passing,) = re.findall(r"a value that passes: function\.max_instance_count (\d+)$", message)
+    assert config.parse(yaml.safe_dump({**raw, "function": {"max_instance_count": int(passing)}}), schedules=True)

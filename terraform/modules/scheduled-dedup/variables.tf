@@ -307,6 +307,13 @@ variable "function" {
   }
 
   validation {
+    # A shape check: Cloud Run takes 1 to 1,000 requests at a time per instance
+    # (https://cloud.google.com/run/docs/about-concurrency); rules.check_function says the same.
+    condition     = var.function.max_instance_request_concurrency >= 1 && var.function.max_instance_request_concurrency <= 1000 && floor(var.function.max_instance_request_concurrency) == var.function.max_instance_request_concurrency
+    error_message = "function.max_instance_request_concurrency=${var.function.max_instance_request_concurrency}: must be a whole number from 1 to 1000 (Cloud Run's limit per instance)."
+  }
+
+  validation {
     # The handler reads these itself; set them through the other variables.
     condition     = length([for k in keys(var.function.environment_variables) : k if startswith(k, "DEDUP_")]) == 0
     error_message = "function.environment_variables: names starting with DEDUP_ are set by the module."
