@@ -94,7 +94,8 @@ class Workspace:
 
 
 def pytest(cwd: Path, args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str]:
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args]
+    # -n 0: one narrow run, in one process (the template's addopts would start two workers).
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-n", "0", *args]
     try:
         result = subprocess.run(
             command, cwd=cwd, env=env, capture_output=True, text=True, timeout=MUTANT_TIMEOUT_SECONDS
