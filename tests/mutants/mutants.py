@@ -3099,4 +3099,37 @@ MUTANTS = [
         "the deploy record names each job's pause as the function's config does (else it never dates a pause)",
         ("tests/test_config_file.py::test_every_name_python_and_terraform_must_agree_on_is_the_same",),
     ),
+    # --- issue 26: a team bake fetches its modules from where CI can (branch h5) ---
+    Mutant(
+        "i26-team-bake-from-this-machine-accepted",
+        "hooks/baking.py",
+        "    if state_bucket and not given and is_local(address):",
+        "    if False:",
+        "a team bake refuses a derived module address on the baking machine (CI's runner cannot fetch it)",
+        ("tests/test_hooks.py", "-k", "team_bake_from_this_machine_without"),
+    ),
+    Mutant(
+        "i26-file-url-not-local",
+        "hooks/baking.py",
+        "(?:file://|/|",
+        "(?:/|",
+        "a file:// (or git::file://) address is on the baking machine",
+        ("tests/test_hooks.py", "-k", "team_bake_from_this_machine_without or baking_machine_is_local"),
+    ),
+    Mutant(
+        "i26-module-placeholder-unchecked",
+        "hooks/baking.py",
+        "    if MODULE not in address:",
+        "    if False:",
+        "an address without {module} is refused, solo bakes too",
+        ("tests/test_hooks.py", "-k", "placeholder"),
+    ),
+    Mutant(
+        "i26-module-address-checked-after-writing",
+        "hooks/pre_gen_project.py",
+        "    baking.check_module_address(ANSWERS, REPO_DIR)  # where terraform/main.tf will call the modules\n",
+        "",
+        "the module address is refused before anything is written (pre_gen), not found wrong after",
+        ("tests/test_hooks.py", "-k", "team_bake_from_this_machine_without or placeholder"),
+    ),
 ]
