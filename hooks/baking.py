@@ -53,8 +53,9 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 # Paths only a bake with a state_bucket answer keeps: the bootstrap makes the bucket and the deploy
-# pipeline's identities, and a pipeline that deploys from local state would start from nothing each run.
-STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap",)
+# pipeline's identities, and a pipeline that deploys from local state would start from nothing each run;
+# the plan job's summary is that pipeline's.
+STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap", "tools/plan_summary.py")
 
 
 class ModuleSourceError(ValueError):
@@ -225,7 +226,7 @@ def remove_pipeline_paths(project_dir: Path, state_bucket: str) -> list[Path]:
         return []
     removed = [project_dir / relative for relative in STATE_BUCKET_ONLY_PATHS]
     for path in removed:
-        shutil.rmtree(path)
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
     return removed
 
 
