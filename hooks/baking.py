@@ -26,6 +26,10 @@ MODULES = ("scheduled-dedup", "image-repository", "scheduled-dedup-cloud-run-job
 # Where a module's name goes in an address: `_module_source` (cookiecutter.json, asked of no one) may set one,
 # e.g. "git::https://example.com/dedup.git//terraform/modules/{module}?ref=v2", and the template's tests do.
 MODULE = "{module}"
+MODULE_SOURCE_EXAMPLE = f"git::https://github.com/acme/dedup.git//terraform/modules/{MODULE}?ref=v1.2.0"
+# A team bake's CI runs `terraform init` on a fresh runner: an absolute or relative path, a home-relative one or a
+# file:// URL (git::file:// from a clone of a local repository) names the machine that baked, which the runner is not.
+LOCAL_ADDRESS = re.compile(r"(?:git::)?(?:file://|/|~|\.\.?/|[A-Za-z]:[\\/])")
 # The project's one configuration file, written from the answers (render_config, with the bake's own rules.py:
 # the post hook puts the template's copy on the path); from then on the user edits it.
 CONFIG_FILE = "config.yaml"
@@ -49,8 +53,9 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 # Paths only a bake with a state_bucket answer keeps: the bootstrap makes the bucket and the deploy
-# pipeline's identities, and a pipeline that deploys from local state would start from nothing each run.
-STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap",)
+# pipeline's identities, and a pipeline that deploys from local state would start from nothing each run;
+# the plan job's summary is that pipeline's.
+STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap", "tools/plan_summary.py")
 
 
 class ModuleSourceError(ValueError):
@@ -89,16 +94,47 @@ def git_facts(repo_dir: Path) -> tuple[str | None, str | None, str]:
     return git("rev-parse", "HEAD"), git("remote", "get-url", "origin"), git("rev-parse", "--show-prefix") or ""
 
 
+def module_address(answers: Mapping[str, object], repo_dir: Path) -> tuple[str, bool]:
+    """The modules' address, MODULE where a module's name goes, and whether `_module_source` gave it (else it is
+    derived: module_source)."""
+    given = str(answers.get("_module_source") or "")
+    if given:
+        return given, True
+    head, origin, prefix = git_facts(repo_dir)
+    head = str(answers.get("_commit") or "") or head  # cruft records the commit it baked from
+    checkout = str(answers.get("_checkout") or "") or None
+    return module_source(str(answers.get("_template") or repo_dir), checkout, repo_dir, head, origin, prefix), False
+
+
+def is_local(address: str) -> bool:
+    """The address names a place on the machine that bakes: a path, or a file:// URL (a git one too)."""
+    return bool(LOCAL_ADDRESS.match(address))
+
+
+def check_module_address(answers: Mapping[str, object], repo_dir: Path) -> str:
+    """The modules' address, refused in one line (pre_gen_project.py, before anything is written) when it has no
+    MODULE, or when a team bake (a state_bucket answer, deployed by CI from a fresh runner) would call the modules
+    where only the baking machine has them. A `_module_source` given is taken as the user's word on locality: a
+    self-hosted runner may hold the modules at that path (and the template's offline tests do)."""
+    address, given = module_address(answers, repo_dir)
+    if MODULE not in address:
+        rule = f"must hold {MODULE} where each module's name goes, e.g. {MODULE_SOURCE_EXAMPLE}"
+        raise ModuleSourceError(f"_module_source={address!r}: {rule}")
+    state_bucket = str(answers.get("state_bucket") or "")
+    if state_bucket and not given and is_local(address):
+        raise ModuleSourceError(
+            f"_module_source='': a team bake (state_bucket={state_bucket!r}) is deployed by CI, whose terraform init "
+            f"cannot fetch the modules at this machine's {address.replace('//' + MODULE, '')}; give _module_source, "
+            f"an address CI can fetch with {MODULE} where each module's name goes, e.g. {MODULE_SOURCE_EXAMPLE}"
+        )
+    return address
+
+
 def module_sources(answers: Mapping[str, object], repo_dir: Path) -> dict[str, str]:
-    """Each module's address: `_module_source` if set, else derived (module_source); a local path is said."""
-    address = str(answers.get("_module_source") or "")
-    if not address:
-        head, origin, prefix = git_facts(repo_dir)
-        head = str(answers.get("_commit") or "") or head  # cruft records the commit it baked from
-        checkout = str(answers.get("_checkout") or "") or None
-        address = module_source(str(answers.get("_template") or repo_dir), checkout, repo_dir, head, origin, prefix)
-        if not address.startswith("git::"):
-            print(f"terraform/main.tf calls the modules at the local path {address.replace('//' + MODULE, '')}")
+    """Each module's address (module_address, which pre_gen_project.py has checked); a local path is said."""
+    address, given = module_address(answers, repo_dir)
+    if not given and not address.startswith("git::"):
+        print(f"terraform/main.tf calls the modules at the local path {address.replace('//' + MODULE, '')}")
     return {name: address.replace(MODULE, name) for name in MODULES}
 
 
@@ -200,7 +236,7 @@ def remove_pipeline_paths(project_dir: Path, state_bucket: str) -> list[Path]:
         return []
     removed = [project_dir / relative for relative in STATE_BUCKET_ONLY_PATHS]
     for path in removed:
-        shutil.rmtree(path)
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
     return removed
 
 

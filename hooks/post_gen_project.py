@@ -14,8 +14,4 @@ sys.path.insert(0, str(REPO_DIR / "hooks"))
 sys.path.insert(1, str(REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")))  # rules.py
 import baking  # noqa: E402  (found through the template's own hooks directory)
 
-try:
-    baking.finish_bake(Path.cwd(), REPO_DIR, ANSWERS)
-except baking.ModuleSourceError as error:  # one line; cookiecutter then removes the half-made project
-    print(f"ERROR: {error}", file=sys.stderr)
-    sys.exit(1)
+baking.finish_bake(Path.cwd(), REPO_DIR, ANSWERS)  # the answers and the modules' address: checked by pre_gen

@@ -59,7 +59,8 @@ import rules  # noqa: E402  (found through the template's own project directory)
 
 try:
     checked = questions.validate(baking.public_answers(ANSWERS))
-except rules.RuleError as error:
+    baking.check_module_address(ANSWERS, REPO_DIR)  # where terraform/main.tf will call the modules
+except (rules.RuleError, baking.ModuleSourceError) as error:
     # One line: cookiecutter's own report of the failed hook follows it (its logger, not this hook).
     print(f"ERROR: {error}; {bake_again_hint(save_answers())}", file=sys.stderr)
     sys.exit(1)

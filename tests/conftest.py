@@ -215,10 +215,8 @@ def git_commit(repo: Path, message: str) -> None:
     subprocess.run(["git", *identity, "commit", "-qm", message], cwd=repo, check=True, timeout=120)
 
 
-@pytest.fixture
-def template_repo(tmp_path):
-    """A copy of this working tree's template in a git repository of its own (as cruft expects one), committed."""
-    repo = tmp_path / "template"
+def copy_template(repo: Path) -> Path:
+    """A copy of this working tree's template in `repo`, no git repository."""
     repo.mkdir()
     for part in TEMPLATE_PARTS:
         source = ROOT / part
@@ -226,6 +224,13 @@ def template_repo(tmp_path):
             shutil.copytree(source, repo / part, ignore=IGNORED)
         else:
             shutil.copy2(source, repo / part)
+    return repo
+
+
+@pytest.fixture
+def template_repo(tmp_path):
+    """A copy of this working tree's template in a git repository of its own (as cruft expects one), committed."""
+    repo = copy_template(tmp_path / "template")
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, timeout=60)
     git_commit(repo, "template v1")
     return repo

@@ -312,6 +312,9 @@ MADE_BY_THE_BOOTSTRAP = {
     "google_service_account",
     "google_artifact_registry_repository",
     "google_artifact_registry_repository_iam_member",
+    # Cloud Tasks' Data Access audit logs: project-level, set by the owner (the root passes
+    # task_queue.data_access_logs = false: tests/test_enqueuer_audit_log.py).
+    "google_project_iam_audit_config",
 }
 
 
@@ -567,6 +570,8 @@ READ_FOR_RESOURCE = {
     "google_project_service": {"serviceusage.services.get", "serviceusage.services.list"},
     "google_service_account": {"iam.serviceAccounts.get"},
     "google_project_iam_member": {"resourcemanager.projects.get", "resourcemanager.projects.getIamPolicy"},
+    # Read from the project's IAM policy (its auditConfigs); a team bake's root makes none (the bootstrap does).
+    "google_project_iam_audit_config": {"resourcemanager.projects.getIamPolicy"},
     "google_cloudfunctions2_function": {"cloudfunctions.functions.get"},
     "google_cloud_run_v2_service_iam_member": {"run.services.get", "run.services.getIamPolicy"},
     "google_cloud_run_v2_job": {"run.jobs.get"},

@@ -12,6 +12,7 @@ Terraform roots.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -218,9 +219,9 @@ def test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied(ba
     assert plan_auth["workload_identity_provider"] == "${{ secrets.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
     plan_runs = runs(parsed, "plan")
     assert "terraform plan -input=false -lock=false -out=tfplan" in plan_runs
-    assert any("terraform show -no-color tfplan" in r and '>> "$GITHUB_STEP_SUMMARY"' in r for r in plan_runs)
+    assert any("plan_summary.py" in r and '>> "$GITHUB_STEP_SUMMARY"' in r for r in plan_runs)
     assert not any("apply" in r for r in plan_runs)
-    upload = uses(parsed, "plan")["actions/upload-artifact"]
+    upload = next(step for step in steps(parsed, "plan") if step.get("with", {}).get("name") == "tfplan")
     assert upload["if"] == "github.event_name == 'push'"
     assert upload["with"]["name"] == "tfplan"
     assert upload["with"]["path"].split() == [
@@ -246,6 +247,135 @@ def test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied(ba
         "terraform init -input=false -lockfile=readonly",
         "terraform apply -input=false -lock-timeout=10m tfplan",
     ]
+
+
+# --- the approver always sees the plan (issue 26) -------------------------------------------------
+
+# A plan as `terraform show -json` writes it ("JSON Output Format", developer.hashicorp.com/terraform/internals/
+# json-format: resource_changes[].type and .change.actions; a replacement is ["delete", "create"] or
+# ["create", "delete"]), with every kind of action.
+PLAN = {
+    "format_version": "1.2",
+    "resource_changes": [
+        *(
+            {"address": f"google_cloud_scheduler_job.job[{i}]", "mode": "managed", "type": "google_cloud_scheduler_job",
+             "change": {"actions": ["create"]}}
+            for i in range(3)
+        ),
+        {"address": "google_cloudfunctions2_function.f", "mode": "managed", "type": "google_cloudfunctions2_function",
+         "change": {"actions": ["update"]}},
+        {"address": "google_storage_bucket_object.a", "mode": "managed", "type": "google_storage_bucket_object",
+         "change": {"actions": ["delete", "create"]}},
+        {"address": "google_storage_bucket_object.b", "mode": "managed", "type": "google_storage_bucket_object",
+         "change": {"actions": ["create", "delete"]}},
+        {"address": "google_project_iam_member.gone", "mode": "managed", "type": "google_project_iam_member",
+         "change": {"actions": ["delete"]}},
+        {"address": "google_service_account.same", "mode": "managed", "type": "google_service_account",
+         "change": {"actions": ["no-op"]}},
+        {"address": "data.google_project.p", "mode": "data", "type": "google_project", "change": {"actions": ["read"]}},
+    ],
+}  # fmt: skip
+PLAN_TABLE = """\
+| resource type | create | update | replace | delete | read |
+| --- | ---: | ---: | ---: | ---: | ---: |
+| `google_cloud_scheduler_job` | 3 | 0 | 0 | 0 | 0 |
+| `google_cloudfunctions2_function` | 0 | 1 | 0 | 0 | 0 |
+| `google_project` | 0 | 0 | 0 | 0 | 1 |
+| `google_project_iam_member` | 0 | 0 | 0 | 1 | 0 |
+| `google_storage_bucket_object` | 0 | 0 | 2 | 0 | 0 |
+| **total** | **3** | **1** | **2** | **1** | **1** |
+"""
+
+
+@pytest.fixture(scope="module")
+def plan_summary(bakes):
+    """The team bake's tools/plan_summary.py, imported from the bake."""
+    path = bakes["cloud-run-job"] / "tools" / "plan_summary.py"
+    spec = importlib.util.spec_from_file_location("plan_summary", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_a_team_bake_has_the_plan_summary(bakes):
+    assert {name for name, project in bakes.items() if (project / "tools" / "plan_summary.py").is_file()} == {
+        name for name, project in bakes.items() if has_bucket(project)
+    }
+
+
+def test_the_plan_summary_counts_each_action_per_resource_type(plan_summary):
+    assert "\n".join(plan_summary.table(plan_summary.counts(PLAN))) + "\n" == PLAN_TABLE
+    assert plan_summary.table(plan_summary.counts({"resource_changes": PLAN["resource_changes"][-2:-1]})) == [
+        "No changes."
+    ]
+
+
+def test_the_plan_text_is_in_the_summary_only_when_it_fits(plan_summary):
+    short = "Plan: 3 to add, 1 to change, 3 to destroy.\n"
+    shown = plan_summary.summary(PLAN, short)
+    assert PLAN_TABLE in shown and short in shown
+    assert len(shown.encode()) < 1024 * 1024
+    long = "  + resource line of a first deploy of many jobs\n" * 20_000  # about 1 MiB
+    summary = plan_summary.summary(PLAN, long)
+    assert PLAN_TABLE in summary and long.splitlines()[0] not in summary
+    assert "artifact `plan-text`" in summary
+    assert len(summary.encode()) < 1024 * 1024  # GitHub refuses a step summary over 1 MiB
+
+
+def test_the_plan_text_is_fenced_beyond_any_backticks_it_holds(plan_summary):
+    text = 'description = "```sh\nmake\n```"\n'
+    shown = plan_summary.summary(PLAN, text)
+    assert "\n````\n" + text + "````\n" in shown
+
+
+FAKE_TERRAFORM = """#!/bin/sh
+# `terraform show [-json] tfplan` of the plan job: the test's plan.
+case "$*" in
+  *-json*) cat "{plan_json}" ;;
+  *) cat "{plan_text}" ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("name", [name for name in MATRIX if MATRIX[name].get("state_bucket")])
+def test_the_plan_job_puts_counts_in_the_summary_and_uploads_the_whole_text(bakes, name, tmp_path):
+    """The plan job's steps after `terraform plan`, run as written (a `terraform` that shows the test's plan): the
+    summary gets the counts, and the file the upload step keeps as `plan-text` is the whole text."""
+    project = bakes[name]
+    parsed = workflow_of(project)[1]
+    plan_steps = steps(parsed, "plan")
+    names = [step.get("name") for step in plan_steps]
+    after_plan = plan_steps[names.index("terraform plan") + 1 :]
+    scripts = [step["run"] for step in after_plan if "run" in step]
+    (tmp_path / "plan.json").write_text(json.dumps(PLAN))
+    (tmp_path / "plan.txt").write_text("Plan: 3 to add, 1 to change, 3 to destroy.\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "terraform"
+    fake.write_text(FAKE_TERRAFORM.format(plan_json=tmp_path / "plan.json", plan_text=tmp_path / "plan.txt"))
+    fake.chmod(0o755)
+    work = tmp_path / "bake"
+    shutil.copytree(project, work)
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GITHUB_STEP_SUMMARY": str(summary)}
+    for script in scripts:
+        result = subprocess.run(["bash", "-e", "-c", script], cwd=work / "terraform", env=env, capture_output=True,
+                                text=True, timeout=60)  # fmt: skip
+        assert result.returncode == 0, script + result.stderr
+    assert PLAN_TABLE in summary.read_text()
+    upload = next(step for step in after_plan if step.get("with", {}).get("name") == "plan-text")
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert "if" not in upload, "every plan's text is kept, a pull request's too"
+    assert upload["with"]["if-no-files-found"] == "error"
+    assert upload["with"]["path"].split() == ["terraform/tfplan.txt"]
+    assert (work / "terraform" / "tfplan.txt").read_text() == (tmp_path / "plan.txt").read_text()
+    uploaded = [
+        path
+        for step in plan_steps
+        if "upload-artifact" in step.get("uses", "")
+        for path in step["with"]["path"].split()
+    ]
+    assert "terraform/tfplan.json" not in uploaded, "show -json writes sensitive values in the clear"
 
 
 # --- pre-commit --------------------------------------------------------------------------------

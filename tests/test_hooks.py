@@ -14,7 +14,7 @@ from pathlib import Path
 import baking
 import pytest
 import yaml
-from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake
+from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake, copy_template, git_commit
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter as cookiecutter_main
 
@@ -553,6 +553,89 @@ def test_module_source_overrides_the_derivation_and_names_every_module(tmp_path)
     assert sources == {name: f"git::https://example.com/x.git//m/{name}?ref=v9" for name in baking.MODULES}
 
 
+# Issue 26: a team bake is deployed by CI, whose `terraform init` runs on a fresh runner.
+TEAM = {"state_bucket": "acme-tf-state", "repository": "acme/report"}
+FETCHABLE = f"git::https://example.com/dedup.git//terraform/modules/{baking.MODULE}?ref=v2"
+
+
+@pytest.mark.parametrize(
+    ("address", "local"),
+    [
+        ("/home/me/dedup/terraform/modules//{module}", True),
+        ("./modules/{module}", True),
+        ("../dedup/terraform/modules/{module}", True),
+        ("~/dedup/terraform/modules//{module}", True),
+        ("C:\\dedup\\terraform\\modules//{module}", True),
+        ("file:///src/dedup//terraform/modules/{module}", True),
+        (f"git::file:///src/dedup{MODULES}?ref={SHA}", True),
+        (FETCHABLE, False),
+        (f"git::git@github.com:acme/dedup.git{MODULES}?ref={SHA}", False),
+        ("github.com/acme/dedup//terraform/modules/{module}?ref=v2", False),
+        ("app.terraform.io/acme/{module}/google", False),
+    ],
+)
+def test_an_address_on_the_baking_machine_is_local(address, local):
+    assert baking.is_local(address) is local
+
+
+@pytest.fixture(params=["local-directory", "file-clone"])
+def local_template(request, tmp_path):
+    """The template as a directory of this machine (no git), or a clone of a local repository (origin: a path,
+    so the derived address is git::file://...)."""
+    copy = copy_template(tmp_path / "template")
+    if request.param == "local-directory":
+        return copy
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=copy, check=True, timeout=60)
+    git_commit(copy, "template v1")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(copy), str(clone)], check=True, timeout=60)
+    return clone
+
+
+def refused_bake(template: Path, output: Path, capfd, **answers: object) -> str:
+    """The one line a refused bake prints; nothing is left in `output`."""
+    output.mkdir()
+    with pytest.raises(FailedHookException):
+        cookiecutter_main(str(template), no_input=True, output_dir=str(output), extra_context=answers)
+    err = capfd.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("ERROR: ")]
+    assert errors == err.strip().splitlines() and len(errors) == 1, err
+    assert list(output.iterdir()) == [], "refused before anything is written"
+    Path(REPLAY_HINT.search(errors[0])["file"]).unlink()
+    return errors[0]
+
+
+def test_a_team_bake_from_this_machine_without_module_source_is_refused_in_one_line(local_template, tmp_path, capfd):
+    line = refused_bake(local_template, tmp_path / "out", capfd, **TEAM)
+    assert line.startswith("ERROR: _module_source='': a team bake (state_bucket='acme-tf-state') is deployed by CI")
+    assert f"e.g. {baking.MODULE_SOURCE_EXAMPLE}" in line  # the variable's format, with its placeholder
+    where = "git::file://" if local_template.name == "clone" else str(local_template / baking.MODULES_DIR)
+    assert where in line
+
+
+def test_a_team_bake_from_this_machine_with_a_fetchable_module_source_bakes(local_template, tmp_path):
+    answers = {**TEAM, "_module_source": FETCHABLE}
+    project = Path(
+        cookiecutter_main(str(local_template), no_input=True, output_dir=str(tmp_path), extra_context=answers)
+    )
+    sources = re.findall(r'^  source += "([^"]+)"', (project / "terraform" / "main.tf").read_text(), re.M)
+    assert sources == [FETCHABLE.replace(baking.MODULE, "scheduled-dedup")]
+
+
+def test_a_solo_bake_from_this_machine_calls_the_modules_there(local_template, tmp_path):
+    """No state bucket: `make deploy` runs where the bake is, so the baking machine's address serves."""
+    project = Path(cookiecutter_main(str(local_template), no_input=True, output_dir=str(tmp_path)))
+    (source,) = re.findall(r'^  source += "([^"]+)"', (project / "terraform" / "main.tf").read_text(), re.M)
+    assert baking.is_local(source)
+
+
+@pytest.mark.parametrize("answers", [{}, TEAM], ids=["solo", "team"])
+def test_a_module_source_without_the_placeholder_is_refused_in_one_line(tmp_path, capfd, answers):
+    address = "git::https://example.com/dedup.git//terraform/modules/scheduled-dedup?ref=v2"
+    line = refused_bake(ROOT, tmp_path / "out", capfd, **answers, _module_source=address)
+    assert line.startswith(f"ERROR: _module_source={address!r}: must hold {{module}} where each module's name goes")
+
+
 def test_a_bake_from_a_clone_calls_the_modules_at_its_remote_pinned_to_its_commit(template_repo, tmp_path):
     """No _module_source: a bake from a clone of a remote calls the modules there, at the commit it was baked from,
     and holds no copy of them."""
@@ -607,3 +690,25 @@ def test_finish_bake_prunes_and_records(tmp_path, capsys):
     kept = baking.TARGET_ONLY_PATHS["workflow"]
     assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)
     assert json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))["target"] == "workflow"
+
+
+def test_the_readme_example_of_module_source_bakes_a_team_project(tmp_path):
+    """The template README's `_module_source` example, run as written (this checkout for its path): it bakes, and
+    the modules' address is the example's."""
+    readme = (ROOT / "README.md").read_text()
+    (block,) = [text for text in re.findall(r"```sh\n(.*?)```", readme, re.S) if "_module_source=" in text]
+    command = shlex.split(block.replace("\\\n", " "))
+    assert command[0] == "cookiecutter"
+    given = dict(argument.split("=", 1) for argument in command[2:])
+    result = subprocess.run(
+        [str(COOKIECUTTER), "--no-input", "-o", str(tmp_path), str(ROOT), *command[2:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert given.get("state_bucket"), "the example is a team bake"
+    (project,) = tmp_path.iterdir()
+    main = (project / "terraform" / "main.tf").read_text()
+    assert f'  source = "{given["_module_source"].replace(baking.MODULE, "scheduled-dedup")}"\n' in main

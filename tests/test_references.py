@@ -49,6 +49,7 @@ FILES_THE_USER_MAKES = {
     "terraform/terraform.tfvars",  # where the docs say to set a variable for every apply (git-ignored: never baked)
     "terraform/bootstrap/backend.tf",  # the README's step: move the bootstrap's state into the bucket
     "terraform/tfplan",  # ci.yml's plan job writes the saved plan the apply job applies
+    "terraform/tfplan.txt",  # ci.yml's plan job writes the plan's text, kept as the artifact plan-text
     "terraform/.terraform/scheduled-dedup",  # `terraform plan` writes the function's zip there (function.tf)
 }
 SITE_PACKAGES = {Path(sysconfig.get_paths()[key]) for key in ("purelib", "platlib")}

@@ -8,6 +8,7 @@ server (tests/harness/live_server.py) is fed by a local stand-in of the Cloud Ta
 import datetime as dt
 import json
 import logging
+import shlex
 
 import pytest
 import runs
@@ -98,9 +99,7 @@ def test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue(monkeyp
     monkeypatch.setenv("DEDUP_TASKS_QUEUE", "")
     job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", "catch_up": True}
     monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": job}))
-    with pytest.raises(
-        Misconfigured, match=r"^DEDUP_JOBS\.hourly\.catch_up=true: .*DEDUP_TASKS_QUEUE is not set"
-    ):
+    with pytest.raises(Misconfigured, match=r"^DEDUP_JOBS\.hourly\.catch_up=true: .*DEDUP_TASKS_QUEUE is not set"):
         DedupConfig.from_env()
     monkeypatch.setenv("DEDUP_TASKS_QUEUE", "queues/x")
     with pytest.raises(Misconfigured, match=r"^DEDUP_TASKS_QUEUE='queues/x': must be projects/"):
@@ -295,6 +294,8 @@ def test_the_clock_margin_keys_a_delivery_at_most_60_s_ahead_as_the_scheduled_ru
     assert len(work.calls) == 1
     beyond = deliver_at(http, f"{DAY}T02:58:59Z")  # 61 s ahead
     assert beyond.text.startswith("processed:") and work.calls[-1].trigger == "manual"
+
+
 # ---------------------------------------------------------------- through the queue, end to end
 
 
@@ -326,15 +327,35 @@ def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, f
     assert runs.main(args) == 0
     assert runs.main(args) == 0  # the same request twice (a retried command): Cloud Tasks refuses the name
     queue_to.wait_idle()
-    out = capsys.readouterr().out
-    assert "queued before (same task id)" in out
+    captured = capsys.readouterr()
+    assert "queued before (same task id)" in captured.out
     run_id = record_id(time, job)
     assert fleet.executions() == [run_id, run_id]  # the scheduled run and one re-run
     (attempt,) = queue_to.attempts
     assert attempt.status == 200 and attempt.headers["X-Rerun-By"] == "ana@example.com"
+    # X-Rerun-By is what the caller wrote; who really queued the task is in Cloud Tasks' audit log, found by its name.
+    query = who_queued_query(captured.err)
+    assert f'"{attempt.task}"' in query.split()
     assert attempt.headers["Authorization"].startswith("Bearer ")  # the queue's OIDC token, not the laptop's
     reruns = records_of(fleet)[run_id]["reruns"]
     assert [(e["rerun_id"], e["by"], e["reason"]) for e in reruns] == [("fix-1", "ana@example.com", "bad input fixed")]
+
+
+def who_queued_query(err: str) -> str:
+    """The Logging query of the command runs.py prints for who queued its tasks (checked: the log and the method
+    that record the enqueuer, and the field that names them)."""
+    lines = [line for line in err.splitlines() if line.startswith("who queued it, on record")]
+    assert lines, err
+    command = shlex.split(lines[-1].partition("audit log): ")[2])
+    assert command[:3] == ["gcloud", "logging", "read"] and "--freshness=30d" in command
+    assert "--format=value(timestamp,protoPayload.authenticationInfo.principalEmail)" in command
+    project = QUEUE.split("/")[1]
+    query = command[3]
+    assert query.startswith(
+        f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Fdata_access" '
+        'protoPayload.methodName="google.cloud.tasks.v2.CloudTasks.CreateTask" '
+    ), query
+    return query
 
 
 def records_of(fleet):
@@ -358,7 +379,11 @@ def test_backfill_through_the_queue_delivers_each_missing_run_once(monkeypatch, 
     # One task per run: the second backfill found each run done, or its task queued already (same name).
     assert sorted(a.task for a in queue_to.attempts) == sorted(f"{run_id}-backfill" for run_id in run_ids)
     assert all(a.status == 200 for a in queue_to.attempts)
-    capsys.readouterr()
+    # Who queued them: the queue's CreateTask entries since the backfill began.
+    query = who_queued_query(capsys.readouterr().err)
+    assert f'"{QUEUE.rsplit("/", 1)[1]}"' in query.split()
+    (since_clause,) = [clause for clause in query.split() if clause.startswith("timestamp>=")]
+    assert at(since_clause.removeprefix("timestamp>=").strip('"')) <= dt.datetime.now(UTC)
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
 
@@ -418,9 +443,7 @@ def test_a_catch_up_the_queue_refuses_is_one_line_and_the_audit_still_completes(
     now = dt.datetime.now(UTC).replace(microsecond=0)
     config = hourly(monkeypatch, catch_up=True)
     long_ago = now - dt.timedelta(days=2)
-    RunLedger(config).write_audit_cursor(
-        AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}})
-    )
+    RunLedger(config).write_audit_cursor(AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
     monkeypatch.setenv(task_queue.EMULATOR_ENV, f"127.0.0.1:{free_port()}")  # nothing listens there
     missing = audit_at(http, config, now, caplog)  # the audit's own run is processed all the same
     assert len(missing) > 1

@@ -73,6 +73,8 @@ GOOGLE_RESOURCES: tuple[str, ...] = (
     "google_iam_workload_identity_pool_provider",
     "google_project_iam_member",
     "google_project_iam_custom_role",
+    # Cloud Tasks' Data Access audit logs: who queued a re-run (the module's tasks.tf, the bootstrap root).
+    "google_project_iam_audit_config",
     "google_cloud_run_service_iam_member",
     "google_cloud_run_v2_service",
     "google_cloud_run_v2_service_iam_member",

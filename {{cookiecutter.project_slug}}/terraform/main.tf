@@ -105,6 +105,11 @@ module "scheduled_dedup" {
 
   task_queue = {
     enqueuers = var.task_queue_enqueuers
+{%- if cookiecutter.state_bucket %}
+    # Cloud Tasks' Data Access audit logs (who queued each task) are project-level: terraform/bootstrap turns them
+    # on, as the owner, so the deployer needs no right over the project's audit configuration.
+    data_access_logs = false
+{%- endif %}
   }
 }
 {%- if cookiecutter.target == "cloud_run_job" %}

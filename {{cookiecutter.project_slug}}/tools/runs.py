@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -354,6 +355,30 @@ def queued(config: DedupConfig, queue: str, key: keys.RunKey, kind: str, request
     return "queued" if done else "queued before (same task id): not again"
 
 
+# Who queued a task is on record: CreateTask needs cloudtasks.tasks.create, a DATA_WRITE permission, so each call is in
+# the project's Data Access audit log with the caller in protoPayload.authenticationInfo.principalEmail (Cloud Tasks
+# "Audit logging", cloud.google.com/tasks/docs/audit-logging); X-Rerun-By is only what the caller wrote. The module's
+# tasks.tf (a team bake: its bootstrap root) turns those logs on; the _Default bucket keeps them 30 days.
+CREATE_TASK = "google.cloud.tasks.v2.CloudTasks.CreateTask"
+WHO_FORMAT = "value(timestamp,protoPayload.authenticationInfo.principalEmail)"
+
+
+def who_queued(queue: str, term: str, since: dt.datetime | None = None) -> str:
+    """The gcloud command that prints when and by whom the tasks `term` names were queued: a task id, or the queue's
+    name with `since` (a backfill's tasks). A bare term matches any field of the entry."""
+    project = queue.split("/")[1]
+    query = [
+        f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Fdata_access"',
+        f'protoPayload.methodName="{CREATE_TASK}"',
+        f'"{term}"',
+    ]
+    if since is not None:
+        query.append(f'timestamp>="{keys.rfc3339(since)}"')
+    command = ["gcloud", "logging", "read", " ".join(query), f"--project={project}", "--freshness=30d"]
+    command.append(f"--format={WHO_FORMAT}")
+    return f"who queued it, on record (Cloud Tasks' Data Access audit log): {shlex.join(command)}"
+
+
 @command(
     "deliver each missing or stuck run at its schedule time",
     *WINDOW,
@@ -366,6 +391,7 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     runs = find_runs(config, args)
     listed = list(audit.needing_delivery(runs))
     queue = queue_of(config, args.queue) if args.queue is not None else None
+    started = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)  # the audit log's clock may differ a little
     rows, failures, progress = [], 0, Progress("delivering")
     for done, found in enumerate(listed, start=1):
         if args.dry_run:
@@ -380,6 +406,8 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     print(table(rows, [*RUN_HEADER[:4], "ANSWER"]))
     verb = "would deliver" if args.dry_run else f"queued on {queue}" if queue else f"delivered to {target(args)}"
     print(f"{summary(runs, args)}; {verb} {len(listed)}, {failures} not answered 2xx", file=sys.stderr)
+    if queue and listed and not args.dry_run:
+        print(who_queued(queue, queue.rsplit("/", 1)[1], since=started), file=sys.stderr)
     return 1 if failures else 0
 
 
@@ -404,15 +432,18 @@ def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
     except InvalidDelivery as error:  # "<header>=<value>: <rule>", told by the flag that set it
         header, _, rest = str(error).partition("=")
         raise BadArgument(f"{RERUN_FLAGS.get(header, header)}={rest}") from None
-    status = 200
+    status, queue = 200, None
     if args.queue is not None:  # a task per re-run id: the same request twice is queued once
-        answer = queued(config, queue_of(config, args.queue), key, "rerun", request)
+        queue = queue_of(config, args.queue)
+        answer = queued(config, queue, key, "rerun", request)
     else:  # what the queue would deliver, sent to --url or the local dev server
         status, answer = post(args, keys.delivery_headers(key, request))
     when = keys.rfc3339(key.schedule_time)
     print(f"re-run {request.rerun_id} of {key.job_name} at {when} (run_id {key.run_id}): {answer}")
     again = f"the same request again, safely: --rerun-id {request.rerun_id}"
     print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
+    if queue:
+        print(who_queued(queue, task_queue.task_id(request.rerun_id, "rerun")), file=sys.stderr)
     return 0 if 200 <= status < 300 else 1
 
 

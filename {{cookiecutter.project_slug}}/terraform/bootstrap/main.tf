@@ -384,3 +384,16 @@ resource "google_project_iam_member" "planner" {
     expression = "resource.type != 'storage.googleapis.com/Object' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
   }
 }
+
+# Who queued a re-run or a backfill is on record: Cloud Tasks' Data Access audit logs (DATA_WRITE: CreateTask),
+# off by default (cloud.google.com/tasks/docs/audit-logging; tools/runs.py prints the query). Project-level: made
+# here, as the owner who runs the bootstrap, so the deployer needs no right over the project's audit configuration;
+# ../main.tf passes the scheduled-dedup module task_queue.data_access_logs = false, so it makes none.
+resource "google_project_iam_audit_config" "cloud_tasks" {
+  project = var.project_id
+  service = "cloudtasks.googleapis.com"
+
+  audit_log_config {
+    log_type = "DATA_WRITE"
+  }
+}

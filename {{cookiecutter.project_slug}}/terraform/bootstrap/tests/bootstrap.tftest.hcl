@@ -102,6 +102,11 @@ run "bootstrap" {
     ])
     error_message = "Both state grants reach this bake's prefix only."
   }
+
+  assert {
+    condition     = google_project_iam_audit_config.cloud_tasks.service == "cloudtasks.googleapis.com" && [for config in google_project_iam_audit_config.cloud_tasks.audit_log_config : config.log_type] == ["DATA_WRITE"] && alltrue([for config in google_project_iam_audit_config.cloud_tasks.audit_log_config : config.exempted_members == null ? true : length(config.exempted_members) == 0])
+    error_message = "Cloud Tasks' DATA_WRITE Data Access audit logs are on, nobody exempted: who queued a re-run is on record."
+  }
 }
 
 run "bucket_made_elsewhere" {
