@@ -122,7 +122,9 @@ def find_execution(run_id: str, since: dt.datetime) -> str | None:
     """The execution of run `run_id` (its DEDUP_RUN_ID) created since `since`, or None (Executions.ListExecutions, a
     read: "sorted by creation time, descending", cloud.google.com/run/docs/reference/rest/v2/projects.locations.
     jobs.executions/list, so only the executions since then are read). An execution's template holds the
-    environment it was started with."""
+    environment it was started with: RunJob's overrides "will be applied to update the execution or task spec", and a
+    container override's env "will be merged with existing env" (run/docs/reference/rest/v2/projects.locations.jobs/
+    run, Overrides and ContainerOverride)."""
     for execution in executions_client().list_executions(parent=job_name(), timeout=CALL_TIMEOUT_SECONDS):
         if execution.create_time and execution.create_time < since:
             return None
