@@ -105,8 +105,8 @@ class StartedRun:
         return cls(snapshot.id, *fields, record.get("started_at"))
 
     def overdue(self, config: DedupConfig, now: dt.datetime) -> bool:
-        """Its execution has run longer than its job's max_execution_seconds: the audit reports it (executions.py),
-        `runs.py stuck` lists it."""
+        """Its execution has run longer than its job's max_execution_seconds: the audit reports it (the proxy
+        target's executions module), `runs.py stuck` lists it."""
         return self.started_at is not None and now - self.started_at > config.max_execution_for(self.job_name)
 
 

@@ -83,9 +83,9 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         if paused and claim.rerun_id is None:  # a retry, a queued catch-up or backfill, a Force run: not the work
             ledger.skip(claim, now, SkippedPaused("the job is paused (config.yaml); the work does not run"))
         ledger.skip_if_late(claim, now)
-        work = run
-        if key.job_name == config.audit_job:  # told when the last apply changed the schedules (its job's header)
-            work = functools.partial(audit.run, deployed=headers.get(audit.DEPLOYED_HEADER))
+        work = audit.run if key.job_name == config.audit_job else run
+        if work is audit.run and (deployed := headers.get(audit.DEPLOYED_HEADER)):  # when the last apply changed
+            work = functools.partial(audit.run, deployed=deployed)  # the schedules: its Scheduler job's header
         stop_at = arrived + config.stop_after(key.job_name).total_seconds()
         first = None
         if hasattr(job, "execution_end"):  # a proxy target's job.py: it starts executions, which are followed

@@ -223,7 +223,7 @@ class DedupConfig:
 
     @property
     def dead_letters_collection(self) -> str:
-        """Where a Cloud Run job target's tasks write the items that failed for good (cloud_run_job/store.py)."""
+        """Where a Cloud Run job target's tasks write the items that failed for good (its store module)."""
         return f"{self.collection}_job_dead_letters"
 
     def settle_for(self, job_name: str) -> dt.timedelta:

@@ -316,13 +316,15 @@ def _put_idle(worker: Worker) -> None:
         _idle.append(worker)
 
 
-@atexit.register  # before multiprocessing's own exit handler, which would wait for every worker to end
 def _retire_idle() -> None:
     with _idle_lock:
         workers = _idle[:]
         _idle.clear()
     for worker in workers:
         worker.retire()
+
+
+atexit.register(_retire_idle)  # before multiprocessing's own exit handler, which would wait for every worker to end
 
 
 def _start(stop_at: float) -> Worker | Ending:

@@ -3065,7 +3065,7 @@ MUTANTS = [
     Mutant(
         "i24-deploy-header-not-passed",
         "baked/main.py",
-        "functools.partial(audit.run, deployed=headers.get(audit.DEPLOYED_HEADER))",
+        "functools.partial(audit.run, deployed=deployed)",
         "functools.partial(audit.run, deployed=None)",
         "the audit is given its delivery's X-Schedules-Deployed (when the last apply changed the schedules)",
         (
