@@ -365,12 +365,14 @@ def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, lo
     assert baked["DEDUP_PROJECT"] == queue["project"] and baked["DEDUP_LOCATION"] == queue["location"]
     # When the last apply changed the schedules (history.tf), as the audit's Scheduler job sends it: the digest is
     # the one the audit computes from config.yaml (a mismatch would silently never date a change).
-    header = long_jobs_plan[CORE + "google_cloud_scheduler_job.audit[0]"]["http_target"][0]["headers"]
-    start, seen, digest = header[python(long_jobs, "import audit; print(audit.DEPLOYED_HEADER)").strip()].split()
-    expected = python(
-        long_jobs, "import audit, settings; print(audit.schedules_digest(settings.DedupConfig.from_env().jobs))"
-    )
-    assert (start, seen, digest) == ("2027-01-01T00:00:00Z", "2027-01-01T00:00:00Z", expected.strip())
+    headers = long_jobs_plan[CORE + "google_cloud_scheduler_job.audit[0]"]["http_target"][0]["headers"]
+    name, expected = python(
+        long_jobs,
+        "import audit, settings; jobs = settings.DedupConfig.from_env().jobs; "
+        "print(audit.DEPLOYED_HEADER, audit.schedules_digest(jobs))",
+    ).split()
+    start, seen, digest = headers[name].split()
+    assert (start, seen, digest) == ("2027-01-01T00:00:00Z", "2027-01-01T00:00:00Z", expected)
 
 
 @pytest.mark.parametrize(
