@@ -3571,4 +3571,20 @@ MUTANTS = [
         "CreateTask is a Data Access entry, not an Admin Activity one: the query reads data_access",
         ("tests/test_manual_runs.py::test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once",),
     ),
+    Mutant(
+        "i28-a-module-pins-an-upper-bound",
+        "terraform/modules/image-repository/versions.tf",
+        'version = ">= 8.0"',
+        'version = ">= 8.0, < 9.0"',
+        "a module states minimum provider versions only; the roots bound them",
+        ("tests/test_provider_pins.py",),
+    ),
+    Mutant(
+        "i28-the-roots-pin-google-apart",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/versions.tf",
+        'version = "~> 8.0"',
+        'version = "~> 8.1"',
+        "the bake's roots pin each provider the same",
+        ("tests/test_provider_pins.py",),
+    ),
 ]

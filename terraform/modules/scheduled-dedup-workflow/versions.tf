@@ -1,11 +1,11 @@
-# The same Terraform and google provider ranges as the core module, ../scheduled-dedup/versions.tf.
+# Minimum versions only, the core module's (../scheduled-dedup/versions.tf says why); the calling root sets the upper bounds.
 terraform {
   required_version = ">= 1.9.0"
 
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = ">= 8.0, < 9.0"
+      version = ">= 8.0"
     }
   }
 }
