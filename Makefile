@@ -43,10 +43,14 @@ test: $(STAMP) $(DOCS_CHECK)  ## Run the template's whole test suite (bakes, bak
 	@$(BIN)/python -m pytest
 
 lint: $(STAMP)  ## Lint the template's own Python
-	@$(BIN)/ruff check hooks tests benchmarks && $(BIN)/ruff format --check hooks tests benchmarks
+	@$(BIN)/ruff check hooks tests benchmarks tools && $(BIN)/ruff format --check hooks tests benchmarks tools
 
 format: $(STAMP)  ## Format the template's own Python
-	@$(BIN)/ruff check --fix hooks tests benchmarks && $(BIN)/ruff format hooks tests benchmarks
+	@$(BIN)/ruff check --fix hooks tests benchmarks tools && $(BIN)/ruff format hooks tests benchmarks tools
+
+.PHONY: tfdoc
+tfdoc: $(STAMP)  ## Rewrite the inputs and outputs tables of each module's README from its variables and outputs
+	@$(BIN)/python tools/tfdoc.py
 
 clean:  ## Remove build output and venvs
 	rm -rf build $(VENV) .venv-checkov .venv-standin .pytest_cache

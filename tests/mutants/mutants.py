@@ -3587,4 +3587,12 @@ MUTANTS = [
         "the bake's roots pin each provider the same",
         ("tests/test_provider_pins.py",),
     ),
+    Mutant(
+        "i28-a-description-changes-and-not-the-readme",
+        "terraform/modules/image-repository/variables.tf",
+        '"Project of the repository."',
+        '"The repository\'s project."',
+        "a module's README holds the tables tools/tfdoc.py writes from its variables and outputs",
+        ("tests/test_tfdoc.py::test_every_module_readme_holds_its_current_tables",),
+    ),
 ]

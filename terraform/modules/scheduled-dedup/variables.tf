@@ -77,7 +77,7 @@ variable "images_repository" {
 }
 
 variable "jobs" {
-  description = "Cloud Scheduler jobs, keyed by job id. Each becomes the Scheduler job '<slug>-<job id>'. Only 5-field unix-cron schedules: Cloud Scheduler guarantees the X-CloudScheduler-ScheduleTime header (the dedup key) for unix-cron alone."
+  description = "Cloud Scheduler jobs, keyed by job id. Each becomes the Scheduler job '<slug>-<job id>'. Only 5-field unix-cron schedules: Cloud Scheduler guarantees the X-CloudScheduler-ScheduleTime header (the dedup key) for unix-cron alone. paused: paused in Scheduler, its fire times audited paused. catch_up: the audit queues a missing run on the deliveries queue while within max_lateness_seconds (>= 60), past which a delivery is recorded skipped and never runs the work. overlap (proxy targets: skip or start, null: skip): what a new run does while the job's previous execution still runs. A timing number left null is var.timing's or var.retry's (the baked root passes config.yaml's jobs)."
   type = map(object({
     schedule    = string
     time_zone   = optional(string, "Etc/UTC")
