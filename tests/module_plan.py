@@ -60,15 +60,22 @@ def plan_runs(workdir: Path, runs: dict[str, str], module_dir: Path = MODULE_DIR
     copy = copy_module(module_dir, workdir / "module")
     template = 'run "{}" {{\n  command = plan\n\n  variables {{\n{}\n  }}\n}}\n'
     blocks = [PREAMBLE] + [template.format(name, variables) for name, variables in runs.items()]
-    (copy / "tests").mkdir()
-    (copy / "tests" / "plan.tftest.hcl").write_text("\n".join(blocks))
+    plans = tftest_plans(copy, "\n".join(blocks))
+    assert set(plans) == set(runs), f"plans of {sorted(plans)}, not {sorted(runs)}"
+    return {run: {change["address"]: change["change"]["after"] for change in changes} for run, changes in plans.items()}
+
+
+def tftest_plans(copy: Path, tftest: str) -> dict[str, list[dict]]:
+    """Run `tftest` (a .tftest.hcl's text) on an installed copy of a module: {run name: its plan's resource_changes}
+    for each run that printed a plan (`terraform test -verbose -json`: a `test_plan` message per run)."""
+    (copy / "tests").mkdir(exist_ok=True)
+    (copy / "tests" / "plan.tftest.hcl").write_text(tftest)
+    installed = terraform(copy, "get")  # the modules a run block names (its `module { source }`) too
+    assert installed.returncode == 0, installed.stdout + installed.stderr
     result = terraform(copy, "test", "-verbose", "-json", timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    plans: dict[str, dict[str, dict]] = {}
-    for line in result.stdout.splitlines():
-        message = json.loads(line)
-        if message.get("type") == "test_plan":
-            changes = message["test_plan"]["resource_changes"]
-            plans[message["@testrun"]] = {change["address"]: change["change"]["after"] for change in changes}
-    assert set(plans) == set(runs), f"plans of {sorted(plans)}, not {sorted(runs)}:\n{result.stdout[-3000:]}"
-    return plans
+    return {
+        message["@testrun"]: message["test_plan"]["resource_changes"]
+        for message in map(json.loads, result.stdout.splitlines())
+        if message.get("type") == "test_plan"
+    }

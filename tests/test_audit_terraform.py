@@ -107,7 +107,7 @@ def test_the_functions_audit_cron_is_terraforms_for_every_interval(tmp_path):
 
     audit_tf = (MODULE_DIR / "audit.tf").read_text()
     (expression,) = re.findall(r"audit_schedule = var\.audit == null \? null : \((.*?)\n  \)", audit_tf, re.S)
-    (zone,) = re.findall(r'(?m)^  time_zone\s*=\s*"([^"]+)"', audit_tf)
+    (zone,) = re.findall(r'(?m)^ +time_zone\s*=\s*"([^"]+)"', audit_tf)
     intervals = list(rules.AUDIT_INTERVALS_MINUTES)
     crons = f"[for m in {intervals} : {expression.strip().replace('var.audit.interval_minutes', 'm')}]"
     (tmp_path / "main.tf").write_text(f'output "crons" {{ value = {crons} }}\n')

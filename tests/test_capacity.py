@@ -165,7 +165,7 @@ def test_the_rules_defaults_are_the_modules():
 
 def test_the_audit_fires_in_the_zone_the_rules_count_it_in():
     audit = (ROOT / "terraform" / "modules" / "scheduled-dedup" / "audit.tf").read_text()
-    assert re.findall(r'^  time_zone += "(.*)"$', audit, re.M) == [rules.AUDIT_TIME_ZONE]
+    assert re.findall(r'^ +time_zone += "(.*)"$', audit, re.M) == [rules.AUDIT_TIME_ZONE]
 
 
 def herd_answers(jobs: dict[str, dict[str, str]]) -> dict[str, object]:

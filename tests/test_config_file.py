@@ -311,6 +311,9 @@ def long_jobs_plan(long_jobs, tmp_path_factory) -> dict[str, dict]:
 
 
 CORE = "module.scheduled_dedup."
+# The Scheduler jobs: two calls of the core's scheduler-jobs module, the user's jobs and the audit's.
+SCHEDULER_JOBS = CORE + "module.scheduler_jobs.google_cloud_scheduler_job.this"
+AUDIT_JOB = CORE + 'module.audit_job.google_cloud_scheduler_job.this["audit"]'
 
 
 def test_the_queue_retries_outlast_every_jobs_lease(long_jobs, long_jobs_plan):
@@ -329,7 +332,7 @@ def test_the_queue_retries_outlast_every_jobs_lease(long_jobs, long_jobs_plan):
     for job_id, timing in json.loads(printed).items():
         assert sum(waits) > timing["lease_seconds"], (job_id, waits, timing)
         assert retry["max_attempts"] - 1 >= timing["retry_count"], (job_id, retry, timing)
-        job = long_jobs_plan[CORE + f'google_cloud_scheduler_job.this["{job_id}"]']
+        job = long_jobs_plan[f'{SCHEDULER_JOBS}["{job_id}"]']
         assert job["attempt_deadline"] == f"{timing['attempt_deadline_seconds']}s"
         (scheduler,) = job["retry_config"]
         assert scheduler["min_backoff_duration"] == f"{timing['min_backoff_seconds']}s", job_id
@@ -349,14 +352,12 @@ def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, lo
         == f"projects/{queue['project']}/locations/{queue['location']}/queues/{queue['name']}"
     )
     scheduled = {
-        values["name"]
-        for address, values in long_jobs_plan.items()
-        if address.startswith(CORE + "google_cloud_scheduler_job.this[")
+        values["name"] for address, values in long_jobs_plan.items() if address.startswith(SCHEDULER_JOBS + "[")
     }
     assert (
         set(json.loads(baked["DEDUP_JOBS"])) == scheduled == {f"nightly-report-{j}" for j in ("nightly", "long", "mid")}
     )
-    assert baked["DEDUP_AUDIT_JOB"] == long_jobs_plan[CORE + "google_cloud_scheduler_job.audit[0]"]["name"]
+    assert baked["DEDUP_AUDIT_JOB"] == long_jobs_plan[AUDIT_JOB]["name"]
     ttl = long_jobs_plan[CORE + "google_firestore_field.expire_at"]
     assert (
         baked["DEDUP_DATABASE"] == long_jobs_plan[CORE + "google_firestore_database.this[0]"]["name"] == ttl["database"]
@@ -365,7 +366,7 @@ def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, lo
     assert baked["DEDUP_PROJECT"] == queue["project"] and baked["DEDUP_LOCATION"] == queue["location"]
     # When the last apply changed the schedules (history.tf), as the audit's Scheduler job sends it: the digest is
     # the one the audit computes from config.yaml (a mismatch would silently never date a change).
-    headers = long_jobs_plan[CORE + "google_cloud_scheduler_job.audit[0]"]["http_target"][0]["headers"]
+    headers = long_jobs_plan[AUDIT_JOB]["http_target"][0]["headers"]
     name, expected = python(
         long_jobs,
         "import audit, settings; jobs = settings.DedupConfig.from_env().jobs; "

@@ -53,8 +53,9 @@ def test_only_the_scheduler_jobs_grow_with_the_jobs(plans):
     concern has the same resources; only the Scheduler jobs are one per job. (The fixed part: 58, the two instants
     of history.tf and the Cloud Tasks audit log configuration.)"""
     small, large = per_type(plans["jobs_30"]), per_type(plans["jobs_300"])
-    assert small["google_cloud_scheduler_job.this"] == 30 and large["google_cloud_scheduler_job.this"] == 300
-    del small["google_cloud_scheduler_job.this"], large["google_cloud_scheduler_job.this"]
+    jobs = "module.scheduler_jobs.google_cloud_scheduler_job.this"
+    assert small[jobs] == 30 and large[jobs] == 300
+    del small[jobs], large[jobs]
     assert small == large, {kind: (small[kind], large[kind]) for kind in small.keys() | large.keys()}
     assert sum(large.values()) <= 61, large
 
@@ -112,8 +113,8 @@ def test_one_attempt_metric_covers_every_job_and_the_audit(planned):
     metric = planned["google_logging_metric.scheduler_attempt_failed"]
     assert metric["label_extractors"] == {"job": "EXTRACT(resource.labels.job_id)"}
     assert 'resource.labels.location="europe-west1"' in metric["filter"]
-    audit_job = planned["google_cloud_scheduler_job.audit[0]"]["name"]
-    names = [values["name"] for a, values in planned.items() if a.startswith("google_cloud_scheduler_job.")]
+    audit_job = planned['module.audit_job.google_cloud_scheduler_job.this["audit"]']["name"]
+    names = [values["name"] for a, values in planned.items() if ".google_cloud_scheduler_job." in a]
     assert audit_job in names and len(names) == 3
     pattern = scheduler_pattern(planned)
     assert all(pattern.fullmatch(name) for name in names), (pattern.pattern, names)

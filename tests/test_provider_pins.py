@@ -81,8 +81,8 @@ def pin_disagreements(modules: list[Path], roots: list[Path], base: Path = ROOT)
 
 
 def test_modules_state_minimums_and_the_roots_pin_once():
-    modules = sorted(path.parent for path in MODULES.glob("*/versions.tf"))
-    assert len(modules) >= 4, modules
+    modules = sorted(path.parent for path in MODULES.rglob("versions.tf"))
+    assert len(modules) >= 5, modules
     assert pin_disagreements(modules, ROOTS) == []
 
 

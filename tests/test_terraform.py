@@ -345,6 +345,12 @@ def unwaited(graph: dict[str, set[str]], dependent: str, prerequisites: set[str]
     return sorted(p for p in prerequisites if not any(p in reachable(graph, wait) for wait in waits))
 
 
+# The Scheduler jobs: the user's and the audit's, each a call of scheduled-dedup/scheduler-jobs.
+JOB_RESOURCE = "module.scheduler_jobs.google_cloud_scheduler_job.this"
+AUDIT_RESOURCE = "module.audit_job.google_cloud_scheduler_job.this"
+SCHEDULER_JOBS = (JOB_RESOURCE, AUDIT_RESOURCE)
+
+
 def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
     """Every broken ordering rule, one line each (empty: all hold)."""
     nodes = set(graph) | {target for targets in graph.values() for target in targets}
@@ -369,25 +375,30 @@ def ordering_violations(graph: dict[str, set[str]]) -> list[str]:
     writer = "module.images.google_artifact_registry_repository_iam_member.writers"
     grants = {"google_project_iam_member.build"} | ({writer} & nodes)
     rule("google_cloudfunctions2_function.this", grants, "IAM propagation")
-    # The Scheduler jobs, after the invoker's grant on the function has propagated: a first tick before
-    # it is a 403 (IAM "Access change propagation"; issue 19).
-    for job in ["google_cloud_scheduler_job.this", "google_cloud_scheduler_job.audit"]:
+    # The Scheduler jobs (the user's and the audit's: two calls of modules/scheduled-dedup/scheduler-jobs), after the
+    # invoker's grant on the function has propagated: a first tick before it is a 403 (IAM "Access change
+    # propagation"; issue 19).
+    for job in SCHEDULER_JOBS:
         rule(job, {"google_cloud_run_v2_service_iam_member.invoker"}, "IAM propagation")
     # The database, the function and the Scheduler jobs, after the APIs.
     for dependent in [
         "google_firestore_database.this",
         "google_cloudfunctions2_function.this",
-        "google_cloud_scheduler_job.this",
-        "google_cloud_scheduler_job.audit",
+        *SCHEDULER_JOBS,
     ]:
         rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
     # The deploy record's bracket (history.tf): one instant before the Scheduler jobs and the function change, one
     # after; the audit dates a schedule change between them (audit.dated).
-    for changed in ("google_cloud_scheduler_job.this", "google_cloudfunctions2_function.this"):
+    for changed in (JOB_RESOURCE, "google_cloudfunctions2_function.this"):
         if "time_static.schedules_changing" not in reachable(graph, changed):
             violations.append(f"{changed} does not change after time_static.schedules_changing (the deploy record)")
         if changed not in reachable(graph, "time_static.schedules_changed"):
             violations.append(f"time_static.schedules_changed is not taken after {changed} (the deploy record)")
+    # The audit's job carries that bracket (X-Schedules-Deployed): it is updated after the bracket ends, so after
+    # the other jobs. Why it is a resource apart from theirs (a second call of scheduler-jobs): Terraform orders
+    # resources, never the instances of one.
+    if "time_static.schedules_changed" not in reachable(graph, AUDIT_RESOURCE):
+        violations.append(f"{AUDIT_RESOURCE} is not updated after time_static.schedules_changed (the deploy record)")
     # Every resource of a proxy target's module (module.cloud_run_job, module.workflow), after the core's APIs.
     for dependent in sorted(n for n in nodes if re.match(r"module\.\w+\.google_", n)):
         rule(dependent, {"google_project_service.this"}, "an enabled API takes time to propagate")
@@ -467,16 +478,16 @@ WAIT_BREAKS = {
     "scheduler-jobs-without-invoker-wait": (
         "scheduler.tf",
         [("    time_sleep.invoker,\n", "    google_cloud_run_v2_service_iam_member.invoker,\n")],
-        "google_cloud_scheduler_job.this does not wait after google_cloud_run_v2_service_iam_member.invoker",
+        f"{JOB_RESOURCE} does not wait after google_cloud_run_v2_service_iam_member.invoker",
     ),
     "audit-job-without-invoker-wait": (
         "audit.tf",
         [
             ("    time_sleep.invoker,\n", "    google_cloud_run_v2_service_iam_member.invoker,\n"),
             # history.tf's header follows the user's Scheduler jobs, which wait: without it only this wait orders it.
-            ('      "X-Schedules-Deployed" = local.schedules_deployed\n', ""),
+            ('        "X-Schedules-Deployed" = local.schedules_deployed\n', ""),
         ],
-        "google_cloud_scheduler_job.audit does not wait after google_cloud_run_v2_service_iam_member.invoker",
+        f"{AUDIT_RESOURCE} does not wait after google_cloud_run_v2_service_iam_member.invoker",
     ),
     "function-without-grants-wait": (
         "function.tf",
@@ -499,17 +510,22 @@ WAIT_BREAKS = {
             ('    apis = join(",", sort(keys(google_project_service.this)))\n', '    apis = "all"\n'),
             ("  depends_on = [google_project_service.this]\n", ""),
         ],
-        "google_cloud_scheduler_job.this does not wait after google_project_service.this",
+        f"{JOB_RESOURCE} does not wait after google_project_service.this",
     ),
     "scheduler-jobs-change-before-the-deploy-record-starts": (
         "function.tf",
         [("    time_static.schedules_changing,\n", "")],
-        "google_cloud_scheduler_job.this does not change after time_static.schedules_changing",
+        f"{JOB_RESOURCE} does not change after time_static.schedules_changing",
     ),
     "deploy-record-ends-before-the-scheduler-jobs-change": (
         "history.tf",
-        [("depends_on = [google_cloud_scheduler_job.this, ", "depends_on = [")],
-        "time_static.schedules_changed is not taken after google_cloud_scheduler_job.this",
+        [("depends_on = [module.scheduler_jobs, ", "depends_on = [")],
+        "time_static.schedules_changed is not taken after module.scheduler_jobs.google_cloud_scheduler_job.this",
+    ),
+    "audit-job-without-the-deploy-record": (
+        "audit.tf",
+        [('        "X-Schedules-Deployed" = local.schedules_deployed\n', "")],
+        f"{AUDIT_RESOURCE} is not updated after time_static.schedules_changed",
     ),
 }
 
@@ -654,7 +670,8 @@ def test_cloud_run_job_bake_requires_a_job_image(baked, tmp_path):
 
 
 def test_misspelled_argument_fails_validate(broken_copy):
-    edit(broken_copy / "modules" / "scheduled-dedup" / "scheduler.tf", "attempt_deadline =", "attempt_deadlin =")
+    scheduler_jobs = broken_copy / "modules" / "scheduled-dedup" / "scheduler-jobs" / "main.tf"
+    edit(scheduler_jobs, "attempt_deadline =", "attempt_deadlin =")
     result = run_tf(broken_copy, "validate")
     assert result.returncode != 0
     out = output_of(result)
@@ -712,7 +729,7 @@ def break_ingress(workdir: Path) -> None:
 
 
 def break_oidc(workdir: Path) -> None:
-    scheduler = workdir / "modules" / "scheduled-dedup" / "scheduler.tf"
+    scheduler = workdir / "modules" / "scheduled-dedup" / "scheduler-jobs" / "main.tf"
     text = scheduler.read_text()
     start = text.index("    oidc_token {")
     end = text.index("    }\n", start) + len("    }\n")
@@ -758,9 +775,9 @@ def test_checkov_flags_each_break(broken_copy):
     assert ("CKV_SDD_3", f"{module}.google_cloud_run_v2_service_iam_member.public") in failed, failed
     assert ("CKV_SDD_4", f"{module}.google_firestore_field.expire_at") in failed, failed
     assert ("CKV_SDD_2", f"{module}.google_cloudfunctions2_function.this") in failed, failed
-    assert any(check == "CKV_SDD_1" and f"{module}.google_cloud_scheduler_job.this" in res for check, res in failed), (
-        failed
-    )
+    for call in ("scheduler_jobs", "audit_job"):  # the one definition, both calls of it
+        job = f"{module}.module.{call}.google_cloud_scheduler_job.this"
+        assert any(check == "CKV_SDD_1" and job in res for check, res in failed), failed
 
 
 # --- parity: the bake hook (hooks/rules.py) and the module's validation agree -----------------

@@ -1366,9 +1366,9 @@ MUTANTS = [
     ),
     Mutant(
         "i17-tf-one-deadline-for-every-job",
-        "terraform/modules/scheduled-dedup/scheduler.tf",
+        "terraform/modules/scheduled-dedup/scheduler-jobs/main.tf",
         'attempt_deadline = "${each.value.attempt_deadline_seconds}s"',
-        'attempt_deadline = "${var.timing.attempt_deadline_seconds}s"',
+        'attempt_deadline = "300s"',
         "each Scheduler job gets its own attempt deadline from config.yaml",
         ("tests/test_config_file.py::test_export_and_sync_bake_each_with_its_own_deadline",),
     ),
@@ -3594,5 +3594,39 @@ MUTANTS = [
         '"The repository\'s project."',
         "a module's README holds the tables tools/tfdoc.py writes from its variables and outputs",
         ("tests/test_tfdoc.py::test_every_module_readme_holds_its_current_tables",),
+    ),
+    Mutant(
+        "i28-the-jobs-moved-block-is-gone",
+        "terraform/modules/scheduled-dedup/scheduler.tf",
+        "moved {\n  from = google_cloud_scheduler_job.this\n"
+        "  to   = module.scheduler_jobs.google_cloud_scheduler_job.this\n}\n",
+        "",
+        "an applied project keeps its Scheduler jobs when the module makes them in scheduler-jobs (a moved block)",
+        ("tests/test_scheduler_jobs.py::test_an_applied_project_keeps_its_scheduler_jobs",),
+    ),
+    Mutant(
+        "i28-the-audit-moved-block-is-gone",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "moved {\n  from = google_cloud_scheduler_job.audit[0]\n"
+        '  to   = module.audit_job.google_cloud_scheduler_job.this["audit"]\n}\n',
+        "",
+        "an applied project keeps its audit's Scheduler job when the module makes it in scheduler-jobs (a moved block)",
+        ("tests/test_scheduler_jobs.py::test_an_applied_project_keeps_its_scheduler_jobs",),
+    ),
+    Mutant(
+        "i28-the-audit-job-before-the-deploy-record-ends",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        '        "X-Schedules-Deployed" = local.schedules_deployed\n',
+        "",
+        "the audit's job is updated after the other jobs and the function (it carries the deploy record's bracket)",
+        ("tests/test_terraform.py::test_graph_orders_every_wait", "-k", "defaults"),
+    ),
+    Mutant(
+        "i28-a-job-gets-the-audit-s-header",
+        "terraform/modules/scheduled-dedup/scheduler-jobs/main.tf",
+        "    headers = merge(each.value.headers, {\n",
+        '    headers = merge(each.value.headers, { "X-Schedules-Deployed" = "x" }, {\n',
+        "only the audit's job sends X-Schedules-Deployed; every job sends the project and location of the dedup key",
+        ("tests/test_terraform.py::test_terraform_test", "-k", "defaults"),
     ),
 ]

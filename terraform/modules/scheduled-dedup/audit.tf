@@ -50,41 +50,25 @@ locals {
   audit_silence_seconds = var.audit == null ? null : 2 * var.audit.interval_minutes * 60
 }
 
-resource "google_cloud_scheduler_job" "audit" {
-  count = var.audit == null ? 0 : 1
+# The audit's Scheduler job, made as every job is (./scheduler-jobs), by a call of its own: its header follows the
+# other jobs (history.tf), and one resource's instances cannot be ordered among themselves.
+module "audit_job" {
+  source = "./scheduler-jobs"
 
-  project     = var.project_id
-  region      = var.region
-  name        = local.audit_job_name
-  description = "${var.slug}: audit of every job's expected runs against the run records (audit.py), deduplicated like the jobs."
-  schedule    = local.audit_schedule
-  time_zone   = "Etc/UTC"
-
-  # The same delivery settings as the jobs (scheduler.tf): the timing and retry rules hold for it too.
-  attempt_deadline = "${var.timing.attempt_deadline_seconds}s"
-
-  retry_config {
-    retry_count          = var.retry.retry_count
-    max_retry_duration   = "${var.retry.max_retry_duration_seconds}s"
-    min_backoff_duration = "${var.retry.min_backoff_seconds}s"
-    max_backoff_duration = "${var.retry.max_backoff_seconds}s"
-    max_doublings        = var.retry.max_doublings
-  }
-
-  http_target {
-    http_method = "POST"
-    uri         = google_cloudfunctions2_function.this.service_config[0].uri
-    headers = {
-      "X-Scheduler-Project"  = var.project_id
-      "X-Scheduler-Location" = var.region
-      # When the last apply changed the schedules, and which (history.tf): the audit dates a change by it.
-      "X-Schedules-Deployed" = local.schedules_deployed
-    }
-
-    oidc_token {
-      service_account_email = local.account_emails.invoker
-      audience              = google_cloudfunctions2_function.this.service_config[0].uri
-    }
+  target = local.scheduler_target
+  jobs = var.audit == null ? {} : {
+    # The same delivery settings as the jobs (scheduler.tf): the timing and retry rules hold for it too.
+    audit = merge(var.retry, {
+      name                     = local.audit_job_name
+      description              = "${var.slug}: audit of every job's expected runs against the run records (audit.py), deduplicated like the jobs."
+      schedule                 = local.audit_schedule
+      time_zone                = "Etc/UTC"
+      attempt_deadline_seconds = var.timing.attempt_deadline_seconds
+      headers = {
+        # When the last apply changed the schedules, and which (history.tf): the audit dates a change by it.
+        "X-Schedules-Deployed" = local.schedules_deployed
+      }
+    })
   }
 
   depends_on = [
@@ -92,6 +76,13 @@ resource "google_cloud_scheduler_job" "audit" {
     # No delivery before the invoker may call the function (the grant, then its propagation: iam.tf).
     time_sleep.invoker,
   ]
+}
+
+# The audit's job was google_cloud_scheduler_job.audit[0] here, before ./scheduler-jobs made it: an applied project
+# keeps it.
+moved {
+  from = google_cloud_scheduler_job.audit[0]
+  to   = module.audit_job.google_cloud_scheduler_job.this["audit"]
 }
 
 resource "google_logging_metric" "audit" {

@@ -32,5 +32,5 @@ resource "time_static" "schedules_changing" {
 resource "time_static" "schedules_changed" {
   triggers = { schedules = local.deployed_schedules }
 
-  depends_on = [google_cloud_scheduler_job.this, google_cloudfunctions2_function.this]
+  depends_on = [module.scheduler_jobs, google_cloudfunctions2_function.this]
 }

@@ -35,7 +35,7 @@ output "invoker_service_account_email" {
 
 output "scheduler_job_names" {
   description = "Cloud Scheduler job names (the X-CloudScheduler-JobName the handler sees), by job id."
-  value       = { for id, job in google_cloud_scheduler_job.this : id => job.name }
+  value       = { for id, job in module.scheduler_jobs.jobs : id => job.name }
 }
 
 output "firestore_database" {
@@ -65,7 +65,7 @@ output "scheduler_attempt_metric_name" {
 
 output "audit_job_name" {
   description = "The audit's Scheduler job name (X-CloudScheduler-JobName of its runs), or null without var.audit."
-  value       = one(google_cloud_scheduler_job.audit[*].name)
+  value       = one([for job in values(module.audit_job.jobs) : job.name])
 }
 
 output "dashboard_id" {

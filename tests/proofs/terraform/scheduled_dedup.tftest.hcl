@@ -75,7 +75,7 @@ run "baked_values" {
         google_service_account.invoker[0].account_id == "${var.slug}-invoker",
         google_service_account.build[0].account_id == "${var.slug}-build",
       ],
-      [for job in google_cloud_scheduler_job.this : startswith(job.name, "${var.slug}-")],
+      [for job in module.scheduler_jobs.jobs : startswith(job.name, "${var.slug}-")],
       [for metric in google_logging_metric.outcome : startswith(metric.name, "${var.slug}-")],
     ))
     error_message = "Every project-wide resource name must carry the slug, so two bakes apply side by side."
@@ -91,13 +91,13 @@ run "baked_values" {
   # --- Scheduler: one job per entry, deadline aligned with the function, OIDC, retry_config ---
 
   assert {
-    condition     = toset(keys(google_cloud_scheduler_job.this)) == toset(keys(var.jobs))
+    condition     = toset(keys(module.scheduler_jobs.jobs)) == toset(keys(var.jobs))
     error_message = "There must be exactly one Cloud Scheduler job per entry of var.jobs."
   }
 
   assert {
     condition = alltrue([
-      for id, job in google_cloud_scheduler_job.this :
+      for id, job in module.scheduler_jobs.jobs :
       job.name == "${var.slug}-${id}" && job.schedule == var.jobs[id].schedule && job.time_zone == var.jobs[id].time_zone && job.region == var.region
     ])
     error_message = "Scheduler jobs must be named <slug>-<job id> and carry the job's schedule, time zone and region."
@@ -105,7 +105,7 @@ run "baked_values" {
 
   assert {
     condition = alltrue([
-      for id, job in google_cloud_scheduler_job.this :
+      for id, job in module.scheduler_jobs.jobs :
       job.attempt_deadline == "${coalesce(var.jobs[id].attempt_deadline_seconds, var.timing.attempt_deadline_seconds)}s"
     ])
     error_message = "Every Scheduler job's attempt_deadline must be its own, else timing's."
@@ -113,14 +113,14 @@ run "baked_values" {
 
   assert {
     condition = google_cloudfunctions2_function.this.service_config[0].timeout_seconds == max(
-      var.timing.attempt_deadline_seconds, [for job in google_cloud_scheduler_job.this : tonumber(trimsuffix(job.attempt_deadline, "s"))]...
+      var.timing.attempt_deadline_seconds, [for job in module.scheduler_jobs.jobs : tonumber(trimsuffix(job.attempt_deadline, "s"))]...
     )
     error_message = "The function's timeout must be the largest attempt deadline, or Scheduler retries runs that are still going."
   }
 
   assert {
     condition = alltrue([
-      for job in google_cloud_scheduler_job.this :
+      for job in module.scheduler_jobs.jobs :
       length(job.http_target) == 1 && length(job.http_target[0].oidc_token) == 1
     ])
     error_message = "Every Scheduler job must have an http_target with an oidc_token."
@@ -128,7 +128,7 @@ run "baked_values" {
 
   assert {
     condition = alltrue([
-      for job in google_cloud_scheduler_job.this :
+      for job in module.scheduler_jobs.jobs :
       job.http_target[0].oidc_token[0].service_account_email == google_service_account.invoker[0].email &&
       job.http_target[0].oidc_token[0].audience == google_cloudfunctions2_function.this.service_config[0].uri &&
       job.http_target[0].uri == google_cloudfunctions2_function.this.service_config[0].uri &&
@@ -144,15 +144,15 @@ run "baked_values" {
 
   assert {
     condition = alltrue([
-      for job in google_cloud_scheduler_job.this :
-      job.http_target[0].headers["X-Scheduler-Project"] == var.project_id && job.http_target[0].headers["X-Scheduler-Location"] == var.region
+      for job in module.scheduler_jobs.jobs :
+      job.http_target[0].headers == tomap({ "X-Scheduler-Project" = var.project_id, "X-Scheduler-Location" = var.region })
     ])
-    error_message = "Every Scheduler job must send X-Scheduler-Project and X-Scheduler-Location (part of the dedup key)."
+    error_message = "Every Scheduler job must send X-Scheduler-Project and X-Scheduler-Location (part of the dedup key), and no other header (X-Schedules-Deployed is the audit's)."
   }
 
   assert {
     condition = alltrue([
-      for id, job in google_cloud_scheduler_job.this :
+      for id, job in module.scheduler_jobs.jobs :
       job.retry_config[0].retry_count == coalesce(var.jobs[id].retry_count, var.retry.retry_count) &&
       job.retry_config[0].max_retry_duration == "${coalesce(var.jobs[id].max_retry_duration_seconds, var.retry.max_retry_duration_seconds)}s" &&
       job.retry_config[0].min_backoff_duration == "${coalesce(var.jobs[id].min_backoff_seconds, var.retry.min_backoff_seconds)}s" &&
@@ -637,10 +637,10 @@ run "a_jobs_own_deadline_and_retries_reach_its_scheduler_job_and_the_timeout" {
 
   assert {
     condition = (
-      google_cloud_scheduler_job.this["long"].attempt_deadline == "600s" &&
-      google_cloud_scheduler_job.this["long"].retry_config[0].retry_count == 3 &&
-      google_cloud_scheduler_job.this["short"].attempt_deadline == "300s" &&
-      google_cloud_scheduler_job.this["short"].retry_config[0].retry_count == var.retry.retry_count &&
+      module.scheduler_jobs.jobs["long"].attempt_deadline == "600s" &&
+      module.scheduler_jobs.jobs["long"].retry_config[0].retry_count == 3 &&
+      module.scheduler_jobs.jobs["short"].attempt_deadline == "300s" &&
+      module.scheduler_jobs.jobs["short"].retry_config[0].retry_count == var.retry.retry_count &&
       google_cloudfunctions2_function.this.service_config[0].timeout_seconds == 600
     )
     error_message = "Each Scheduler job gets its own deadline and retries (else timing's and retry's); the function's timeout is the largest deadline."
@@ -747,25 +747,25 @@ run "audit_job_metrics_alert_and_dashboard" {
   # When the last apply changed the schedules (history.tf): the audit's deliveries carry the two instants around
   # the change and the digest of the schedules, one line per Scheduler job by name (audit.schedules_digest).
   assert {
-    condition     = google_cloud_scheduler_job.audit[0].http_target[0].headers["X-Schedules-Deployed"] == "${time_static.schedules_changing.rfc3339} ${time_static.schedules_changed.rfc3339} ${sha256("${var.slug}-madrid|30 2 * * *|Europe/Madrid|end_of_gap|enabled\n${var.slug}-nightly|0 3 * * *|Etc/UTC|end_of_gap|enabled")}"
+    condition     = module.audit_job.jobs["audit"].http_target[0].headers["X-Schedules-Deployed"] == "${time_static.schedules_changing.rfc3339} ${time_static.schedules_changed.rfc3339} ${sha256("${var.slug}-madrid|30 2 * * *|Europe/Madrid|end_of_gap|enabled\n${var.slug}-nightly|0 3 * * *|Etc/UTC|end_of_gap|enabled")}"
     error_message = "The audit's Scheduler job sends when the last apply changed the schedules, and their digest."
   }
 
   assert {
     condition = (
-      google_cloud_scheduler_job.audit[0].name == "${var.slug}_audit" &&
-      google_cloud_scheduler_job.audit[0].schedule == "{% if cookiecutter.audit_interval_minutes | int < 60 %}*/{{ cookiecutter.audit_interval_minutes }} * * * *{% else %}0 */{{ (cookiecutter.audit_interval_minutes | int) // 60 }} * * *{% endif %}" &&
-      google_cloud_scheduler_job.audit[0].time_zone == "Etc/UTC" &&
-      google_cloud_scheduler_job.audit[0].attempt_deadline == "${var.timing.attempt_deadline_seconds}s" &&
-      google_cloud_scheduler_job.audit[0].http_target[0].uri == google_cloudfunctions2_function.this.service_config[0].uri &&
-      google_cloud_scheduler_job.audit[0].http_target[0].oidc_token[0].service_account_email == google_service_account.invoker[0].email &&
-      google_cloud_scheduler_job.audit[0].http_target[0].headers["X-Scheduler-Project"] == var.project_id
+      module.audit_job.jobs["audit"].name == "${var.slug}_audit" &&
+      module.audit_job.jobs["audit"].schedule == "{% if cookiecutter.audit_interval_minutes | int < 60 %}*/{{ cookiecutter.audit_interval_minutes }} * * * *{% else %}0 */{{ (cookiecutter.audit_interval_minutes | int) // 60 }} * * *{% endif %}" &&
+      module.audit_job.jobs["audit"].time_zone == "Etc/UTC" &&
+      module.audit_job.jobs["audit"].attempt_deadline == "${var.timing.attempt_deadline_seconds}s" &&
+      module.audit_job.jobs["audit"].http_target[0].uri == google_cloudfunctions2_function.this.service_config[0].uri &&
+      module.audit_job.jobs["audit"].http_target[0].oidc_token[0].service_account_email == google_service_account.invoker[0].email &&
+      module.audit_job.jobs["audit"].http_target[0].headers["X-Scheduler-Project"] == var.project_id
     )
     error_message = "The audit is a Scheduler job of the same function, every audit.interval_minutes, with the jobs' OIDC identity, deadline and headers."
   }
 
   assert {
-    condition     = google_cloud_scheduler_job.audit[0].name == "${var.slug}_audit"
+    condition     = module.audit_job.jobs["audit"].name == "${var.slug}_audit"
     error_message = "The audit's Scheduler job is <slug>_audit, the name config.py's Config.audit_job_name gives the function."
   }
 
@@ -850,7 +850,7 @@ run "deliveries_queue_and_paused_jobs" {
   }
 
   assert {
-    condition     = google_cloud_scheduler_job.this["nightly"].paused && !google_cloud_scheduler_job.this["report"].paused
+    condition     = module.scheduler_jobs.jobs["nightly"].paused && !module.scheduler_jobs.jobs["report"].paused
     error_message = "A job paused in the configuration is paused in Scheduler, and only that one."
   }
 
@@ -902,7 +902,7 @@ run "no_audit_without_var_audit" {
   }
 
   assert {
-    condition     = length(google_cloud_scheduler_job.audit) == 0 && length(google_monitoring_alert_policy.audit_finding) == 0 && length(google_monitoring_alert_policy.audit_silent) == 0 && length(google_logging_metric.audit_ran) == 0
+    condition     = length(module.audit_job.jobs) == 0 && length(google_monitoring_alert_policy.audit_finding) == 0 && length(google_monitoring_alert_policy.audit_silent) == 0 && length(google_logging_metric.audit_ran) == 0
     error_message = "A module used without var.audit deploys no audit job and no audit alerts."
   }
 }

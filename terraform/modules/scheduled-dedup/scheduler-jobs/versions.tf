@@ -1,0 +1,11 @@
+# Minimum versions only, the core module's (../versions.tf says why); the calling root sets the upper bounds.
+terraform {
+  required_version = ">= 1.9.0"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 8.0"
+    }
+  }
+}
