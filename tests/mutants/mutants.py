@@ -3612,4 +3612,21 @@ MUTANTS = [
         "config.py refuses a fractional CPU above 1 (Cloud Run takes whole numbers there)",
         (CAPACITY, "-k", "bad_function_block"),
     ),
+    # Issue 26, item 2: the build account reads the function's sources only.
+    Mutant(
+        "i26-build-reads-every-bucket",
+        "terraform/modules/scheduled-dedup/iam.tf",
+        "    for_each = contains(keys(local.build_conditions), each.key) ? [local.build_conditions[each.key]] : []",
+        "    for_each = []",
+        "the build account's storage.objectViewer carries the condition on the function sources",
+        ("tests/test_build_source_grant.py",),
+    ),
+    Mutant(
+        "i26-build-reads-any-bucket-named-after-the-bake",
+        "terraform/modules/scheduled-dedup/iam.tf",
+        "resource.name == 'projects/_/buckets/${local.bucket_name}' || resource.name.startsWith('projects/_/buckets/${local.bucket_name}/')",
+        "resource.name.startsWith('projects/_/buckets/${local.bucket_name}')",
+        "a bucket whose name starts with the bake's source bucket's is out of the build's reach",
+        ("tests/test_build_source_grant.py",),
+    ),
 ]
