@@ -3624,8 +3624,8 @@ MUTANTS = [
     Mutant(
         "i26-build-reads-any-bucket-named-after-the-bake",
         "terraform/modules/scheduled-dedup/iam.tf",
-        "resource.name == 'projects/_/buckets/${local.bucket_name}' || resource.name.startsWith('projects/_/buckets/${local.bucket_name}/')",
-        "resource.name.startsWith('projects/_/buckets/${local.bucket_name}')",
+        "|| resource.name.startsWith('projects/_/buckets/${local.bucket_name}/')",
+        "|| resource.name.startsWith('projects/_/buckets/${local.bucket_name}')",
         "a bucket whose name starts with the bake's source bucket's is out of the build's reach",
         ("tests/test_build_source_grant.py",),
     ),
