@@ -141,6 +141,16 @@ def test_the_passing_value_counts_the_concurrency_and_keeps_the_default_at_the_l
         ({"max_instance_count": "5x"}, r"function\.max_instance_count='5x': must be a whole number"),
         ({"max_instance_request_concurrency": 0}, r"function\.max_instance_request_concurrency=0: .*from 1 to 1000"),
         ({"max_instance_request_concurrency": 1001}, r"function\.max_instance_request_concurrency=1001: .*1 to 1000"),
+        # Cloud Run's CPU limits (https://cloud.google.com/run/docs/configuring/cpu), as the module's variables.tf.
+        ({"available_cpu": "0.079"}, r"function\.available_cpu='0\.079': must be a number of vCPUs from 0\.08 to 1"),
+        ({"available_cpu": 1.5}, r"function\.available_cpu=1\.5: must be a number of vCPUs"),
+        ({"available_cpu": "9"}, r"function\.available_cpu='9': .*a whole number from 1 to 8"),
+        ({"available_cpu": "1 vCPU"}, r"function\.available_cpu='1 vCPU': must be a number of vCPUs"),
+        (
+            {"max_instance_request_concurrency": 2, "available_cpu": "0.999"},
+            r"function\.available_cpu='0\.999': max_instance_request_concurrency 2 needs a whole CPU",
+        ),
+        ({"cpu": 1}, r"function=\{'cpu': 1\}: must be a mapping of some of .*available_cpu"),
     ],
 )
 def test_a_bad_function_block_is_refused_in_one_line(value, error):
@@ -154,6 +164,15 @@ def test_no_function_block_is_the_modules_defaults():
         "max_instance_count": 5,
         "max_instance_request_concurrency": 8,
     }
+
+
+def test_a_cpu_within_cloud_runs_limits_is_taken_as_text():
+    """As Terraform's optional(string) takes it: config.yaml may write 2 or "0.5"."""
+    assert rules.check_function({"available_cpu": 2, "max_instance_request_concurrency": 4})["available_cpu"] == "2"
+    assert rules.check_function({"available_cpu": "0.5"})["available_cpu"] == "0.5"
+    assert rules.check_function({"available_cpu": "8"})["available_cpu"] == "8"
+    assert rules.check_function({"available_cpu": 0.08})["available_cpu"] == "0.08"
+    assert "available_cpu" not in rules.check_function({"max_instance_request_concurrency": 4})  # the module's default
 
 
 def test_the_rules_defaults_are_the_modules():
@@ -224,6 +243,16 @@ def test_an_offline_plan_gives_the_function_the_capacity_the_rules_derive(tmp_pa
     planned = planned_function(workdir)
     assert (planned["max_instance_count"], planned["max_instance_request_concurrency"]) == ("13", "2")
     assert planned["available_cpu"] == "1"
+
+    # A CPU written in the block is the function's (rules.check_cpu and the module's validations agree on it).
+    config["function"] = {"max_instance_count": 7, "max_instance_request_concurrency": 4, "available_cpu": "2"}
+    (project / "config.yaml").write_text(baking.render_config(config))
+    assert rules.check_config(yaml.safe_load((project / "config.yaml").read_text()), START)["function"] == {
+        "max_instance_count": 7,
+        "max_instance_request_concurrency": 4,
+        "available_cpu": "2",
+    }
+    assert planned_function(workdir)["available_cpu"] == "2"
 
 
 def test_the_configuration_check_refuses_a_function_block_below_its_herd():

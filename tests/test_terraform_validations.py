@@ -304,6 +304,38 @@ CASES = [
         "must be a whole number from 1 to 1000 (Cloud Run's limit per instance)",
         {"function": {"max_instance_request_concurrency": 1.5}},
     ),
+    # Cloud Run's CPU limits (https://cloud.google.com/run/docs/configuring/cpu; rules.check_function says the same).
+    Refusal(
+        "function_cpu_below_the_least",
+        "function",
+        "must be a number of vCPUs from 0.08 to 1, or a whole number from 1 to 8",
+        {"function": {"available_cpu": "0.079"}},
+    ),
+    Refusal(
+        "function_cpu_fractional_above_one",
+        "function",
+        "must be a number of vCPUs from 0.08 to 1, or a whole number from 1 to 8",
+        {"function": {"available_cpu": "1.5"}},
+    ),
+    Refusal(
+        "function_cpu_nine",
+        "function",
+        "must be a number of vCPUs from 0.08 to 1, or a whole number from 1 to 8",
+        {"function": {"available_cpu": "9"}},
+    ),
+    Refusal(
+        "function_cpu_not_a_number",
+        "function",
+        "must be a number of vCPUs from 0.08 to 1, or a whole number from 1 to 8",
+        {"function": {"available_cpu": "1 vCPU"}},
+    ),
+    # Concurrency above 1 needs a whole CPU (Cloud Run: below 1 vCPU "Maximum concurrency must be set to 1").
+    Refusal(
+        "function_concurrency_without_a_whole_cpu",
+        "function",
+        "needs a whole CPU",
+        {"function": {"max_instance_request_concurrency": 2, "available_cpu": "0.999"}},
+    ),
     Refusal(
         "function_sets_a_dedup_variable",
         "function",

@@ -814,6 +814,10 @@ FUNCTION_DEFAULTS = {"max_instance_count": 5, "max_instance_request_concurrency"
 # (https://cloud.google.com/run/docs/about-concurrency); below 1 vCPU "Maximum concurrency must be set to 1"
 # (https://cloud.google.com/run/docs/configuring/cpu): a concurrency above 1 gets a whole CPU (the module sets it).
 MAX_CONCURRENCY = 1000
+# vCPUs per instance (the `function:` block's optional available_cpu): 0.08 to 1 in steps of 0.001, above 1 a whole
+# number, at most 8 (https://cloud.google.com/run/docs/configuring/cpu); the module's variables.tf refuses the same.
+CPU_SHAPE = re.compile(r"[0-9](\.[0-9]{1,3})?")
+CPU_RANGE = (0.08, 8)
 # The audit's Scheduler job reads its cron in this zone (audit.tf's time_zone; settings.AUDIT_TIME_ZONE).
 AUDIT_TIME_ZONE = "Etc/UTC"
 # How far ahead the busiest minute is looked for: the gap rule's window (every DST rule of the coming years, a
@@ -934,11 +938,31 @@ def schedule_herd(checked: Mapping[str, object], start: dt.date) -> Herd:
     return busiest_minute(schedules, hold, start)
 
 
-def check_function(value: object) -> dict[str, int]:
-    """config.yaml's `function:` block: some of FUNCTION_DEFAULTS' keys, whole numbers; the rest the defaults."""
+def check_cpu(value: object, concurrency: int) -> str:
+    """The function's available_cpu, as Terraform passes it (text): within Cloud Run's limits (CPU_RANGE), and a
+    whole CPU at least when an instance takes more than one request at a time (below 1 vCPU "Maximum concurrency
+    must be set to 1": https://cloud.google.com/run/docs/configuring/cpu)."""
+    text = str(value)
+    low, high = CPU_RANGE
+    if not CPU_SHAPE.fullmatch(text) or not low <= float(text) <= high or (float(text) > 1 and float(text) % 1):
+        rule = f"must be a number of vCPUs from {low} to 1, or a whole number from 1 to {high} (Cloud Run's limits)"
+        raise RuleError("function.available_cpu", value, rule)
+    if concurrency > 1 and float(text) < 1:
+        rule = (
+            f"max_instance_request_concurrency {concurrency} needs a whole CPU (1 or more): below 1 vCPU Cloud Run "
+            "takes one request at a time"
+        )
+        raise RuleError("function.available_cpu", value, rule)
+    return text
+
+
+def check_function(value: object) -> dict[str, int | str]:
+    """config.yaml's `function:` block: some of FUNCTION_DEFAULTS' keys, whole numbers, and available_cpu (check_cpu);
+    the rest the defaults (the module's available_cpu default: a whole CPU above concurrency 1)."""
     value = {} if value is None else value
-    if not isinstance(value, Mapping) or not set(value) <= set(FUNCTION_DEFAULTS):
-        raise RuleError("function", value, f"must be a mapping of some of {', '.join(FUNCTION_DEFAULTS)}")
+    keys = (*FUNCTION_DEFAULTS, "available_cpu")
+    if not isinstance(value, Mapping) or not set(value) <= set(keys):
+        raise RuleError("function", value, f"must be a mapping of some of {', '.join(keys)}")
     checked = {**FUNCTION_DEFAULTS}
     if "max_instance_count" in value:
         checked["max_instance_count"] = parse_seconds(
@@ -950,6 +974,8 @@ def check_function(value: object) -> dict[str, int]:
         checked["max_instance_request_concurrency"] = parse_seconds(
             "function.max_instance_request_concurrency", concurrency, 1, MAX_CONCURRENCY, rule
         )
+    if "available_cpu" in value:
+        checked["available_cpu"] = check_cpu(value["available_cpu"], checked["max_instance_request_concurrency"])
     return checked
 
 

@@ -54,8 +54,8 @@ module "scheduled_dedup" {
   source_dir   = "${path.root}/.."
   source_files = sort(concat(tolist(fileset("${path.root}/..", "*.py")), ["config.yaml", "requirements.txt"]))
 
-  # The function's capacity as config.yaml's `function:` block writes it (max_instance_count, and
-  # max_instance_request_concurrency: above 1 the module gives it a whole CPU); the bake derived it from
+  # The function's capacity as config.yaml's `function:` block writes it (max_instance_count,
+  # max_instance_request_concurrency: above 1 the module gives it a whole CPU unless available_cpu says more); the bake derived it from
   # the busiest minute, and `python config.py` refuses one that cannot start every run of that minute at
   # once (rules.check_capacity). What the block leaves out is the module's default.
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}

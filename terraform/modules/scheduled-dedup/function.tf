@@ -96,10 +96,10 @@ resource "google_cloudfunctions2_function" "this" {
     max_instance_count               = var.function.max_instance_count
     min_instance_count               = var.function.min_instance_count
     max_instance_request_concurrency = var.function.max_instance_request_concurrency
-    # More than one request at a time needs a whole CPU: below 1 vCPU "Maximum concurrency must be set to 1"
-    # (https://cloud.google.com/run/docs/configuring/cpu). At 1, the CPU the memory's tier gives
-    # (256M: 0.167 vCPU, https://cloud.google.com/functions/docs/configuring/memory).
-    available_cpu                  = var.function.max_instance_request_concurrency > 1 ? "1" : null
+    # var.function.available_cpu, else: more than one request at a time needs a whole CPU (below 1 vCPU "Maximum
+    # concurrency must be set to 1", https://cloud.google.com/run/docs/configuring/cpu; variables.tf refuses less);
+    # at 1, the CPU the memory's tier gives (256M: 0.167 vCPU, https://cloud.google.com/functions/docs/configuring/memory).
+    available_cpu                  = var.function.available_cpu != null ? var.function.available_cpu : (var.function.max_instance_request_concurrency > 1 ? "1" : null)
     service_account_email          = local.account_emails.runtime
     all_traffic_on_latest_revision = true
 

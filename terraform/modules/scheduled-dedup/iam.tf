@@ -10,7 +10,7 @@
 #   <slug>-invoker  also the OIDC identity of every task the deliveries queue sends (tasks.tf)
 #   var.task_queue.enqueuers  roles/cloudtasks.enqueuer on the deliveries queue: re-runs and backfills
 #   <slug>-build    Cloud Build's identity for the function's builds: roles/logging.logWriter and
-#                   roles/storage.objectViewer in the project, roles/artifactregistry.writer on the
+#                   roles/storage.objectViewer (the function sources only) in the project, roles/artifactregistry.writer on the
 #                   image repository only (images.tf; granted by whoever makes the repository)
 # Structured logs go to stdout/stderr, which needs no logging role.
 # With var.service_accounts the three accounts are made elsewhere (a team bake's bootstrap root,
@@ -76,14 +76,27 @@ resource "google_service_account" "build" {
 }
 
 locals {
-  # Cloud Run functions, "Custom service account for Cloud Build" (Grant permissions):
-  # logging.logWriter stores build logs; storage.objectViewer reads the function's source, which the
-  # build fetches from Cloud Functions' own gcf-v2-sources-<project number>-<region> bucket (Cloud Run
-  # functions "Build process overview"; terraform-google-cloud-functions issue 129 names that bucket),
-  # created by the first deploy. Hence project-level grants, as the page's own commands make them.
-  # artifactregistry.writer, which stores the built image, is granted on the image repository only
-  # (images.tf), not on the project.
+  # Cloud Run functions, "Custom service account for Cloud Build" (Grant permissions,
+  # cloud.google.com/functions/docs/securing/build-custom-sa): logging.logWriter stores build logs;
+  # storage.objectViewer reads the function's source. artifactregistry.writer, which stores the built
+  # image, is granted on the image repository only (images.tf), not on the project.
   build_roles = toset(["roles/logging.logWriter", "roles/storage.objectViewer"])
+  # The source is all the build reads of Cloud Storage: the function's code "is stored in a separate source
+  # bucket", gcf-v2-sources-<project number>-<region> (Cloud Run functions "Build process overview",
+  # cloud.google.com/functions/docs/building), made by the first deploy, whence the build fetches it
+  # (terraform-google-cloud-functions issue 129 names that bucket); the image goes to Artifact Registry. So the
+  # grant is the project's, as a bucket made by Google cannot be granted on before it exists, under a condition
+  # on those buckets' names (and this bake's own upload bucket, local.bucket_name): not every bucket of the
+  # project, which a package run at build time could otherwise read. Cloud Storage names buckets and their
+  # objects projects/_/buckets/B[/objects/O] for IAM Conditions (IAM "Resource attributes for IAM Conditions",
+  # cloud.google.com/iam/docs/conditions-resource-attributes).
+  build_conditions = {
+    "roles/storage.objectViewer" = {
+      title       = "${var.slug}-function-sources-only"
+      description = "The function sources only: Cloud Functions' gcf-v2-sources-* buckets and ${local.bucket_name}."
+      expression  = "resource.name.startsWith('projects/_/buckets/gcf-v2-sources-') || resource.name == 'projects/_/buckets/${local.bucket_name}' || resource.name.startsWith('projects/_/buckets/${local.bucket_name}/')"
+    }
+  }
 }
 
 resource "google_project_iam_member" "build" {
@@ -92,6 +105,15 @@ resource "google_project_iam_member" "build" {
   project = var.project_id
   role    = each.key
   member  = local.account_members.build
+
+  dynamic "condition" {
+    for_each = contains(keys(local.build_conditions), each.key) ? [local.build_conditions[each.key]] : []
+    content {
+      title       = condition.value.title
+      description = condition.value.description
+      expression  = condition.value.expression
+    }
+  }
 }
 
 # IAM grants take effect within minutes, not at once (IAM "Access change propagation": usually
@@ -101,7 +123,7 @@ resource "time_sleep" "grants" {
   create_duration = "${var.waits.iam_seconds}s"
 
   triggers = {
-    build   = join(",", sort([for grant in google_project_iam_member.build : grant.role]))
+    build   = join(",", sort([for grant in google_project_iam_member.build : "${grant.role}${jsonencode(grant.condition)}"]))
     images  = local.images_repository
     runtime = google_project_iam_member.datastore_user.member
   }

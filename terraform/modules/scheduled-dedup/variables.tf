@@ -281,7 +281,7 @@ variable "source_files" {
 }
 
 variable "function" {
-  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf), into the image repository, which keeps the newest images_kept versions of each image (images.tf)."
+  description = "The Cloud Run function (gen2) that receives Scheduler's deliveries and claims each run. It is built as the module's own <slug>-build account (iam.tf), into the image repository, which keeps the newest images_kept versions of each image (images.tf). available_cpu: vCPUs as Cloud Run writes them (0.08-1, or a whole number up to 8); null gives \"1\" above one request per instance, else the share of the memory's tier; more than one request per instance needs at least \"1\"."
   type = object({
     runtime                          = optional(string, "python312")
     entry_point                      = optional(string, "handle_scheduled_job")
@@ -292,6 +292,9 @@ variable "function" {
     environment_variables            = optional(map(string), {})
     # null: ../image-repository's default (2). Only where the module makes the repository.
     images_kept = optional(number)
+    # vCPUs per instance, as Cloud Run writes them ("0.5", "1", "2"). null: a whole CPU ("1") above one request at a
+    # time, else the share the memory's tier gives (256M: 0.167; function.tf).
+    available_cpu = optional(string)
   })
   default  = {}
   nullable = false
@@ -312,6 +315,20 @@ variable "function" {
     # (https://cloud.google.com/run/docs/about-concurrency); rules.check_function says the same.
     condition     = var.function.max_instance_request_concurrency >= 1 && var.function.max_instance_request_concurrency <= 1000 && floor(var.function.max_instance_request_concurrency) == var.function.max_instance_request_concurrency
     error_message = "function.max_instance_request_concurrency=${var.function.max_instance_request_concurrency}: must be a whole number from 1 to 1000 (Cloud Run's limit per instance)."
+  }
+
+  validation {
+    # Cloud Run takes 0.08 to 1 vCPU (steps of 0.001), above 1 a whole number, at most 8
+    # (https://cloud.google.com/run/docs/configuring/cpu, "Set and update vCPU limits"); rules.check_function says the same.
+    condition     = var.function.available_cpu == null || try(tonumber(var.function.available_cpu) >= 0.08 && tonumber(var.function.available_cpu) <= 8 && (tonumber(var.function.available_cpu) <= 1 || floor(tonumber(var.function.available_cpu)) == tonumber(var.function.available_cpu)), false)
+    error_message = "function.available_cpu=${jsonencode(var.function.available_cpu)}: must be a number of vCPUs from 0.08 to 1, or a whole number from 1 to 8 (Cloud Run's limits)."
+  }
+
+  validation {
+    # Below 1 vCPU Cloud Run's "Maximum concurrency must be set to 1" (https://cloud.google.com/run/docs/configuring/cpu):
+    # refused here, at plan, rather than by the API at apply; rules.check_function says the same.
+    condition     = var.function.max_instance_request_concurrency <= 1 || var.function.available_cpu == null || try(tonumber(var.function.available_cpu) >= 1, true)
+    error_message = "function.available_cpu=${jsonencode(var.function.available_cpu)}: max_instance_request_concurrency ${var.function.max_instance_request_concurrency} needs a whole CPU (\"1\" or more): below 1 vCPU Cloud Run takes one request at a time."
   }
 
   validation {
