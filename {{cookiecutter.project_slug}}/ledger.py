@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from typing import TypedDict
 
 import google.auth.exceptions
 from google.api_core import exceptions as api_exceptions
@@ -54,6 +55,45 @@ AUDIT_CURSOR_ID = "audit-cursor"
 # FAILED_PRECONDITION "The Cloud Firestore API is not available for Firestore in Datastore Mode database ..."
 # (quarkiverse/quarkus-google-cloud-services#422). Retries cannot help; a deploy does.
 GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
+# Firestore indexes a text's first 1,500 bytes: an error or a result is cut there (ended).
+TEXT_LIMIT = 1500
+
+
+class RunRecord(TypedDict, total=False):
+    """A run's document in the runs collection, its id the run id: every field any write gives it. A claim writes
+    the first group (RunLedger._claim_record; a takeover deletes the outcome's fields), each end the next (ended)."""
+
+    status: str  # dedup.Status's value
+    attempt_id: str  # the attempt that holds the lease
+    attempts: int
+    lease_expires: dt.datetime
+    expire_at: dt.datetime  # the collection's TTL field: the record is deleted after it
+    claimed_at: dt.datetime
+    job_name: str  # the Scheduler job's name
+    schedule_time: dt.datetime
+    project: str
+    location: str
+    trigger: str  # keys.RunKey.trigger
+    finished_at: dt.datetime  # completed, failed, skipped: when
+    last_error: str  # failed, skipped: why
+    result: str  # completed: what the work reported
+    started_at: dt.datetime  # started (a proxy target): when its execution was started
+    execution: str  # started: the execution's resource name
+    starting_at: dt.datetime  # a proxy's intent (RunLedger.intend)
+    released_at: dt.datetime  # a run with an intent, released for its retry
+    rerun_id: str  # the re-run that holds or last held it
+    reruns: list[dict[str, object]]  # one entry per re-run (_rerun_entry)
+    dead_letters: int  # a Cloud Run job target's items that failed for good
+
+
+def ended(status: dedup.Status, now: dt.datetime, last_error: str | None = None, result: object = None) -> RunRecord:
+    """A run's end as its record says it: the status, when, and why (failed, skipped) or what it gave (completed)."""
+    record = RunRecord(status=status.value, finished_at=now)
+    if last_error is not None:
+        record["last_error"] = last_error[:TEXT_LIMIT]
+    if result is not None:
+        record["result"] = str(result)[:TEXT_LIMIT]
+    return record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,14 +299,11 @@ class RunLedger:
 
     def complete(self, claim: Claim, now: dt.datetime, result: str | None = None) -> None:
         """Success; `result` is what the work reported (a proxy: the execution it started)."""
-        fields = {"status": dedup.Status.COMPLETED.value, "finished_at": now}
-        if result is not None:
-            fields["result"] = str(result)[:1500]
-        self._finish(claim, fields)
+        self._finish(claim, ended(dedup.Status.COMPLETED, now, result=result))
 
     def fail(self, claim: Claim, reason: str, now: dt.datetime) -> None:
         """Terminal failure: record it, so replays stop; the work does not run again."""
-        self._finish(claim, {"status": dedup.Status.FAILED.value, "finished_at": now, "last_error": reason[:1500]})
+        self._finish(claim, ended(dedup.Status.FAILED, now, reason))
 
     def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
         """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing.
@@ -289,13 +326,14 @@ class RunLedger:
         holds it; an inherited intent is kept (its execution is looked for from then on)."""
         if claim.starting_at is not None:
             return claim
-        write_time = self._finish(claim, {"starting_at": now})
+        write_time = self._finish(claim, RunRecord(starting_at=now))
         return dataclasses.replace(claim, write_time=write_time, starting_at=now)
 
     def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
         """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
         the execution is seen to end (end_execution)."""
-        self._finish(claim, {"status": dedup.Status.STARTED.value, "started_at": now, "execution": execution[:1500]})
+        started = RunRecord(status=dedup.Status.STARTED.value, started_at=now, execution=execution[:TEXT_LIMIT])
+        self._finish(claim, started)
 
     def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
         """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
@@ -340,9 +378,7 @@ class RunLedger:
     ) -> bool:
         """Record how a started run's execution ended (`completed`, or `failed` with the reason, and its `details`
         such as dead_letters); False if another follower (a delivery, the audit) recorded it first."""
-        fields: dict[str, object] = {"status": status.value, "finished_at": now, **(details or {})}
-        if reason is not None:
-            fields["last_error"] = reason[:1500]
+        fields = ended(status, now, reason) | (details or {})
         try:
             self.records.update_if_unchanged(self.collection.document(run.run_id), fields, since=run.write_time)
         except RecordChanged:
@@ -354,7 +390,8 @@ class RunLedger:
         (its TTL would drop it, and its end would be followed by nobody). False if it changed since it was read."""
         ref = self.collection.document(run.run_id)
         try:
-            self.records.update_if_unchanged(ref, {"expire_at": now + self.config.retention}, since=run.write_time)
+            kept = RunRecord(expire_at=now + self.config.retention)
+            self.records.update_if_unchanged(ref, kept, since=run.write_time)
         except RecordChanged:
             return False
         return True
@@ -369,7 +406,7 @@ class RunLedger:
     def skip(self, claim: Claim, now: dt.datetime, stop: SkippedLate | SkippedOverlap) -> None:
         """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run (too late,
         paused (main.py), or a proxy job's previous execution still runs and its overlap rule is skip)."""
-        self._finish(claim, {"status": dedup.Status.SKIPPED.value, "finished_at": now, "last_error": str(stop)})
+        self._finish(claim, ended(dedup.Status.SKIPPED, now, str(stop)))
         raise stop
 
     def release(self, claim: Claim) -> None:
@@ -379,7 +416,7 @@ class RunLedger:
         with an intent (intend): its start call may have started an execution, which its retry looks for first."""
         now = dedup.utcnow()
         if claim.starting_at is not None:
-            self._finish(claim, {"lease_expires": now, "released_at": now})
+            self._finish(claim, RunRecord(lease_expires=now, released_at=now))
         elif claim.before_rerun is not None:
             reruns = [
                 entry | {"released_at": now} if entry["rerun_id"] == claim.rerun_id else entry
@@ -387,7 +424,7 @@ class RunLedger:
             ]
             self._finish(claim, {**claim.before_rerun, "reruns": reruns})
         elif claim.key.manual:
-            self._finish(claim, {"lease_expires": now})
+            self._finish(claim, RunRecord(lease_expires=now))
         else:
             self._finish(claim, None)
 
@@ -428,23 +465,23 @@ class RunLedger:
     def _get_all(self, refs, **kwargs) -> list:
         return list(self.client.get_all(refs, **kwargs))
 
-    def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> dict[str, object]:
-        return {
-            "status": dedup.Status.IN_PROGRESS.value,
-            "attempt_id": attempt_id,
-            "lease_expires": now + self.config.lease_for(key.job_name),
+    def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> RunRecord:
+        return RunRecord(
+            status=dedup.Status.IN_PROGRESS.value,
+            attempt_id=attempt_id,
+            lease_expires=now + self.config.lease_for(key.job_name),
             # From the later of now and the schedule time: a forced run keys a future time.
-            "expire_at": max(now, key.schedule_time) + self.config.retention,
-            "attempts": attempt,
-            "claimed_at": now,
-            "job_name": key.job_name,
-            "schedule_time": key.schedule_time,
-            "project": key.project,
-            "location": key.location,
-            "trigger": key.trigger,
-        }
+            expire_at=max(now, key.schedule_time) + self.config.retention,
+            attempts=attempt,
+            claimed_at=now,
+            job_name=key.job_name,
+            schedule_time=key.schedule_time,
+            project=key.project,
+            location=key.location,
+            trigger=key.trigger,
+        )
 
-    def _finish(self, claim: Claim, fields: dict[str, object] | None) -> dt.datetime | None:
+    def _finish(self, claim: Claim, fields: RunRecord | None) -> dt.datetime | None:
         """The claim's write (fields, or None: delete) and its update time, or Superseded if another attempt took the
         run over."""
         ref = self.collection.document(claim.key.run_id)

@@ -148,22 +148,34 @@ def work_then_finish(
         # How long the work took (not the finish), on the outcome line: the dashboard's distribution reads it.
         RUN_FIELDS.set(RUN_FIELDS.get() | {"duration_ms": round((time.monotonic() - started) * 1000)})
     claim = getattr(first, "claim", claim)  # as `first` last wrote it (its intent)
-    if ending.how is stop.Ended.RETURNED:
-        ledger.complete(claim, dedup.utcnow(), ending.result)
-        return Outcome.PROCESSED, "run processed", ""
-    if ending.how is stop.Ended.STARTED:  # a proxy target: followed until the execution ends
-        ledger.start(claim, dedup.utcnow(), ending.execution)
-        return Outcome.PROCESSED, f"run processed: started execution {ending.execution}", ""
-    if ending.how is stop.Ended.TERMINAL:
-        ledger.fail(claim, ending.message, dedup.utcnow())
-        return Outcome.TERMINAL_FAILURE, f"terminal failure, not retried: {ending.message}", ""
+    record, outcome, detail = FINISHES[ending.how]
+    record(ledger, claim, ending)
+    traceback = ending.traceback if outcome is Outcome.RETRYABLE_FAILURE else ""
+    return outcome, detail.format(ending=ending, ran=stop_at - started), traceback
+
+
+def release(ledger: RunLedger, claim: Claim, ending: stop.Ending) -> None:
     ledger.release(claim)
-    if ending.how is stop.Ended.UNKNOWN_JOB:  # a deploy gives the job its work: keep the run for the retry after it
-        return Outcome.MISCONFIGURED, f"no work for this job, run released for a retry: {ending.message}", ""
-    why = {
-        stop.Ended.RAISED: f"{ending.error}",
-        stop.Ended.DIED: f"the work's process ended without an answer (exit code {ending.exit_code})",
-        stop.Ended.STOPPED: f"stopped at the job's deadline, {stop_at - started:.1f} s into the work",
-        stop.Ended.NOT_STARTED: f"the work's process could not start: {ending.error}",
-    }[ending.how]
-    return Outcome.RETRYABLE_FAILURE, f"retryable failure, run released for a retry: {why}", ending.traceback
+
+
+RETRIED = "retryable failure, run released for a retry: "
+# How each ending of the work is recorded (the ledger's write), answered (ANSWERS) and told: the detail, formatted
+# with the ending and `ran`, how long the work had until its deadline. An unknown job's run is released too: a
+# deploy gives the job its work, and the retry after it runs.
+FINISHES: Mapping[stop.Ended, tuple[Callable[[RunLedger, Claim, stop.Ending], None], Outcome, str]] = MappingProxyType({
+    stop.Ended.RETURNED: (lambda ledger, claim, ending: ledger.complete(claim, dedup.utcnow(), ending.result),
+                          Outcome.PROCESSED, "run processed"),
+    stop.Ended.STARTED: (lambda ledger, claim, ending: ledger.start(claim, dedup.utcnow(), ending.execution),
+                         Outcome.PROCESSED, "run processed: started execution {ending.execution}"),
+    stop.Ended.TERMINAL: (lambda ledger, claim, ending: ledger.fail(claim, ending.message, dedup.utcnow()),
+                          Outcome.TERMINAL_FAILURE, "terminal failure, not retried: {ending.message}"),
+    stop.Ended.UNKNOWN_JOB: (release, Outcome.MISCONFIGURED,
+                             "no work for this job, run released for a retry: {ending.message}"),
+    stop.Ended.RAISED: (release, Outcome.RETRYABLE_FAILURE, RETRIED + "{ending.error}"),
+    stop.Ended.DIED: (release, Outcome.RETRYABLE_FAILURE,
+                      RETRIED + "the work's process ended without an answer (exit code {ending.exit_code})"),
+    stop.Ended.STOPPED: (release, Outcome.RETRYABLE_FAILURE,
+                         RETRIED + "stopped at the job's deadline, {ran:.1f} s into the work"),
+    stop.Ended.NOT_STARTED: (release, Outcome.RETRYABLE_FAILURE,
+                             RETRIED + "the work's process could not start: {ending.error}"),
+})  # fmt: skip
