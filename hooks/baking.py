@@ -30,6 +30,10 @@ MODULE_SOURCE_EXAMPLE = f"git::https://github.com/acme/dedup.git//terraform/modu
 # A team bake's CI runs `terraform init` on a fresh runner: an absolute or relative path, a home-relative one or a
 # file:// URL (git::file:// from a clone of a local repository) names the machine that baked, which the runner is not.
 LOCAL_ADDRESS = re.compile(r"(?:git::)?(?:file://|/|~|\.\.?/|[A-Za-z]:[\\/])")
+# The template's release, semantic version (CHANGELOG.md says what each asks of a bake): a bake records it in
+# .cookiecutter.json as TEMPLATE_VERSION_KEY, read from here at bake time, so the version lives in this file alone.
+VERSION_FILE = "VERSION"
+TEMPLATE_VERSION_KEY = "template_version"
 # The project's one configuration file, written from the answers (render_config, with the bake's own rules.py:
 # the post hook puts the template's copy on the path); from then on the user edits it.
 CONFIG_FILE = "config.yaml"
@@ -290,11 +294,17 @@ def render_checked(project_dir: Path, answers: Mapping[str, object], sources: Ma
     return rendered
 
 
-def write_answers(project_dir: Path, answers: Mapping[str, object]) -> Path:
-    """The answers, the jobs by id only: their schedules and timing live in config.yaml alone."""
+def template_version(repo_dir: Path) -> str:
+    """The release of the template checkout a bake comes from (its VERSION file)."""
+    return (repo_dir / VERSION_FILE).read_text(encoding="utf-8").strip()
+
+
+def write_answers(project_dir: Path, answers: Mapping[str, object], version: str) -> Path:
+    """The answers, the jobs by id only (their schedules and timing live in config.yaml alone), and the template
+    release they were baked at (`version`), which tells an upgrade which CHANGELOG.md entries it crosses."""
     path = project_dir / ".cookiecutter.json"
     public = public_answers(answers)
-    recorded = {**public, "jobs": sorted(questions.parse_jobs(public["jobs"]))}
+    recorded = {**public, "jobs": sorted(questions.parse_jobs(public["jobs"])), TEMPLATE_VERSION_KEY: version}
     path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
@@ -304,4 +314,4 @@ def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]
     write_config(project_dir, answers)
     remove_unused_paths(project_dir, str(answers["target"]))
     remove_pipeline_paths(project_dir, str(answers["state_bucket"]))
-    write_answers(project_dir, answers)
+    write_answers(project_dir, answers, template_version(repo_dir))

@@ -204,8 +204,8 @@ def run_proofs(project: Path, emulator_host: str, *pytest_args: str) -> subproce
     return prove.run(proved(project), *pytest_args, env=env, capture_output=True, text=True, timeout=1500)
 
 
-# What a bake reads: the variables, the hooks, the baked tree and the Terraform modules it calls.
-TEMPLATE_PARTS = ("cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
+# What a bake reads: the variables, the hooks, the baked tree, the Terraform modules it calls and the release.
+TEMPLATE_PARTS = ("VERSION", "cookiecutter.json", "hooks", "terraform", "{{cookiecutter.project_slug}}")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".terraform*", "node_modules")
 
 
@@ -216,8 +216,9 @@ def git_commit(repo: Path, message: str) -> None:
 
 
 def copy_template(repo: Path) -> Path:
-    """A copy of this working tree's template in `repo`, no git repository."""
-    repo.mkdir()
+    """A copy of this working tree's template in `repo` (made, or one that holds none of its parts), no git
+    repository."""
+    repo.mkdir(exist_ok=True)
     for part in TEMPLATE_PARTS:
         source = ROOT / part
         if source.is_dir():

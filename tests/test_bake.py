@@ -191,6 +191,8 @@ def test_answers_are_recorded(baked):
     answers = json.loads((baked / ".cookiecutter.json").read_text())
     assert answers["project_slug"] == baked.name
     assert not [key for key in answers if key.startswith("_")]
+    # The release it was baked at, from the template's VERSION (the one place it is written).
+    assert answers["template_version"] == (ROOT / "VERSION").read_text().strip()
 
 
 def test_baked_pins_match_the_template_venv(baked):

@@ -477,13 +477,13 @@ def test_public_answers_drops_private_keys_only():
 
 
 def test_write_answers_writes_sorted_public_json(tmp_path):
-    path = baking.write_answers(tmp_path, ANSWERS)
+    path = baking.write_answers(tmp_path, ANSWERS, "1.2.3")
     assert path == tmp_path / ".cookiecutter.json"
     text = path.read_text(encoding="utf-8")
     assert text.endswith("}\n")
-    # The jobs by id only: their schedules live in config.yaml alone.
-    assert json.loads(text) == {**baking.public_answers(ANSWERS), "jobs": ["nightly"]}
-    assert list(json.loads(text)) == sorted(baking.public_answers(ANSWERS))
+    # The jobs by id only: their schedules live in config.yaml alone; the release baked at beside them.
+    assert json.loads(text) == {**baking.public_answers(ANSWERS), "jobs": ["nightly"], "template_version": "1.2.3"}
+    assert list(json.loads(text)) == sorted([*baking.public_answers(ANSWERS), "template_version"])
 
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -679,6 +679,8 @@ def test_the_bootstrap_is_kept_only_with_a_state_bucket(tmp_path, state_bucket, 
 def test_finish_bake_prunes_and_records(tmp_path, capsys):
     project = tmp_path / "project"
     make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS])
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / baking.VERSION_FILE).write_text("1.2.3\n")
     baking.finish_bake(project, tmp_path / "repo", {**DEFAULT_ANSWERS, **ANSWERS})
     assert not (project / "terraform" / "bootstrap").exists()  # no state bucket answered
     assert not (project / baking.MODULES_DIR).exists()
@@ -689,7 +691,8 @@ def test_finish_bake_prunes_and_records(tmp_path, capsys):
     assert (written["slug"], list(written["jobs"])) == ("cafe-q", ["nightly"])
     kept = baking.TARGET_ONLY_PATHS["workflow"]
     assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)
-    assert json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))["target"] == "workflow"
+    recorded = json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))
+    assert (recorded["target"], recorded["template_version"]) == ("workflow", "1.2.3")
 
 
 def test_the_readme_example_of_module_source_bakes_a_team_project(tmp_path):

@@ -3687,4 +3687,21 @@ MUTANTS = [
         "a bucket whose name starts with the bake's source bucket's is out of the build's reach",
         ("tests/test_build_source_grant.py",),
     ),
+    Mutant(
+        "i28-images-move-forgotten",
+        "terraform/modules/scheduled-dedup/images.tf",
+        "moved {\n  from = google_artifact_registry_repository.images\n"
+        "  to   = module.images[0].google_artifact_registry_repository.this\n}\n",
+        "",
+        "an applied images repository keeps its address through the module's moved block (an upgrade destroys nothing)",
+        ("tests/test_upgrade.py", "-k", "older"),
+    ),
+    Mutant(
+        "i28-bake-records-no-version",
+        "hooks/baking.py",
+        ", TEMPLATE_VERSION_KEY: version}",
+        "}",
+        "a bake records the template release it was made from (its .cookiecutter.json's template_version)",
+        ("tests/test_hooks.py", "-k", "write_answers"),
+    ),
 ]

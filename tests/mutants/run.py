@@ -49,7 +49,8 @@ BAKES: dict[str, dict[str, str]] = {
 MUTANT_TIMEOUT_SECONDS = 900
 # Copies and mutated sources are rewritten within one second at the same size: a stale .pyc would be
 # loaded for the restored file, so none is written.
-ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+# The template's copy has no .git: tests/test_upgrade.py reads the previous release from this checkout's history.
+ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TEMPLATE_HISTORY": str(ROOT)}
 UNCOPIED = shutil.ignore_patterns(".git", "build", ".venv*", "node_modules", ".pytest_cache", "__pycache__")
 
 
