@@ -44,17 +44,19 @@ MODULE_CALL = re.compile(r'^module "(\w+)" \{\n  source = "[^"]*/([\w-]+)(?:\?[^
 
 def called_modules(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> list[Path]:
     """The modules a bake's roots call (the last part of each address; in `modules`, this working tree's by default,
-    as MODULE_SOURCE bakes) and the ones those call beside them (the core's ../image-repository)."""
+    as MODULE_SOURCE bakes), the ones those call beside them (the core's ../image-repository) and within them (the
+    core's ./scheduler-jobs)."""
     roots = [project / "terraform" / "main.tf", project / "terraform" / "bootstrap" / "main.tf"]
     names = {name for root in roots if root.is_file() for _, name in MODULE_CALL.findall(root.read_text())}
-    sibling = re.compile(r'^  source += "\.\./([\w-]+)"$', re.M)
-    names |= {
-        name
-        for called in names
-        for path in (modules / called).glob("*.tf")
-        for name in sibling.findall(path.read_text())
+    called = {(modules / name).resolve() for name in names}
+    local = re.compile(r'^  source += "(\.\.?/[\w-]+)"$', re.M)
+    called |= {
+        (module / source).resolve()
+        for module in list(called)
+        for path in module.glob("*.tf")
+        for source in local.findall(path.read_text())
     }
-    return [modules / name for name in sorted(names)]
+    return sorted(called)
 
 
 def extra_context(answers: dict[str, object]) -> dict[str, object]:

@@ -25,7 +25,7 @@ NONCURRENT_ONLY = {"days_since_noncurrent_time", "noncurrent_time_before", "num_
 
 
 def module_files() -> list:
-    files = sorted(MODULES_DIR.glob("*/*.tf"))
+    files = sorted(MODULES_DIR.rglob("*.tf"))  # nested modules (scheduled-dedup/scheduler-jobs) too
     assert files
     return files
 

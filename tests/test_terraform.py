@@ -247,7 +247,7 @@ def test_a_null_output_fails_the_no_null_output_test(broken_copy):
 
 
 def test_every_builtin_checkov_skip_is_justified():
-    for path in [*MODULES_DIR.glob("*/*.tf"), *(ROOT / "{{cookiecutter.project_slug}}" / "terraform").rglob("*.tf")]:
+    for path in [*MODULES_DIR.rglob("*.tf"), *(ROOT / "{{cookiecutter.project_slug}}" / "terraform").rglob("*.tf")]:
         for line in path.read_text().splitlines():
             if "checkov:skip=" in line:
                 assert re.search(r"checkov:skip=CKV\w+:\s*\S.{20,}", line), (
@@ -286,7 +286,7 @@ def test_rules_and_validation_name_each_other():
 def test_no_timing_formula_in_the_module():
     """Issue 17: the rules between numbers live once, in rules.py; Terraform takes numbers as written and
     checks shapes. No lease, retry window or wait sum is computed in HCL."""
-    hcl_text = "\n".join(path.read_text() for path in sorted(MODULE_DIR.glob("*.tf")))
+    hcl_text = "\n".join(path.read_text() for path in sorted(MODULE_DIR.rglob("*.tf")))
     for formula in ("lease_seconds", "retry_window", "pow(", "lease_margin"):
         assert formula not in hcl_text, formula
 
@@ -635,7 +635,7 @@ def test_nobody_is_granted_act_as_on_any_account_of_the_module():
     """Only a deployer who already holds iam.serviceAccounts.actAs (docs/iam.md) may deploy a
     function that builds or runs as the module's accounts: the module grants no one
     serviceAccountUser or serviceAccountTokenCreator, on an account or on the project."""
-    for path in MODULES_DIR.glob("*/*.tf"):
+    for path in MODULES_DIR.rglob("*.tf"):
         text = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
         for forbidden in (
             "google_service_account_iam_",

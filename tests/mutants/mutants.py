@@ -1370,7 +1370,7 @@ MUTANTS = [
         'attempt_deadline = "${each.value.attempt_deadline_seconds}s"',
         'attempt_deadline = "300s"',
         "each Scheduler job gets its own attempt deadline from config.yaml",
-        ("tests/test_config_file.py::test_export_and_sync_bake_each_with_its_own_deadline",),
+        ("tests/test_config_file.py::test_the_queue_retries_outlast_every_jobs_lease",),
     ),
     Mutant(
         "i17-tf-timeout-of-the-defaults",
