@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt requirements-tf.txt
 # tests/test_docs.py parses the mermaid diagrams of docs/ and of a bake's docs/ with pinned npm packages (tests/docs-check/package-lock.json).
 DOCS_CHECK := tests/docs-check/node_modules/.installed
 
-.PHONY: help venv demo test lint format clean
+.PHONY: help venv demo test test-fast lint format clean
 
 help:  ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -41,6 +41,9 @@ $(DOCS_CHECK): tests/docs-check/package-lock.json
 
 test: $(STAMP) $(DOCS_CHECK)  ## Run the template's whole test suite (bakes, baked suites, hooks, Terraform)
 	@$(BIN)/python -m pytest
+
+test-fast: $(STAMP) $(DOCS_CHECK) lint  ## The fast loop, under 3 minutes: lint, the template's unit tests, one default bake's suite
+	@$(BIN)/python -m pytest -q -m fast
 
 lint: $(STAMP)  ## Lint the template's own Python
 	@$(BIN)/ruff check hooks tests benchmarks tools && $(BIN)/ruff format --check hooks tests benchmarks tools

@@ -237,3 +237,27 @@ def template_repo(tmp_path):
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, timeout=60)
     git_commit(repo, "template v1")
     return repo
+
+
+# `make test-fast` (pytest -m fast): what a change to one module needs. The template's tests that neither bake
+# projects nor run Terraform (the markers `bake` and `terraform`), and one default bake's own suite, lint and
+# rendering; `make test` runs the rest (the matrix of bakes, the proofs, Terraform's plans, cruft, the upgrade).
+FAST_BAKE = "defaults"
+FAST_BAKE_TESTS = (
+    "test_nothing_is_left_unrendered",
+    "test_baked_code_is_ruff_clean",
+    "test_baked_suite_passes_against_the_shared_emulator",
+    "test_answers_are_recorded",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselects by the marker it adds
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        slow = item.get_closest_marker("bake") or item.get_closest_marker("terraform")
+        params = getattr(item, "callspec", None) and item.callspec.params
+        in_the_fast_bake = (
+            getattr(item, "originalname", "") in FAST_BAKE_TESTS and (params or {}).get("baked") == FAST_BAKE
+        )
+        if not slow or in_the_fast_bake:
+            item.add_marker(pytest.mark.fast)

@@ -25,6 +25,8 @@ from conftest import bake
 
 from tests.terraform_offline import terraform
 
+pytestmark = [pytest.mark.bake, pytest.mark.terraform]
+
 EXPORT = {"schedule": "0 2 * * *", "time_zone": "Europe/Berlin", "attempt_deadline_seconds": 600}
 SYNC = {"schedule": "*/15 * * * *"}
 

@@ -21,6 +21,7 @@ def test_the_docs_tables_are_the_functions():
     assert tables == {"": cost.table(), " proxy": cost.table(follows_executions=True)}
 
 
+@pytest.mark.bake
 @pytest.mark.parametrize("target", ["function", "cloud_run_job", "workflow"])
 def test_a_bakes_cost_page_shows_its_own_targets_table(tmp_path, target):
     """A proxy bake's module alerts on failed and overdue executions too (executions.tf, audit.tf): its page counts

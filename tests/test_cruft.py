@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,23 @@ def test_cruft_create_with_extra_context_jobs_bakes_exactly_those_jobs(template_
     project = out / "nightly-report"
     assert yaml.safe_load((project / "config.yaml").read_text())["jobs"] == jobs
     assert json.loads((project / ".cookiecutter.json").read_text())["jobs"] == ["export"]
+
+
+@pytest.mark.parametrize("answers", [{}, {"project_slug": "X"}], ids=["baked", "refused"])
+def test_the_hooks_checkout_under_cruft_is_removed(template_repo, tmp_path, answers):
+    """cruft passes the hooks no _repo_dir and checks out where it tells no hook: pre_gen_project.py checks out
+    _template at _commit itself, and removes it when the bake is done or refused: no directory is left in the temp
+    dir (cookiecutter leaves its rendered hook scripts there, and a refusal its answers: files)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    command = [CRUFT, "create", str(template_repo), "--no-input", "--output-dir", str(tmp_path / "projects")]
+    result = subprocess.run(
+        [*command, "--extra-context", json.dumps(answers)],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temp)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (result.returncode == 0) == (not answers), result.stdout + result.stderr
+    assert [path.name for path in temp.iterdir() if path.is_dir()] == []

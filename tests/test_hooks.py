@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -163,11 +164,12 @@ CLI_REFUSALS = {
 }
 
 
-@pytest.mark.parametrize(("answers", "line"), list(CLI_REFUSALS.values()), ids=list(CLI_REFUSALS))
-def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path, answers, line):
-    output = tmp_path / "out"
+def refusal(output: Path, *arguments: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    """The first ERROR line of a cookiecutter CLI bake into `output` that must fail and write nothing."""
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "cookiecutter"), "--no-input", "-o", str(output), str(ROOT), *answers],
+        [str(Path(sys.executable).parent / "cookiecutter"), "--no-input", "-o", str(output), *arguments],
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -175,8 +177,14 @@ def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path, answ
     )
     assert result.returncode != 0
     errors = [text for text in result.stderr.splitlines() if text.startswith("ERROR: ")]
-    assert errors and errors[0].startswith(line), result.stderr
+    assert errors, result.stderr
     assert not output.exists() or list(output.iterdir()) == []
+    return errors[0]
+
+
+@pytest.mark.parametrize(("answers", "line"), list(CLI_REFUSALS.values()), ids=list(CLI_REFUSALS))
+def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path, answers, line):
+    assert refusal(tmp_path / "out", str(ROOT), *answers).startswith(line)
 
 
 @pytest.mark.parametrize(
@@ -185,8 +193,9 @@ def test_cookiecutter_cli_refuses_with_non_zero_exit_and_one_line(tmp_path, answ
     ids=["dot", "parent", "absolute"],
 )
 def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template, cwd):
-    """`cookiecutter .`, `cookiecutter ..` and an absolute path: the hooks run elsewhere, yet both find the
-    template (pre_gen_project.template_dir(), which post_gen_project.py learns from the note it leaves)."""
+    """`cookiecutter .`, `cookiecutter ..` and an absolute path, from a shell in `cwd` (which sets PWD): the hooks
+    run elsewhere, yet both find the template (pre_gen_project.template_dir(), from cookiecutter's _repo_dir; which
+    post_gen_project.py learns from the note it leaves)."""
     output = tmp_path / "out"
     result = subprocess.run(
         [
@@ -197,6 +206,7 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
             template,
         ],  # fmt: skip
         cwd=cwd,
+        env={**os.environ, "PWD": str(cwd)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -213,6 +223,17 @@ def test_cookiecutter_cli_bakes_from_a_relative_template_path(tmp_path, template
 
 
 COOKIECUTTER = Path(sys.executable).parent / "cookiecutter"
+
+
+def test_a_relative_template_path_the_shells_directory_does_not_hold_is_refused_in_one_line(tmp_path):
+    """The hooks read no other process's state (no /proc): a relative `_repo_dir` is the shell's ($PWD); started
+    where PWD says otherwise (a script that changed directory), the bake is refused before anything is written,
+    naming the way out."""
+    line = refusal(tmp_path / "out", ".", cwd=ROOT, env={**os.environ, "PWD": str(tmp_path)})
+    assert line.startswith(
+        f"ERROR: _repo_dir='.': no template there from the shell's directory (PWD={str(tmp_path)!r}); "
+        "give cookiecutter the template's absolute path; your answers are saved in "
+    )
 
 
 @pytest.fixture

@@ -3704,4 +3704,28 @@ MUTANTS = [
         "a bake records the template release it was made from (its .cookiecutter.json's template_version)",
         ("tests/test_hooks.py", "-k", "write_answers"),
     ),
+    Mutant(
+        "i28-hooks-read-the-parents-cwd",
+        "hooks/pre_gen_project.py",
+        "        path = Path(shell_dir, repo_dir)  # an absolute _repo_dir is itself\n",
+        '        path = Path(os.readlink(f"/proc/{os.getppid()}/cwd"))\n',
+        "the hooks find the template from cookiecutter's context, not through /proc (Linux only)",
+        ("tests/test_hooks.py", "-k", "shells_directory_does_not_hold"),
+    ),
+    Mutant(
+        "i28-cruft-checkout-kept-after-the-bake",
+        "hooks/post_gen_project.py",
+        "finally:\n    if made_here:\n        shutil.rmtree(REPO_DIR, ignore_errors=True)",
+        "finally:\n    pass",
+        "the template checkout the hook made under cruft is removed once the bake is done",
+        ("tests/test_cruft.py", "-k", "checkout_under_cruft_is_removed and baked"),
+    ),
+    Mutant(
+        "i28-cruft-checkout-kept-after-a-refusal",
+        "hooks/pre_gen_project.py",
+        "        shutil.rmtree(REPO_DIR, ignore_errors=True)\n    refuse(error)",
+        "        pass\n    refuse(error)",
+        "the template checkout the hook made under cruft is removed when the bake is refused",
+        ("tests/test_cruft.py", "-k", "checkout_under_cruft_is_removed and refused"),
+    ),
 ]
