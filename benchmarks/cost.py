@@ -97,7 +97,7 @@ def vcpu_of(memory_mib: int, concurrency: int = 1) -> float:
 
 def herd_retries(runs: int, capacity: int) -> int:
     """Requests of the busiest minute that Cloud Run answers 429 (each is retried by Scheduler at least once:
-    tests/herd_sim.py counts the waves): none when the capacity follows the schedule, as rules.check_capacity
+    tests/herd_sim.py counts the waves): none when the capacity follows the schedule, as schedule_rules.check_capacity
     makes it (`python config.py` refuses less)."""
     return max(0, runs - capacity)
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 import rules
+from tools import schedule_rules  # the template's project directory's, as rules
 
 # Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
@@ -158,13 +159,13 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
 
 def with_function(config: dict[str, object]) -> dict[str, object]:
     """The config with the `function:` block whose instances start every run of the busiest minute at once
-    (rules.derive_function). A config the rules refuse is left as it is, for check_config to name."""
+    (schedule_rules.derive_function). A config the rules refuse is left as it is, for check_config to name."""
     today = dt.date.today()
     try:
         shapes = rules.check_config(config, today, schedules=False, defaults_prefix="")
     except rules.RuleError:
         return config
-    return {**config, "function": rules.derive_function(shapes, today)}
+    return {**config, "function": schedule_rules.derive_function(shapes, today)}
 
 
 def with_own_waits(job_id: str, job: object, defaults: Mapping[str, object]) -> object:

@@ -3,8 +3,8 @@ capacity (instances x concurrency), Cloud Run's 429s and Cloud Scheduler's retry
 
 What is modelled, from Google's documentation:
 - Cloud Scheduler sends each job's first attempt at the fire time; a non-2xx answer fails the attempt, and the next
-  comes rules.retry_wait_seconds later while the retry policy allows (rules.SchedulerRetries, as tests/scheduler_sim.py
-  uses it);
+  comes rules.retry_wait_seconds later while the retry policy allows (schedule_rules.SchedulerRetries, as
+  tests/scheduler_sim.py uses it);
 - the function serves at most max_instance_count x max_instance_request_concurrency requests at once; a request past
   that waits for a free one at most 10 s, then fails with 429 ("If no instances become available ... the request
   fails with a 429 error code", the longer of 3.5 x the average start-up time and 10 s:
@@ -32,11 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "{{cookiecutter.
 
 import rules  # noqa: E402
 import scheduler_sim  # noqa: E402
+from tools import schedule_rules  # noqa: E402
 
 FIRE_TIME = dt.datetime(2026, 12, 3, 3, 0, tzinfo=dt.UTC)
 # Cloud Run holds a request past the capacity this long before its 429 (the page above: at least 10 s).
 PENDING_SECONDS = 10
-AUDIT = "audit"  # the audit's own run, which fires on the hour with the herd (rules.schedule_herd counts it)
+AUDIT = "audit"  # the audit's own run, which fires on the hour with the herd (schedule_rules.schedule_herd counts it)
 
 
 @dataclasses.dataclass
@@ -69,7 +70,7 @@ def simulate(jobs: int, capacity: int, timing: Mapping[str, int], work_seconds: 
     """`jobs` runs and the audit's, all fired at FIRE_TIME, against `capacity` requests at once."""
     protocol = scheduler_sim.protocol()
     keys, outcomes = protocol.keys, protocol.outcomes
-    retries = rules.SchedulerRetries.of(timing)
+    retries = schedule_rules.SchedulerRetries.of(timing)
     loop = scheduler_sim.Events(FIRE_TIME)  # at one second: a work's end (0), an arrival (1), a 429 (2)
     at, now, order = loop.at, loop.now, itertools.count()
     ledger = scheduler_sim.memory_ledger(timing, now)
@@ -152,16 +153,16 @@ def herd_config(jobs: int) -> dict[str, object]:
 
 
 def herd_table(jobs: int, work_seconds: int) -> tuple[str, list[HerdOutcome], str]:
-    """The herd against the capacity the rules derive for it (rules.schedule_herd and instances_for of a config
+    """The herd against the capacity the rules derive for it (schedule_rules.schedule_herd and instances_for of a config
     with `jobs` on one minute) and against the module's default; the table, the outcomes, and the rules' refusal
     of the default (check_capacity)."""
     checked = herd_config(jobs)
-    timing, herd = checked["defaults"], rules.schedule_herd(checked, FIRE_TIME.date())
-    derived = rules.instances_for(herd, 1)
+    timing, herd = checked["defaults"], schedule_rules.schedule_herd(checked, FIRE_TIME.date())
+    derived = schedule_rules.instances_for(herd, 1)
     default = rules.FUNCTION_DEFAULTS["max_instance_count"]
     results = [simulate(jobs, derived, timing, work_seconds), simulate(jobs, default, timing, work_seconds)]
     try:
-        rules.check_capacity(rules.FUNCTION_DEFAULTS, herd, timing["retry_count"])
+        schedule_rules.check_capacity(rules.FUNCTION_DEFAULTS, herd, timing["retry_count"])
         refusal = "(no refusal)"
     except rules.RuleError as error:
         refusal = f"ERROR: config.yaml: {error}"

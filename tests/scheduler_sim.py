@@ -5,7 +5,7 @@ What is modelled, from Cloud Scheduler's documentation (sources in docs/choosing
   connection breaks (the instance was SIGKILLed) or at the attempt deadline without an answer;
 - after attempt i fails, the next comes rules.retry_wait_seconds(i) later (min_backoff doubling max_doublings
   times, then linear, capped at max_backoff), while retry_count or max_retry_duration allows
-  (rules.SchedulerRetries.allowed: both limits must be reached to stop);
+  (schedule_rules.SchedulerRetries.allowed: both limits must be reached to stop);
 - the next fire time, under both documented readings: A "retries ... until the next scheduled execution time,
   whichever comes first" (a retry due then or later is dropped) and B "the next scheduled execution time might
   be skipped if the retries continue through that time" (retries go on; the next run is lost if this one's
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
 sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}"))
 
-import rules  # noqa: E402
+from tools import schedule_rules  # noqa: E402
 
 FIRE_TIME = dt.datetime(2026, 3, 29, 0, 0, tzinfo=dt.UTC)
 # Safety stop for retries driven by max_retry_duration alone (their number is not bounded otherwise).
@@ -178,7 +178,7 @@ class MemoryFirestore:
 # ---------------------------------------------------------------- the model
 
 
-# The faults one run may meet (rules.busy_after_one_fault's, in its order), as the tables show them.
+# The faults one run may meet (schedule_rules.busy_after_one_fault's, in its order), as the tables show them.
 FAULTS = (
     "none",
     "sigkill before the claim",
@@ -280,7 +280,7 @@ def simulate(timing: Mapping[str, int], fault: Fault, gap: int, reading: str) ->
     protocol_modules = protocol()
     keys, outcomes = protocol_modules.keys, protocol_modules.outcomes
     deadline, timeout = timing["attempt_deadline_seconds"], timing["function_timeout_seconds"]
-    retries = rules.SchedulerRetries.of(timing)
+    retries = schedule_rules.SchedulerRetries.of(timing)
     # At one instant the handler's own events (its work ending, its timeout, a kill: priority 0) come before
     # Scheduler's: a delivery at the very second a run is released or completed sees it so.
     loop = Events(FIRE_TIME)
@@ -434,7 +434,7 @@ def bake_tables(name: str, checked: Mapping[str, object]) -> list[tuple[str, int
     """(job, its smallest gap, its table) for each job of one bake."""
     tables = []
     for job_id, job in checked["jobs"].items():
-        gap = rules.smallest_gap(job["schedule"], job["time_zone"], FIRE_TIME.date()).seconds
+        gap = schedule_rules.smallest_gap(job["schedule"], job["time_zone"], FIRE_TIME.date()).seconds
         tables.append(
             (f"{name} / {job_id} ({job['schedule']}, {job['time_zone']}, gap {gap} s)", gap, table(checked, gap))
         )

@@ -97,6 +97,18 @@ def test_a_default_bake_keeps_only_its_users_tests(tmp_path):
     assert kept == ["tests/conftest.py", "tests/test_config.py", "tests/test_contract.py", "tests/test_job.py"]
 
 
+def test_the_functions_source_holds_no_deploy_time_rules(baked):
+    """Issue 28: the schedule rules (fire times, daylight saving, one fault, capacity) run before a deploy (python
+    config.py, the hook), never in the function: they live in tools/, outside its source (the project root's *.py),
+    and config.yaml loaded as the function loads it imports none of them."""
+    assert "def smallest_gap" in (baked / "tools" / "schedule_rules.py").read_text()
+    source = "".join(path.read_text() for path in baked.glob("*.py"))
+    assert not re.search(r"def (smallest_gap|dst_hits|busy_after_one_fault|busiest_minute)\b", source)
+    code = "import sys, config, main; config.load(); print(sorted(m for m in sys.modules if m.startswith('tools')))"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=baked, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
 def test_the_bakes_rules_are_the_hooks_rules(baked):
     """The rules live once: the hook imports the template's rules.py, the bake carries the same bytes."""
     template = ROOT / "{{cookiecutter.project_slug}}"

@@ -1,6 +1,6 @@
-"""Capacity follows the schedule (issue 27): rules.busiest_minute counts the runs the schedule has in flight at once,
-rules.check_capacity refuses a function that cannot start them all at their first attempt, the bake writes the
-instances that can (config.yaml's `function:` block), and the module's defaults are the rules'."""
+"""Capacity follows the schedule (issue 27): schedule_rules.busiest_minute counts the runs the schedule has in flight
+at once, schedule_rules.check_capacity refuses a function that cannot start them all at their first attempt, the bake
+writes the instances that can (config.yaml's `function:` block), and the module's defaults are the rules'."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import rules
 import schedules  # the bake's (cronsim): the function's own expansion, for an independent count
 import yaml
 from conftest import ROOT, bake, rendered_answers
+from tools import schedule_rules
 
 from tests.terraform_offline import terraform
 
@@ -29,8 +30,8 @@ def utc(*args: int) -> dt.datetime:
 
 
 def test_a_herd_on_one_minute_counts_every_job_and_the_audit():
-    herd = rules.busiest_minute([("0 3 * * *", UTC)] * 300 + [HOURLY_AUDIT], FIVE_MINUTES, START)
-    assert herd == rules.Herd(301, utc(2026, 12, 2, 3, 0))
+    herd = schedule_rules.busiest_minute([("0 3 * * *", UTC)] * 300 + [HOURLY_AUDIT], FIVE_MINUTES, START)
+    assert herd == schedule_rules.Herd(301, utc(2026, 12, 2, 3, 0))
     assert herd.where() == "2026-12-02T03:00Z"
 
 
@@ -38,38 +39,38 @@ def test_jobs_spread_over_an_hour_count_the_runs_still_holding_an_instance():
     """300 jobs, 5 on each minute of an hour: a run fired k minutes earlier still holds its instance while
     k * 60 < the hold, so with 5-minute runs 5 minutes' worth (25) and the audit of minute 0 are in flight."""
     spread = [(f"{i % 60} 3 * * *", UTC) for i in range(300)] + [HOURLY_AUDIT]
-    assert rules.busiest_minute(spread, FIVE_MINUTES, START) == rules.Herd(26, utc(2026, 12, 2, 3, 4))
-    assert rules.busiest_minute(spread, 60, START) == rules.Herd(6, utc(2026, 12, 2, 3, 0))
+    assert schedule_rules.busiest_minute(spread, FIVE_MINUTES, START) == schedule_rules.Herd(26, utc(2026, 12, 2, 3, 4))
+    assert schedule_rules.busiest_minute(spread, 60, START) == schedule_rules.Herd(6, utc(2026, 12, 2, 3, 0))
 
 
 @pytest.mark.parametrize(("hold", "runs"), [(300, 1), (301, 2)])
 def test_two_runs_overlap_only_while_the_first_may_still_hold_its_instance(hold, runs):
-    assert rules.busiest_minute([("0 3 * * *", UTC), ("5 3 * * *", UTC)], hold, START).runs == runs
+    assert schedule_rules.busiest_minute([("0 3 * * *", UTC), ("5 3 * * *", UTC)], hold, START).runs == runs
 
 
 def test_a_herd_across_midnight_counts_the_day_before():
     """The window reaches into the previous UTC day: 23:58 and 00:01 with 5-minute runs overlap."""
-    herd = rules.busiest_minute([("58 23 * * *", UTC), ("1 0 * * *", UTC)], FIVE_MINUTES, START)
-    assert herd == rules.Herd(2, utc(2026, 12, 3, 0, 1))
+    herd = schedule_rules.busiest_minute([("58 23 * * *", UTC), ("1 0 * * *", UTC)], FIVE_MINUTES, START)
+    assert herd == schedule_rules.Herd(2, utc(2026, 12, 3, 0, 1))
 
 
 def test_time_zones_meet_when_their_offsets_do():
     """09:00 UTC and 10:00 London are one minute from the day British Summer Time starts."""
-    herd = rules.busiest_minute([("0 9 * * *", UTC), ("0 10 * * *", "Europe/London")], 60, START)
-    assert herd == rules.Herd(2, utc(2027, 3, 28, 9, 0))
+    herd = schedule_rules.busiest_minute([("0 9 * * *", UTC), ("0 10 * * *", "Europe/London")], 60, START)
+    assert herd == schedule_rules.Herd(2, utc(2027, 3, 28, 9, 0))
 
 
 def test_a_skipped_time_fires_at_the_gaps_end():
     """01:30 London does not exist on 2027-03-28: it fires when the clocks jump (01:00 UTC), with the 01:00 job."""
-    herd = rules.busiest_minute([("30 1 * * *", "Europe/London"), ("0 1 * * *", UTC)], 60, START)
-    assert herd == rules.Herd(2, utc(2027, 3, 28, 1, 0))
+    herd = schedule_rules.busiest_minute([("30 1 * * *", "Europe/London"), ("0 1 * * *", UTC)], 60, START)
+    assert herd == schedule_rules.Herd(2, utc(2027, 3, 28, 1, 0))
 
 
 def test_a_repeated_time_counts_at_both_its_instants():
     """01:30 London happens twice on 2027-10-31 (00:30 and 01:30 UTC); the second meets a job of October's 01:30
     UTC. Before that day London's 01:30 is 00:30 UTC: only the repeated reading meets it."""
-    herd = rules.busiest_minute([("30 1 * * *", "Europe/London"), ("30 1 * 10 *", UTC)], 60, START)
-    assert herd == rules.Herd(2, utc(2027, 10, 31, 1, 30))
+    herd = schedule_rules.busiest_minute([("30 1 * * *", "Europe/London"), ("30 1 * 10 *", UTC)], 60, START)
+    assert herd == schedule_rules.Herd(2, utc(2027, 10, 31, 1, 30))
 
 
 def test_the_count_agrees_with_the_functions_own_expansion():
@@ -86,9 +87,9 @@ def test_the_count_agrees_with_the_functions_own_expansion():
         HOURLY_AUDIT,
     ]
     hold = 120
-    herd = rules.busiest_minute(jobs, hold, START, years=1)
+    herd = schedule_rules.busiest_minute(jobs, hold, START, years=1)
     since = dt.datetime.combine(START, dt.time(), dt.UTC)
-    until = dt.datetime.combine(rules._last_day(START, 1) + dt.timedelta(days=1), dt.time(), dt.UTC)
+    until = dt.datetime.combine(schedule_rules._last_day(START, 1) + dt.timedelta(days=1), dt.time(), dt.UTC)
     fires: dict[dt.datetime, int] = {}
     for cron, zone in jobs:
         for fire in schedules.runs(schedules.Schedule(cron, zone), since, until):
@@ -98,7 +99,7 @@ def test_the_count_agrees_with_the_functions_own_expansion():
         minute: sum(fires.get(minute - dt.timedelta(minutes=k), 0) for k in range(window)) for minute in sorted(fires)
     }
     most = max(in_flight.values())
-    assert herd == rules.Herd(most, min(minute for minute, runs in in_flight.items() if runs == most))
+    assert herd == schedule_rules.Herd(most, min(minute for minute, runs in in_flight.items() if runs == most))
     assert most >= 3  # the walk found a coincidence worth checking
 
 
@@ -106,16 +107,20 @@ CAPACITY = rules.FUNCTION_DEFAULTS
 
 
 def test_a_herd_the_function_can_start_at_once_passes_at_its_edge():
-    rules.check_capacity({**CAPACITY, "max_instance_count": 301}, rules.Herd(301, utc(2026, 12, 2, 3, 0)), 5)
-    rules.check_capacity(
-        {"max_instance_count": 4, "max_instance_request_concurrency": 76}, rules.Herd(301, utc(2026, 12, 2, 3)), 5
+    schedule_rules.check_capacity(
+        {**CAPACITY, "max_instance_count": 301}, schedule_rules.Herd(301, utc(2026, 12, 2, 3, 0)), 5
+    )
+    schedule_rules.check_capacity(
+        {"max_instance_count": 4, "max_instance_request_concurrency": 76},
+        schedule_rules.Herd(301, utc(2026, 12, 2, 3)),
+        5,
     )
 
 
 def test_a_herd_past_the_capacity_is_refused_naming_the_minute_the_runs_and_the_capacity():
-    herd = rules.Herd(301, utc(2026, 12, 2, 3, 0))
+    herd = schedule_rules.Herd(301, utc(2026, 12, 2, 3, 0))
     with pytest.raises(rules.RuleError) as refusal:
-        rules.check_capacity({**CAPACITY, "max_instance_count": 300}, herd, 5)
+        schedule_rules.check_capacity({**CAPACITY, "max_instance_count": 300}, herd, 5)
     message = str(refusal.value)
     assert "\n" not in message
     assert message.startswith(
@@ -127,9 +132,9 @@ def test_a_herd_past_the_capacity_is_refused_naming_the_minute_the_runs_and_the_
 
 
 def test_the_passing_value_counts_the_concurrency_and_keeps_the_default_at_the_least():
-    assert rules.instances_for(rules.Herd(301, utc(2026, 1, 1)), 1) == 301
-    assert rules.instances_for(rules.Herd(301, utc(2026, 1, 1)), 50) == 7
-    assert rules.instances_for(rules.Herd(2, utc(2026, 1, 1)), 1) == CAPACITY["max_instance_count"]
+    assert schedule_rules.instances_for(schedule_rules.Herd(301, utc(2026, 1, 1)), 1) == 301
+    assert schedule_rules.instances_for(schedule_rules.Herd(301, utc(2026, 1, 1)), 50) == 7
+    assert schedule_rules.instances_for(schedule_rules.Herd(2, utc(2026, 1, 1)), 1) == CAPACITY["max_instance_count"]
 
 
 @pytest.mark.parametrize(

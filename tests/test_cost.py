@@ -168,9 +168,9 @@ def test_a_herd_within_the_capacity_costs_no_retry_and_one_past_it_a_retry_each(
     """The cost page's "no retry of the herd": herd_retries is 0 at the capacity the rules derive, and counts at
     least the 429s tests/herd_sim.py sees past it."""
     import herd_sim
-    import rules
+    from tools import schedule_rules
 
-    assert cost.herd_retries(301, rules.instances_for(rules.Herd(301, herd_sim.FIRE_TIME), 1)) == 0
+    assert cost.herd_retries(301, schedule_rules.instances_for(schedule_rules.Herd(301, herd_sim.FIRE_TIME), 1)) == 0
     assert cost.herd_retries(301, 5) == 296
     timing = herd_sim.herd_config(20)["defaults"]
     assert herd_sim.simulate(20, 5, timing, 120).too_many >= cost.herd_retries(21, 5)

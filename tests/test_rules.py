@@ -17,6 +17,7 @@ import scheduler_sim  # the independent model of Scheduler and the handler (test
 import schedules  # the bake's (plain Python in the template): the function's expansion
 from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
+from tools import schedule_rules
 
 
 def refusal(check, *args) -> rules.RuleError:
@@ -824,21 +825,23 @@ def test_either_fires_on_every_13th_and_every_friday():
     ],
 )
 def test_smallest_gap_counts_dst_transitions(schedule, zone, seconds, first):
-    gap = rules.smallest_gap(schedule, zone, START)
+    gap = schedule_rules.smallest_gap(schedule, zone, START)
     assert gap.seconds == seconds
     assert gap.first.astimezone(zoneinfo.ZoneInfo(zone)).isoformat() == first
     assert gap.second - gap.first == dt.timedelta(seconds=seconds)
 
 
 def test_a_schedule_that_never_fires_twice_has_no_gap():
-    assert rules.smallest_gap("0 0 31 2 *", "Etc/UTC", START) is None
-    assert rules.smallest_gap("0 0 29 2 *", "Etc/UTC", START, years=2) is None  # only 2028-02-29 in 2026-2027
+    assert schedule_rules.smallest_gap("0 0 31 2 *", "Etc/UTC", START) is None
+    assert schedule_rules.smallest_gap("0 0 29 2 *", "Etc/UTC", START, years=2) is None  # only 2028-02-29 in 2026-2027
 
 
 def fire_times(schedule: str, time_zone: str, first: dt.date, last: dt.date) -> list[dt.datetime]:
     """Every instant (UTC) at which rules.py's expansion (smallest_gap's) may fire on the local days `first` to
     `last`: every fire time, not smallest_gap's sample of a day of one offset."""
-    days = rules._fire_instants(rules.Cron.parse(rules.check_schedule("job", schedule)), time_zone, first, last)
+    days = schedule_rules._fire_instants(
+        rules.Cron.parse(rules.check_schedule("job", schedule)), time_zone, first, last
+    )
     return [dt.datetime.fromtimestamp(instant, dt.UTC) for instants in days for instant in instants]
 
 
@@ -850,7 +853,7 @@ def test_smallest_gap_is_the_smallest_step_between_all_fire_times(schedule, zone
     """The fast path (one offset a day) agrees with the exact expansion, over a year of both transitions."""
     times = fire_times(schedule, zone, START, dt.date(2026, 12, 31))
     steps = [int((later - earlier).total_seconds()) for earlier, later in zip(times, times[1:], strict=False)]
-    assert rules.smallest_gap(schedule, zone, START, years=1).seconds == min(steps)
+    assert schedule_rules.smallest_gap(schedule, zone, START, years=1).seconds == min(steps)
 
 
 # Days around the 2026 transitions of New York (Mar 8, Nov 1) and Madrid (Mar 29, Oct 25), and ordinary ones.
@@ -944,23 +947,23 @@ def test_retry_wait_is_the_interval_before_each_retry():
     ],
 )
 def test_retries_stop_when_both_count_and_duration_are_reached(retry_count, duration, retry, at, allowed):
-    retries = rules.SchedulerRetries(retry_count, 10, 300, 3, duration)
+    retries = schedule_rules.SchedulerRetries(retry_count, 10, 300, 3, duration)
     assert retries.allowed(retry, at) is allowed
 
 
 def test_first_retry_from_walks_the_backoff_until_the_run_is_ready():
-    retries = rules.SchedulerRetries(5, 30, 300, 3, 0)
+    retries = schedule_rules.SchedulerRetries(5, 30, 300, 3, 0)
     assert retries.first_retry_from(0, 360) == (4, 450)  # 30, 90, 210 get 409; 450 takes over
     assert retries.first_retry_from(0, 450) == (4, 450)  # at the very second the lease ends (dedup.decide)
     assert retries.first_retry_from(0, 751) is None  # past the fifth and last retry (750 s)
     assert retries.first_retry_from(300, 300) == (1, 330)
-    assert rules.SchedulerRetries(0, 0, 0, 3, 100).first_retry_from(0, 1) is None  # zero waits never get there
+    assert schedule_rules.SchedulerRetries(0, 0, 0, 3, 100).first_retry_from(0, 1) is None  # zero waits never get there
 
 
 def test_the_defaults_worst_fault_is_a_crash_just_before_a_retry_meets_the_lease_end():
     """Killed 149 s after the claim: retries at 179, 239, 359 s meet the lease (until 360 s); retry 4 at
     599 s takes over and may work the whole 300 s timeout: 899 s. (Killed at 150 s, retry 3 at 360 s takes over.)"""
-    busy = {outcome.fault: outcome for outcome in rules.busy_after_one_fault(DEFAULT_TIMING)}
+    busy = {outcome.fault: outcome for outcome in schedule_rules.busy_after_one_fault(DEFAULT_TIMING)}
     assert list(busy) == list(scheduler_sim.FAULTS)
     assert {fault: outcome.seconds for fault, outcome in busy.items()} == {
         "none": 300,
@@ -978,7 +981,7 @@ def test_the_defaults_worst_fault_is_a_crash_just_before_a_retry_meets_the_lease
 def test_the_issues_counterexample_is_refused_naming_job_schedule_gap_and_bound():
     jobs = {"nightly": dict(JOB), "every-5": {"schedule": "*/5 * * * *", "time_zone": "Europe/Madrid"}}
     message = assert_refused(
-        rules.check_schedule_timing, [jobs, DEFAULT_TIMING, START], "jobs.every-5.schedule", "*/5 * * * *", ""
+        schedule_rules.check_schedule_timing, [jobs, DEFAULT_TIMING, START], "jobs.every-5.schedule", "*/5 * * * *", ""
     )
     assert "fires only 300 s apart in Europe/Madrid (2026-01-01T00:00:00+01:00 to 2026-01-01T00:05:00+01:00)" in message
     assert "one fault can keep a run busy for 899 s (sigkill after the claim:" in message
@@ -991,22 +994,24 @@ def test_the_issues_counterexample_is_refused_naming_job_schedule_gap_and_bound(
 def test_the_gap_must_exceed_the_longest_busy_time(schedule, accepted):
     jobs = {"job": {"schedule": schedule, "time_zone": "Etc/UTC"}}
     if accepted:  # 900 s > 899 s
-        assert rules.check_schedule_timing(jobs, DEFAULT_TIMING, START) == []
+        assert schedule_rules.check_schedule_timing(jobs, DEFAULT_TIMING, START) == []
     else:
-        assert_refused(rules.check_schedule_timing, [jobs, DEFAULT_TIMING, START], "jobs.job.schedule", schedule, "")
+        assert_refused(
+            schedule_rules.check_schedule_timing, [jobs, DEFAULT_TIMING, START], "jobs.job.schedule", schedule, ""
+        )
 
 
 NO_RETRIES = {**DEFAULT_TIMING, "retry_count": 0, "attempt_deadline_seconds": 1800, "function_timeout_seconds": 3600}
 
 
 def test_without_retries_the_gap_must_exceed_the_timeout_and_one_failure_is_warned():
-    warnings = rules.check_schedule_timing(
+    warnings = schedule_rules.check_schedule_timing(
         {"job": {"schedule": "0 */2 * * *", "time_zone": "Etc/UTC"}}, NO_RETRIES, START
     )
     assert len(warnings) == 1 and "\n" not in warnings[0]
     assert warnings[0].startswith("retry_count=0 with max_retry_duration_seconds=0: Cloud Scheduler never retries")
     assert_refused(
-        rules.check_schedule_timing,
+        schedule_rules.check_schedule_timing,
         [{"job": {"schedule": "0 * * * *", "time_zone": "Etc/UTC"}}, NO_RETRIES, START],
         "jobs.job.schedule",
         "0 * * * *",
@@ -1017,9 +1022,9 @@ def test_without_retries_the_gap_must_exceed_the_timeout_and_one_failure_is_warn
 def test_retry_count_0_with_a_duration_retries_and_the_duration_must_reach_past_the_lease():
     # Waits 30, 60, 120, 240, 300, 300 ...: a crash at 300 s (deadline) is retried at 330, 390 s: past the lease.
     duration_only = {**DEFAULT_TIMING, "retry_count": 0, "max_retry_duration_seconds": 1000}
-    assert rules.check_schedule_timing(NIGHTLY, duration_only, START) == []
+    assert schedule_rules.check_schedule_timing(NIGHTLY, duration_only, START) == []
     message = assert_refused(
-        rules.check_schedule_timing,
+        schedule_rules.check_schedule_timing,
         [NIGHTLY, {**duration_only, "max_retry_duration_seconds": 400}, START],
         "max_retry_duration_seconds",
         "400",
@@ -1027,10 +1032,13 @@ def test_retry_count_0_with_a_duration_retries_and_the_duration_must_reach_past_
     )
     needed = int(message.rsplit("more than ", 1)[1])
     assert (
-        rules.check_schedule_timing(NIGHTLY, {**duration_only, "max_retry_duration_seconds": needed + 1}, START) == []
+        schedule_rules.check_schedule_timing(
+            NIGHTLY, {**duration_only, "max_retry_duration_seconds": needed + 1}, START
+        )
+        == []
     )
     assert_refused(
-        rules.check_schedule_timing,
+        schedule_rules.check_schedule_timing,
         [NIGHTLY, {**duration_only, "max_retry_duration_seconds": needed}, START],
         "max_retry_duration_seconds",
         str(needed),
@@ -1290,15 +1298,15 @@ def test_dst_gap_accepts_each_rule_and_refuses_others():
 
 
 def test_dst_hits_name_each_date_a_zone_repeats_or_skips_a_fire_time():
-    hits = rules.dst_hits("30 2 * * *", "Europe/Berlin", START, years=2)
+    hits = schedule_rules.dst_hits("30 2 * * *", "Europe/Berlin", START, years=2)
     assert [(str(hit.day), hit.kind, [f"{wall:%H:%M}" for wall in hit.walls]) for hit in hits] == [
         ("2026-03-29", "skipped", ["02:30"]),
         ("2026-10-25", "repeated", ["02:30"]),
         ("2027-03-28", "skipped", ["02:30"]),
         ("2027-10-31", "repeated", ["02:30"]),
     ]
-    assert rules.dst_hits("30 3 * * *", "Europe/Berlin", START) == []  # 03:30 happens once every day
-    assert rules.dst_hits("30 2 * * *", "Etc/UTC", START) == []
+    assert schedule_rules.dst_hits("30 3 * * *", "Europe/Berlin", START) == []  # 03:30 happens once every day
+    assert schedule_rules.dst_hits("30 2 * * *", "Etc/UTC", START) == []
 
 
 @pytest.mark.parametrize(
@@ -1313,7 +1321,7 @@ def test_dst_hits_name_each_date_a_zone_repeats_or_skips_a_fire_time():
 )
 def test_dst_hits_agree_with_the_bakes_schedules_module(schedule, zone):
     """Two expansions, one rule: the hook's (stdlib, it runs before any dependency exists) and the function's."""
-    hits = {(hit.day, hit.kind) for hit in rules.dst_hits(schedule, zone, START, years=3)}
+    hits = {(hit.day, hit.kind) for hit in schedule_rules.dst_hits(schedule, zone, START, years=3)}
     since, until = (dt.datetime.combine(day, dt.time(), dt.UTC) for day in (START, dt.date(2029, 1, 1)))
     fires = schedules.fire_times(schedules.Schedule(schedule, zone), since, until)
     kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
@@ -1324,7 +1332,7 @@ def test_validate_warns_of_every_daylight_saving_date_of_a_job():
     ny = {"nightly": {"schedule": "30 1 * * *", "time_zone": "America/New_York"}}
     (warning,) = questions.validate(answers(jobs=ny))["warnings"]
     assert warning.startswith("jobs.nightly.schedule='30 1 * * *' in America/New_York: daylight saving")
-    assert warning.count("(repeated 01:30)") == rules.DST_WARNING_YEARS and "\n" not in warning
+    assert warning.count("(repeated 01:30)") == schedule_rules.DST_WARNING_YEARS and "\n" not in warning
     skip = {"nightly": {"schedule": "30 2 * * *", "time_zone": "Europe/Berlin", "dst_gap": "skip"}}
     (warning,) = questions.validate(answers(jobs=skip))["warnings"]
     assert "(skipped 02:30)" in warning and "a skipped one not at all (dst_gap=skip)" in warning

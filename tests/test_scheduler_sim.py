@@ -18,6 +18,7 @@ import rules
 import scheduler_sim
 from conftest import DEFAULT_ANSWERS, MATRIX
 from scheduler_sim import LOST, OK, Fault, simulate, table
+from tools import schedule_rules
 
 CHECKED = scheduler_sim.matrix_answers()
 START = scheduler_sim.FIRE_TIME.date()
@@ -31,13 +32,15 @@ NO_RETRY_LOSSES = set(scheduler_sim.FAULTS) - {"none", "lost 2xx"}
 
 
 def hook_bound(timing) -> int:
-    return max(outcome.seconds for outcome in rules.busy_after_one_fault(timing) if outcome.seconds is not None)
+    return max(
+        outcome.seconds for outcome in schedule_rules.busy_after_one_fault(timing) if outcome.seconds is not None
+    )
 
 
 @pytest.mark.parametrize("bake", list(MATRIX))
 def test_every_matrix_bake_loses_no_run_to_one_fault_and_never_works_twice_at_once(bake):
     checked = CHECKED[bake]
-    retries = rules.SchedulerRetries.of(checked).retries_at_all
+    retries = schedule_rules.SchedulerRetries.of(checked).retries_at_all
     for title, gap, rows in scheduler_sim.bake_tables(bake, checked):
         print("\n" + scheduler_sim.format_table(title, rows))
         verdicts = {row.fault: row.verdict for row in rows}
@@ -67,7 +70,9 @@ def test_the_issues_counterexample_loses_a_run_to_a_crash_right_after_the_claim(
     assert under_b.completed_at == 750  # taken over at 450 s, worked the 300 s timeout
     assert under_b.verdict(300) != OK
     with pytest.raises(rules.RuleError) as refusal:
-        rules.check_schedule_timing({"every-5": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}, timing, START)
+        schedule_rules.check_schedule_timing(
+            {"every-5": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}}, timing, START
+        )
     assert str(refusal.value).startswith("jobs.every-5.schedule='*/5 * * * *': fires only 300 s apart")
 
 
@@ -119,14 +124,14 @@ def test_the_hooks_bound_is_the_simulators_and_refused_gaps_really_lose(timing):
         gap: {"job": {"schedule": schedule, "time_zone": "Etc/UTC"}} for gap, schedule in SCHEDULE_FOR_GAP.items()
     }
     try:
-        warnings = rules.check_schedule_timing(jobs_for[86400], timing, START)
+        warnings = schedule_rules.check_schedule_timing(jobs_for[86400], timing, START)
     except rules.RuleError as refusal:  # the retries that max_retry_duration alone allows cannot recover a crash
         assert refusal.field == "max_retry_duration_seconds" and timing["retry_count"] == 0
         assert LOST in {row.verdict for row in table(timing, 10**7)}
         return
     rows = table(timing, 10**7)  # no next fire time in reach: how long each fault keeps the run busy
     bound = hook_bound(timing)
-    hook = {outcome.fault: outcome.seconds for outcome in rules.busy_after_one_fault(timing)}
+    hook = {outcome.fault: outcome.seconds for outcome in schedule_rules.busy_after_one_fault(timing)}
     assert {row.fault: row.busy_until for row in rows if hook[row.fault] is not None} == {
         fault: seconds for fault, seconds in hook.items() if seconds is not None
     }
@@ -135,14 +140,14 @@ def test_the_hooks_bound_is_the_simulators_and_refused_gaps_really_lose(timing):
     assert losses == (NO_RETRY_LOSSES if warnings else set())
 
     above = min(gap for gap in SCHEDULE_FOR_GAP if gap > bound)
-    assert rules.check_schedule_timing(jobs_for[above], timing, START) == warnings
+    assert schedule_rules.check_schedule_timing(jobs_for[above], timing, START) == warnings
     assert {row.fault for row in table(timing, above) if row.verdict != OK} == losses
 
     at_or_below = [gap for gap in SCHEDULE_FOR_GAP if gap <= bound]
     if at_or_below:
         gap = max(at_or_below)
         with pytest.raises(rules.RuleError) as refusal:
-            rules.check_schedule_timing(jobs_for[gap], timing, START)
+            schedule_rules.check_schedule_timing(jobs_for[gap], timing, START)
         assert f"fires only {gap} s apart" in str(refusal.value) and f"busy for {bound} s" in str(refusal.value)
         assert {row.fault for row in table(timing, gap) if row.verdict != OK} - losses
 

@@ -278,7 +278,7 @@ def test_a_project_without_jobs_is_refused_in_one_line(deployed):
     project, _, env, _ = deployed
     result = smoke(project, {**env, "DEDUP_JOBS": "{}"})
     assert result.returncode == 1
-    assert result.stderr == "smoke: FAIL (no job to Force-run: config.yaml (or DEDUP_JOBS) has none)\n"
+    assert result.stderr == "smoke: FAIL (no job to Force-run: config.yaml has none)\n"
     assert not result.stdout
 
 

@@ -61,7 +61,7 @@ class Config:
     # The function's instances, concurrency and CPU (the `function:` block, else the module's defaults: Terraform's
     # root passes the block as written), and, with the schedule rules, the most runs in flight at once.
     function: Mapping[str, int | str] = dataclasses.field(default_factory=lambda: MappingProxyType(rules.FUNCTION_DEFAULTS))
-    herd: rules.Herd | None = None
+    herd: object = None  # tools/schedule_rules.py's Herd, with the schedule rules
 
     def scheduler_job_name(self, job_id: str) -> str:
         """The Cloud Scheduler job of a job id (terraform/modules/scheduled-dedup/scheduler.tf)."""

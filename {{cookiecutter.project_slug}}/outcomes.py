@@ -18,7 +18,7 @@ class Outcome(enum.StrEnum):
     RETRYABLE_FAILURE = "retryable_failure"
     SUPERSEDED = "superseded"  # this attempt's lease expired and another took the run over
     STORE_UNAVAILABLE = "store_unavailable"
-    MISCONFIGURED = "misconfigured"  # a DEDUP_* setting, its database or the work for a job: a deploy fixes it
+    MISCONFIGURED = "misconfigured"  # a setting of config.yaml, its database or the work for a job: a deploy fixes it
     SKIPPED_LATE = "skipped_late"  # past max_lateness_seconds: recorded `skipped`, the work does not run
     SKIPPED_DST_GAP = "skipped_dst_gap"  # a time the clocks skip, of a job with dst_gap: skip; nothing written
     METHOD_NOT_ALLOWED = "method_not_allowed"  # not a POST: Cloud Scheduler's HTTP jobs send POST (terraform/)

@@ -12,7 +12,7 @@ class RunContext:
 
     run_id: str  # 64-hex dedup key; pass it downstream as the idempotency token
     # The job id as written in the answers (`nightly`), the same locally and deployed; None for a
-    # Scheduler job DEDUP_JOBS does not list.
+    # Scheduler job config.yaml does not list.
     job_id: str | None
     job_name: str  # the Scheduler job name the run is keyed by, as Scheduler sends it: "<slug>-<job id>"
     schedule_time: dt.datetime  # the scheduled instant, in UTC; the same on every retry

@@ -20,7 +20,7 @@ RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVa
 )
 # Set by `make dev` (tools/dev_server.py): one short line per record for a person, in the handler's process and the
 # work's. The deployed function has no such variable: Cloud Logging's JSON lines.
-TEXT_LOGS_ENV = "DEDUP_TEXT_LOGS"
+TEXT_LOGS_ENV = "TEXT_LOGS"
 
 
 class RunFieldsFilter(logging.Filter):

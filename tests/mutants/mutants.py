@@ -42,6 +42,7 @@ LEDGER = "baked/ledger.py"
 SETTINGS = "baked/settings.py"
 MAIN = "baked/main.py"
 RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
+SCHEDULE_RULES = "{{cookiecutter.project_slug}}/tools/schedule_rules.py"  # the deploy-time ones (issue 28)
 QUESTIONS = "hooks/questions.py"  # what only the answers need: the hook's
 VARIABLES = "terraform/modules/scheduled-dedup/variables.tf"
 CORE_MAIN = "terraform/modules/scheduled-dedup/main.tf"
@@ -1275,7 +1276,7 @@ MUTANTS = [
     ),
     Mutant(
         "rules-dst-dates-dropped",
-        RULES,
+        SCHEDULE_RULES,
         "                if walls:\n                    hits.append(DstHit",
         "                if False:\n                    hits.append(DstHit",
         "the bake names every date daylight saving repeats or skips a job's fire time",
@@ -1342,7 +1343,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17-passing-deadline-hint-keeps-the-lease",
-        RULES,
+        SCHEDULE_RULES,
         '"lease_seconds": deadline + slack}',
         '"lease_seconds": timing["lease_seconds"]}',
         "the deadline a refusal names is the largest that passes, its lease following it",
@@ -2469,7 +2470,7 @@ MUTANTS = [
     ),
     Mutant(
         "s5tests-busier-schedule-suggests-a-failing-gap",
-        "baked/rules.py",
+        "baked/tools/schedule_rules.py",
         "at least {busiest.seconds + 1} s apart",
         "at least {busiest.seconds} s apart",
         "the bake's configuration test: a busier schedule is refused naming a gap that passes",
@@ -3322,7 +3323,7 @@ MUTANTS = [
     # Terraform's function block and whole CPU, the herd simulator).
     Mutant(
         "i27-no-overlap-window",
-        RULES,
+        SCHEDULE_RULES,
         "    window = max(1, -(-hold_seconds // 60))",
         "    window = 1",
         "a run still holding its instance counts in the minutes after its fire time",
@@ -3330,7 +3331,7 @@ MUTANTS = [
     ),
     Mutant(
         "i27-dst-days-as-regular",
-        RULES,
+        SCHEDULE_RULES,
         "                if changes:  # each job's instants that day",
         "                if False:  # each job's instants that day",
         "on a day the clocks change, a skipped time fires at the gap's end and a repeated one at both instants",
@@ -3338,7 +3339,7 @@ MUTANTS = [
     ),
     Mutant(
         "i27-midnight-forgotten",
-        RULES,
+        SCHEDULE_RULES,
         "            before = days[previous][1440 - window + 1 :] if previous is not None and window > 1 else []",
         "            before = []",
         "runs fired before midnight still hold instances after it",
@@ -3346,7 +3347,7 @@ MUTANTS = [
     ),
     Mutant(
         "i27-audit-not-counted",
-        RULES,
+        SCHEDULE_RULES,
         '    schedules.append((audit_cron(checked["audit_interval_minutes"]), AUDIT_TIME_ZONE))',
         "    pass",
         "the audit's run is part of the herd of its minute",
@@ -3354,7 +3355,7 @@ MUTANTS = [
     ),
     Mutant(
         "i27-hold-a-minute",
-        RULES,
+        SCHEDULE_RULES,
         '    hold = max(timing["function_timeout_seconds"] for timing in timings)',
         "    hold = 60",
         "each run holds its instance for the function's timeout (the largest deadline)",
@@ -3362,7 +3363,7 @@ MUTANTS = [
     ),
     Mutant(
         "i27-capacity-edge",
-        RULES,
+        SCHEDULE_RULES,
         "    if herd.runs > capacity:",
         "    if herd.runs > capacity + 1:",
         "a herd one run past the capacity is refused",
@@ -3370,7 +3371,7 @@ MUTANTS = [
     ),
     Mutant(
         "i27-concurrency-ignored",
-        RULES,
+        SCHEDULE_RULES,
         "    capacity = instances * concurrency",
         "    capacity = instances",
         "the capacity is instances times concurrency",
@@ -3378,7 +3379,7 @@ MUTANTS = [
     ),
     Mutant(
         "i27-instances-rounded-down",
-        RULES,
+        SCHEDULE_RULES,
         '    return max(-(-herd.runs // concurrency), FUNCTION_DEFAULTS["max_instance_count"])',
         '    return max(herd.runs // concurrency, FUNCTION_DEFAULTS["max_instance_count"])',
         "the derived instances serve every run (rounded up)",
@@ -3395,7 +3396,7 @@ MUTANTS = [
     Mutant(
         "i27-capacity-unchecked",
         RULES,
-        '        check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])',
+        '        deploy.check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])',
         "        pass",
         "python config.py and the hook refuse a function that cannot start the busiest minute at once",
         (CAPACITY, "-k", "refuses_a_function_block"),
@@ -3403,7 +3404,7 @@ MUTANTS = [
     Mutant(
         "i27-bake-writes-no-function",
         QUESTIONS,
-        '    return {**config, "function": rules.derive_function(shapes, today)}',
+        '    return {**config, "function": schedule_rules.derive_function(shapes, today)}',
         "    return config",
         "the bake writes the instances the busiest minute needs into config.yaml",
         (CAPACITY, "-k", "bake_writes"),
@@ -3727,5 +3728,22 @@ MUTANTS = [
         "        pass\n    refuse(error)",
         "the template checkout the hook made under cruft is removed when the bake is refused",
         ("tests/test_cruft.py", "-k", "checkout_under_cruft_is_removed and refused"),
+    ),
+    # --- issue 28: the deploy-time rules outside the function's source ---
+    Mutant(
+        "i28-function-load-runs-the-schedule-rules",
+        RULES,
+        'deploy = importlib.import_module("tools.schedule_rules") if schedules else None',
+        'deploy = importlib.import_module("tools.schedule_rules")',
+        "the function's load of config.yaml runs no deploy-time rule (they live outside its source)",
+        ("tests/test_bake.py", "-k", "no_deploy_time_rules and defaults"),
+    ),
+    Mutant(
+        "i28-record-field-unnamed",
+        LEDGER,
+        "    claimed_at: dt.datetime\n",
+        "",
+        "the run record's schema (ledger.RunRecord) names every field a record holds",
+        handler("test_fresh_run_is_processed_and_recorded"),
     ),
 ]

@@ -10,13 +10,14 @@ import pytest
 
 import config
 import rules
+from tools import schedule_rules
 import schedules
 
 CONFIG = config.load(schedules=True)
 
 
 def busy_bound(timing) -> int:
-    return max(outcome.seconds for outcome in rules.busy_after_one_fault(timing) if outcome.seconds is not None)
+    return max(outcome.seconds for outcome in schedule_rules.busy_after_one_fault(timing) if outcome.seconds is not None)
 
 
 def cronsim_gap(schedule: str, time_zone: str, start: dt.datetime) -> int | None:
@@ -46,7 +47,7 @@ def test_each_jobs_cronsim_gap_exceeds_what_one_fault_keeps_a_run_busy(job_id):
     # The job's own numbers: its work is stopped at its own deadline.
     assert gap > busy_bound(job.timing) >= job.timing["attempt_deadline_seconds"], (job.schedule, job.time_zone, gap)
     # The rules count DST's repeated and skipped times at their worst, so never see a larger gap than cronsim.
-    assert rules.smallest_gap(job.schedule, job.time_zone, start.date()).seconds <= gap
+    assert schedule_rules.smallest_gap(job.schedule, job.time_zone, start.date()).seconds <= gap
 
 
 @pytest.mark.parametrize("job_id", sorted(CONFIG.jobs))
@@ -55,9 +56,9 @@ def test_each_jobs_daylight_saving_dates_are_the_ones_the_function_keys(job_id):
     `python config.py` prints them; rules.py's expansion must agree with schedules.py, which the function runs by."""
     job = CONFIG.jobs[job_id]
     start = dt.date.today()
-    hits = {(hit.day, hit.kind) for hit in rules.dst_hits(job.schedule, job.time_zone, start)}
+    hits = {(hit.day, hit.kind) for hit in schedule_rules.dst_hits(job.schedule, job.time_zone, start)}
     since = dt.datetime.combine(start, dt.time(), dt.UTC)
-    until = dt.datetime.combine(dt.date(start.year + rules.DST_WARNING_YEARS, start.month, 1), dt.time(), dt.UTC)
+    until = dt.datetime.combine(dt.date(start.year + schedule_rules.DST_WARNING_YEARS, start.month, 1), dt.time(), dt.UTC)
     rule = schedules.Schedule(job.schedule, job.time_zone, job.options.get("dst_gap", schedules.END_OF_GAP))
     kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
     fires = {

@@ -15,7 +15,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
 import dedup
-from ledger import RunLedger
+from ledger import RunLedger, RunRecord
 from outcomes import Outcome
 from run_context import TerminalJobError, UnknownJob
 from settings import DedupConfig, baked_settings
@@ -48,6 +48,7 @@ def test_fresh_run_is_processed_and_recorded(http, collection, work, now):
     assert record["lease_expires"] > record["claimed_at"]
     assert record["expire_at"] >= now + dt.timedelta(seconds=int(baked_settings()["DEDUP_RETENTION_SECONDS"]))
     assert record["finished_at"] >= record["claimed_at"]
+    assert set(record) <= set(RunRecord.__annotations__)  # the record's schema names every field it holds
 
 
 def test_replay_of_a_completed_run_skips_the_work(http, work, now):
@@ -300,6 +301,7 @@ def test_terminal_failure_is_recorded_and_never_retried(http, collection, work, 
     (record,) = records(collection).values()
     assert record["status"] == "failed"
     assert record["last_error"] == "input file is missing"
+    assert set(record) <= set(RunRecord.__annotations__)
     replay = http.post("/", headers=scheduler_headers("nightly", iso(now)))
     assert replay.status_code == 200 and replay.text.startswith("duplicate")
     assert len(work.calls) == 1

@@ -57,7 +57,7 @@ module "scheduled_dedup" {
   # The function's capacity as config.yaml's `function:` block writes it (max_instance_count,
   # max_instance_request_concurrency: above 1 the module gives it a whole CPU unless available_cpu says more); the bake derived it from
   # the busiest minute, and `python config.py` refuses one that cannot start every run of that minute at
-  # once (rules.check_capacity). What the block leaves out is the module's default.
+  # once (tools/schedule_rules.py, check_capacity). What the block leaves out is the module's default.
 {%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
 {%- set proxy = "module." ~ cookiecutter.target %}
   # What the proxy target's module hands the core besides: the PROXY_* name of what the function starts,

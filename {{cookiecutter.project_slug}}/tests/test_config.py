@@ -13,13 +13,14 @@ import yaml
 
 import config
 import rules
+from tools import schedule_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = config.CONFIG_FILE.read_text(encoding="utf-8")
 CONFIG = config.load(schedules=True)
 JOB_ID, JOB = sorted(CONFIG.jobs.items())[0]
 # What one fault can keep a run of the first job busy: a schedule must fire further apart.
-BUSY = max(outcome.seconds for outcome in rules.busy_after_one_fault(JOB.timing) if outcome.seconds is not None)
+BUSY = max(outcome.seconds for outcome in schedule_rules.busy_after_one_fault(JOB.timing) if outcome.seconds is not None)
 
 
 def edited(**changes) -> str:
@@ -118,13 +119,13 @@ def test_the_check_command_warns_of_each_daylight_saving_date_of_a_job(tmp_path,
     (line,) = [line for line in capsys.readouterr().err.splitlines() if f"jobs.{JOB_ID}.schedule=" in line]
     assert line.startswith(f"WARNING: jobs.{JOB_ID}.schedule='30 2 * * *' in Europe/Berlin: daylight saving")
     # One of each a year; the window ends on a month's first day, so a date in that month may fall outside it.
-    assert min(line.count("(skipped 02:30)"), line.count("(repeated 02:30)")) >= rules.DST_WARNING_YEARS - 1
+    assert min(line.count("(skipped 02:30)"), line.count("(repeated 02:30)")) >= schedule_rules.DST_WARNING_YEARS - 1
     assert "a skipped one not at all (dst_gap=skip)" in line
 
 
 def test_a_capacity_below_the_busiest_minute_is_refused_in_one_line_naming_it():
     """A twin of the first job (the same minute: two runs in flight at least) against one instance: refused, naming
-    the minute, the runs and the capacity (rules.check_capacity), with a max_instance_count that passes."""
+    the minute, the runs and the capacity (schedule_rules.check_capacity), with a max_instance_count that passes."""
     raw = yaml.safe_load(TEXT)
     raw["jobs"]["twin"] = dict(raw["jobs"][JOB_ID])
     herd = config.parse(yaml.safe_dump({**raw, "function": {"max_instance_count": 100000}}), schedules=True).herd

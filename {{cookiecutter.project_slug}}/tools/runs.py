@@ -124,7 +124,7 @@ SENT_TO = [  # where `fire` and `backfill` send their deliveries
     arg("--timeout", type=float, default=600.0, help="seconds to wait for each answer"),
 ]
 # Where `backfill` and `rerun` send: by default to SENT_TO's server, like `fire`; from a laptop through the queue.
-QUEUE = arg("--queue", nargs="?", const="", default=None, help="through the deliveries queue (DEDUP_TASKS_QUEUE)")
+QUEUE = arg("--queue", nargs="?", const="", default=None, help="through the deliveries queue (config.yaml's)")
 WINDOW = [
     arg("--since", required=True, help="window start, RFC 3339 (inclusive)"),
     arg("--until", required=True, help="window end, RFC 3339 (exclusive)"),
@@ -337,7 +337,7 @@ def missed(config: DedupConfig, args: argparse.Namespace) -> int:
 
 
 def queue_of(config: DedupConfig, queue: str) -> str:
-    """--queue's value, or the deployed deliveries queue (DEDUP_TASKS_QUEUE) for a bare --queue."""
+    """--queue's value, or the deployed deliveries queue (config.yaml's slug and region name it) for a bare --queue."""
     queue = queue or config.tasks_queue or ""
     if not TASKS_QUEUE.fullmatch(queue):
         raise BadArgument(
@@ -480,7 +480,7 @@ def smoke(config: DedupConfig, args: argparse.Namespace) -> int:
     the roles they need: docs/operations.md); a step an earlier failure leaves nothing to check fails."""
     job_name = min(selected_jobs(config, args.job), default=None)
     if job_name is None:
-        raise Misconfigured("no job to Force-run: config.yaml (or DEDUP_JOBS) has none")
+        raise Misconfigured("no job to Force-run: config.yaml has none")
     apis = Apis()
     # A Force run sends the job's next fire time (Google's guide); the line of that run is the one to read.
     # `since` allows for a few seconds between this machine's clock and the function's.

@@ -222,7 +222,7 @@ def causes(failures: list[str]) -> collections.Counter:
 class Simulation:
     def __init__(self, seed: int, days: int = 30, jobs: int = 6, moves=MOVE_KINDS, stop_runs: int = 2) -> None:
         import config
-        import rules
+        from tools import schedule_rules
 
         self.rng = random.Random(seed)
         self.seed, self.days, self.job_count, self.kinds = seed, days, jobs, set(moves)
@@ -242,7 +242,7 @@ class Simulation:
         self.judged_until = START + dt.timedelta(days=1)
         self.stop_runs_left = stop_runs if "process_group" in self.kinds else 0
         self.stop_warm = False
-        self.retries = rules.SchedulerRetries.of(config.load().defaults)
+        self.retries = schedule_rules.SchedulerRetries.of(config.load().defaults)
         self.audit_job = None
         self.audit_headers: dict[str, str] = {}  # what the audit's Scheduler job sends (record_deploy)
         self.app = None
