@@ -38,6 +38,18 @@ TEMPLATE_VERSION_KEY = "template_version"
 # the post hook puts the template's copy on the path); from then on the user edits it.
 CONFIG_FILE = "config.yaml"
 
+# Each target's own files, one directory per target (as agent-starter-pack keeps one per deployment target): the
+# hook copies the chosen target's over the base, rendered, and removes the directory (apply_target), so the shared
+# files hold no branch per target. A part of a shared file (a README section, requirements lines) is a file under
+# the overlay's PARTS, which the shared file includes by the target's name ({% include "_targets/" ~
+# cookiecutter.target ~ "/_parts/..." %}); PARTS are never copied. In the template, not beside it: cookiecutter
+# copies the directory into the project (raw: `_copy_without_render`), so the hook finds it there under cookiecutter
+# and cruft alike, and cruft update, which bakes the old and the new release with their own hooks and applies the
+# difference, sees only the files' final places: a file moving into an overlay changes no bake.
+TARGETS_DIR = "_targets"
+TEMPLATE_DIR_NAME = "{" + "{cookiecutter.project_slug}" + "}"  # the project's template in the checkout
+PARTS = "_parts"
+
 # Paths (relative to the baked project) that only the given targets use; a path listed under two
 # targets is kept for either.
 TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
@@ -150,6 +162,10 @@ HEADER = """\
 # Adding or removing a job: here, and its work in job.py's WORK (tests/test_config.py fails when they disagree).
 """
 
+TARGET_COMMENT = """\
+# What a scheduled run does, as baked (its code came with it: job.py, terraform/target.tf): the handler reads it here.
+"""
+
 TIMING_COMMENT = """\
 # Timing, in seconds, for every job that does not set its own (any of these keys may sit under a job):
 #   attempt_deadline_seconds  how long Scheduler waits for an answer (15-1800); the work is stopped 10 s
@@ -181,7 +197,11 @@ def _scalar(value: object) -> str:
 def render_config(config: Mapping[str, object]) -> str:
     """The text of config.yaml for a checked config (questions.config_from_answers), with its comments."""
     lines = [HEADER]
-    for key in ("slug", "project", "region", "database", "collection", "retention_seconds"):
+    for key in ("slug", "project", "region"):
+        lines.append(f"{key}: {_scalar(config[key])}")
+    lines.append(TARGET_COMMENT.rstrip("\n"))
+    lines.append(f"target: {_scalar(config['target'])}")
+    for key in ("database", "collection", "retention_seconds"):
         lines.append(f"{key}: {_scalar(config[key])}")
     lines.append("# How often the audit checks every job's expected runs against the records (minutes).")
     lines.append(f"audit_interval_minutes: {_scalar(config['audit_interval_minutes'])}")
@@ -273,25 +293,54 @@ def checked_answers(answers: Mapping[str, object]) -> dict[str, object]:
     return {**public, "jobs": rules.check_jobs(questions.parse_jobs(public["jobs"]))}
 
 
-def render_checked(project_dir: Path, answers: Mapping[str, object], sources: Mapping[str, str]) -> list[Path]:
+def render_checked(
+    project_dir: Path, answers: Mapping[str, object], sources: Mapping[str, str], template_dir: Path
+) -> list[Path]:
     """Render the files cookiecutter copied unrendered (its `_copy_without_render`, the files that read an answer
     the rules normalise: `jobs`, the unasked settings; or the modules' `sources`), with cookiecutter's own Jinja
     environment and the checked answers. cookiecutter cannot: a hook never changes the context it renders with."""
-    from cookiecutter.environment import StrictEnvironment
-
     patterns = answers.get("_copy_without_render") or []
-    context = {"cookiecutter": {**checked_answers(answers), "module_sources": dict(sources)}}
-    environment = StrictEnvironment(context=context, keep_trailing_newline=True)
     rendered = []
     for path in sorted(project_dir.rglob("*")):
         relative = path.relative_to(project_dir).as_posix()
+        if relative.startswith(TARGETS_DIR + "/"):  # rendered as apply_target copies them
+            continue
         if path.is_file() and any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
-            with path.open(encoding="utf-8", newline="") as source:
-                template = source.read()
-            with path.open("w", encoding="utf-8", newline="") as target:
-                target.write(environment.from_string(template).render(**context))
+            _render(path, path, template_dir, answers, sources)
             rendered.append(path)
     return rendered
+
+
+def _render(source: Path, destination: Path, template_dir: Path, answers: Mapping[str, object], sources) -> None:
+    """`source` rendered into `destination` with cookiecutter's own Jinja environment and the checked answers; an
+    {% include %} reads the template's own file (an overlay's part), as cookiecutter's does."""
+    from cookiecutter.environment import StrictEnvironment
+    from jinja2 import FileSystemLoader
+
+    context = {"cookiecutter": {**checked_answers(answers), "module_sources": dict(sources)}}
+    environment = StrictEnvironment(context=context, keep_trailing_newline=True)
+    environment.loader = FileSystemLoader(str(template_dir))
+    with source.open(encoding="utf-8", newline="") as file:
+        template = file.read()
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with destination.open("w", encoding="utf-8", newline="") as file:
+        file.write(environment.from_string(template).render(**context))
+
+
+def apply_target(
+    project_dir: Path, answers: Mapping[str, object], sources: Mapping[str, str], template_dir: Path
+) -> list[Path]:
+    """The chosen target's overlay (TARGETS_DIR/<target>, but its PARTS) rendered over the base, from the template's
+    own copy (whatever cookiecutter did with the project's); then every overlay removed. Returns the files written."""
+    overlay = template_dir / TARGETS_DIR / str(answers["target"])
+    written = []
+    for path in sorted(overlay.rglob("*")):
+        relative = path.relative_to(overlay)
+        if path.is_file() and relative.parts[0] != PARTS:
+            _render(path, project_dir / relative, template_dir, answers, sources)
+            written.append(project_dir / relative)
+    shutil.rmtree(project_dir / TARGETS_DIR)
+    return written
 
 
 def template_version(repo_dir: Path) -> str:
@@ -310,7 +359,10 @@ def write_answers(project_dir: Path, answers: Mapping[str, object], version: str
 
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
-    render_checked(project_dir, answers, module_sources(answers, repo_dir))
+    sources = module_sources(answers, repo_dir)
+    template_dir = repo_dir / TEMPLATE_DIR_NAME
+    render_checked(project_dir, answers, sources, template_dir)
+    apply_target(project_dir, answers, sources, template_dir)
     write_config(project_dir, answers)
     remove_unused_paths(project_dir, str(answers["target"]))
     remove_pipeline_paths(project_dir, str(answers["state_bucket"]))

@@ -16,7 +16,7 @@ from tools import schedule_rules  # the template's project directory's, as rules
 
 # Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-TARGETS = ("function", "cloud_run_job", "workflow")
+TARGETS = rules.TARGETS
 # Team delivery (the bootstrap root and the plan/apply jobs of .github/workflows/ci.yml in the bake).
 # A state bucket name follows https://cloud.google.com/storage/docs/buckets#naming, without dots (a
 # dotted name must be a domain the team has verified); names starting with "goog" or containing
@@ -45,7 +45,7 @@ FIELDS: dict[str, tuple[re.Pattern[str] | type, str]] = {
     "project_slug": rules.FIELDS["project_slug"],
     "gcp_project_id": rules.FIELDS["gcp_project_id"],
     "region": rules.FIELDS["region"],
-    "target": (re.compile("|".join(TARGETS)), f"must be one of {', '.join(TARGETS)}"),
+    "target": rules.FIELDS["target"],
     "jobs": rules.FIELDS["jobs"],
     "firestore_database": rules.FIELDS["firestore_database"],
     # cookiecutter turns yes/no (and true/false) answers into a bool; anything else is a typo.
@@ -147,6 +147,7 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
             "slug": context["project_slug"],
             "project": context["gcp_project_id"],
             "region": context["region"],
+            "target": context["target"],
             "database": context["firestore_database"],
             "collection": context["firestore_collection"],
             "retention_seconds": context["retention_seconds"],

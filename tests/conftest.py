@@ -42,12 +42,18 @@ MODULE_SOURCE = f"{ROOT / baking.MODULES_DIR}//{baking.MODULE}"
 MODULE_CALL = re.compile(r'^module "(\w+)" \{\n  source = "[^"]*/([\w-]+)(?:\?[^"]*)?"', re.M)
 
 
+def root_configuration(root: Path) -> str:
+    """The text of a Terraform root's *.tf files: main.tf calls the core module, the target's target.tf (its overlay,
+    baking.TARGETS_DIR) its own."""
+    return "\n".join(path.read_text() for path in sorted(root.glob("*.tf")))
+
+
 def called_modules(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> list[Path]:
     """The modules a bake's roots call (the last part of each address; in `modules`, this working tree's by default,
     as MODULE_SOURCE bakes), the ones those call beside them (the core's ../image-repository) and within them (the
     core's ./scheduler-jobs)."""
-    roots = [project / "terraform" / "main.tf", project / "terraform" / "bootstrap" / "main.tf"]
-    names = {name for root in roots if root.is_file() for _, name in MODULE_CALL.findall(root.read_text())}
+    roots = [project / "terraform", project / "terraform" / "bootstrap"]
+    names = {name for root in roots for _, name in MODULE_CALL.findall(root_configuration(root))}
     called = {(modules / name).resolve() for name in names}
     local = re.compile(r'^  source += "(\.\.?/[\w-]+)"$', re.M)
     called |= {

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import baking
 import pytest
-from conftest import MATRIX, MODULE_CALL, ROOT, bake
+from conftest import MATRIX, MODULE_CALL, ROOT, bake, root_configuration
 
 pytestmark = pytest.mark.bake
 
@@ -78,9 +78,9 @@ def enabled_apis(project: Path) -> set[str]:
     """The APIs the core module enables, and those a proxy module the root calls hands it (the modules the bake
     calls at conftest.MODULE_SOURCE: this working tree's)."""
     enabled = quoted_services((MODULES / "scheduled-dedup" / "apis.tf").read_text())
-    root = (project / "terraform" / "main.tf").read_text()
+    root = root_configuration(project / "terraform")  # the target's module call and what it hands: target.tf
     for call, source in MODULE_CALL.findall(root):
-        if call != "scheduled_dedup" and f"apis            = module.{call}.apis" in root:
+        if call != "scheduled_dedup" and re.search(rf"= module\.{call}\.apis$", root, re.M):
             outputs = (MODULES / source / "outputs.tf").read_text()
             enabled |= quoted_services(outputs.split('output "apis" {', 1)[1].split("\n}\n", 1)[0])
     return enabled

@@ -40,7 +40,7 @@ def test_cruft_create_then_update_after_a_template_change(template_repo, tmp_pat
 
     # The template changes: an edited file and a new, rendered one.
     baked_dir = template_repo / "{{cookiecutter.project_slug}}"
-    job = baked_dir / "job.py"
+    job = baked_dir / "_targets" / "function" / "job.py"  # the default target's overlay (baking.TARGETS_DIR)
     job.write_text(job.read_text() + "\n# template v2: a line every baked project should receive\n")
     (baked_dir / "CHANGELOG.md").write_text("# {{ cookiecutter.project_slug }}\n\n- template v2\n")
     git_commit(template_repo, "template v2")

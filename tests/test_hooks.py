@@ -15,7 +15,7 @@ from pathlib import Path
 import baking
 import pytest
 import yaml
-from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake, copy_template, git_commit
+from conftest import DEFAULT_ANSWERS, DEFAULTS, ROOT, bake, copy_template, git_commit, root_configuration
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter as cookiecutter_main
 
@@ -668,7 +668,7 @@ def test_a_bake_from_a_clone_calls_the_modules_at_its_remote_pinned_to_its_commi
         cookiecutter_main(str(template_repo), no_input=True, output_dir=str(out), extra_context={"target": "workflow"})
     )
     assert not (project / baking.MODULES_DIR).exists()
-    sources = re.findall(r'^  source += "([^"]+)"', (project / "terraform" / "main.tf").read_text(), re.M)
+    sources = re.findall(r'^  source += "([^"]+)"', root_configuration(project / "terraform"), re.M)
     assert sources == [
         f"git::https://example.com/dedup.git//terraform/modules/{name}?ref={head}"
         for name in ("scheduled-dedup", "scheduled-dedup-workflow")
@@ -699,9 +699,14 @@ def test_the_bootstrap_is_kept_only_with_a_state_bucket(tmp_path, state_bucket, 
 
 def test_finish_bake_prunes_and_records(tmp_path, capsys):
     project = tmp_path / "project"
-    make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS])
+    make_tree(project, [*EVERY_TARGET_ONLY_PATH, *baking.STATE_BUCKET_ONLY_PATHS, baking.TARGETS_DIR])
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / baking.VERSION_FILE).write_text("1.2.3\n")
+    targets = tmp_path / "repo" / baking.TEMPLATE_DIR_NAME / baking.TARGETS_DIR
+    for target in ("function", "workflow"):  # each overlay's job.py, and a part a shared file would include
+        (targets / target / baking.PARTS).mkdir(parents=True)
+        (targets / target / "job.py").write_text(target + " {{ cookiecutter.project_slug }}\n")
+        (targets / target / baking.PARTS / "README.md").write_text("a part\n")
     baking.finish_bake(project, tmp_path / "repo", {**DEFAULT_ANSWERS, **ANSWERS})
     assert not (project / "terraform" / "bootstrap").exists()  # no state bucket answered
     assert not (project / baking.MODULES_DIR).exists()
@@ -714,6 +719,36 @@ def test_finish_bake_prunes_and_records(tmp_path, capsys):
     assert [path for path in EVERY_TARGET_ONLY_PATH if (project / path).exists()] == sorted(kept)
     recorded = json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))
     assert (recorded["target"], recorded["template_version"]) == ("workflow", "1.2.3")
+    # The chosen target's overlay, rendered over the base; its parts and every overlay gone.
+    assert (project / "job.py").read_text() == "workflow cafe-q\n"
+    assert not (project / baking.TARGETS_DIR).exists() and not (project / baking.PARTS).exists()
+
+
+# Shared files choose no target's code: a target's files live in its overlay (baking.TARGETS_DIR), a target's part of
+# a shared file is included from the overlay's PARTS by the target's name. `{{ }}` may still render a value.
+TARGET_BRANCH = re.compile(r"\{%-?\s*(?:el)?if\b[^%]*\bcookiecutter\.target\b")
+# Files that still branch on the target, to move into the overlays; none may be added.
+TARGET_BRANCHES_LEFT = {
+    "terraform/bootstrap/main.tf",  # being rewritten elsewhere (issue 28): its branches move to the overlays next
+    # Issue 28's remaining work: the per-target sections of the README and docs into each overlay's _parts (included
+    # by the target's name, as requirements.txt does), and the root test's per-target asserts into the overlay.
+    "README.md",
+    "docs/cost.md",
+    "docs/operations.md",
+    "docs/schedules-and-manual-runs.md",
+    "terraform/tests/root.tftest.hcl",
+}
+
+
+def test_shared_files_hold_no_branch_on_the_target():
+    template = ROOT / baking.TEMPLATE_DIR_NAME
+    shared = [path for path in template.rglob("*") if path.is_file() and baking.TARGETS_DIR not in path.parts]
+    branching = {
+        path.relative_to(template).as_posix()
+        for path in shared
+        if TARGET_BRANCH.search(path.read_text(encoding="utf-8", errors="replace"))
+    }
+    assert branching == TARGET_BRANCHES_LEFT
 
 
 def test_the_readme_example_of_module_source_bakes_a_team_project(tmp_path):

@@ -1168,6 +1168,7 @@ CONFIG = {
     "slug": "nightly-report",
     "project": "my-gcp-project",
     "region": "europe-west1",
+    "target": "function",
     "database": "nightly-report-db",
     "collection": "nightly-report-runs",
     "defaults": {
@@ -1253,6 +1254,7 @@ def test_a_jobs_lease_follows_its_own_deadline_unless_it_or_defaults_say():
         ({"defaults": {"retries": 3}}, "defaults"),
         ({"serve": [{"project": "x"}]}, "serve"),
         ({"retention_seconds": 60}, "retention_seconds"),
+        ({"target": "lambda"}, "target"),  # the handler would not know whether to follow an execution
     ],
 )
 def test_config_refuses_bad_values_naming_the_key(change, field):

@@ -25,7 +25,7 @@ from pathlib import Path
 import baking  # the bake hook's module addresses (conftest puts hooks/ on the path)
 import pytest
 import rules  # the bake's rules.py, the hook's, to compare with Terraform's (conftest puts it on the path)
-from conftest import DEFAULT_TIMING, MATRIX, MODULE_CALL, MODULE_SOURCE, ROOT, bake, proved
+from conftest import DEFAULT_TIMING, MATRIX, MODULE_CALL, MODULE_SOURCE, ROOT, bake, proved, root_configuration
 from module_plan import copy_module
 
 from tests.terraform_offline import checkov, terraform
@@ -157,7 +157,7 @@ def test_a_bake_calls_its_targets_modules_at_the_given_address_and_holds_no_copy
     gave (here this working tree's: conftest.MODULE_SOURCE), none is copied into it."""
     bake_itself = baked.parents[2] / baked.parent.name  # proved() lays a copy beside the bake, in proved/
     assert (bake_itself / "config.yaml").is_file() and not (bake_itself / baking.MODULES_DIR).exists()
-    sources = re.findall(r'^module "(\w+)" \{\n  source = "([^"]+)"', (baked / "main.tf").read_text(), re.M)
+    sources = re.findall(r'^module "(\w+)" \{\n  source = "([^"]+)"', root_configuration(baked), re.M)
     expected = MODULES_BY_TARGET[target_of(baked)]
     assert dict(sources) == {call: MODULE_SOURCE.replace(baking.MODULE, name) for call, name in expected.items()}
 
@@ -185,7 +185,7 @@ PROXY_TERRAFORM = {
 def test_a_function_bake_has_no_proxy_targets_terraform(baked):
     """Issue 11: a target=function bake carries no Terraform that serves another target."""
     assert target_of(baked) == "function"
-    assert dict(MODULE_CALL.findall((baked / "main.tf").read_text())) == MODULES_BY_TARGET["function"]
+    assert dict(MODULE_CALL.findall(root_configuration(baked))) == MODULES_BY_TARGET["function"]
     files = [*baked.rglob("*.tf"), *baked.rglob("*.tftest.hcl")]
     files = [path for path in files if not {".terraform", "modules"} & set(path.relative_to(baked).parts)]
     declared = {kind for path in files for kind in re.findall(r'^\s*(?:resource|data) "(\w+)"', path.read_text(), re.M)}
@@ -201,7 +201,7 @@ def test_a_function_bake_has_no_proxy_targets_terraform(baked):
 
 def module_outputs(baked: Path) -> dict[str, list[str]]:
     """The outputs each module the root calls declares (the copy prove.lay lays in), by the root's name of the call."""
-    calls = dict(MODULE_CALL.findall((baked / "main.tf").read_text()))
+    calls = dict(MODULE_CALL.findall(root_configuration(baked)))
     return {
         call: re.findall(r'^output "(\w+)"', (baked / "modules" / name / "outputs.tf").read_text(), re.M)
         for call, name in calls.items()

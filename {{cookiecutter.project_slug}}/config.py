@@ -50,6 +50,7 @@ class Config:
     slug: str
     project: str
     region: str
+    target: str  # rules.TARGETS: the function runs the work itself, or starts an execution and follows it
     database: str
     collection: str
     retention_seconds: int
@@ -143,6 +144,7 @@ def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Conf
         slug=checked["slug"],
         project=checked["project"],
         region=checked["region"],
+        target=checked["target"],
         database=checked["database"],
         collection=checked["collection"],
         retention_seconds=checked["retention_seconds"],

@@ -88,7 +88,7 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
             work = functools.partial(audit.run, deployed=deployed)  # the schedules: its Scheduler job's header
         stop_at = arrived + config.stop_after(key.job_name).total_seconds()
         first = None
-        if hasattr(job, "execution_end"):  # a proxy target's job.py: it starts executions, which are followed
+        if config.target != "function":  # a proxy target's job.py starts executions, which are followed
             import executions  # only a proxy target's bake has it
 
             # First the executions started earlier: recorded once ended; the run's own if an earlier attempt started
@@ -96,7 +96,7 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
             # start goes to the work's process.
             # The intent and the look-up guard the start call of job.run; a test's stand-in work starts nothing.
             find = job.find_execution if work is job.run else None
-            letters = getattr(job, "dead_letters", None)  # a Cloud Run job target's: items that failed for good
+            letters = job.dead_letters if config.target == "cloud_run_job" else None  # items that failed for good
             first = executions.Handover(ledger, claim, config, job.execution_end, find, letters)
         outcome, detail, traceback = work_then_finish(ledger, claim, work, config.job_id(key.job_name), stop_at, first)
     except RunNotProcessed as refusal:

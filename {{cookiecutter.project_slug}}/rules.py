@@ -56,6 +56,11 @@ COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
 DATABASE_ID = re.compile(r"(?![0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z)(?:\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9])")
 # Each config.yaml key with a fixed shape, under the name of the bake's question that gives its first value: the
 # pattern its value must fullmatch ("jobs": each job id's), and the rule a refusal states.
+# What a scheduled run does (cookiecutter.json's `target`, config.yaml's): the handler runs the work itself, or
+# starts a Cloud Run job's or a workflow's execution and follows it (a proxy target). Each has its overlay of files in
+# the template, which the bake copied; config.yaml names the bake's, and the handler reads it there.
+TARGETS = ("function", "cloud_run_job", "workflow")
+
 FIELDS: dict[str, tuple[re.Pattern[str], str]] = {
     # Slugs name the directory and every cloud resource; service-account ids (6-30 chars) add a suffix of up to
     # 8 characters (-invoker), hence 20 at most.
@@ -69,6 +74,7 @@ FIELDS: dict[str, tuple[re.Pattern[str], str]] = {
         "starts with a letter and does not end with a hyphen",
     ),
     "region": (REGION, "must be a GCP region such as europe-west1 or us-central1"),
+    "target": (re.compile("|".join(TARGETS)), f"must be one of {', '.join(TARGETS)}"),
     "jobs": (
         JOB_ID,
         "each job id must be 1-40 chars of lowercase letters, digits and hyphens, starting with a letter or digit",
@@ -576,6 +582,7 @@ CONFIG_KEYS = (
     "slug",
     "project",
     "region",
+    "target",
     "database",
     "collection",
     "retention_seconds",
@@ -656,7 +663,7 @@ def check_config(
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
-    missing = sorted({"slug", "project", "region", "database", "collection", "jobs"} - set(raw))
+    missing = sorted({"slug", "project", "region", "target", "database", "collection", "jobs"} - set(raw))
     if unknown or missing:
         rule = f"unknown key(s) {unknown} or missing key(s) {missing}: the keys are {', '.join(CONFIG_KEYS)}"
         raise RuleError("config.yaml", sorted(raw), rule)
@@ -665,6 +672,7 @@ def check_config(
         "slug": check_field("project_slug", raw["slug"]),
         "project": project,
         "region": region,
+        "target": check_field("target", raw["target"]),
         "database": check_field("firestore_database", raw["database"]),
         "collection": check_field("firestore_collection", raw["collection"]),
         "serve": check_serve(raw.get("serve"), project, region),

@@ -57,6 +57,7 @@ def baked_settings() -> Mapping[str, str]:
     return MappingProxyType({
         "DEDUP_PROJECT": loaded.project,
         "DEDUP_LOCATION": loaded.region,
+        "DEDUP_TARGET": loaded.target,
         "DEDUP_DATABASE": loaded.database,
         "DEDUP_COLLECTION": loaded.collection,
         # The audit job's (and a job's that sets none): the defaults block's.
@@ -183,6 +184,8 @@ class DedupConfig:
     audit_job: str
     # Cloud Scheduler's attempt deadline of the audit job and of a job that sets none of its own (the defaults').
     attempt_deadline: dt.timedelta
+    # config.yaml's target (rules.TARGETS): a proxy target's job.py starts executions, which the handler follows.
+    target: str
     # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (projects/P/locations/L/queues/Q);
     # None: not deployed with one (the job catch_up needs it).
     tasks_queue: str | None = None
@@ -283,6 +286,7 @@ class DedupConfig:
             jobs={name: dataclasses.replace(job, **cleared) for name, job in jobs.items()} if cleared else jobs,
             audit_job=value("DEDUP_AUDIT_JOB", JOB_NAME, "must be a Cloud Scheduler job name"),
             attempt_deadline=seconds("DEDUP_ATTEMPT_DEADLINE_SECONDS", RELEASE_MARGIN.seconds, DEADLINE_RULE),
+            target=value("DEDUP_TARGET", *rules.FIELDS["target"]),
             serve=tuple((place["project"], place["location"]) for place in places),
             tasks_queue=queue,
             # config.Config.audit_schedule's, never a user's: derived from audit_interval_minutes, checked there.

@@ -1402,7 +1402,7 @@ MUTANTS = [
     Mutant(
         "i17bake-render-checked-skipped",
         "hooks/baking.py",
-        "    render_checked(project_dir, answers, module_sources(answers, repo_dir))\n",
+        "    render_checked(project_dir, answers, sources, template_dir)\n",
         "",
         "the files that read the checked answers (jobs, unasked settings) are rendered by post_gen",
         ("tests/test_hooks.py", "-k", "exactly_those_jobs"),
@@ -1450,7 +1450,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-one-stub-for-every-job",
-        "{{cookiecutter.project_slug}}/job.py",
+        "{{cookiecutter.project_slug}}/_targets/function/job.py",
         '{{ job_id | replace("-", "_") }}_work{% endmacro %}',
         "nightly_work{% endmacro %}",
         "job.py starts with one work function per job",
@@ -3420,8 +3420,8 @@ MUTANTS = [
     Mutant(
         "i27-root-ignores-function-block",
         "{{cookiecutter.project_slug}}/terraform/main.tf",
-        "  function = try(local.config.function, {})",
-        "  function = {}",
+        "  function           = merge(try(local.config.function, {}), local.target_function)",
+        "  function           = local.target_function",
         "Terraform plans the instances config.yaml's function block says",
         (CAPACITY, "-k", "offline_plan"),
     ),
@@ -3744,6 +3744,23 @@ MUTANTS = [
         "    claimed_at: dt.datetime\n",
         "",
         "the run record's schema (ledger.RunRecord) names every field a record holds",
+        handler("test_fresh_run_is_processed_and_recorded"),
+    ),
+    # --- issue 28: targets as overlays (branch h5) ---
+    Mutant(
+        "i28-a-shared-file-branches-on-the-target",
+        "{{cookiecutter.project_slug}}/main.py",
+        '"""HTTP adapter for Cloud Scheduler deliveries',
+        '{%- if cookiecutter.target == "function" %}{% endif %}"""HTTP adapter for Cloud Scheduler deliveries',
+        "shared files choose no target's code: a target's files live in its overlay (hooks/baking.py, TARGETS_DIR)",
+        ("tests/test_hooks.py", "-k", "no_branch_on_the_target"),
+    ),
+    Mutant(
+        "i28-handler-ignores-its-target",
+        MAIN,
+        '        if config.target != "function":',
+        "        if True:",
+        "the handler follows executions only when config.yaml names a proxy target",
         handler("test_fresh_run_is_processed_and_recorded"),
     ),
 ]

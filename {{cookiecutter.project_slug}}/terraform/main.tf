@@ -1,13 +1,6 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: Cloud Scheduler -> deduplicating function -> Firestore.
-{%- if cookiecutter.target == "cloud_run_job" %}
-# The function starts the Cloud Run job of module "cloud_run_job" (scheduled-dedup-cloud-run-job):
-# that module takes the core's runtime account, database and API wait, and gives the core the job's
-# name and collections.
-{%- elif cookiecutter.target == "workflow" %}
-# The function starts the workflow of module "workflow" (scheduled-dedup-workflow): that module
-# takes the core's runtime account, database and API wait, and gives the core the workflow's name,
-# collections and APIs.
-{%- endif %}
+# What the chosen target adds is target.tf's (the target's own file): the local.target_* values of the core
+# module's call below.
 
 # The project's schedule configuration: ../config.yaml is the one file of the jobs and their timing (config.py
 # reads it for the function, the tools and the tests; `make deploy` checks it with rules.py before Terraform runs).
@@ -19,9 +12,8 @@ locals {
   # terraform/bootstrap makes the function's accounts and lets the deployer act as exactly these
   # (its local.workload_accounts says why): the modules use them and make none.
   accounts = {
-    for key, suffix in {
-      runtime = "run", invoker = "invoker", build = "build"{% if cookiecutter.target == "cloud_run_job" %}, target = "job"{% elif cookiecutter.target == "workflow" %}, target = "wf"{% endif %}
-    } : key => "${local.config.slug}-${suffix}@${local.config.project}.iam.gserviceaccount.com"
+    for key, suffix in merge({ runtime = "run", invoker = "invoker", build = "build" }, local.target_accounts) :
+    key => "${local.config.slug}-${suffix}@${local.config.project}.iam.gserviceaccount.com"
   }
   # terraform/bootstrap makes the function's image repository too (its module "images"), so the
   # deployer holds no Artifact Registry role: the module pushes there and makes none.
@@ -58,22 +50,12 @@ module "scheduled_dedup" {
   # max_instance_request_concurrency: above 1 the module gives it a whole CPU unless available_cpu says more); the bake derived it from
   # the busiest minute, and `python config.py` refuses one that cannot start every run of that minute at
   # once (tools/schedule_rules.py, check_capacity). What the block leaves out is the module's default.
-{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
-{%- set proxy = "module." ~ cookiecutter.target %}
-  # What the proxy target's module hands the core besides: the PROXY_* name of what the function starts,
-  # the collections its code writes (TTL){% if cookiecutter.target == "workflow" %}, the APIs it needs{% endif %}.
-  function = merge(try(local.config.function, {}), {
-    environment_variables = {{ proxy }}.environment_variables
-  })
-  ttl_collections = {{ proxy }}.ttl_collections
-{%- if cookiecutter.target == "workflow" %}
-  apis            = {{ proxy }}.apis
-{%- endif %}
-  # The function follows each execution it starts: a failed or cancelled one is counted and alerts.
-  follows_executions = true
-{%- else %}
-  function = try(local.config.function, {})
-{%- endif %}
+  # What the target hands the core (target.tf): the function's environment, the collections its code writes (TTL),
+  # the APIs it needs, whether the function follows executions it starts.
+  function           = merge(try(local.config.function, {}), local.target_function)
+  ttl_collections    = local.target_ttl_collections
+  apis               = local.target_apis
+  follows_executions = local.target_follows_executions
 
   # job id => { schedule, time_zone, and what the job sets of its own }; each is the Scheduler job "<slug>-<job id>".
   # A timing key the job leaves out is the defaults block's (the module looks it up in timing and retry).
@@ -112,104 +94,6 @@ module "scheduled_dedup" {
 {%- endif %}
   }
 }
-{%- if cookiecutter.target == "cloud_run_job" %}
-
-module "cloud_run_job" {
-  source = "{{ cookiecutter.module_sources['scheduled-dedup-cloud-run-job'] }}"
-
-  project_id                    = local.config.project
-  region                        = local.config.region
-  slug                          = local.config.slug
-  labels                        = module.scheduled_dedup.labels
-  runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
-  apis_ready                    = module.scheduled_dedup.apis_ready
-  retention_seconds             = module.scheduled_dedup.retention_seconds
-{%- if cookiecutter.state_bucket %}
-  service_account_email         = local.accounts.target
-{%- endif %}
-
-  firestore = {
-    database   = module.scheduled_dedup.firestore_database
-    collection = module.scheduled_dedup.firestore_collection
-  }
-
-  job = {
-    image = var.job_image
-  }
-}
-
-# Where these lived while one module held every target: an applied project keeps them.
-moved {
-  from = module.scheduled_dedup.google_service_account.job[0]
-  to   = module.cloud_run_job.google_service_account.job
-}
-
-moved {
-  from = module.scheduled_dedup.google_cloud_run_v2_job.this[0]
-  to   = module.cloud_run_job.google_cloud_run_v2_job.this
-}
-
-moved {
-  from = module.scheduled_dedup.google_project_iam_member.datastore_user["job"]
-  to   = module.cloud_run_job.google_project_iam_member.datastore_user
-}
-
-moved {
-  from = module.scheduled_dedup.google_cloud_run_v2_job_iam_member.runtime_executor[0]
-  to   = module.cloud_run_job.google_cloud_run_v2_job_iam_member.runtime_executor
-}
-{%- elif cookiecutter.target == "workflow" %}
-
-module "workflow" {
-  source = "{{ cookiecutter.module_sources['scheduled-dedup-workflow'] }}"
-
-  project_id                    = local.config.project
-  region                        = local.config.region
-  slug                          = local.config.slug
-  labels                        = module.scheduled_dedup.labels
-  runtime_service_account_email = module.scheduled_dedup.runtime_service_account_email
-  apis_ready                    = module.scheduled_dedup.apis_ready
-  retention_seconds             = module.scheduled_dedup.retention_seconds
-{%- if cookiecutter.state_bucket %}
-  service_account_email         = local.accounts.target
-{%- endif %}
-
-  firestore = {
-    database   = module.scheduled_dedup.firestore_database
-    collection = module.scheduled_dedup.firestore_collection
-  }
-
-  workflow = {
-    source_contents = file("${path.root}/../workflow/workflow.yaml")
-  }
-}
-
-# Where these lived while one module held every target: an applied project keeps them.
-moved {
-  from = module.scheduled_dedup.google_service_account.workflow[0]
-  to   = module.workflow.google_service_account.workflow
-}
-
-moved {
-  from = module.scheduled_dedup.google_workflows_workflow.this[0]
-  to   = module.workflow.google_workflows_workflow.this
-}
-
-moved {
-  from = module.scheduled_dedup.google_project_iam_member.datastore_user["workflow"]
-  to   = module.workflow.google_project_iam_member.datastore_user
-}
-
-moved {
-  from = module.scheduled_dedup.google_project_iam_member.workflow_log_writer[0]
-  to   = module.workflow.google_project_iam_member.log_writer
-}
-
-moved {
-  from = module.scheduled_dedup.google_project_iam_member.runtime_workflows_invoker[0]
-  to   = module.workflow.google_project_iam_member.runtime_invoker
-}
-{%- endif %}
 
 # A warning at every `terraform plan` and apply while the alert policies notify nobody: incidents
 # still open in Cloud Monitoring, but no one is told (alert_email or notification_channels).

@@ -22,20 +22,6 @@ output "log_metric_names" {
   description = "Log-based metric per handler outcome."
   value       = module.scheduled_dedup.log_metric_names
 }
-{%- if cookiecutter.target == "cloud_run_job" %}
-
-output "cloud_run_job_name" {
-  description = "The Cloud Run job started once per claimed run."
-  value       = module.cloud_run_job.job_name
-}
-{%- endif %}
-{%- if cookiecutter.target == "workflow" %}
-
-output "workflow_name" {
-  description = "The workflow started once per claimed run."
-  value       = module.workflow.workflow_name
-}
-{%- endif %}
 
 output "task_queue" {
   description = "The deliveries queue: `python tools/runs.py rerun|backfill --queue \"$(terraform -chdir=terraform output -raw task_queue)\"`."

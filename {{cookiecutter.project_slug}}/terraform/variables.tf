@@ -31,11 +31,3 @@ variable "task_queue_enqueuers" {
   default     = []
   nullable    = false
 }
-{%- if cookiecutter.target == "cloud_run_job" %}
-
-# No default: a placeholder image would apply cleanly, ignore DEDUP_RUN_ID and let runs be recorded completed.
-variable "job_image" {
-  description = "Container image of the Cloud Run job, required: build and push ../cloud_run_job/Dockerfile first (e.g. REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG), then pass it with -var or a *.tfvars file."
-  type        = string
-}
-{%- endif %}

@@ -1,6 +1,6 @@
 """config.yaml, the one file of the jobs and their timing: it passes rules.py (the rules Terraform cannot check:
-a cron's smallest gap against what one fault keeps a run busy, per job), {% if cookiecutter.target == "function" %}its jobs are job.py's, {% endif %}each schedule lives
-in it alone, and a bad edit is refused in one line naming the field."""
+a cron's smallest gap against what one fault keeps a run busy, per job), each schedule lives in it alone, and a
+bad edit is refused in one line naming the field."""
 
 import re
 import subprocess
@@ -45,16 +45,6 @@ def test_the_check_command_passes_on_config_yaml():
     assert len(jobs) == len(CONFIG.jobs)
     for warning in CONFIG.warnings:  # daylight saving dates: not refusals, shown in pytest's summary
         warnings.warn(warning, UserWarning, stacklevel=1)
-{%- if cookiecutter.target == "function" %}
-
-
-def test_the_jobs_of_config_yaml_are_the_jobs_of_job_work():
-    """Adding or removing a job is config.yaml and job.py's WORK: a job without work would answer
-    `misconfigured` on every delivery once deployed, a work without a job never runs."""
-    import job
-
-    assert set(CONFIG.jobs) == set(job.WORK), "config.yaml's jobs and job.py's WORK must name the same job ids"
-{%- endif %}
 
 
 def test_each_schedule_string_lives_in_config_yaml_alone():

@@ -9,6 +9,7 @@ import logging
 
 import pytest
 
+import config
 import job
 from run_context import RunContext, UnknownJob
 
@@ -37,3 +38,10 @@ def test_each_job_s_work_runs_and_a_repeat_of_its_run_is_harmless(job_id, caplog
 def test_a_job_without_work_is_refused_naming_it():
     with pytest.raises(UnknownJob, match="'no-such-job'"):
         job.run(context_for("no-such-job"))
+
+
+def test_the_jobs_of_config_yaml_are_the_jobs_of_job_work():
+    """Adding or removing a job is config.yaml and job.py's WORK: a job without work would answer
+    `misconfigured` on every delivery once deployed, a work without a job never runs."""
+    jobs = config.load().jobs
+    assert set(jobs) == set(job.WORK), "config.yaml's jobs and job.py's WORK must name the same job ids"

@@ -6,148 +6,34 @@ import concurrent.futures
 import datetime as dt
 import itertools
 import json
-import sys
 import threading
 
 import grpc
 import pytest
 from conftest import records, scheduler_headers
-{%- if cookiecutter.target == "cloud_run_job" %}
-from google.cloud import run_v2
-from google.cloud.run_v2.services.executions.transports import ExecutionsGrpcTransport
-from google.cloud.run_v2.services.jobs.transports import JobsGrpcTransport
-from google.longrunning import operations_pb2
-from google.protobuf import any_pb2
-
 from keys import RunKey
+
+# This target's API, its messages and its client: tests/proxy_api.py, the target's own.
+from proxy_api import (
+    DETAIL,
+    GET_REQUEST,
+    GET_SERVICE,
+    LIST_REQUEST,
+    METHOD,
+    REQUEST_TYPE,
+    SERVICE,
+    TARGET,
+    TARGET_ENV,
+    client_for,
+    execution_in,
+    install,
+    listed,
+    run_id_sent,
+    started,
+)
 from settings import DedupConfig
-
-TARGET_ENV, TARGET = "PROXY_JOB_NAME", "projects/p-123456/locations/europe-west1/jobs/nightly-job"
-SERVICE, METHOD = "google.cloud.run.v2.Jobs", "RunJob"
-GET_SERVICE, GET_REQUEST = "google.cloud.run.v2.Executions", run_v2.GetExecutionRequest
-LIST_REQUEST = run_v2.ListExecutionsRequest
-
-
-def started(request: run_v2.RunJobRequest, execution: str) -> bytes:
-    """RunJob answers with a long-running operation whose metadata is the execution it started."""
-    metadata = any_pb2.Any()
-    metadata.Pack(run_v2.Execution.pb(run_v2.Execution(name=execution)))
-    return operations_pb2.Operation(name="projects/p-123456/operations/op-1", metadata=metadata).SerializeToString()
-
-
-def listed(executions: list[tuple[str, object, dt.datetime]]) -> bytes:
-    """ListExecutions' answer, newest first: each execution with its create time and the environment it ran with."""
-    return run_v2.ListExecutionsResponse.serialize(
-        run_v2.ListExecutionsResponse(
-            executions=[
-                run_v2.Execution(
-                    name=name,
-                    create_time=at,
-                    template=run_v2.TaskTemplate(
-                        containers=[run_v2.Container(env=request.overrides.container_overrides[0].env)]
-                    ),
-                )
-                for name, request, at in reversed(executions)
-            ]
-        )
-    )
-
-
-def execution_in(name: str, state: str) -> bytes:
-    """An execution of one task as GetExecution shows it: no completion time while it runs, then its counts."""
-    done = {"completion_time": dt.datetime(2026, 6, 1, 12, 30, tzinfo=dt.UTC)}
-    completed = run_v2.Condition(type_="Completed", state=run_v2.Condition.State.CONDITION_FAILED, message=DETAIL)
-    fields = {
-        "running": {"running_count": 1},
-        "succeeded": {**done, "succeeded_count": 1},
-        "failed": {**done, "failed_count": 1, "conditions": [completed]},
-        "cancelled": {**done, "cancelled_count": 1, "conditions": [completed]},
-    }[state]
-    return run_v2.Execution.serialize(run_v2.Execution(name=name, task_count=1, **fields))
-
-
-def client_for(channel: grpc.Channel) -> run_v2.JobsClient:
-    return run_v2.JobsClient(transport=JobsGrpcTransport(channel=channel))
-
-
-def install(monkeypatch, client) -> None:
-    monkeypatch.setattr(sys.modules["job"], "jobs_client", lambda: client)
-    transport = ExecutionsGrpcTransport(channel=client.transport.grpc_channel)
-    reader = run_v2.ExecutionsClient(transport=transport)
-    monkeypatch.setattr(sys.modules["job"], "executions_client", lambda: reader)  # what execution_end reads
-
-
-def run_id_sent(request: run_v2.RunJobRequest) -> str:
-    assert request.name == TARGET
-    (container,) = request.overrides.container_overrides
-    env = {var.name: var.value for var in container.env}
-    assert set(env) == {"DEDUP_RUN_ID", "DEDUP_SCHEDULE_TIME"}
-    assert env["DEDUP_SCHEDULE_TIME"] == "2026-06-01T12:00:00Z"
-    assert not container.args and not request.overrides.task_count  # nothing else is overridden
-    return env["DEDUP_RUN_ID"]
-
-
-REQUEST_TYPE = run_v2.RunJobRequest
-{%- else %}
-from google.cloud.workflows import executions_v1
-from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
-
-from keys import RunKey
-from settings import DedupConfig
-
-TARGET_ENV, TARGET = "PROXY_WORKFLOW_NAME", "projects/p-123456/locations/europe-west1/workflows/nightly-wf"
-SERVICE, METHOD = "google.cloud.workflows.executions.v1.Executions", "CreateExecution"
-GET_SERVICE, GET_REQUEST = SERVICE, executions_v1.GetExecutionRequest
-LIST_REQUEST = executions_v1.ListExecutionsRequest
-
-
-def started(request: executions_v1.CreateExecutionRequest, execution: str) -> bytes:
-    return executions_v1.Execution.serialize(executions_v1.Execution(name=execution))
-
-
-def listed(executions: list[tuple[str, object, dt.datetime]]) -> bytes:
-    """ListExecutions' answer, newest first: each execution with its start time and argument (the FULL view)."""
-    return executions_v1.ListExecutionsResponse.serialize(
-        executions_v1.ListExecutionsResponse(
-            executions=[
-                executions_v1.Execution(name=name, start_time=at, argument=request.execution.argument)
-                for name, request, at in reversed(executions)
-            ]
-        )
-    )
-
-
-def execution_in(name: str, state: str) -> bytes:
-    """An execution as GetExecution shows it: its state, and for a failed one its error."""
-    states = executions_v1.Execution.State
-    error = executions_v1.Execution.Error(payload=DETAIL) if state == "failed" else None
-    shown = {"running": states.ACTIVE, "succeeded": states.SUCCEEDED, "failed": states.FAILED}
-    return executions_v1.Execution.serialize(
-        executions_v1.Execution(name=name, state=shown.get(state, states.CANCELLED), error=error)
-    )
-
-
-def client_for(channel: grpc.Channel) -> executions_v1.ExecutionsClient:
-    return executions_v1.ExecutionsClient(transport=ExecutionsGrpcTransport(channel=channel))
-
-
-def install(monkeypatch, client) -> None:
-    monkeypatch.setattr(sys.modules["job"], "executions_client", lambda: client)
-
-
-def run_id_sent(request: executions_v1.CreateExecutionRequest) -> str:
-    assert request.parent == TARGET
-    argument = json.loads(request.execution.argument)
-    assert set(argument) == {"run_id", "job_name", "schedule_time"}
-    assert (argument["job_name"], argument["schedule_time"]) == ("nightly", "2026-06-01T12:00:00Z")
-    return argument["run_id"]
-
-
-REQUEST_TYPE = executions_v1.CreateExecutionRequest
-{%- endif %}
 
 SCHEDULED = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
-DETAIL = "Task nightly-task0 failed with exit code 3"
 
 
 class FakeGoogleApi:
