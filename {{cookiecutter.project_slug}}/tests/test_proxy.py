@@ -11,7 +11,6 @@ import threading
 import grpc
 import pytest
 from conftest import records, scheduler_headers
-from keys import RunKey
 
 # This target's API, its messages and its client: tests/proxy_api.py, the target's own.
 from proxy_api import (
@@ -31,6 +30,8 @@ from proxy_api import (
     run_id_sent,
     started,
 )
+
+from keys import RunKey
 from settings import DedupConfig
 
 SCHEDULED = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

@@ -1,5 +1,5 @@
-"""What tests/test_proxy.py needs of this target's API, the Workflows Executions API: the method a delivery calls, the
-messages a local fake of the API answers with, and the client the handler's job.py uses, pointed at the fake."""
+"""What tests/test_proxy.py needs of this target's API, the Workflows Executions API: the method a delivery
+calls, the messages a local fake of the API answers with, and the client job.py uses, pointed at the fake."""
 
 import datetime as dt
 import json
