@@ -1,6 +1,6 @@
 """The rules of this project's configuration, once: the bake's hook ran them on the answers, config.py runs them on
-config.yaml (at every load; the schedule rules too under `python config.py`, which `make deploy` runs first), and
-the tests import them. Terraform checks shapes only (ranges, ids, the cron's five fields: each such check in
+config.yaml (at every load; the schedule rules of tools/schedule_rules.py too under `python config.py`, which
+`make deploy` runs first), and the tests import them. Terraform checks shapes only (ranges, ids, the cron's five fields: each such check in
 terraform/modules/scheduled-dedup/variables.tf says so); the rules between numbers are here alone.
 Standard library only: the bake's hook runs it in whatever Python runs cookiecutter.
 """
