@@ -3612,4 +3612,12 @@ MUTANTS = [
         "the template checkout the hook made under cruft is removed when the bake is refused",
         ("tests/test_cruft.py", "-k", "checkout_under_cruft_is_removed and refused"),
     ),
+    Mutant(
+        "i28-map-names-a-missing-file",
+        "README.md",
+        "| `tests/test_rules.py`, `tests/test_capacity.py`,",
+        "| `tests/test_rule.py`, `tests/test_capacity.py`,",
+        "the README's map for maintainers names files that exist",
+        ("tests/test_docs.py", "-k", "maintainers_map"),
+    ),
 ]
