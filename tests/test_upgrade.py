@@ -282,6 +282,13 @@ def test_a_bake_whose_job_py_the_user_edited_keeps_the_users_work(upgrade):
     assert job == (fresh / "job.py").read_text().replace(TEMPLATE_BODY, USER_BODY)
 
 
+def test_the_bakes_readme_says_how_to_upgrade(upgrade):
+    readme = (upgrade["fresh"] / "README.md").read_text()
+    (line,) = [line for line in readme.split("\n- ") if line.startswith("Upgrade: ")]
+    for step in ("`template_version`", "`CHANGELOG.md`", "`cruft update`", "`terraform init -upgrade`"):
+        assert step in line, line
+
+
 def test_the_changelog_names_this_version_and_each_earlier_release_its_commit():
     found = releases()
     assert found[0][0] == (ROOT / "VERSION").read_text().strip()

@@ -3746,4 +3746,12 @@ MUTANTS = [
         "the run record's schema (ledger.RunRecord) names every field a record holds",
         handler("test_fresh_run_is_processed_and_recorded"),
     ),
+    Mutant(
+        "i28-map-names-a-missing-file",
+        "README.md",
+        "| `tests/test_rules.py`, `tests/test_capacity.py`,",
+        "| `tests/test_rule.py`, `tests/test_capacity.py`,",
+        "the README's map for maintainers names files that exist",
+        ("tests/test_docs.py", "-k", "maintainers_map"),
+    ),
 ]
