@@ -45,7 +45,7 @@ resource "google_cloud_scheduler_job" "this" {
   }
 
   depends_on = [
-    time_sleep.apis,
+    terraform_data.apis,
     # No delivery before the invoker may call the function (the grant, then its propagation: iam.tf).
     time_sleep.invoker,
   ]
