@@ -601,10 +601,12 @@ def test_the_bootstrap_makes_the_project_grants_the_modules_would(bake_name, tmp
     target = answers_of(project)["target"]
     given = {key: (grant["role"], grant["database"]) for key, grant in call.get("grants", {}).items()}
     assert given == proxy_grants(target)
+    expected = "${local.bootstrap_apis}"  # the bootstrap's own; the function's are the module's
     if target == "workflow":
         outputs = (ROOT / baking.MODULES_DIR / "scheduled-dedup-workflow" / "outputs.tf").read_text()
         listed = re.search(r'output "apis" \{.*?value += (\[.*?\])', outputs, re.S).group(1)
-        assert call["apis"] == json.loads(listed)
+        expected = f"${{concat(local.bootstrap_apis, {json.dumps(json.loads(listed))})}}"
+    assert call["apis"] == expected
     assert call["firestore"] == {"database": "${local.database}", "create_database": "${var.create_firestore_database}"}
     main = (project / "terraform" / "main.tf").read_text()
     assert "project_setup = {" in main and "project_grants" not in main

@@ -156,8 +156,11 @@ locals {
   }
 }
 
-resource "google_project_service" "this" {
-  for_each = toset([
+# The APIs this root calls besides the function's (module "project" enables them all, with the function's, and waits:
+# an enabled API answers before it has propagated, so a pool, an account or a bucket created right after
+# `services.enable` returns can still meet "API not enabled" / 403 for a while).
+locals {
+  bootstrap_apis = [
     "iam.googleapis.com",
     "iamcredentials.googleapis.com", # google-github-actions/auth impersonates the accounts through it
     "sts.googleapis.com",            # exchanges GitHub's OIDC token
@@ -165,25 +168,25 @@ resource "google_project_service" "this" {
     "serviceusage.googleapis.com",
     "storage.googleapis.com",
     "artifactregistry.googleapis.com", # the function's image repository (module "images")
-  ])
-
-  project            = var.project_id
-  service            = each.key
-  disable_on_destroy = false
+  ]
 }
 
-# An enabled API answers before it has propagated: a pool, an account or a bucket created right after
-# `services.enable` returns can still meet "API not enabled" / 403 for a while (the same wait as
-# the scheduled-dedup module (apis.tf); the template's tests/test_bootstrap.py checks the order on
-# `terraform graph`). Everything below that calls one of these APIs depends on this wait.
-resource "time_sleep" "apis" {
-  create_duration = "${var.apis_wait_seconds}s"
+# Everything below that calls one of these APIs depends on this node, which stands for module "project"'s wait (the
+# template's tests/test_bootstrap.py checks the order on `terraform graph`); not on the module as a whole, which takes
+# the accounts made below (a cycle).
+resource "terraform_data" "apis" {
+  input = module.project.apis_ready
+}
 
-  triggers = {
-    apis = join(",", sort(keys(google_project_service.this)))
-  }
+# This root enabled and waited for its APIs itself before module "project" did: an applied bootstrap keeps them.
+moved {
+  from = google_project_service.this
+  to   = module.project.google_project_service.this
+}
 
-  depends_on = [google_project_service.this]
+moved {
+  from = time_sleep.apis
+  to   = module.project.time_sleep.apis
 }
 
 # The Terraform state of ../ (prefix "{{ cookiecutter.project_slug }}"; others' projects use their own slug).
@@ -219,7 +222,7 @@ resource "google_storage_bucket" "state" {
     prevent_destroy = true
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_storage_bucket_iam_member" "state_deployer" {
@@ -252,7 +255,7 @@ resource "google_iam_workload_identity_pool" "github" {
   display_name              = "GitHub Actions"
   description               = "Workflows of ${local.repository} (terraform/bootstrap of {{ cookiecutter.project_slug }})"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_iam_workload_identity_pool_provider" "github" {
@@ -274,7 +277,7 @@ resource "google_service_account" "planner" {
   account_id   = "{{ cookiecutter.project_slug }}-plan"
   display_name = "{{ cookiecutter.project_slug }} CI planner (every plan, read-only)"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_service_account" "deployer" {
@@ -282,7 +285,7 @@ resource "google_service_account" "deployer" {
   account_id   = "{{ cookiecutter.project_slug }}-deploy"
   display_name = "{{ cookiecutter.project_slug }} CI deployer (production environment, main only)"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # The function's accounts (local.workload_accounts says why the bootstrap makes them); their roles
@@ -294,7 +297,7 @@ resource "google_service_account" "workload" {
   account_id   = each.value
   display_name = "{{ cookiecutter.project_slug }}: ${each.key} (terraform/ of {{ cookiecutter.project_slug }} uses it)"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # The function's image repository, with the cleanup policies the image-repository module defines
@@ -312,7 +315,7 @@ module "images" {
   labels        = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
   writers       = { build = google_service_account.workload["build"].member }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # What needs project-wide rights, made once by the owner who applies this root: the APIs, the function's source
@@ -328,9 +331,15 @@ module "project" {
   slug              = "{{ cookiecutter.project_slug }}"
   labels            = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
   apis_wait_seconds = var.apis_wait_seconds
+
 {%- if cookiecutter.target == "workflow" %}
-  # The workflow module's apis output (the template's tests/test_bootstrap.py compares).
-  apis = ["workflows.googleapis.com", "workflowexecutions.googleapis.com"]
+
+  # This root's APIs, and the workflow module's apis output (the template's tests/test_bootstrap.py compares).
+  apis = concat(local.bootstrap_apis, ["workflows.googleapis.com", "workflowexecutions.googleapis.com"])
+{%- else %}
+
+  # This root's APIs (the function's are the module's own).
+  apis = local.bootstrap_apis
 {%- endif %}
 
   firestore = {
@@ -355,8 +364,6 @@ module "project" {
 {%- endif %}
   }
 {%- endif %}
-
-  depends_on = [time_sleep.apis]
 }
 
 # The deployer writes the function's source zips to the one source bucket module "project" made (a grant on the
@@ -376,7 +383,7 @@ resource "google_project_iam_custom_role" "deployer" {
   description = "The log-based metrics terraform/ of {{ cookiecutter.project_slug }} makes; no sink, exclusion or other logging configuration."
   permissions = local.deployer_permissions
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_project_iam_member" "deployer_custom" {
@@ -391,12 +398,9 @@ resource "google_project_iam_member" "deployer_custom" {
 # "<project> <role> <member>", with its condition's title after a space when it has one. The build account's
 # storage grant is imported as it was (no condition) and replaced by the conditioned one in the same apply.
 locals {
+  # The APIs apart: what the accounts below wait for must not wait for the accounts (a cycle).
+  adopted_apis = var.adopt_existing ? toset(module.project.apis) : toset([])
   adopted = var.adopt_existing ? merge(
-    {
-      for api in module.project.apis : "api ${api}" => {
-        to = "api", key = api, id = "${var.project_id}/${api}"
-      }
-    },
     {
       "bucket"     = { to = "bucket", key = "", id = "${var.project_id}/${var.project_id}-{{ cookiecutter.project_slug }}-src" }
       "logWriter"  = { to = "build", key = "roles/logging.logWriter", id = "${var.project_id} roles/logging.logWriter ${google_service_account.workload["build"].member}" }
@@ -415,9 +419,9 @@ locals {
 }
 
 import {
-  for_each = { for key, item in local.adopted : key => item if item.to == "api" }
-  to       = module.project.google_project_service.this[each.value.key]
-  id       = each.value.id
+  for_each = local.adopted_apis
+  to       = module.project.google_project_service.this[each.key]
+  id       = "${var.project_id}/${each.key}"
 }
 
 import {
@@ -502,7 +506,7 @@ resource "google_project_iam_custom_role" "planner" {
   description = "Reads the metadata and IAM policies of what terraform/ of {{ cookiecutter.project_slug }} makes; no data, no writes."
   permissions = local.planner_permissions
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_project_iam_member" "planner" {
