@@ -26,6 +26,9 @@ locals {
   # terraform/bootstrap makes the function's image repository too (its module "images"), so the
   # deployer holds no Artifact Registry role: the module pushes there and makes none.
   images_repository = "projects/${local.config.project}/locations/${local.config.region}/repositories/${local.config.slug}-images"
+  # And what needs project-wide rights (its module "project": the APIs, this source bucket, the project-level grants,
+  # the database, Cloud Tasks' audit logs), named as scheduled-dedup-project names it.
+  source_bucket = "${local.config.project}-${local.config.slug}-src"
 {%- endif %}
 }
 
@@ -45,6 +48,11 @@ module "scheduled_dedup" {
     build   = local.accounts.build
   }
   images_repository = local.images_repository
+  # terraform/bootstrap made what needs project-wide rights, as the owner (its module "project"): the module makes
+  # none of it, and the deployer holds no role that reaches the whole project.
+  project_setup = {
+    source_bucket = local.source_bucket
+  }
 {%- endif %}
 
   # The function's source, derived: every module of this project's root, its configuration file and its
@@ -66,6 +74,9 @@ module "scheduled_dedup" {
     environment_variables = {{ proxy }}.environment_variables
   })
   ttl_collections = {{ proxy }}.ttl_collections
+{%- if not cookiecutter.state_bucket %}
+  project_grants  = {{ proxy }}.project_grants
+{%- endif %}
 {%- if cookiecutter.target == "workflow" %}
   apis            = {{ proxy }}.apis
 {%- endif %}
@@ -90,26 +101,27 @@ module "scheduled_dedup" {
   }
 
   firestore = {
-    database        = local.config.database
-    collection      = local.config.collection
+    database   = local.config.database
+    collection = local.config.collection
+{%- if not cookiecutter.state_bucket %}
+
+    # Made by the module's project part (scheduled-dedup-project), as whoever runs make deploy.
     create_database = var.create_firestore_database
+{%- endif %}
   }
 
   audit = {
     interval_minutes = local.config.audit_interval_minutes
   }
 
+{%- if not cookiecutter.state_bucket %}
   enable_apis           = var.enable_apis
+{%- endif %}
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
 
   task_queue = {
     enqueuers = var.task_queue_enqueuers
-{%- if cookiecutter.state_bucket %}
-    # Cloud Tasks' Data Access audit logs (who queued each task) are project-level: terraform/bootstrap turns them
-    # on, as the owner, so the deployer needs no right over the project's audit configuration.
-    data_access_logs = false
-{%- endif %}
   }
 }
 {%- if cookiecutter.target == "cloud_run_job" %}
@@ -209,6 +221,182 @@ moved {
   from = module.scheduled_dedup.google_project_iam_member.runtime_workflows_invoker[0]
   to   = module.workflow.google_project_iam_member.runtime_invoker
 }
+{%- endif %}
+
+{%- if cookiecutter.state_bucket %}
+
+# What needs project-wide rights left this root for terraform/bootstrap's module "project" (scheduled-dedup-project),
+# which the owner applies. A bake applied before keeps every object: this root forgets them (destroy = false) and the
+# bootstrap, applied with adopt_existing = true, imports them (its main.tf): no database, bucket or grant is destroyed.
+# Terraform's "removed" block: https://developer.hashicorp.com/terraform/language/resources/syntax#removing-resources
+
+removed {
+  from = module.scheduled_dedup.google_project_service.this
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.time_sleep.apis
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_storage_bucket.source
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_project_iam_member.build
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_project_iam_member.datastore_user
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_firestore_database.this
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_project_iam_audit_config.cloud_tasks
+
+  lifecycle {
+    destroy = false
+  }
+}
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+removed {
+  from = module.cloud_run_job.google_project_iam_member.datastore_user
+
+  lifecycle {
+    destroy = false
+  }
+}
+{%- endif %}
+{%- if cookiecutter.target == "workflow" %}
+
+removed {
+  from = module.workflow.google_project_iam_member.datastore_user
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.workflow.google_project_iam_member.log_writer
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.workflow.google_project_iam_member.executions_viewer
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.workflow.google_project_iam_member.runtime_invoker
+
+  lifecycle {
+    destroy = false
+  }
+}
+{%- endif %}
+{%- else %}
+
+# What needs project-wide rights moved into scheduled-dedup-project (module.scheduled_dedup's module "project"):
+# an applied project keeps every object.
+
+moved {
+  from = module.scheduled_dedup.google_project_service.this
+  to   = module.scheduled_dedup.module.project[0].google_project_service.this
+}
+
+moved {
+  from = module.scheduled_dedup.time_sleep.apis
+  to   = module.scheduled_dedup.module.project[0].time_sleep.apis
+}
+
+moved {
+  from = module.scheduled_dedup.google_storage_bucket.source
+  to   = module.scheduled_dedup.module.project[0].google_storage_bucket.source
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.build
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.build
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.datastore_user
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.datastore_user
+}
+
+moved {
+  from = module.scheduled_dedup.google_firestore_database.this
+  to   = module.scheduled_dedup.module.project[0].google_firestore_database.this
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_audit_config.cloud_tasks
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_audit_config.cloud_tasks
+}
+{%- if cookiecutter.target == "cloud_run_job" %}
+
+moved {
+  from = module.cloud_run_job.google_project_iam_member.datastore_user
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.database_grants["job"]
+}
+{%- endif %}
+{%- if cookiecutter.target == "workflow" %}
+
+moved {
+  from = module.workflow.google_project_iam_member.datastore_user
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.database_grants["workflow"]
+}
+
+moved {
+  from = module.workflow.google_project_iam_member.log_writer
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.grants["workflow_log_writer"]
+}
+
+moved {
+  from = module.workflow.google_project_iam_member.executions_viewer
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.grants["workflow_executions_viewer"]
+}
+
+moved {
+  from = module.workflow.google_project_iam_member.runtime_invoker
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.grants["runtime_invoker"]
+}
+{%- endif %}
 {%- endif %}
 
 # A warning at every `terraform plan` and apply while the alert policies notify nobody: incidents
