@@ -44,7 +44,7 @@ OLDER = {
     # Before the images repository moved into its own module (ceafa44): images.tf's moved blocks.
     "images_function": ("ceafa44^", {}),
 }
-# What an upgrade from an older bake deletes by design, by address: none of it holds data.
+# What an upgrade from an older bake deletes by design, by its address in the older state: none of it holds data.
 RETIRED = {
     # issue 19: one missed-run alert for every job (the audit's) replaced a metric and a policy per job.
     'module.scheduled_dedup.google_logging_metric.scheduler_attempt_failed["nightly"]',
@@ -256,7 +256,9 @@ def destroyed_or_replaced(changes: list[dict], retired: set[str] = frozenset()) 
     found = []
     for change in changes:
         actions, before, after = change["change"]["actions"], change["change"]["before"], change["change"]["after"]
-        if "delete" in actions and change["address"] not in retired:
+        # A retired resource may be deleted at the address a moved block gave it: either address names it.
+        addresses = {change["address"], change.get("previous_address")}
+        if "delete" in actions and not addresses & retired:
             found.append(f"{change['address']}: {actions}")
         elif actions == ["update"] and change["type"] in STATEFUL:
             unknown = change["change"].get("after_unknown") or {}
