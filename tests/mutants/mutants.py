@@ -3744,7 +3744,7 @@ MUTANTS = [
         "  to   = module.images[0].google_artifact_registry_repository.this\n}\n",
         "",
         "an applied images repository keeps its address through the module's moved block (an upgrade destroys nothing)",
-        ("tests/test_upgrade.py", "-k", "older"),
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and images_function"),
     ),
     Mutant(
         "i28-bake-records-no-version",
@@ -3897,5 +3897,42 @@ MUTANTS = [
         "",
         "the bootstrap makes the workflow module's project grants, as its project_grants output writes them",
         ("tests/test_bootstrap.py", "-k", "project_grants_the_modules_would and workflow"),
+    ),
+    Mutant(
+        "i28-audit-policy-move-forgotten",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "moved {\n  from = google_monitoring_alert_policy.run_missed[0]\n"
+        '  to   = google_monitoring_alert_policy.audit_finding["missing"]\n}\n',
+        "",
+        "an applied missed-run policy keeps its address through the audit's moved block (an upgrade deletes nothing)",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_function"),
+    ),
+    # (Not the accounts' `runtime` -> `runtime[0]`: Terraform moves a resource that gains `count` to [0] itself.)
+    Mutant(
+        "i28-datastore-grant-move-forgotten",
+        "terraform/modules/scheduled-dedup/iam.tf",
+        'moved {\n  from = google_project_iam_member.datastore_user["runtime"]\n'
+        "  to   = google_project_iam_member.datastore_user\n}\n",
+        "",
+        "an applied datastore grant keeps its address through the core's moved block (an upgrade deletes nothing)",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_function"),
+    ),
+    Mutant(
+        "i28-cloud-run-job-move-forgotten",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        "moved {\n  from = module.scheduled_dedup.google_cloud_run_v2_job.this[0]\n"
+        "  to   = module.cloud_run_job.google_cloud_run_v2_job.this\n}\n",
+        "",
+        "a proxy bake's applied Cloud Run job keeps its address through the root's moved block into its module",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_cloud_run_job"),
+    ),
+    Mutant(
+        "i28-workflow-move-forgotten",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        "moved {\n  from = module.scheduled_dedup.google_workflows_workflow.this[0]\n"
+        "  to   = module.workflow.google_workflows_workflow.this\n}\n",
+        "",
+        "a proxy bake's applied workflow keeps its address through the root's moved block into its module",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_workflow"),
     ),
 ]
