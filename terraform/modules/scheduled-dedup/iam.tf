@@ -163,3 +163,10 @@ moved {
   from = google_service_account.build
   to   = google_service_account.build[0]
 }
+
+# The runtime's database grant was keyed by account (["runtime"]) before the proxy targets' modules made their own;
+# it now lives in ../scheduled-dedup-project, where the bake's root moves (a solo bake) or forgets (a team bake) it.
+moved {
+  from = google_project_iam_member.datastore_user["runtime"]
+  to   = google_project_iam_member.datastore_user
+}
