@@ -3642,7 +3642,7 @@ MUTANTS = [
         "terraform/modules/image-repository/variables.tf",
         '"Project of the repository."',
         '"The repository\'s project."',
-        "a module's README holds the tables tools/tfdoc.py writes from its variables and outputs",
+        "a module's README holds the tables terraform/tfdoc.py writes from its variables and outputs",
         ("tests/test_tfdoc.py::test_every_module_readme_holds_its_current_tables",),
     ),
     Mutant(
