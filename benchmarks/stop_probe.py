@@ -86,8 +86,10 @@ def _ms(seconds: list[float]) -> dict[str, float]:
 
 
 def measure(runs: int) -> dict:
-    """Wall time per delivery through the stop and in-thread (interleaved: the same machine load), the first
-    run's (it starts the fork server), the fork server's RSS and a work process's own memory."""
+    """Wall time and CPU (this process's and the worker's) per run through the stop and in-thread (interleaved: the
+    same machine load), the first run's (it starts the fork server and a warm worker), the fork server's RSS and a
+    warm worker's own memory. Run after run in a loop: the caches stay warm, unlike between real deliveries
+    (benchmarks/stop_cost.py measures those)."""
     import stop
     from run_context import RunContext
 
@@ -106,16 +108,17 @@ def measure(runs: int) -> dict:
     in_process()
     first = time.perf_counter() - start
     seconds: dict[str, list[float]] = {"process": [], "thread": []}
+    cpu: dict[str, list[float]] = {"process": [], "thread": []}
     for _ in range(runs):
         for name, call in (("process", in_process), ("thread", in_this_thread)):
-            start = time.perf_counter()
+            before, start = cpu_seconds(own_first=False), time.perf_counter()
             call()
             seconds[name].append(time.perf_counter() - start)
+            cpu[name].append(cpu_seconds() - before)
     server = multiprocessing.forkserver._forkserver._forkserver_pid  # this process's fork server
     rss = next(line for line in Path(f"/proc/{server}/status").read_text().splitlines() if line.startswith("VmRSS:"))
     return {
-        "process": _ms(seconds["process"]),
-        "thread": _ms(seconds["thread"]),
+        **{name: _ms(seconds[name]) | {"cpu_ms": statistics.mean(cpu[name]) * 1000} for name in seconds},
         "first_ms": first * 1000,
         "fork_server_rss_mb": int(rss.split()[1]) / 1024,
         "work_process_private_mb": int(in_process(private_memory_kb).result) / 1024,
