@@ -3935,4 +3935,23 @@ MUTANTS = [
         "a proxy bake's applied workflow keeps its address through the root's moved block into its module",
         ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_workflow"),
     ),
+    # Issue 27: the warm worker's run goes by marshal, by pickle when marshal cannot carry a value.
+    Mutant(
+        "i27-run-never-pickled",
+        "baked/stop.py",
+        "    except ValueError:  # a value marshal cannot carry (a datetime, a str subclass): pickle's general way\n"
+        "        return pickle.dumps(value)",
+        "    except ValueError:  # a value marshal cannot carry (a datetime, a str subclass): pickle's general way\n"
+        "        raise",
+        "a run whose context or log fields marshal cannot carry still reaches its worker, by pickle",
+        (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
+    ),
+    Mutant(
+        "i27-context-schedule-time-lost",
+        "baked/stop.py",
+        'context.__dict__.update(values, schedule_time=dt.datetime.fromisoformat(values["schedule_time"]))',
+        "context.__dict__.update(values)",
+        "the work's context carries its schedule time as a datetime, to the microsecond and in UTC",
+        (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
+    ),
 ]
