@@ -509,6 +509,9 @@ def audit_interval_hint(minutes: int, settle: int, lookback: int) -> str:
 # `function:` block). Its defaults are the module's (terraform/modules/scheduled-dedup/variables.tf, a test
 # compares); a bake writes max_instance_count from the schedule (derive_function), never below the default: the
 # rest is room for manual runs and re-runs (the deliveries queue shares the function).
+# No fixed ceiling on instances: a service's maximum is the region's CPU and memory quota divided by one
+# instance's ("a baseline quota of 1000 vCPU or 2000 GiB memory would allow ... a maximum of 1000 instances",
+# https://cloud.google.com/run/docs/configuring/max-instances-limits): 1,001 instances of 256M fit it.
 FUNCTION_DEFAULTS = {"max_instance_count": 5, "max_instance_request_concurrency": 1}
 # Cloud Run: "You can increase this to a maximum of 1,000" concurrent requests per instance
 # (https://cloud.google.com/run/docs/about-concurrency); below 1 vCPU "Maximum concurrency must be set to 1"
