@@ -3445,7 +3445,7 @@ MUTANTS = [
     Mutant(
         "i27-capacity-unchecked",
         RULES,
-        '        deploy.check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])',
+        '        schedule_rules.check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])',
         "        pass",
         "python config.py and the hook refuse a function that cannot start the busiest minute at once",
         (CAPACITY, "-k", "refuses_a_function_block"),
@@ -3453,7 +3453,7 @@ MUTANTS = [
     Mutant(
         "i27-bake-writes-no-function",
         QUESTIONS,
-        '    return {**config, "function": schedule_rules.derive_function(shapes, today)}',
+        '    return {**config, "function": {"max_instance_count": schedule_rules.instances_for(herd, concurrency)}}',
         "    return config",
         "the bake writes the instances the busiest minute needs into config.yaml",
         (CAPACITY, "-k", "bake_writes"),
@@ -3782,8 +3782,8 @@ MUTANTS = [
     Mutant(
         "i28-function-load-runs-the-schedule-rules",
         RULES,
-        'deploy = importlib.import_module("tools.schedule_rules") if schedules else None',
-        'deploy = importlib.import_module("tools.schedule_rules")',
+        'schedule_rules = importlib.import_module("tools.schedule_rules") if schedules else None',
+        'schedule_rules = importlib.import_module("tools.schedule_rules")',
         "the function's load of config.yaml runs no deploy-time rule (they live outside its source)",
         ("tests/test_bake.py", "-k", "no_deploy_time_rules and defaults"),
     ),
