@@ -1034,3 +1034,23 @@ run "rejects_an_image_repository_of_another_region" {
 
   expect_failures = [var.images_repository]
 }
+
+# Issue 26: given project_setup (a team bake's root: the owner's bootstrap made what needs project-wide rights with
+# scheduled-dedup-project), the module makes none of it, writes the source zip to the bucket it is given, and the
+# database is the one it names.
+run "project_made_by_the_owner" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    project_setup = { source_bucket = "${var.project_id}-${var.slug}-src" }
+  }
+
+  assert {
+    condition     = length(module.project) == 0 && google_storage_bucket_object.source.bucket == var.project_setup.source_bucket && google_cloudfunctions2_function.this.build_config[0].source[0].storage_source[0].bucket == var.project_setup.source_bucket && google_firestore_field.expire_at.database == var.firestore.database
+    error_message = "Given project_setup, the module makes no APIs, bucket, project-level grant, database or audit configuration, and uses the bucket and database named."
+  }
+}

@@ -24,8 +24,10 @@ locals {
   # key for an account that reads every bucket, Cloud Storage "Create an HMAC key"), no
   # roles/logging.configWriter (sinks and exclusions: every log routed out, or the Data Access logs hidden; the
   # deployer's custom role below holds the log-based metrics' permissions alone).
-  # roles/datastore.indexAdmin (the TTL policy: google_firestore_field) only under a condition naming this
-  # bake's database (deployer_conditions), not roles/datastore.owner, which deletes or exports any database.
+  # roles/datastore.indexAdmin (the TTL policy: google_firestore_field, a field's configuration, which the index
+  # permissions govern: Firestore "Security for server client libraries", cloud.google.com/firestore/docs/security/iam:
+  # indexAdmin "create, modify, delete, list, or view indexes") only under a condition naming this bake's database
+  # (deployer_conditions), not roles/datastore.owner, which deletes or exports any database.
   # No service-account role: the bootstrap makes the accounts (workload_accounts) and grants actAs on each.
   # No Artifact Registry role either: the bootstrap makes the image repository (module "images"),
   # as roles/artifactregistry.admin, which creates repositories and sets their IAM policies, cannot
