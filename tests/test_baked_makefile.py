@@ -298,9 +298,9 @@ def test_make_deploy_is_the_config_check_then_terraform_passing_only_the_variabl
     given = make(project, "-n", "deploy", "ALERT_EMAIL=ops@example.com", "CREATE_DATABASE=false")
     assert given.returncode == 0, given.stderr
     assert given.stdout.splitlines()[-1] == (
-        "terraform -chdir=terraform apply -var=create_firestore_database=false -var=alert_email=ops@example.com"
+        "terraform -chdir=terraform apply -var=alert_email=ops@example.com -var=create_firestore_database=false"
     )
-    assert "with -var=create_firestore_database=false -var=alert_email=ops@example.com" in given.stdout
+    assert "with -var=alert_email=ops@example.com -var=create_firestore_database=false" in given.stdout
 
 
 def test_a_team_bakes_deploy_passes_no_database_variable(tmp_path):
