@@ -24,9 +24,19 @@ Rows = list[tuple[int, dict, dict]]
 
 
 def bake(template: Path, into: Path) -> Path:
+    """A default bake of `template`; what its hooks print goes to stderr (they run as processes of their own, writing
+    to file descriptor 1): stdout is the scripts' table."""
     from cookiecutter.main import cookiecutter
 
-    return Path(cookiecutter(str(template), no_input=True, output_dir=str(into)))
+    sys.stdout.flush()
+    stdout = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        return Path(cookiecutter(str(template), no_input=True, output_dir=str(into)))
+    finally:
+        sys.stdout.flush()
+        os.dup2(stdout, 1)
+        os.close(stdout)
 
 
 def template_at(ref: str, into: Path) -> Path:

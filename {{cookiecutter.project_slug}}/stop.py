@@ -22,11 +22,12 @@ What goes and comes back: the run (the work by reference, the context's values, 
 plain strings, each stringified so that a failing `__str__` or `__repr__` cannot stop the report; by marshal when it
 can carry them, else pickle (`packed`). A worker killed at the deadline (SIGKILL) runs no cleanup code of the work.
 
-Why so frugal per run. Between two runs the handler's Firestore calls (and the emulator or other instances' work on
-the same cores) push the worker's code and data out of the CPU caches: each run pays for every line of Python and
-library code it touches, several times its cost in a tight loop. So a run costs one message each way (one write,
-one read), one poll of the worker, and no pickle machinery, enum look-up or selector set-up it can do without
-(benchmarks/stop_cost.py measures it against the in-thread call).
+Why so frugal per run. Between two runs the handler's Firestore calls (and whatever else shares the cores) push the
+worker's code and data out of the CPU caches: each run pays for every line of Python and library code it touches,
+several times its cost in a tight loop. So a run costs one message each way (one write, one read), a poll before
+(is the worker alive) and one after (its report, its death or the deadline, on a poll object made once), and no
+pickle machinery, enum look-up or selector set-up it can do without (benchmarks/stop_cost.py measures it against
+the in-thread call).
 
 What is killed: the worker is a session of its own and the reaper of all its descendants; its whole process group
 is killed at the deadline, at its death, at a dead fork server's, and after a report of a run that left a process
