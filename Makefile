@@ -46,14 +46,14 @@ test-fast: $(STAMP) $(DOCS_CHECK) lint  ## The fast loop, under 3 minutes: lint,
 	@$(BIN)/python -m pytest -q -m fast
 
 lint: $(STAMP)  ## Lint the template's own Python
-	@$(BIN)/ruff check hooks tests benchmarks tools && $(BIN)/ruff format --check hooks tests benchmarks tools
+	@$(BIN)/ruff check hooks tests benchmarks terraform && $(BIN)/ruff format --check hooks tests benchmarks terraform
 
 format: $(STAMP)  ## Format the template's own Python
-	@$(BIN)/ruff check --fix hooks tests benchmarks tools && $(BIN)/ruff format hooks tests benchmarks tools
+	@$(BIN)/ruff check --fix hooks tests benchmarks terraform && $(BIN)/ruff format hooks tests benchmarks terraform
 
 .PHONY: tfdoc
 tfdoc: $(STAMP)  ## Rewrite the inputs and outputs tables of each module's README from its variables and outputs
-	@$(BIN)/python tools/tfdoc.py
+	@$(BIN)/python terraform/tfdoc.py
 
 clean:  ## Remove build output and venvs
 	rm -rf build $(VENV) .venv-checkov .venv-standin .pytest_cache

@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import REFERENCE, bake, template_at  # noqa: E402
+from scale import REFERENCE  # noqa: E402
+from two_bakes import bake, template_at  # noqa: E402
 
 CATEGORIES = ("code", "terraform", "tests", "docs", "tools", "other")
 # A line that names the template: "the template", "this template", "the template's" (issue 17's budget: at most 3

@@ -12,16 +12,12 @@ in-thread call. Timings depend on the machine and its load: they are printed, ne
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import tempfile
 from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import ROOT, bake, run_probe, running_emulator, template_at  # noqa: E402
+from two_bakes import Rows, arguments, measure_both, run_probe  # noqa: E402
 
 # The last commit whose stop started a process per run (issue 27 replaced it with warm workers).
 REFERENCE = "f1d5821"
@@ -32,7 +28,7 @@ def probe(project: Path, count: int, host: str, deliveries: int) -> dict:
     return run_probe("stop_cost_probe.py", project, count, host, ["--deliveries", str(deliveries)])
 
 
-def table(rows: list[tuple[int, dict, dict]], reference: str) -> str:
+def table(rows: Rows, reference: str) -> str:
     """One row per job count: `old` measured on the reference bake, `new` on this one (its seed and in-thread
     sides stand for both: the same code)."""
     lines = [
@@ -62,7 +58,7 @@ def table(rows: list[tuple[int, dict, dict]], reference: str) -> str:
     return "\n".join(lines)
 
 
-def verdicts(rows: list[tuple[int, dict, dict]]) -> list[str]:
+def verdicts(rows: Rows) -> list[str]:
     """Each target of issue 27 at each job count, met or not, one line each."""
     lines = []
     for count, _, new in rows:
@@ -78,25 +74,13 @@ def verdicts(rows: list[tuple[int, dict, dict]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", default=REFERENCE, help="git ref of the template whose stop is per process")
-    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 100, 1000])
+    parser = arguments(__doc__.splitlines()[0], REFERENCE)
     parser.add_argument("--deliveries", type=int, default=100)
-    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="stop-cost-") as scratch, running_emulator() as host:
-        scratch = Path(scratch)
-        old = bake(template_at(args.reference, scratch / "ref"), scratch / "ref" / "bake")
-        new = bake(ROOT, scratch / "now" / "bake")
-        rows = [
-            (count, probe(old, count, host, args.deliveries), probe(new, count, host, args.deliveries))
-            for count in args.jobs
-        ]
+    rows = measure_both(args, lambda project, count, host: probe(project, count, host, args.deliveries), "stop-cost-")
     print(table(rows, args.reference))
     print()
     print("\n".join(verdicts(rows)))
-    if args.json:
-        Path(args.json).write_text(json.dumps([{"jobs": c, "reference": o, "now": n} for c, o, n in rows], indent=2))
     return 0
 
 

@@ -30,28 +30,47 @@ def private_memory_kb(context) -> int:
     return sum(int(fields[name].split()[0]) for name in ("Private_Clean", "Private_Dirty"))
 
 
-def proc_cpu_seconds(pid: int, reaped: bool) -> float:
-    """A process's user and system time from /proc (clock ticks), with its reaped children's if `reaped`."""
+def reaped_cpu_seconds(pid: int) -> float:
+    """The user and system time of a process's reaped children, from /proc (clock ticks: 10 ms; the per-process
+    stop's work processes, reaped by its fork server, cost some 20 ms each)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
-    ticks = fields[11:15] if reaped else fields[11:13]  # utime stime [cutime cstime]
-    return sum(int(tick) for tick in ticks) / os.sysconf("SC_CLK_TCK")
+    return sum(int(tick) for tick in fields[13:15]) / os.sysconf("SC_CLK_TCK")  # cutime cstime
 
 
-def cpu_seconds() -> float:
+def process_cpu_seconds(pid: int) -> float:
+    """A live process's own CPU time, every thread's, to the nanosecond: its process CPU clock (Linux's
+    MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED); Python has no clock_getcpuclockid). /proc's figures count in
+    clock ticks (10 ms): a warm worker's fraction of a millisecond a run would be a mean of whole ticks. 0 once the
+    process is gone."""
+    try:
+        return time.clock_gettime((~pid << 3) | 2)
+    except OSError:
+        return 0.0
+
+
+def cpu_seconds(*, own_first: bool = True) -> float:
     """The CPU a delivery costs, wherever the stop puts the work: this process (with the children it reaped), its
     fork server (with the work's processes it reaped: a stop that forks one per run) and the stop's live warm
-    workers (not reaped while they serve), if this bake's stop keeps any."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    seconds = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    workers (not reaped while they serve), if this bake's stop keeps any. A reading that starts an interval passes
+    own_first=False, so that reading the other processes stays outside it (and inside none)."""
     server = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
-    if server is not None:
-        seconds += proc_cpu_seconds(server, reaped=True)
-    for worker in list(getattr(sys.modules.get("stop"), "_idle", ())):
-        seconds += proc_cpu_seconds(worker.process.pid, reaped=True)
-    return seconds
+    workers = [worker.process.pid for worker in list(getattr(sys.modules.get("stop"), "_idle", ()))]
+
+    def elsewhere() -> float:
+        seconds = resource.getrusage(resource.RUSAGE_CHILDREN)
+        seconds = seconds.ru_utime + seconds.ru_stime
+        if server is not None:
+            seconds += process_cpu_seconds(server) + reaped_cpu_seconds(server)
+        return seconds + sum(process_cpu_seconds(pid) for pid in workers)
+
+    if own_first:
+        own = time.process_time()
+        return own + elsewhere()
+    others = elsewhere()
+    return others + time.process_time()
 
 
 def in_thread(work, context, fields, stop_at, preload=()):
@@ -67,8 +86,10 @@ def _ms(seconds: list[float]) -> dict[str, float]:
 
 
 def measure(runs: int) -> dict:
-    """Wall time per delivery through the stop and in-thread (interleaved: the same machine load), the first
-    run's (it starts the fork server), the fork server's RSS and a work process's own memory."""
+    """Wall time and CPU (this process's and the worker's) per run through the stop and in-thread (interleaved: the
+    same machine load), the first run's (it starts the fork server and a warm worker), the fork server's RSS and a
+    warm worker's own memory. Run after run in a loop: the caches stay warm, unlike between real deliveries
+    (benchmarks/stop_cost.py measures those)."""
     import stop
     from run_context import RunContext
 
@@ -87,16 +108,17 @@ def measure(runs: int) -> dict:
     in_process()
     first = time.perf_counter() - start
     seconds: dict[str, list[float]] = {"process": [], "thread": []}
+    cpu: dict[str, list[float]] = {"process": [], "thread": []}
     for _ in range(runs):
         for name, call in (("process", in_process), ("thread", in_this_thread)):
-            start = time.perf_counter()
+            before, start = cpu_seconds(own_first=False), time.perf_counter()
             call()
             seconds[name].append(time.perf_counter() - start)
+            cpu[name].append(cpu_seconds() - before)
     server = multiprocessing.forkserver._forkserver._forkserver_pid  # this process's fork server
     rss = next(line for line in Path(f"/proc/{server}/status").read_text().splitlines() if line.startswith("VmRSS:"))
     return {
-        "process": _ms(seconds["process"]),
-        "thread": _ms(seconds["thread"]),
+        **{name: _ms(seconds[name]) | {"cpu_ms": statistics.mean(cpu[name]) * 1000} for name in seconds},
         "first_ms": first * 1000,
         "fork_server_rss_mb": int(rss.split()[1]) / 1024,
         "work_process_private_mb": int(in_process(private_memory_kb).result) / 1024,

@@ -22,7 +22,13 @@ import rules
 # same clone. An absolute path is no local path but a package installed into .terraform/modules (Terraform 1.15 links
 # it there), so "<checkout>/terraform/modules//<module>" installs the modules alone, not the checkout's venvs.
 MODULES_DIR = Path("terraform") / "modules"
-MODULES = ("scheduled-dedup", "image-repository", "scheduled-dedup-cloud-run-job", "scheduled-dedup-workflow")
+MODULES = (
+    "scheduled-dedup",
+    "image-repository",
+    "scheduled-dedup-project",
+    "scheduled-dedup-cloud-run-job",
+    "scheduled-dedup-workflow",
+)
 # Where a module's name goes in an address: `_module_source` (cookiecutter.json, asked of no one) may set one,
 # e.g. "git::https://example.com/dedup.git//terraform/modules/{module}?ref=v2", and the template's tests do.
 MODULE = "{module}"

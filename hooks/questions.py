@@ -159,14 +159,17 @@ def config_from_answers(context: Mapping[str, object]) -> dict[str, object]:
 
 
 def with_function(config: dict[str, object]) -> dict[str, object]:
-    """The config with the `function:` block whose instances start every run of the busiest minute at once
-    (schedule_rules.derive_function). A config the rules refuse is left as it is, for check_config to name."""
+    """The config with the `function:` block whose instances start every run of the busiest minute at once at the
+    configuration's concurrency (schedule_rules.instances_for); the concurrency stays the module's default unless
+    the user raises it. A config the rules refuse is left as it is, for check_config to name."""
     today = dt.date.today()
     try:
         shapes = rules.check_config(config, today, schedules=False, defaults_prefix="")
     except rules.RuleError:
         return config
-    return {**config, "function": schedule_rules.derive_function(shapes, today)}
+    concurrency = shapes["function"]["max_instance_request_concurrency"]
+    herd = schedule_rules.schedule_herd(shapes, today)
+    return {**config, "function": {"max_instance_count": schedule_rules.instances_for(herd, concurrency)}}
 
 
 def with_own_waits(job_id: str, job: object, defaults: Mapping[str, object]) -> object:

@@ -6,7 +6,8 @@ workflow target's function starts executions through the Workflow Executions API
 workflow, and no bake enabled it. For each matrix bake this reads the Google client libraries the
 deployed code imports (the function's files, a Cloud Run job's code) and the connectors a workflow
 calls, maps each to its service, and checks the service is in what the bake enables: the core
-module's apis.tf plus the `apis` a proxy target's module hands it through terraform/main.tf.
+module's list (scheduled-dedup-project's main.tf) plus the `apis` a proxy target's module hands it through
+terraform/main.tf.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ def quoted_services(text: str) -> set[str]:
 def enabled_apis(project: Path) -> set[str]:
     """The APIs the core module enables, and those a proxy module the root calls hands it (the modules the bake
     calls at conftest.MODULE_SOURCE: this working tree's)."""
-    enabled = quoted_services((MODULES / "scheduled-dedup" / "apis.tf").read_text())
+    # The list is scheduled-dedup-project's (the core calls it; a team bake's bootstrap calls it as the owner).
+    listed = (MODULES / "scheduled-dedup-project" / "main.tf").read_text()
+    enabled = quoted_services(listed.split("  apis = concat(", 1)[1].split("\n  )\n", 1)[0])
     root = root_configuration(project / "terraform")  # the target's module call and what it hands: target.tf
     for call, source in MODULE_CALL.findall(root):
         if call != "scheduled_dedup" and re.search(rf"= module\.{call}\.apis$", root, re.M):

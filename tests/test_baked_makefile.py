@@ -298,9 +298,19 @@ def test_make_deploy_is_the_config_check_then_terraform_passing_only_the_variabl
     given = make(project, "-n", "deploy", "ALERT_EMAIL=ops@example.com", "CREATE_DATABASE=false")
     assert given.returncode == 0, given.stderr
     assert given.stdout.splitlines()[-1] == (
-        "terraform -chdir=terraform apply -var=create_firestore_database=false -var=alert_email=ops@example.com"
+        "terraform -chdir=terraform apply -var=alert_email=ops@example.com -var=create_firestore_database=false"
     )
-    assert "with -var=create_firestore_database=false -var=alert_email=ops@example.com" in given.stdout
+    assert "with -var=alert_email=ops@example.com -var=create_firestore_database=false" in given.stdout
+
+
+def test_a_team_bakes_deploy_passes_no_database_variable(tmp_path):
+    """A team bake's database is terraform/bootstrap's (its create_firestore_database): the root declares no such
+    variable, so a -var for it would fail the apply; make passes none."""
+    team = bake(tmp_path, state_bucket="acme-tf-state", repository="acme/report")
+    given = make(team, "-n", "deploy", "ALERT_EMAIL=ops@example.com", "CREATE_DATABASE=false")
+    assert given.returncode == 0, given.stderr
+    assert given.stdout.splitlines()[-1] == "terraform -chdir=terraform apply -var=alert_email=ops@example.com"
+    assert 'variable "create_firestore_database"' not in (team / "terraform" / "variables.tf").read_text()
 
 
 def test_make_smoke_checks_the_project_and_region_of_config_yaml(project):

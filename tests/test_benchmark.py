@@ -61,11 +61,13 @@ def test_table_shows_both_handlers_side_by_side(measured):
 
 
 def test_the_stop_is_measured_next_to_todays_in_thread_call(measured):
-    """The stop's cost per delivery (the work in its own process) beside the in-thread call it replaced."""
+    """The stop's cost per run (the work in a warm worker) beside the in-thread call it replaced, wall time and CPU."""
     stop, table = measured[0]["stop"], measured[1]
-    assert stop["process"]["median_ms"] > stop["thread"]["median_ms"] > 0  # a fork costs more than a call
+    assert stop["process"]["median_ms"] > stop["thread"]["median_ms"] > 0  # a message each way costs more than a call
+    assert stop["process"]["cpu_ms"] > 0 and stop["thread"]["cpu_ms"] > 0
     assert stop["first_ms"] > 0 and stop["fork_server_rss_mb"] > 0 and stop["work_process_private_mb"] > 0
-    for row in ("| wall time, median |", "| first run on an instance (starts the fork server) |", "| fork server RSS"):
+    first = "| first run on an instance (starts the fork server and a warm worker) |"
+    for row in ("| wall time, median |", "| CPU, mean |", first, "| fork server RSS"):
         assert row in table, row
 
 

@@ -277,30 +277,42 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 
 # --- the deployer holds exactly the documented roles, one per kind of resource ----------------------
 
-# The role that lets `terraform apply` create, change and delete each resource type the module uses
-# (https://cloud.google.com/iam/docs/understanding-roles; docs/iam.md says why each).
+# The right that lets `terraform apply` of a team bake's root create, change and delete each resource type the modules
+# make there (https://cloud.google.com/iam/docs/understanding-roles; docs/iam.md says why each). A project role, or
+# one of these grants on one named resource:
+SOURCE_BUCKET_GRANT = "roles/storage.objectUser on the source bucket"  # the bootstrap's source_deployer
+CUSTOM_ROLE = "the deployer's custom role"  # google_project_iam_custom_role.deployer: local.deployer_permissions
 ROLE_FOR_RESOURCE = {
-    "google_project_service": "roles/serviceusage.serviceUsageAdmin",
-    "google_project_iam_member": "roles/resourcemanager.projectIamAdmin",
     "google_cloudfunctions2_function": "roles/cloudfunctions.admin",
     "google_cloud_run_v2_service_iam_member": "roles/run.admin",  # run.developer cannot set IAM policies
     "google_cloud_run_v2_job": "roles/run.admin",
     "google_cloud_run_v2_job_iam_member": "roles/run.admin",
-    "google_storage_bucket": "roles/storage.admin",
-    "google_storage_bucket_object": "roles/storage.admin",
+    # The zips in the one source bucket (IAM "Cloud Storage roles": objectUser creates, reads, deletes objects).
+    "google_storage_bucket_object": SOURCE_BUCKET_GRANT,
     "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
     # The deliveries queue and its enqueuer grants (IAM "Cloud Tasks roles and permissions": queueAdmin
     # holds cloudtasks.queues.*, setIamPolicy included).
     "google_cloud_tasks_queue": "roles/cloudtasks.queueAdmin",
     "google_cloud_tasks_queue_iam_member": "roles/cloudtasks.queueAdmin",
-    "google_firestore_database": "roles/datastore.owner",
-    "google_firestore_field": "roles/datastore.owner",
-    "google_logging_metric": "roles/logging.configWriter",
+    # The TTL policy (Firestore's field configuration: datastore.indexes.*), conditioned on the database.
+    "google_firestore_field": "roles/datastore.indexAdmin",
+    # logging.logMetrics.* alone, not roles/logging.configWriter (sinks and exclusions too).
+    "google_logging_metric": CUSTOM_ROLE,
     "google_monitoring_alert_policy": "roles/monitoring.alertPolicyEditor",
     "google_monitoring_dashboard": "roles/monitoring.dashboardEditor",
     "google_monitoring_notification_channel": "roles/monitoring.notificationChannelEditor",
     "google_workflows_workflow": "roles/workflows.editor",
 }
+# What the deployer must never hold at project level, each reaching past the bake (issue 26): an HMAC key for any
+# account (storage.hmacKeys.create passes any resource condition: Cloud Storage "Create an HMAC key"), any role to any
+# principal, any API (Compute's default editor account with it), sinks and exclusions, any database.
+PROJECT_WIDE_ROLES = (
+    "roles/storage.admin",
+    "roles/resourcemanager.projectIamAdmin",
+    "roles/serviceusage.serviceUsageAdmin",
+    "roles/logging.configWriter",
+    "roles/datastore.owner",
+)
 # Made by terraform/bootstrap, not by the deployer: the function's accounts (its local.workload_accounts),
 # on each of which the deployer gets actAs, and no project-wide service-account role (IAM "Configure
 # resource-based access": a condition cannot narrow those to some accounts).
@@ -308,24 +320,34 @@ ROLE_FOR_RESOURCE = {
 # role that makes them, roles/artifactregistry.admin, sets the IAM policy of every repository of the
 # project, and no IAM condition can test a repository's name (IAM "Resource attributes for IAM
 # Conditions" lists no Artifact Registry attribute).
+# And every type of scheduled-dedup-project (its module "project": the APIs, the source bucket, the project-level
+# grants, the database, Cloud Tasks' audit logs): project_types().
 MADE_BY_THE_BOOTSTRAP = {
     "google_service_account",
     "google_artifact_registry_repository",
     "google_artifact_registry_repository_iam_member",
-    # Cloud Tasks' Data Access audit logs: project-level, set by the owner (the root passes
-    # task_queue.data_access_logs = false: tests/test_enqueuer_audit_log.py).
-    "google_project_iam_audit_config",
 }
+PROJECT_MODULE = "scheduled-dedup-project"
 
 
 def module_files(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> list[Path]:
-    return [path for module in called_modules(project, modules) for path in sorted(module.glob("*.tf"))]
+    """The .tf files of the modules a team bake's root deploys: every called module but scheduled-dedup-project, which
+    only the bootstrap applies (the root passes project_setup)."""
+    called = [module for module in called_modules(project, modules) if module.name != PROJECT_MODULE]
+    return [path for module in called for path in sorted(module.glob("*.tf"))]
+
+
+RESOURCE = re.compile(r'^resource "(google_\w+)"', re.M)
 
 
 def module_resource_types(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> set[str]:
-    """The Google resource types the modules a bake calls make (other providers' need no role): its target's."""
-    found = re.compile(r'^resource "(google_\w+)"', re.M)
-    return {t for path in module_files(project, modules) for t in found.findall(path.read_text())}
+    """The Google resource types the modules a bake's root deploys make (other providers' need no role)."""
+    return {t for path in module_files(project, modules) for t in RESOURCE.findall(path.read_text())}
+
+
+def project_types(modules: Path = ROOT / baking.MODULES_DIR) -> set[str]:
+    """The Google resource types scheduled-dedup-project makes: the owner's, through the bootstrap."""
+    return {t for path in (modules / PROJECT_MODULE).glob("*.tf") for t in RESOURCE.findall(path.read_text())}
 
 
 def documented_roles(project: Path) -> list[str]:
@@ -336,11 +358,34 @@ def documented_roles(project: Path) -> list[str]:
 
 
 def roles_needed(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> set[str]:
-    """One project role per Google resource type the modules make that the bootstrap does not make for them."""
+    """One right per Google resource type the root's modules make that the bootstrap does not make for them."""
     types = module_resource_types(project, modules) - MADE_BY_THE_BOOTSTRAP
+    assert not types & project_types(modules), (
+        f"{types & project_types(modules)}: the owner's (scheduled-dedup-project)"
+    )
     unknown = types - set(ROLE_FOR_RESOURCE)
     assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
     return {ROLE_FOR_RESOURCE[t] for t in types}
+
+
+def bootstrap_resources(project: Path, kind: str) -> dict[str, dict]:
+    return {name: body for r in bootstrap_config(project)["resource"] for name, body in r.get(kind, {}).items()}
+
+
+def granted_rights(project: Path) -> set[str]:
+    """The deployer's project roles, and the one-resource grants ROLE_FOR_RESOURCE names, as the bootstrap has them."""
+    rights = set(bootstrap_locals(project)["deployer_roles"])
+    bucket = bootstrap_resources(project, "google_storage_bucket_iam_member").get("source_deployer")
+    if (
+        bucket
+        and bucket["bucket"] == "${module.project.source_bucket}"
+        and bucket["role"] == "roles/storage.objectUser"
+    ):
+        rights.add(SOURCE_BUCKET_GRANT)
+    custom = bootstrap_resources(project, "google_project_iam_member").get("deployer_custom")
+    if custom and custom["role"] == "${google_project_iam_custom_role.deployer.name}":
+        rights.add(CUSTOM_ROLE)
+    return rights
 
 
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
@@ -350,7 +395,8 @@ def test_deployer_roles_are_the_documented_ones_and_what_the_module_needs(bake_n
     assert len(set(granted)) == len(granted), granted
     assert sorted(documented_roles(project)) == sorted(granted)
     needed = roles_needed(project)
-    assert set(granted) == needed, {"missing": needed - set(granted), "not needed": set(granted) - needed}
+    rights = granted_rights(project)
+    assert rights == needed, {"missing": needed - rights, "not needed": rights - needed}
 
 
 def module_account_ids(project: Path) -> set[str]:
@@ -400,6 +446,8 @@ def test_the_root_runs_as_the_bootstraps_accounts_and_makes_none(bake_name, tmp_
     planned = set(re.findall(r"^# (module\.\S+):$", result.stdout, re.M))
     assert len(planned) > 30, sorted(planned)
     assert not [address for address in planned if ".google_service_account." in address], sorted(planned)
+    # Nor anything that needs project-wide rights: the bootstrap's module "project" made it (project_setup).
+    assert not [address for address in planned if ".module.project" in address], sorted(planned)
     project_id = answers_of(project)["gcp_project_id"]
     emails = {
         key: f"{account}@{project_id}.iam.gserviceaccount.com"
@@ -470,7 +518,7 @@ def test_the_bootstraps_repository_is_the_functions_docker_repository(bake_name,
 
 def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
     project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
-    granted = set(bootstrap_locals(project)["deployer_roles"])
+    granted = granted_rights(project)
     modules = shutil.copytree(ROOT / baking.MODULES_DIR, tmp_path / "modules")
     module = modules / "scheduled-dedup"
     (module / "dashboard.tf").unlink()
@@ -482,84 +530,86 @@ def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
         roles_needed(project, modules)
 
 
+@pytest.mark.parametrize("kind", ["google_storage_bucket", "google_project_iam_member", "google_project_service"])
+def test_what_needs_project_wide_rights_back_in_the_deployed_modules_fails(kind, tmp_path):
+    """A bucket, a project grant or an API made by the root's modules again would need storage.admin,
+    projectIamAdmin or serviceUsageAdmin back: refused, they are scheduled-dedup-project's."""
+    project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
+    modules = shutil.copytree(ROOT / baking.MODULES_DIR, tmp_path / "modules")
+    (modules / "scheduled-dedup" / "again.tf").write_text(f'resource "{kind}" "again" {{}}\n')
+    with pytest.raises(AssertionError, match="the owner's"):
+        roles_needed(project, modules)
+
+
 # --- least privilege: what the deployer may grant, what the planner may read (issue 19) -------------
 
 
-def module_project_roles(project: Path) -> set[str]:
-    """Every role the bake's modules grant on the project (google_project_iam_member), literal or in a local."""
-    roles = set()
-    for path in module_files(project):
-        text = path.read_text()
-        for block in re.findall(r'resource "google_project_iam_member" "\w+" \{\n(.*?)\n\}', text, re.S):
-            literal = re.search(r'^  role += "(roles/[\w.]+)"', block, re.M)
-            if literal:
-                roles.add(literal.group(1))
-            else:  # for_each over a local set of roles (iam.tf, build_roles)
-                local = re.search(r"for_each = local\.(\w+)", block).group(1)
-                listed = re.search(rf"^  {local} = toset\(\[(.*?)\]\)", text, re.M | re.S).group(1)
-                roles |= set(re.findall(r'"(roles/[\w.]+)"', listed))
-    return roles
+def cel_verdict(expression: str, resource: dict) -> bool:
+    return bool(cel(expression).evaluate({"resource": celpy.json_to_cel(resource)}))
 
 
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
-def test_the_deployer_may_grant_only_the_roles_the_modules_grant(bake_name, tmp_path):
-    """An unconditional projectIamAdmin lets the deployer grant itself roles/owner. IAM "Set limits on
-    granting roles": a condition api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([...])."""
+def test_the_deployer_holds_nothing_that_reaches_the_whole_project(bake_name, tmp_path):
+    """Issue 26: every project-level role of the deployer is one that the modules' resources need (test above), none
+    of PROJECT_WIDE_ROLES; the one conditioned role names this bake's database; the rest is granted on one resource
+    (the source bucket, the custom role's log-metric permissions, actAs on each account)."""
     project = bake(tmp_path, **MATRIX[bake_name])
     local = bootstrap_locals(project)
-    assert sorted(local["grantable_roles"]) == sorted(module_project_roles(project))
-    conditions = local["deployer_conditions"]
-    expression = conditions["roles/resourcemanager.projectIamAdmin"]["expression"]
-    listed = '${join(", ", [for role in local.grantable_roles : "\'${role}\'"])}'
-    assert expression == f"api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([{listed}])"
-    assert "roles/resourcemanager.projectIamAdmin" in local["deployer_roles"]
-    # storage.admin reaches the source bucket the module names <project>-<slug>-src, and no other bucket.
-    assert local["source_bucket"] == "${var.project_id}-" + answers_of(project)["project_slug"] + "-src"
-    assert storage_admin_reaches(project) == {
-        "the project (buckets are listed and created there)": True,
-        "the source bucket": True,
-        "an object of the source bucket": True,
-        "a managed folder of the source bucket": True,
-        "another bucket": False,
-        "an object of another bucket": False,
-        "a managed folder of another bucket": False,
-        "a bucket whose name starts with the source bucket's": False,
+    assert not set(local["deployer_roles"]) & set(PROJECT_WIDE_ROLES), local["deployer_roles"]
+    assert "grantable_roles" not in local
+    assert sorted(local["deployer_permissions"]) == [
+        f"logging.logMetrics.{verb}" for verb in ("create", "delete", "get", "list", "update")
+    ]
+    (role,) = local["deployer_conditions"]
+    assert role == "roles/datastore.indexAdmin"
+    expression = local["deployer_conditions"][role]["expression"].replace("${var.project_id}", "my-project")
+    expression = expression.replace("${local.database}", local["database"])
+    assert local["database"] == answers_of(project)["firestore_database"]
+    # Firestore names a database projects/P/databases/D for IAM Conditions (Firestore "Configure per-database access
+    # permissions"; IAM "Resource attributes for IAM Conditions": firestore.googleapis.com).
+    databases = {
+        f"projects/my-project/databases/{local['database']}": True,
+        "projects/my-project/databases/(default)": False,
+        "projects/my-project/databases/another-team-db": False,
+        f"projects/my-project/databases/{local['database']}-copy": False,
     }
+    assert {name: cel_verdict(expression, {"name": name}) for name in databases} == databases
+    bucket = bootstrap_resources(project, "google_storage_bucket_iam_member")["source_deployer"]
+    assert "condition" not in bucket and bucket["bucket"] == "${module.project.source_bucket}"
 
 
-def storage_admin_reaches(project: Path) -> dict[str, bool]:
-    """The deployer's storage.admin condition, evaluated (CEL) for resources as Cloud Storage names them
-    (IAM "Resource attributes for IAM Conditions": projects/_/buckets/B, and what lives in B under it)."""
-    local = bootstrap_locals(project)
-    source = "projects/_/buckets/my-project-" + answers_of(project)["project_slug"] + "-src"
-    other = "projects/_/buckets/another-team-data"
-    resources = {
-        "the project (buckets are listed and created there)": (
-            "cloudresourcemanager.googleapis.com/Project",
-            "projects/my-project",
-        ),
-        "the source bucket": ("storage.googleapis.com/Bucket", source),
-        "an object of the source bucket": ("storage.googleapis.com/Object", f"{source}/objects/function-abc.zip"),
-        "a managed folder of the source bucket": ("storage.googleapis.com/ManagedFolder", f"{source}/managedFolders/f"),
-        "another bucket": ("storage.googleapis.com/Bucket", other),
-        "an object of another bucket": ("storage.googleapis.com/Object", f"{other}/objects/data.csv"),
-        "a managed folder of another bucket": ("storage.googleapis.com/ManagedFolder", f"{other}/managedFolders/f"),
-        "a bucket whose name starts with the source bucket's": ("storage.googleapis.com/Bucket", f"{source}-copy"),
-    }
-    expression = local["deployer_conditions"]["roles/storage.admin"]["expression"]
-    expression = expression.replace("${local.source_bucket}", source.rsplit("/", 1)[1])
-    program = cel(expression)
-    return {
-        what: bool(program.evaluate({"resource": celpy.json_to_cel({"type": kind, "name": name})}))
-        for what, (kind, name) in resources.items()
-    }
+def project_module_call(project: Path) -> dict:
+    (call,) = [block["project"] for block in bootstrap_config(project)["module"] if "project" in block]
+    return call
 
 
-def test_module_project_roles_reads_literals_and_the_build_roles(tmp_path):
-    project = bake(tmp_path, **MATRIX[BUCKET_BAKES[0]])
-    assert {"roles/datastore.user", "roles/logging.logWriter", "roles/storage.objectViewer"} <= (
-        module_project_roles(project)
-    )
+def proxy_grants(target: str) -> dict[str, tuple[str, bool]]:
+    """A proxy module's project_grants (its main.tf's locals): key => (role, database), what the root would pass."""
+    module = {"cloud_run_job": "scheduled-dedup-cloud-run-job", "workflow": "scheduled-dedup-workflow"}[target]
+    text = (ROOT / baking.MODULES_DIR / module / "main.tf").read_text()
+    block = re.search(r"^  project_grants = \{\n(.*?)\n  \}$", text, re.M | re.S).group(1)
+    rows = re.findall(r'^    (\w+) += \{ role = "([\w./]+)", member = [^,]+, database = (true|false) \}$', block, re.M)
+    return {key: (role, database == "true") for key, role, database in rows}
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_bootstrap_makes_the_project_grants_the_modules_would(bake_name, tmp_path):
+    """The bootstrap's module "project" gets the proxy target's grants as its module's project_grants output writes
+    them (same keys, roles and database conditions), and the workflow module's APIs: the root passes neither."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    call = project_module_call(project)
+    target = answers_of(project)["target"]
+    given = {key: (grant["role"], grant["database"]) for key, grant in call.get("grants", {}).items()}
+    assert given == proxy_grants(target)
+    expected = "${local.bootstrap_apis}"  # the bootstrap's own; the function's are the module's
+    if target == "workflow":
+        outputs = (ROOT / baking.MODULES_DIR / "scheduled-dedup-workflow" / "outputs.tf").read_text()
+        listed = re.search(r'output "apis" \{.*?value += (\[.*?\])', outputs, re.S).group(1)
+        expected = f"${{concat(local.bootstrap_apis, {json.dumps(json.loads(listed))})}}"
+    assert call["apis"] == expected
+    assert call["firestore"] == {"database": "${local.database}", "create_database": "${var.create_firestore_database}"}
+    main = (project / "terraform" / "main.tf").read_text()
+    assert "project_setup = {" in main and "project_grants" not in main
 
 
 # What a plan's refresh reads of each resource type the modules make: get (and getIamPolicy for a
@@ -626,6 +676,9 @@ def test_state_grants_reach_only_this_bakes_prefix(bake_name, tmp_path):
     )
     resources = bootstrap_config(project)["resource"]
     grants = {name: body for r in resources for name, body in r.get("google_storage_bucket_iam_member", {}).items()}
+    grants.pop(
+        "source_deployer"
+    )  # the source bucket's (test_the_deployer_holds_nothing_that_reaches_the_whole_project)
     assert set(grants) == {"state_deployer", "state_planner"}
     assert all(grant["condition"][0]["expression"] == "${local.state_condition}" for grant in grants.values())
 
@@ -640,3 +693,83 @@ def test_the_bootstrap_waits_after_enabling_the_apis(bootstrap, tmp_path):
     made = sorted(n for n in nodes if n.startswith("google_") and not n.startswith("google_project_service."))
     assert len(made) >= 8, made
     assert {n: unwaited(graph, n, {"google_project_service.this"}) for n in made} == {n: [] for n in made}
+
+
+def readme_section(project: Path, title: str) -> str:
+    readme = (project / "README.md").read_text()
+    return readme.split(f"### {title}\n", 1)[1].split("\n### ", 1)[0]
+
+
+@pytest.mark.parametrize("bake_name", BUCKET_BAKES)
+def test_the_readme_says_what_the_owner_runs_once_and_what_the_deployer_may_do(bake_name, tmp_path):
+    """Issue 26: the bake README's two lists are the code's. "What the owner runs once": one row per resource type
+    scheduled-dedup-project makes, and the project-level roles it grants (its build roles, the runtime's, the
+    target's as the bootstrap passes them). "What the deployer may do": the custom role's permissions, the conditioned
+    role, and none of the project-wide roles but as ones it does not hold."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    owner = readme_section(project, "What the owner runs once")
+    rows = dict(re.findall(r"^\| `(google_\w+)` \| (.*) \|$", owner, re.M))
+    assert set(rows) == project_types(), sorted(rows)
+    module = (ROOT / baking.MODULES_DIR / PROJECT_MODULE / "main.tf").read_text()
+    build = set(re.findall(r'"(roles/[\w.]+)"', re.search(r"build_roles = toset\(\[(.*?)\]\)", module).group(1)))
+    runtime = set(
+        re.findall(
+            r'resource "google_project_iam_member" "datastore_user" \{\n.*?role += "(roles/[\w.]+)"', module, re.S
+        )
+    )
+    target = {grant["role"] for grant in project_module_call(project).get("grants", {}).values()}
+    assert set(re.findall(r"`(roles/[\w.]+)`", rows["google_project_iam_member"])) == build | runtime | target
+    deployer = readme_section(project, "What the deployer may do")
+    local = bootstrap_locals(project)
+    assert re.findall(r"^- `([\w.]+)`$", deployer, re.M) == sorted(local["deployer_permissions"])
+    assert set(re.findall(r"`(roles/[\w.]+)` carries an IAM condition", deployer)) == set(local["deployer_conditions"])
+    holds_none = deployer.split("and none that reaches the whole project: no", 1)[1].split("\n\n", 1)[0]
+    assert set(PROJECT_WIDE_ROLES) - {"roles/datastore.owner"} <= set(re.findall(r"`(roles/[\w.]+)`", holds_none))
+
+
+def moves(main: str, kind: str) -> list[dict[str, str]]:
+    """The root's moved or removed blocks: from, to (moved), destroy (removed)."""
+    found = []
+    for block in re.findall(rf"^{kind} \{{\n(.*?)\n\}}$", main, re.M | re.S):
+        found.append(dict(re.findall(r"^ +(from|to|destroy) += (\S+)$", block, re.M)))
+    return found
+
+
+@pytest.mark.parametrize("bake_name", ["defaults", *BUCKET_BAKES])
+def test_an_applied_bake_keeps_what_moved_to_the_owner(bake_name, tmp_path):
+    """What left the core (and the proxy modules) for scheduled-dedup-project is destroyed nowhere: a solo bake's root
+    moves each object into module.scheduled_dedup.module.project[0]; a team bake's root forgets each (removed,
+    destroy = false) and its bootstrap imports them (adopt_existing)."""
+    project = bake(tmp_path, **MATRIX[bake_name])
+    main = (project / "terraform" / "main.tf").read_text()
+    project_resources = {
+        f"{kind}.{name}"
+        for path in (ROOT / baking.MODULES_DIR / PROJECT_MODULE).glob("*.tf")
+        for kind, name in re.findall(r'^resource "(google_\w+|time_sleep)" "(\w+)"', path.read_text(), re.M)
+    }
+    core = {f"module.scheduled_dedup.{r}" for r in project_resources if not r.endswith(("database_grants", ".grants"))}
+    if MATRIX[bake_name].get("state_bucket"):
+        removed = moves(main, "removed")
+        assert all(block["destroy"] == "false" for block in removed), removed
+        forgotten = {block["from"] for block in removed}
+        assert core <= forgotten, core - forgotten
+        assert not moves(main, "moved") or all("module.project" not in block["to"] for block in moves(main, "moved"))
+        bootstrap = (project / "terraform" / "bootstrap" / "main.tf").read_text()
+        imported = set(re.findall(r"^  to       = module\.project\.(\S+?)(?:\[.*\])?$", bootstrap, re.M))
+        assert imported >= {
+            "google_project_service.this",
+            "google_storage_bucket.source",
+            "google_project_iam_member.build",
+            "google_project_iam_member.datastore_user",
+            "google_firestore_database.this",
+        }, imported
+    else:
+        moved = {
+            block["from"]: block["to"] for block in moves(main, "moved") if "module.project" in block.get("to", "")
+        }
+        assert {f"module.scheduled_dedup.{r}" for r in project_resources} & set(moved) == core
+        assert all(
+            moved[address] == address.replace("scheduled_dedup.", "scheduled_dedup.module.project[0].")
+            for address in core
+        )
+        assert not moves(main, "removed")

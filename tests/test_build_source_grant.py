@@ -1,11 +1,13 @@
 """The build account reads the function's source and no other bucket (issue 26).
 
 A gen2 build reads, of Cloud Storage, the function's code, which Cloud Functions stores in its own
-gcf-v2-sources-<project number>-<region> bucket ("Build process overview", https://cloud.google.com/functions/docs/building);
+gcf-v2-sources-<project number>-<region> bucket ("Build process overview",
+https://cloud.google.com/functions/docs/building);
 the image goes to Artifact Registry. The module's project-level storage.objectViewer for the build account carries
 a condition on those buckets' names (and the bake's own upload bucket): evaluated here with cel-python on the names
 Cloud Storage gives IAM Conditions (projects/_/buckets/B, .../objects/O: IAM "Resource attributes for IAM Conditions",
-https://cloud.google.com/iam/docs/conditions-resource-attributes), on an offline plan of the module.
+https://cloud.google.com/iam/docs/conditions-resource-attributes), on an offline plan of the module (the grant is
+scheduled-dedup-project's, which scheduled-dedup calls).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def reaches(expression: str, name: str) -> bool:
 
 
 def test_the_build_reads_the_function_sources_only(plan):
-    grant = plan['google_project_iam_member.build["roles/storage.objectViewer"]']
+    grant = plan['module.project[0].google_project_iam_member.build["roles/storage.objectViewer"]']
     (condition,) = grant["condition"]
     sources = "projects/_/buckets/gcf-v2-sources-123456789-europe-west1"
     own = f"projects/_/buckets/{PROJECT}-{SLUG}-src"
@@ -64,4 +66,7 @@ def test_the_build_reads_the_function_sources_only(plan):
 
 def test_the_build_writes_logs_anywhere_as_the_page_says(plan):
     """logging.logWriter has no resource to narrow it to (log entries are written to the project)."""
-    assert plan['google_project_iam_member.build["roles/logging.logWriter"]'].get("condition") in (None, [])
+    assert plan['module.project[0].google_project_iam_member.build["roles/logging.logWriter"]'].get("condition") in (
+        None,
+        [],
+    )

@@ -367,7 +367,9 @@ def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, lo
     assert baked["DEDUP_AUDIT_JOB"] == long_jobs_plan[AUDIT_JOB]["name"]
     ttl = long_jobs_plan[CORE + "google_firestore_field.expire_at"]
     assert (
-        baked["DEDUP_DATABASE"] == long_jobs_plan[CORE + "google_firestore_database.this[0]"]["name"] == ttl["database"]
+        baked["DEDUP_DATABASE"]
+        == long_jobs_plan[CORE + "module.project[0].google_firestore_database.this[0]"]["name"]
+        == ttl["database"]
     )
     assert baked["DEDUP_COLLECTION"] == ttl["collection"]
     assert baked["DEDUP_PROJECT"] == queue["project"] and baked["DEDUP_LOCATION"] == queue["location"]

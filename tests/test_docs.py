@@ -150,3 +150,23 @@ def test_the_link_check_finds_a_missing_page_and_a_missing_heading(tmp_path):
     (tmp_path / "b.md").write_text("# Title\n\n## Why it's `safe`\n")
     page.write_text("[ok](b.md#why-its-safe) [gone](c.md) [bad anchor](b.md#nope) [web](https://example.com)\n")
     assert broken_links([page]) == ["a.md: c.md (no such file)", "a.md: b.md#nope (no heading with that anchor)"]
+
+
+# A path or file name in backquotes: "hooks/baking.py", "terraform/modules/*/*.tf", "cloud_run_job/", "test_faults.py".
+MAP_PATH = re.compile(r"`([\w.*<>-]+(?:/[\w.*<>-]*)*\.(?:py|json|md|tf)|[\w.-]+(?:/[\w.*-]+)*/)`")
+
+
+def test_the_maintainers_map_names_files_that_exist():
+    """The README's "when to modify what": every file it names is the template's, the baked tree's, or (a bare name)
+    one of the template's tests, so the map follows a moved or renamed file."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Maintaining the template") :]
+    named = sorted(set(MAP_PATH.findall(section)))
+    assert "tests/test_upgrade.py" in named and "hooks/baking.py" in named
+
+    def exists(name: str) -> bool:
+        found = [path for base in (ROOT, TEMPLATE_PROJECT) for path in base.glob(name)]
+        return bool(found or ("/" not in name and list((ROOT / "tests").rglob(name))))
+
+    missing = [name for name in named if not exists(name)]
+    assert missing == []

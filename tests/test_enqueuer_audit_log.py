@@ -19,7 +19,8 @@ from module_plan import hcl_jobs, plan_runs
 
 pytestmark = pytest.mark.terraform
 
-AUDIT_CONFIG = "google_project_iam_audit_config.cloud_tasks"
+# Made by scheduled-dedup-project, which the core module calls (project.tf) when no project_setup is given.
+AUDIT_CONFIG = "module.project[0].google_project_iam_audit_config.cloud_tasks"
 JOBS = {"nightly": "0 3 * * *"}
 
 
@@ -47,14 +48,17 @@ def test_the_module_makes_none_when_another_root_does(plans):
 @pytest.mark.parametrize("bake_name", ["defaults", "cloud-run-job"])
 def test_a_team_bakes_bootstrap_makes_it_and_its_root_tells_the_module(bake_name, tmp_path):
     """A solo bake's root leaves the module's default (the owner's `make deploy` sets it); a team bake's root passes
-    data_access_logs = false and its bootstrap makes the configuration (its tftest asserts what it plans)."""
+    project_setup (the module then makes nothing project-wide) and its bootstrap's module "project" makes the
+    configuration with scheduled-dedup-project's default (its tftest asserts what it plans)."""
     project = bake(tmp_path, **MATRIX[bake_name])
     team = bool(MATRIX[bake_name].get("state_bucket"))
     main = (project / "terraform" / "main.tf").read_text()
-    assert bool(re.search(r"^    data_access_logs = false$", main, re.M)) == team
+    assert "data_access_logs" not in main
+    assert bool(re.search(r"^  project_setup = \{$", main, re.M)) == team
     bootstrap = project / "terraform" / "bootstrap" / "main.tf"
-    made = bootstrap.is_file() and 'resource "google_project_iam_audit_config" "cloud_tasks"' in bootstrap.read_text()
+    made = bootstrap.is_file() and 'module "project" {' in bootstrap.read_text()
     assert made == team
     if team:
+        assert "data_access_logs" not in bootstrap.read_text()  # the module's default: on
         tftest = (project / "terraform" / "bootstrap" / "tests" / "bootstrap.tftest.hcl").read_text()
-        assert '== ["DATA_WRITE"]' in tftest and "google_project_iam_audit_config.cloud_tasks.service" in tftest
+        assert '== ["DATA_WRITE"]' in tftest and "module.project.cloud_tasks_audit_config.service" in tftest

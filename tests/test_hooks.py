@@ -676,14 +676,14 @@ def test_a_bake_from_a_clone_calls_the_modules_at_its_remote_pinned_to_its_commi
 
 
 def test_every_module_the_modules_call_is_in_the_same_package():
-    """The core module calls ../image-repository: a sibling in terraform/modules, so every source form (a git
-    sub-directory, an absolute path's package) carries it."""
+    """The core module calls ../image-repository and ../scheduled-dedup-project: siblings in terraform/modules, so
+    every source form (a git sub-directory, an absolute path's package) carries them."""
     called = {
         sibling
         for path in (ROOT / baking.MODULES_DIR).glob("*/*.tf")
         for sibling in re.findall(r'^  source += "\.\./([\w-]+)"', path.read_text(), re.M)
     }
-    assert called == {"image-repository"}
+    assert called == {"image-repository", "scheduled-dedup-project"}
     assert sorted(path.name for path in (ROOT / baking.MODULES_DIR).iterdir()) == sorted(baking.MODULES)
 
 

@@ -75,12 +75,13 @@ def storage_buckets() -> dict[str, dict]:
 
 def test_no_lifecycle_rule_deletes_a_live_object():
     buckets = storage_buckets()
-    assert "scheduled-dedup/source" in buckets, sorted(buckets)
+    # The function's source bucket: scheduled-dedup-project's (what needs project-wide rights).
+    assert "scheduled-dedup-project/source" in buckets, sorted(buckets)
     assert {name: delete_rules_matching_live_objects(body) for name, body in buckets.items()} == {
         name: [] for name in buckets
     }
     # The source bucket keeps what it deletes recoverable for a while: versioned, noncurrent rule.
-    source = buckets["scheduled-dedup/source"]
+    source = buckets["scheduled-dedup-project/source"]
     assert source["versioning"][0]["enabled"] is True
 
 

@@ -299,12 +299,13 @@ def test_no_timing_formula_in_the_module():
 # dependency graph Terraform itself draws, that every such pair has a wait in between.
 
 
-GRAPH_PREFIX = re.compile(r"^(\[root\] )?(module\.scheduled_dedup\.)?")
+# module.project: scheduled-dedup-project, which the core calls (project.tf): its APIs' wait, its grants, its database.
+GRAPH_PREFIX = re.compile(r"^(\[root\] )?(module\.scheduled_dedup\.)?(module\.project\.)?")
 
 
 def dependency_graph(workdir: Path, scratch: Path) -> dict[str, set[str]]:
     """`terraform graph` of an initialised config: node -> the nodes it depends on, with the
-    module prefix taken off (module.scheduled_dedup.time_sleep.apis -> time_sleep.apis).
+    module prefixes taken off (module.scheduled_dedup.module.project.time_sleep.apis -> time_sleep.apis).
 
     `graph` insists on an initialised backend, and a bake with a state bucket has a gcs one: the graph
     is drawn on a copy (in `scratch`) whose backend an override file makes local, initialised offline."""
@@ -495,17 +496,18 @@ WAIT_BREAKS = {
         "google_cloudfunctions2_function.this does not wait after google_project_iam_member.build",
     ),
     "database-without-apis-wait": (
-        "firestore.tf",
+        "../scheduled-dedup-project/main.tf",
         [
             (
-                "  depends_on = [time_sleep.apis]\n}\n\n# create_database = false",
-                "}\n\n# create_database = false",
+                '  deletion_policy         = var.firestore.delete_protection ? "ABANDON" : "DELETE"\n\n'
+                "  depends_on = [time_sleep.apis]\n",
+                '  deletion_policy         = var.firestore.delete_protection ? "ABANDON" : "DELETE"\n',
             )
-        ],  # noqa: E501
+        ],
         "google_firestore_database.this does not wait after google_project_service.this",
     ),
     "apis-wait-waits-for-nothing": (
-        "apis.tf",
+        "../scheduled-dedup-project/main.tf",
         [
             ('    apis = join(",", sort(keys(google_project_service.this)))\n', '    apis = "all"\n'),
             ("  depends_on = [google_project_service.this]\n", ""),
@@ -562,9 +564,10 @@ def test_default_bake_creates_its_database_and_build_account(default_bake):
     # -verbose prints the state of the applied run: one "# <address>:" line per resource instance.
     planned = set(re.findall(r"^# (module\.scheduled_dedup\.\S+):$", result.stdout, re.M))
     module = "module.scheduled_dedup"
-    assert f"{module}.google_firestore_database.this[0]" in planned, sorted(planned)
+    project = f"{module}.module.project[0]"  # scheduled-dedup-project, which the core calls for a solo bake
+    assert f"{project}.google_firestore_database.this[0]" in planned, sorted(planned)
     assert f"{module}.google_service_account.build[0]" in planned, sorted(planned)
-    assert {f'{module}.google_project_iam_member.build["{role}"]' for role in BUILD_ROLES} <= planned, sorted(planned)
+    assert {f'{project}.google_project_iam_member.build["{role}"]' for role in BUILD_ROLES} <= planned, sorted(planned)
 
 
 def test_the_other_answers_for_a_first_apply_bake_and_pass(tmp_path):

@@ -30,6 +30,7 @@ CORE = "scheduled-dedup"
 CLOUD_RUN_JOB = "scheduled-dedup-cloud-run-job"
 WORKFLOW = "scheduled-dedup-workflow"
 IMAGE_REPOSITORY = "image-repository"
+PROJECT = "scheduled-dedup-project"
 # What the baked root passes a sibling module from the core module's outputs.
 SIBLING_BASELINE = {
     "project_id": "valid-project",
@@ -61,7 +62,18 @@ BASELINES[IMAGE_REPOSITORY] = {
     "location": "europe-west1",
     "repository_id": "valid-images",
 }
+BASELINES[PROJECT] = {
+    "project_id": "valid-project",
+    "region": "europe-west1",
+    "slug": "valid",
+    "firestore": {"database": "valid-db"},
+    "service_accounts": {
+        "runtime": "valid-run@valid-project.iam.gserviceaccount.com",
+        "build": "valid-build@valid-project.iam.gserviceaccount.com",
+    },
+}
 MOCKED_PROVIDERS = {
+    PROJECT: ("google", "time"),
     CORE: ("google", "archive", "time"),
     CLOUD_RUN_JOB: ("google",),
     WORKFLOW: ("google",),
@@ -518,6 +530,13 @@ CASES = [
         IMAGE_REPOSITORY,
     ),
     Refusal("workflow_without_source", "workflow", "workflow.source_contents: required", {"workflow": {}}, WORKFLOW),
+    Refusal(
+        "project_fractional_apis_wait",
+        "apis_wait_seconds",
+        "must be a whole number of seconds, 0-1800",
+        {"apis_wait_seconds": 1.5},
+        PROJECT,
+    ),
     Refusal(
         "job_service_account_not_a_service_account",
         "service_account_email",

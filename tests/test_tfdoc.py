@@ -1,4 +1,4 @@
-"""Each module's README holds its inputs and outputs tables as tools/tfdoc.py writes them from the module's variable
+"""Each module's README holds its inputs and outputs tables as terraform/tfdoc.py writes them from the module's variable
 and output blocks (as Cloud Foundation Fabric's tfdoc does): a description, type or default changed in a .tf file
 and not in the README fails here; `make tfdoc` rewrites them."""
 
@@ -10,9 +10,9 @@ import sys
 import pytest
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "terraform"))
 
-import tfdoc  # noqa: E402  (tools/tfdoc.py)
+import tfdoc  # noqa: E402  (terraform/tfdoc.py)
 
 
 def test_every_module_readme_holds_its_current_tables(capsys):
@@ -32,7 +32,7 @@ def test_a_changed_description_makes_the_readme_stale_until_rewritten(module_cop
     variables = module_copy / "variables.tf"
     variables.write_text(variables.read_text().replace("Project of the repository.", "The repository's | project."))
     assert tfdoc.main(["--check", str(module_copy)]) == 1
-    assert "is stale (run python tools/tfdoc.py)" in capsys.readouterr().err
+    assert "is stale (run python terraform/tfdoc.py)" in capsys.readouterr().err
     assert tfdoc.main([str(module_copy)]) == 0
     readme = (module_copy / "README.md").read_text()
     assert "| `project_id` | The repository's \\| project. | `string` | required |\n" in readme

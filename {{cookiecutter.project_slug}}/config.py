@@ -2,9 +2,9 @@
 
 Read once per process (`load` is cached): the function, the tools and the tests read it here, Terraform's root
 with yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
-schedule rules (each job's smallest gap against how long one fault keeps a run busy; the busiest minute against
-the function's capacity) by `python config.py`, which `make deploy` runs before Terraform and
-tests/test_config.py runs with the suite.
+schedule rules of tools/schedule_rules.py (each job's smallest gap against how long one fault keeps a run busy;
+daylight saving; the busiest minute against the function's capacity) by `python config.py`, which `make deploy`
+runs before Terraform and tests/test_config.py runs with the suite.
 
     python config.py [FILE]     check FILE (default: config.yaml), print each job's numbers; exit 1 with one line
 """
@@ -61,7 +61,9 @@ class Config:
     warnings: tuple[str, ...] = ()
     # The function's instances, concurrency and CPU (the `function:` block, else the module's defaults: Terraform's
     # root passes the block as written), and, with the schedule rules, the most runs in flight at once.
-    function: Mapping[str, int | str] = dataclasses.field(default_factory=lambda: MappingProxyType(rules.FUNCTION_DEFAULTS))
+    function: Mapping[str, int | str] = dataclasses.field(
+        default_factory=lambda: MappingProxyType(rules.FUNCTION_DEFAULTS)
+    )
     herd: object = None  # tools/schedule_rules.py's Herd, with the schedule rules
 
     def scheduler_job_name(self, job_id: str) -> str:

@@ -51,7 +51,8 @@ AUDIT_CURSOR_ID = "audit-cursor"
 # since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
 # for a deleted record too) or NOT_FOUND (the record is gone). Where a call does not expect them as its
 # answer, the database itself cannot hold the records (firestore_call). NOT_FOUND: it does not exist, e.g.
-# a new project or a misspelt `database` in config.yaml (googleapis/nodejs-firestore#2216, firebase/firebase-admin-node#2732);
+# a new project or a misspelt `database` in config.yaml (googleapis/nodejs-firestore#2216,
+# firebase/firebase-admin-node#2732);
 # FAILED_PRECONDITION "The Cloud Firestore API is not available for Firestore in Datastore Mode database ..."
 # (quarkiverse/quarkus-google-cloud-services#422). Retries cannot help; a deploy does.
 GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)

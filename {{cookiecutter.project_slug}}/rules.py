@@ -1,7 +1,8 @@
 """The rules of this project's configuration, once: the bake's hook ran them on the answers, config.py runs them on
-config.yaml (at every load; the schedule rules too under `python config.py`, which `make deploy` runs first), and
-the tests import them. Terraform checks shapes only (ranges, ids, the cron's five fields: each such check in
-terraform/modules/scheduled-dedup/variables.tf says so); the rules between numbers are here alone.
+config.yaml (at every load; the schedule rules of tools/schedule_rules.py too under `python config.py`, which
+`make deploy` runs first), and the tests import them. Terraform checks shapes only (ranges, ids, the cron's five
+fields: each such check in terraform/modules/scheduled-dedup/variables.tf says so); the rules between numbers are
+here alone.
 Standard library only: the bake's hook runs it in whatever Python runs cookiecutter.
 """
 
@@ -513,8 +514,11 @@ def audit_interval_hint(minutes: int, settle: int, lookback: int) -> str:
 
 # The Cloud Run function's limits on instances and concurrency (the module's `function` variable; config.yaml's
 # `function:` block). Its defaults are the module's (terraform/modules/scheduled-dedup/variables.tf, a test
-# compares); a bake writes max_instance_count from the schedule (derive_function), never below the default: the
-# rest is room for manual runs and re-runs (the deliveries queue shares the function).
+# compares); a bake writes max_instance_count from the schedule (schedule_rules.instances_for), never below the
+# default: the rest is room for manual runs and re-runs (the deliveries queue shares the function).
+# No fixed ceiling on instances: a service's maximum is the region's CPU and memory quota divided by one
+# instance's ("a baseline quota of 1000 vCPU or 2000 GiB memory would allow ... a maximum of 1000 instances",
+# https://cloud.google.com/run/docs/configuring/max-instances-limits): 1,001 instances of 256M fit it.
 FUNCTION_DEFAULTS = {"max_instance_count": 5, "max_instance_request_concurrency": 1}
 # Cloud Run: "You can increase this to a maximum of 1,000" concurrent requests per instance
 # (https://cloud.google.com/run/docs/about-concurrency); below 1 vCPU "Maximum concurrency must be set to 1"
@@ -659,7 +663,7 @@ def check_config(
     answers are the defaults), then each job's own (`jobs.<id>.<key>`); `schedules`: also the deploy-time rules
     (one fault against each smallest gap, daylight saving, capacity), which live outside the function's source:
     imported by name, so that the function's imports (config.undeployed) never reach them."""
-    deploy = importlib.import_module("tools.schedule_rules") if schedules else None
+    schedule_rules = importlib.import_module("tools.schedule_rules") if schedules else None
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
@@ -686,13 +690,13 @@ def check_config(
     # The audit job's numbers, and every job's where it says nothing.
     audit = {**resolve_job_timing("audit", {}, defaults, defaults_prefix), "retention_seconds": retention}
     audit_timing = check_timing(audit, defaults_prefix)
-    warnings = deploy.check_schedule_timing({}, audit_timing, start, defaults_prefix) if deploy else []
+    warnings = schedule_rules.check_schedule_timing({}, audit_timing, start, defaults_prefix) if schedules else []
     for job_id, job in jobs.items():
         prefix = f"jobs.{job_id}."
         values = {**resolve_job_timing(job_id, job, defaults), "retention_seconds": retention}
         job["timing"] = check_timing(values, prefix)
-        if deploy:
-            own = deploy.check_schedule_timing({job_id: job}, job["timing"], start, prefix)
+        if schedules:
+            own = schedule_rules.check_schedule_timing({job_id: job}, job["timing"], start, prefix)
             if {"retry_count", "max_retry_duration_seconds"} & set(job):  # else the defaults' warning says it
                 warnings.extend(f"{prefix.rstrip('.')}: {warning}" for warning in own)
     checked["retention_seconds"] = parse_seconds("retention_seconds", retention, 1)
@@ -704,11 +708,11 @@ def check_config(
         given = job.get("max_execution_seconds")
         retention_seconds, minutes = checked["retention_seconds"], checked["audit_interval_minutes"]
         job["max_execution_seconds"] = max_execution_seconds(job_id, given, retention_seconds, minutes)
-    if deploy:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
-        warnings.extend(deploy.dst_warnings(jobs, start))
+    if schedules:  # not a refusal: the dates daylight saving repeats or skips a job's fire times
+        warnings.extend(schedule_rules.dst_warnings(jobs, start))
     checked = {**checked, "defaults": audit_timing, "jobs": jobs, "warnings": warnings}
     checked["function"] = check_function(raw.get("function"))
-    if deploy:
-        checked["herd"] = deploy.schedule_herd(checked, start)
-        deploy.check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])
+    if schedules:
+        checked["herd"] = schedule_rules.schedule_herd(checked, start)
+        schedule_rules.check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])
     return checked

@@ -18,8 +18,16 @@ process or a thread of the work still running, a changed cwd, environment, signa
 `leftovers`). The module state the work keeps on purpose (its clients) lives on, as in any function instance.
 Each run that a worker takes holds it alone: concurrent runs use as many workers (`_idle`: the pool).
 
-What comes back: an `Ending` of plain strings, each stringified so that a failing `__str__` or `__repr__` cannot
-stop the report. A worker killed at the deadline (SIGKILL) runs no cleanup code of the work.
+What goes and comes back: the run (the work by reference, the context's values, the log fields) and an `Ending` of
+plain strings, each stringified so that a failing `__str__` or `__repr__` cannot stop the report; by marshal when it
+can carry them, else pickle (`packed`). A worker killed at the deadline (SIGKILL) runs no cleanup code of the work.
+
+Why so frugal per run. Between two runs the handler's Firestore calls (and whatever else shares the cores) push the
+worker's code and data out of the CPU caches: each run pays for every line of Python and library code it touches,
+several times its cost in a tight loop. So a run costs one message each way (one write, one read), a poll before
+(is the worker alive) and one after (its report, its death or the deadline, on a poll object made once), and no
+pickle machinery, enum look-up or selector set-up it can do without (benchmarks/stop_cost.py measures it against
+the in-thread call).
 
 What is killed: the worker is a session of its own and the reaper of all its descendants; its whole process group
 is killed at the deadline, at its death, at a dead fork server's, and after a report of a run that left a process
@@ -32,21 +40,27 @@ next run starts another) and the delivery is answered.
 from __future__ import annotations
 
 import _signal
+import _thread
 import atexit
 import contextlib
 import ctypes
-import dataclasses
+import datetime as dt
 import enum
+import marshal
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
 import select
 import signal
+import struct
 import sys
 import threading
 import time
 import traceback
+import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from multiprocessing import forkserver
 
@@ -71,6 +85,9 @@ CATCHABLE = tuple(sorted(int(number) for number in signal.valid_signals() - {sig
 # Bounds on what a worker reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
 MESSAGE_LIMIT = 1500
 TRACEBACK_LIMIT = 8000
+# A message's length ahead of it, and what one read takes (a pipe's whole buffer).
+HEADER = struct.Struct("!i")
+BUFFER = 65536
 
 
 class Ended(enum.StrEnum):
@@ -90,8 +107,10 @@ class Ended(enum.StrEnum):
 RAISED_AS = ((TerminalJobError, Ended.TERMINAL), (UnknownJob, Ended.UNKNOWN_JOB))
 
 
-@dataclasses.dataclass(frozen=True)
-class Ending:
+class Ending(typing.NamedTuple):
+    """How the work of one delivery ended. A tuple, not a frozen dataclass (whose __init__ sets each field through
+    object.__setattr__): each run makes one on each side of the pipe."""
+
     how: Ended
     result: str | None = None  # what the work returned, as text (None for None)
     error_type: str = ""
@@ -104,6 +123,18 @@ class Ending:
     def error(self) -> str:
         """`Type: message`, the way Python prints an error."""
         return f"{self.error_type}: {self.message}" if self.message else self.error_type
+
+    def values(self) -> tuple:
+        """Its fields as plain values, `how` by its value: what a worker sends (marshal cannot carry an enum
+        member, and pickle looks it up by value through the enum's own code)."""
+        return (self.how.value, *self[1:])
+
+    @classmethod
+    def of(cls, values: tuple) -> Ending:
+        return cls(ENDED[values[0]], *values[1:])
+
+
+ENDED = {how.value: how for how in Ended}  # Ended by value, without the enum's own look-up
 
 
 def shown(value: object, limit: int = MESSAGE_LIMIT) -> str:
@@ -139,26 +170,110 @@ def ending_after(error: BaseException) -> Ending:
     return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=trace)
 
 
+# ------------------------------------------------------------------------------- what goes through the pipe
+
+
+def packed(value: object) -> bytes:
+    """marshal's bytes when it can carry `value` (plain values: several times cheaper than pickle's on a cold cache),
+    else pickle's."""
+    try:
+        return marshal.dumps(value)
+    except ValueError:  # a value marshal cannot carry (a datetime, a str subclass): pickle's general way
+        return pickle.dumps(value)
+
+
+def unpacked(data: bytes | memoryview) -> object:
+    """`packed`'s value. Pickle's bytes start with its PROTO opcode (0x80); marshal's with a type code, an ASCII
+    letter or sign, with or without its 0x80 flag bit set, never 0x80 itself."""
+    return pickle.loads(data) if data[0] == pickle.PROTO[0] else marshal.loads(data)
+
+
+_sent_functions: dict[Callable, bytes] = {}  # a module-level work function, pickled once (by reference: its name)
+_received_functions: dict[bytes, Callable] = {}  # the worker's side: each name looked up once
+
+
+def work_reference(work: Callable) -> bytes:
+    """The work as pickle refers to it (raises if it cannot: a lambda, a local function), a plain function's cached.
+    Other callables (a functools.partial with a run's arguments) are pickled anew each run."""
+    if type(work) is not types.FunctionType:
+        return pickle.dumps(work)
+    reference = _sent_functions.get(work)
+    if reference is None:
+        reference = _sent_functions[work] = pickle.dumps(work)
+    return reference
+
+
+def work_of(reference: bytes) -> Callable:
+    work = _received_functions.get(reference)
+    if work is None:
+        work = pickle.loads(reference)
+        if type(work) is types.FunctionType:
+            _received_functions[reference] = work
+    return work
+
+
+def context_values(context: RunContext) -> dict[str, object]:
+    """The context's fields as plain values: its schedule time in ISO 8601 (lossless: datetime.fromisoformat)."""
+    return {**vars(context), "schedule_time": context.schedule_time.isoformat()}
+
+
+def context_of(values: dict[str, object]) -> RunContext:
+    """The context made as pickle restores one: its fields put in a new object's __dict__ (a frozen dataclass's
+    __init__ sets each through object.__setattr__)."""
+    context = object.__new__(RunContext)
+    context.__dict__.update(values, schedule_time=dt.datetime.fromisoformat(values["schedule_time"]))
+    return context
+
+
+def send(fd: int, message: bytes) -> None:
+    """One message, its length ahead of it, in one write (a pipe takes a run's or a report's whole)."""
+    data = HEADER.pack(len(message)) + message
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def receive(fd: int) -> memoryview:
+    """One message, in one read when it fits (Connection.recv_bytes reads its length and its bytes apart); EOFError
+    at the end of the pipe."""
+    data = os.read(fd, BUFFER)
+    while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[0]:
+        more = os.read(fd, BUFFER)
+        if not more:
+            raise EOFError
+        data += more
+    return memoryview(data)[HEADER.size :]
+
+
 # ------------------------------------------------------------------ the worker: the work's process, run after run
 
 
 class Worker:
-    """One warm worker, seen from the handler: its process and the pipe that carries a run and its report."""
+    """One warm worker, seen from the handler: its process, and two pipes, one for the runs and one for the reports
+    (one-way pipes: a wake-up through a pipe costs less than through a socket pair, which a duplex Connection is)."""
 
     def __init__(self) -> None:
-        self.pipe, theirs = PROCESSES.Pipe()
-        self.theirs: multiprocessing.connection.Connection | None = theirs
+        their_runs, self.runs = PROCESSES.Pipe(duplex=False)
+        self.reports, their_reports = PROCESSES.Pipe(duplex=False)
+        self.run_fd, self.report_fd = self.runs.fileno(), self.reports.fileno()
+        self.theirs = (their_runs, their_reports)  # closed here once it started: its end of each pipe is its own
         # The runs it took, counted in shared memory before each work starts: one that dies before it took the
-        # run had not started the work (read without a wake-up of the handler, which a message would cost).
+        # run it was sent had not started the work (read without a wake-up of the handler, which a message would
+        # cost), against the runs sent to it.
         self.taken = PROCESSES.RawValue("Q", 0)
-        self.process = PROCESSES.Process(target=_serve, args=(theirs, self.taken), name="stop-worker")
+        self.sent = 0
+        self.process = PROCESSES.Process(target=_serve, args=(*self.theirs, self.taken), name="stop-worker")
+        # Its report pipe and its sentinel (closed when it or its fork server ends), polled together; made once it
+        # started (multiprocessing.connection.wait builds a selector at each call).
+        self.watch = None
+
+    def started(self) -> None:
+        self.watch = select.poll()
+        for fd in (self.report_fd, self.process.sentinel):
+            self.watch.register(fd, select.POLLIN)
 
     def alive(self) -> bool:
-        """Neither it nor its fork server has ended: one poll of its sentinel (multiprocessing's own check builds a
-        selector each time)."""
-        sentinel = select.poll()
-        sentinel.register(self.process.sentinel, select.POLLIN)
-        return not sentinel.poll(0)
+        """Neither it nor its fork server has ended, and no stray report waits: one poll."""
+        return not self.watch.poll(0)
 
     def retire(self) -> int | None:
         """Kills its group (the worker and anything it started) and reaps it; its exit code. Never raises."""
@@ -171,15 +286,20 @@ class Worker:
             exit_code = self.process.exitcode
             if exit_code is not None:
                 self.process.close()
-        self.pipe.close()
+        self.close()
         return exit_code
+
+    def close(self) -> None:
+        """Closes the handler's ends of its pipes: at EOF, a worker ends (and a dead one's reports are never read)."""
+        self.runs.close()
+        self.reports.close()
 
 
 _idle: list[Worker] = []  # warm workers no run holds; a run takes one (the pool grows to the runs at once)
 _idle_lock = threading.Lock()
 
 
-def _serve(pipe: multiprocessing.connection.Connection, taken) -> None:
+def _serve(runs: multiprocessing.connection.Connection, reports: multiprocessing.connection.Connection, taken) -> None:
     """The worker's process: a session of its own and its descendants' reaper; runs one run after another, each
     reported with what it left behind, and ends (its group then killed) after a run that left anything."""
     os.setsid()  # its own group: kill_group takes what the work starts with it
@@ -187,16 +307,18 @@ def _serve(pipe: multiprocessing.connection.Connection, taken) -> None:
     handler = multiprocessing.parent_process().sentinel  # at EOF once the handler's process is gone
     threading.Thread(target=_die_with, args=(handler,), daemon=True, name="die-with-handler").start()
     run_log.configure_work_logging({})
-    own_threads, fresh = set(sys._current_frames()), _state()
+    own_threads, fresh = _thread._count(), _state(kept=True)
+    their_runs, reports = runs.fileno(), reports.fileno()
     try:
         while True:
             try:
-                message = pipe.recv_bytes()
+                message = receive(their_runs)
             except EOFError:  # the handler closed the pipe: no more runs
                 break
             taken.value += 1
             try:
-                work, context, fields = pickle.loads(message)
+                reference, values, fields = unpacked(message)
+                work, context = work_of(reference), context_of(values)
             except BaseException as error:  # noqa: BLE001 - the work's module fails to load: told like its own error
                 ending = ending_after(error)
             else:
@@ -205,7 +327,7 @@ def _serve(pipe: multiprocessing.connection.Connection, taken) -> None:
             sys.stdout.flush()  # before the report: the handler may kill the group once it has it
             sys.stderr.flush()
             left = leftovers(own_threads, fresh)
-            pipe.send_bytes(pickle.dumps((ending, left)))
+            send(reports, packed((ending.values(), left)))
             if left:
                 break
     finally:
@@ -224,21 +346,24 @@ def _die_with(handler: int) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
-def _state() -> dict[str, object]:
+def _state(*, kept: bool = False) -> dict[str, object]:
     """What a run may change in its process that the next run would inherit: a fresh worker's differs in none.
-    Read raw, for a cost of some microseconds a run: os.environ's bytes, _signal's handlers (signal.getsignal makes
-    an enum of each)."""
+    Read raw, for a cost of some microseconds a run: os.environ's bytes (the live mapping, copied only to be `kept`
+    as the fresh state), _signal's handlers (signal.getsignal makes an enum of each)."""
     mask = os.umask(0o22)
     os.umask(mask)
-    handlers = [_signal.getsignal(number) for number in CATCHABLE]
-    return {"cwd": os.getcwd(), "environment": os.environ._data.copy(), "signal handlers": handlers, "umask": mask}
+    handlers = list(map(_signal.getsignal, CATCHABLE))
+    environment = os.environ._data.copy() if kept else os.environ._data
+    return {"cwd": os.getcwd(), "environment": environment, "signal handlers": handlers, "umask": mask}
 
 
-def leftovers(own_threads: set[int], fresh: Mapping[str, object]) -> str:
+def leftovers(own_threads: int, fresh: Mapping[str, object]) -> str:
     """What the run left behind, or "": a process of it still running, a thread of it still running after
-    LEFTOVER_GRACE_SECONDS, the process state it changed. Its zombies are reaped."""
+    LEFTOVER_GRACE_SECONDS, the process state it changed. Its zombies are reaped. Threads are counted as _thread
+    counts the ones Python started (threading's too; sys._current_frames would build a dict of every frame), beyond
+    the worker's `own_threads`."""
     until = time.monotonic() + LEFTOVER_GRACE_SECONDS
-    while (threads := len(set(sys._current_frames()) - own_threads)) and time.monotonic() < until:
+    while (threads := _thread._count() - own_threads) and time.monotonic() < until:
         time.sleep(0.001)  # a thread the work joined may take a moment to go
     left = ["a process it started still runs"] if _children_left() else []
     left += [f"{threads} thread(s) it started still run"] if threads else []
@@ -278,25 +403,28 @@ def run_until_stopped(
     """Runs the work in a warm worker until it ends or time.monotonic() reaches `stop_at`; never raises.
 
     `preload`: the modules the fork server imports once, so that no worker imports them again."""
-    PROCESSES.set_forkserver_preload(sorted({__name__, *preload}))
+    try:  # packed first: nothing is sent if that fails
+        message = packed((work_reference(work), context_values(context), dict(fields)))
+    except Exception as error:  # noqa: BLE001 - the work cannot be pickled: nothing runs
+        return Ending(Ended.NOT_STARTED, error_type=type(error).__name__, message=shown(error))
     while True:
-        worker = _take_idle() or _start(stop_at)
+        worker = _take_idle() or _start(stop_at, preload)
         if isinstance(worker, Ending):
             return worker
-        taken = worker.taken.value
         try:
-            # Plain pickle (multiprocessing's copies its dispatch tables at each message); pickled first: nothing is
-            # sent if that fails.
-            worker.pipe.send_bytes(pickle.dumps((work, context, dict(fields))))
+            send(worker.run_fd, message)
         except OSError:  # it died idle (out of memory, a signal): another one
             worker.retire()
             continue
-        except Exception as error:  # noqa: BLE001 - the work cannot be pickled: nothing ran, the worker serves on
-            _put_idle(worker)
-            return Ending(Ended.NOT_STARTED, error_type=type(error).__name__, message=shown(error))
-        ending = _wait(worker, stop_at, taken)
+        worker.sent += 1
+        ending = _wait(worker, stop_at)
         if ending is not None:
             return ending
+
+
+def milliseconds(seconds: float | None) -> int | None:
+    """A poll's timeout: whole milliseconds, rounded up (never early); None waits for ever."""
+    return None if seconds is None else math.ceil(seconds * 1000)
 
 
 def _take_idle() -> Worker | None:
@@ -327,22 +455,24 @@ def _retire_idle() -> None:
 atexit.register(_retire_idle)  # before multiprocessing's own exit handler, which would wait for every worker to end
 
 
-def _start(stop_at: float) -> Worker | Ending:
+def _start(stop_at: float, preload: Iterable[str]) -> Worker | Ending:
     """A new worker, started before `stop_at`, else NOT_STARTED. The start waits for the fork server, whose own
-    start imports the work's modules; a start that ends after `stop_at` leaves its worker idle for the next run.
-    A fork server that no start could use for FORK_SERVER_STUCK_SECONDS is killed, and the next start starts
-    another."""
+    start imports the work's modules (`preload`, and this one); a start that ends after `stop_at` leaves its worker
+    idle for the next run. A fork server that no start could use for FORK_SERVER_STUCK_SECONDS is killed, and the
+    next start starts another."""
+    PROCESSES.set_forkserver_preload(sorted({__name__, *preload}))
     worker, failed, gave_up = Worker(), [], threading.Event()
 
     def start() -> None:
         try:
             worker.process.start()
+            worker.started()
         except Exception as error:  # noqa: BLE001 - no process (fork failed): a retry may find one
             failed.append(Ending(Ended.NOT_STARTED, error_type=type(error).__name__, message=shown(error)))
-            worker.pipe.close()
+            worker.close()
         finally:
-            worker.theirs.close()
-            worker.theirs = None
+            for end in worker.theirs:
+                end.close()
         with _idle_lock:
             if gave_up.is_set() and not failed:
                 _idle.append(worker)  # started too late for its run: warm for the next
@@ -365,18 +495,19 @@ def _start(stop_at: float) -> Worker | Ending:
     return Ending(Ended.NOT_STARTED, error_type="TimeoutError", message="no process before the job's deadline")
 
 
-def _wait(worker: Worker, stop_at: float, taken: int) -> Ending | None:
+def _wait(worker: Worker, stop_at: float) -> Ending | None:
     """The worker's report, or how the run ended without one; None if the worker died before it took the run (its
-    count of runs taken still `taken`: the work never started, another worker takes it). A worker that reported a
-    clean run goes back to the idle ones; any other is retired (its group killed) before the handler records the
-    run."""
+    count of runs taken short of the runs sent to it: the work never started, another worker takes it). A worker that
+    reported a clean run goes back to the idle ones; any other is retired (its group killed) before the handler
+    records the run."""
     ending, left, exit_code = None, "no report", None
-    reader, process = worker.pipe, worker.process
     try:
-        ready = multiprocessing.connection.wait([reader, process.sentinel], max(0.0, stop_at - time.monotonic()))
-        if reader in ready or reader.poll(0):  # a report sent just before the exit is read first
+        ready = worker.watch.poll(milliseconds(max(0.0, stop_at - time.monotonic())))
+        # A report sent just before the worker's exit is read first.
+        if worker.report_fd in dict(ready) or worker.reports.poll(0):
             try:
-                ending, left = pickle.loads(reader.recv_bytes())
+                values, left = unpacked(receive(worker.report_fd))
+                ending = Ending.of(values)
             except Exception:  # noqa: BLE001 - EOF, a broken pipe, a report cut short: none
                 ending, left = None, "no report"
         elif not ready:
@@ -388,6 +519,6 @@ def _wait(worker: Worker, stop_at: float, taken: int) -> Ending | None:
             exit_code = worker.retire()
         else:
             _put_idle(worker)
-    if ending is None and worker.taken.value == taken:
+    if ending is None and worker.taken.value < worker.sent:
         return None
     return ending or Ending(Ended.DIED, exit_code=exit_code)

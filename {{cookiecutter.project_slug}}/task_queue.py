@@ -17,13 +17,16 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as api_exceptions
 from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
-from google.cloud import tasks_v2
 
 from keys import Rerun, RunKey, delivery_headers
+
+if TYPE_CHECKING:
+    from google.cloud import tasks_v2
 
 # Where a local stand-in of the Cloud Tasks API listens (host:port, plain HTTP, like FIRESTORE_EMULATOR_HOST):
 # a stand-in the protocol's proofs run. Unset: the real API with your credentials.
@@ -37,6 +40,10 @@ CALL_TIMEOUT_SECONDS = 30.0
 
 
 def client() -> tasks_v2.CloudTasksClient:
+    # Imported here: the client library's 0.2-0.3 s of imports would delay every instance's start (the audit imports
+    # this module), where only a catch-up, a re-run or a backfill uses it.
+    from google.cloud import tasks_v2
+
     host = os.environ.get(EMULATOR_ENV)
     if not host:
         return tasks_v2.CloudTasksClient()
@@ -70,6 +77,8 @@ def enqueue(
     default for an HTTP task is 10 minutes (in [15 s, 30 min]: Task.dispatch_deadline,
     cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks), and a longer job's task would
     be cancelled and retried while its work still runs."""
+    from google.cloud import tasks_v2  # client()'s reason
+
     if not TASK_ID.fullmatch(name):
         raise ValueError(f"task id {name!r}: must be 1-500 letters, digits, '-', '_'")
     task = tasks_v2.Task(

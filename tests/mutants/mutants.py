@@ -1520,7 +1520,10 @@ MUTANTS = [
         "    if record is None:",
         "a paused job's fire times without a record are `paused`, never `missing`",
         (
-            "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
+            (
+                "tests/test_manual_runs.py::test_a_paused_jobs_fire_tim"
+                "es_are_paused_never_missing_and_resuming_reports_no_gap"
+            ),
         ),
     ),
     Mutant(
@@ -1589,7 +1592,10 @@ MUTANTS = [
         "a re-run released after a retryable failure runs on its retry",
         (
             f"{PROTOCOL}::test_decide_a_rerun",
-            "tests/test_manual_runs.py::test_a_rerun_failing_retryably_leaves_the_record_as_before_and_only_its_retry_runs_it",
+            (
+                "tests/test_manual_runs.py::test_a_rerun_failing_retryabl"
+                "y_leaves_the_record_as_before_and_only_its_retry_runs_it"
+            ),
         ),
     ),
     Mutant(
@@ -1607,7 +1613,10 @@ MUTANTS = [
         "if False:",
         "a re-run's retryable failure restores the record as before it: completed, history kept, never missing",
         (
-            "tests/test_manual_runs.py::test_a_rerun_failing_retryably_leaves_the_record_as_before_and_only_its_retry_runs_it",
+            (
+                "tests/test_manual_runs.py::test_a_rerun_failing_retryabl"
+                "y_leaves_the_record_as_before_and_only_its_retry_runs_it"
+            ),
         ),
     ),
     Mutant(
@@ -1836,7 +1845,10 @@ MUTANTS = [
         '["config.yaml"]))',
         "the function's zip holds every file the handler needs (requirements.txt: the build installs from it)",
         (
-            "tests/test_function_source.py::test_the_bakes_source_holds_what_the_handler_needs_and_only_its_modules_and_files",
+            (
+                "tests/test_function_source.py::test_the_bakes_source_hol"
+                "ds_what_the_handler_needs_and_only_its_modules_and_files"
+            ),
         ),
     ),
     Mutant(
@@ -1857,7 +1869,7 @@ MUTANTS = [
     ),
     Mutant(
         "i19-lifecycle-deletes-the-live-source",
-        "terraform/modules/scheduled-dedup/function.tf",
+        "terraform/modules/scheduled-dedup-project/main.tf",
         '      days_since_noncurrent_time = 7\n      with_state                 = "ARCHIVED"\n',
         "      age = 30\n",
         "no lifecycle rule deletes the deployed source object",
@@ -1882,10 +1894,10 @@ MUTANTS = [
     Mutant(
         "i19-deployer-may-grant-owner",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.user",\n    "roles/logging.logWriter",\n',
-        '    "roles/datastore.user",\n    "roles/owner",\n    "roles/logging.logWriter",\n',
-        "the deployer may grant only the roles the modules grant",
-        ("tests/test_bootstrap.py::test_the_deployer_may_grant_only_the_roles_the_modules_grant",),
+        '    "roles/datastore.indexAdmin",\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/resourcemanager.projectIamAdmin",\n',
+        "the deployer grants nothing on the project: the owner's bootstrap makes the project-level grants (issue 26)",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i19-planner-is-viewer",
@@ -2087,8 +2099,12 @@ MUTANTS = [
     Mutant(
         "bootstrap-deployer-acts-as-every-account",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.owner",\n    "roles/logging.configWriter",\n',
-        '    "roles/datastore.owner",\n    "roles/iam.serviceAccountUser",\n    "roles/logging.configWriter",\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        (
+            '    "roles/datastore.indexAdmin",\n'
+            '    "roles/iam.serviceAccountUser",\n'
+            '    "roles/monitoring.alertPolicyEditor",\n'
+        ),
         "the deployer holds no project-wide service-account role: actAs is granted on each of the bake's accounts",
         ("tests/test_bootstrap.py", "-k", "acts_as_exactly and cloud-run-job"),
     ),
@@ -2119,10 +2135,10 @@ MUTANTS = [
     Mutant(
         "bootstrap-storage-admin-by-type",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        "expression = \"!resource.name.startsWith('projects/_/buckets/') || ",
-        "expression = \"!(resource.type in ['storage.googleapis.com/Bucket', 'storage.googleapis.com/Object']) || ",
-        "storage.admin reaches nothing named under another bucket (its managed folders too), only the source bucket",
-        ("tests/test_bootstrap.py", "-k", "may_grant_only and cloud-run-job"),
+        "expression = \"resource.name == 'projects/${var.project_id}/databases/${local.database}'\"",
+        "expression = \"resource.name.startsWith('projects/${var.project_id}/databases/')\"",
+        "the deployer's index admin reaches this bake's database only, not another team's (issue 26)",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "images-function-pushes-to-gcf-artifacts",
@@ -2166,7 +2182,7 @@ MUTANTS = [
     ),
     Mutant(
         "images-build-writes-every-repository",
-        "terraform/modules/scheduled-dedup/iam.tf",
+        "terraform/modules/scheduled-dedup-project/main.tf",
         'toset(["roles/logging.logWriter", "roles/storage.objectViewer"])\n',
         'toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectViewer"])\n',
         "the build account writes images to the module's repository only, not to every repository of the project",
@@ -2216,8 +2232,8 @@ MUTANTS = [
     Mutant(
         "images-function-not-after-the-writer-grant",
         "terraform/modules/scheduled-dedup/iam.tf",
-        "depends_on = [google_project_iam_member.build, module.images, google_project_iam_member.datastore_user]",
-        "depends_on = [google_project_iam_member.build, google_project_iam_member.datastore_user]",
+        "  depends_on = [module.images]\n",
+        "",
         "the function's build waits for the build account's grant on the image repository to propagate",
         ("tests/test_terraform.py", "-k", "graph_orders and defaults"),
     ),
@@ -2240,8 +2256,8 @@ MUTANTS = [
     Mutant(
         "images-module-not-addressed",
         "hooks/baking.py",
-        'MODULES = ("scheduled-dedup", "image-repository", ',
-        'MODULES = ("scheduled-dedup", ',
+        '    "image-repository",\n    "scheduled-dedup-project",\n',
+        '    "scheduled-dedup-project",\n',
         "every bake can call the image repository module its core module (and its bootstrap) calls",
         ("tests/test_hooks.py", "-k", "same_package"),
     ),
@@ -2675,7 +2691,10 @@ MUTANTS = [
         "the first audit after a deploy that changes a job's schedule or pause records a new era",
         (
             "tests/test_schedule_history.py::test_a_schedule_change_never_rewrites_the_runs_before_it",
-            "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
+            (
+                "tests/test_manual_runs.py::test_a_paused_jobs_fire_tim"
+                "es_are_paused_never_missing_and_resuming_reports_no_gap"
+            ),
         ),
     ),
     Mutant(
@@ -2685,7 +2704,10 @@ MUTANTS = [
         "maybe = False",
         "between the audits before and at a change, a time only one schedule names is never due",
         (
-            "tests/test_schedule_history.py::test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window_by_both",
+            (
+                "tests/test_schedule_history.py::test_expected_runs_judges_"
+                "each_time_by_the_era_in_force_and_a_changes_window_by_both"
+            ),
         ),
     ),
     Mutant(
@@ -2706,8 +2728,14 @@ MUTANTS = [
         "paused = all(paused for _, paused, _ in fires)",
         "a time in a pause's or a resume's window counts as paused: a resume reports no paused hour missing",
         (
-            "tests/test_schedule_history.py::test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window_by_both",
-            "tests/test_manual_runs.py::test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_no_gap",
+            (
+                "tests/test_schedule_history.py::test_expected_runs_judges_"
+                "each_time_by_the_era_in_force_and_a_changes_window_by_both"
+            ),
+            (
+                "tests/test_manual_runs.py::test_a_paused_jobs_fire_tim"
+                "es_are_paused_never_missing_and_resuming_reports_no_gap"
+            ),
         ),
     ),
     Mutant(
@@ -2742,7 +2770,10 @@ MUTANTS = [
         'or {"since": now, "judged_until": now}',
         "pausing and resuming never drops a run from judgement: a run due before the pause is judged",
         (
-            "tests/test_schedule_history.py::test_a_run_missed_before_a_pause_and_resumed_before_it_was_judged_is_reported",
+            (
+                "tests/test_schedule_history.py::test_a_run_missed_befo"
+                "re_a_pause_and_resumed_before_it_was_judged_is_reported"
+            ),
         ),
     ),
     # --- issue 24: per-job timing, everywhere (tests/test_config_file.py, tests/proofs/test_job_timing.py) ------
@@ -2957,7 +2988,10 @@ MUTANTS = [
         "a job added between audits is judged from the last audit: its runs before the first audit that saw it count",
         (
             f"{YEARS_SIM}[add_remove]",
-            "tests/test_schedule_history.py::test_a_job_added_between_audits_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era",
+            (
+                "tests/test_schedule_history.py::test_a_job_added_between_audit"
+                "s_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era"
+            ),
         ),
     ),
     Mutant(
@@ -2968,7 +3002,10 @@ MUTANTS = [
         "a removed job keeps its history: re-added, its runs of before are judged by their own eras",
         (
             f"{YEARS_SIM}[add_remove]",
-            "tests/test_schedule_history.py::test_a_job_added_between_audits_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era",
+            (
+                "tests/test_schedule_history.py::test_a_job_added_between_audit"
+                "s_and_removed_and_re_added_keeps_each_run_judged_by_its_own_era"
+            ),
         ),
     ),
     # --- issue 25: the proxy's handover (tests/proofs/test_proxy_handover.py, both proxy targets) ----------------
@@ -3060,7 +3097,10 @@ MUTANTS = [
         "a schedule change is dated by the apply's record (history.tf), not by the audits around it: a run missed just "
         "before a pause inside an audit interval is reported missing, not paused",
         (
-            "tests/test_schedule_history.py::test_a_run_missed_just_before_a_pause_inside_an_audit_interval_is_reported_missing",
+            (
+                "tests/test_schedule_history.py::test_a_run_missed_just_be"
+                "fore_a_pause_inside_an_audit_interval_is_reported_missing"
+            ),
         ),
     ),
     Mutant(
@@ -3070,7 +3110,10 @@ MUTANTS = [
         "functools.partial(audit.run, deployed=None)",
         "the audit is given its delivery's X-Schedules-Deployed (when the last apply changed the schedules)",
         (
-            "tests/test_schedule_history.py::test_a_run_missed_just_before_a_pause_inside_an_audit_interval_is_reported_missing",
+            (
+                "tests/test_schedule_history.py::test_a_run_missed_just_be"
+                "fore_a_pause_inside_an_audit_interval_is_reported_missing"
+            ),
         ),
     ),
     Mutant(
@@ -3080,7 +3123,10 @@ MUTANTS = [
         "    deployed = deployed",
         "a deploy record dates a change only if it names the schedule the function now has (a stale one is ignored)",
         (
-            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_apply_only_when_it_deployed_the_functions_schedules",
+            (
+                "tests/test_schedule_history.py::test_a_change_is_dated_b"
+                "y_the_apply_only_when_it_deployed_the_functions_schedules"
+            ),
         ),
     ),
     Mutant(
@@ -3090,7 +3136,10 @@ MUTANTS = [
         "    start = deployed.start",
         "a deploy record never dates a change before the era it follows began",
         (
-            "tests/test_schedule_history.py::test_a_change_is_dated_by_the_apply_only_when_it_deployed_the_functions_schedules",
+            (
+                "tests/test_schedule_history.py::test_a_change_is_dated_b"
+                "y_the_apply_only_when_it_deployed_the_functions_schedules"
+            ),
         ),
     ),
     Mutant(
@@ -3396,7 +3445,7 @@ MUTANTS = [
     Mutant(
         "i27-capacity-unchecked",
         RULES,
-        '        deploy.check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])',
+        '        schedule_rules.check_capacity(checked["function"], checked["herd"], audit_timing["retry_count"])',
         "        pass",
         "python config.py and the hook refuse a function that cannot start the busiest minute at once",
         (CAPACITY, "-k", "refuses_a_function_block"),
@@ -3404,7 +3453,7 @@ MUTANTS = [
     Mutant(
         "i27-bake-writes-no-function",
         QUESTIONS,
-        '    return {**config, "function": schedule_rules.derive_function(shapes, today)}',
+        '    return {**config, "function": {"max_instance_count": schedule_rules.instances_for(herd, concurrency)}}',
         "    return config",
         "the bake writes the instances the busiest minute needs into config.yaml",
         (CAPACITY, "-k", "bake_writes"),
@@ -3510,7 +3559,7 @@ MUTANTS = [
     # --- issue 26: who queued a run is on record (branch h5) ---
     Mutant(
         "i26-tasks-audit-log-wrong-type",
-        "terraform/modules/scheduled-dedup/tasks.tf",
+        "terraform/modules/scheduled-dedup-project/main.tf",
         '    log_type = "DATA_WRITE"',
         '    log_type = "DATA_READ"',
         "CreateTask is logged in Cloud Tasks' DATA_WRITE Data Access audit log: that type is on",
@@ -3518,23 +3567,23 @@ MUTANTS = [
     ),
     Mutant(
         "i26-tasks-audit-log-never-made",
-        "terraform/modules/scheduled-dedup/tasks.tf",
-        "  count = var.task_queue.data_access_logs ? 1 : 0",
+        "terraform/modules/scheduled-dedup-project/main.tf",
+        "  count = var.data_access_logs ? 1 : 0",
         "  count = 0",
         "the module turns the Cloud Tasks audit logs on by default",
         ("tests/test_enqueuer_audit_log.py", "-k", "turns_on"),
     ),
     Mutant(
         "i26-tasks-audit-log-not-off-when-made-elsewhere",
-        "terraform/modules/scheduled-dedup/tasks.tf",
-        "  count = var.task_queue.data_access_logs ? 1 : 0",
+        "terraform/modules/scheduled-dedup-project/main.tf",
+        "  count = var.data_access_logs ? 1 : 0",
         "  count = 1",
         "the module makes no audit configuration when another root (the bootstrap) does",
         ("tests/test_enqueuer_audit_log.py", "-k", "another_root"),
     ),
     Mutant(
         "i26-bootstrap-audit-log-wrong-type",
-        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "terraform/modules/scheduled-dedup-project/main.tf",
         '    log_type = "DATA_WRITE"',
         '    log_type = "ADMIN_READ"',
         "a team bake's bootstrap turns Cloud Tasks' DATA_WRITE audit logs on (its tftest plans it)",
@@ -3543,7 +3592,7 @@ MUTANTS = [
     Mutant(
         "i26-team-root-makes-the-audit-config-too",
         "{{cookiecutter.project_slug}}/terraform/main.tf",
-        "    data_access_logs = false\n",
+        "  project_setup = {\n    source_bucket = local.source_bucket\n  }\n",
         "",
         "a team bake's root leaves the project's audit configuration to its bootstrap (an owner's right)",
         ("tests/test_enqueuer_audit_log.py", "-k", "team_bakes_bootstrap"),
@@ -3593,7 +3642,7 @@ MUTANTS = [
         "terraform/modules/image-repository/variables.tf",
         '"Project of the repository."',
         '"The repository\'s project."',
-        "a module's README holds the tables tools/tfdoc.py writes from its variables and outputs",
+        "a module's README holds the tables terraform/tfdoc.py writes from its variables and outputs",
         ("tests/test_tfdoc.py::test_every_module_readme_holds_its_current_tables",),
     ),
     Mutant(
@@ -3674,7 +3723,7 @@ MUTANTS = [
     # Issue 26, item 2: the build account reads the function's sources only.
     Mutant(
         "i26-build-reads-every-bucket",
-        "terraform/modules/scheduled-dedup/iam.tf",
+        "terraform/modules/scheduled-dedup-project/main.tf",
         "    for_each = contains(keys(local.build_conditions), each.key) ? [local.build_conditions[each.key]] : []",
         "    for_each = []",
         "the build account's storage.objectViewer carries the condition on the function sources",
@@ -3682,7 +3731,7 @@ MUTANTS = [
     ),
     Mutant(
         "i26-build-reads-any-bucket-named-after-the-bake",
-        "terraform/modules/scheduled-dedup/iam.tf",
+        "terraform/modules/scheduled-dedup-project/main.tf",
         "|| resource.name.startsWith('projects/_/buckets/${local.bucket_name}/')",
         "|| resource.name.startsWith('projects/_/buckets/${local.bucket_name}')",
         "a bucket whose name starts with the bake's source bucket's is out of the build's reach",
@@ -3695,7 +3744,7 @@ MUTANTS = [
         "  to   = module.images[0].google_artifact_registry_repository.this\n}\n",
         "",
         "an applied images repository keeps its address through the module's moved block (an upgrade destroys nothing)",
-        ("tests/test_upgrade.py", "-k", "older"),
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and images_function"),
     ),
     Mutant(
         "i28-bake-records-no-version",
@@ -3733,8 +3782,8 @@ MUTANTS = [
     Mutant(
         "i28-function-load-runs-the-schedule-rules",
         RULES,
-        'deploy = importlib.import_module("tools.schedule_rules") if schedules else None',
-        'deploy = importlib.import_module("tools.schedule_rules")',
+        'schedule_rules = importlib.import_module("tools.schedule_rules") if schedules else None',
+        'schedule_rules = importlib.import_module("tools.schedule_rules")',
         "the function's load of config.yaml runs no deploy-time rule (they live outside its source)",
         ("tests/test_bake.py", "-k", "no_deploy_time_rules and defaults"),
     ),
@@ -3762,5 +3811,164 @@ MUTANTS = [
         "        if True:",
         "the handler follows executions only when config.yaml names a proxy target",
         handler("test_fresh_run_is_processed_and_recorded"),
+    ),
+    Mutant(
+        "i28-map-names-a-missing-file",
+        "README.md",
+        "| `tests/test_rules.py`, `tests/test_capacity.py`,",
+        "| `tests/test_rule.py`, `tests/test_capacity.py`,",
+        "the README's map for maintainers names files that exist",
+        ("tests/test_docs.py", "-k", "maintainers_map"),
+    ),
+    # Issue 26, items 1-4: nothing project-wide comes back to the deployer; the owner's part is kept, and documented.
+    Mutant(
+        "i26-deployer-storage-admin-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/storage.admin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        "the deployer holds no storage.admin: its storage.hmacKeys.create passes any condition",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-service-usage-admin-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        (
+            '    "roles/datastore.indexAdmin",\n'
+            '    "roles/serviceusage.serviceUsageAdmin",\n'
+            '    "roles/monitoring.alertPolicyEditor",\n'
+        ),
+        "the deployer enables no API: the owner's bootstrap does",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-config-writer-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        (
+            '    "roles/datastore.indexAdmin",\n'
+            '    "roles/logging.configWriter",\n'
+            '    "roles/monitoring.alertPolicyEditor",\n'
+        ),
+        "the deployer holds no logging.configWriter (sinks, exclusions): a custom role of logging.logMetrics.*",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-datastore-owner-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/datastore.owner",\n    "roles/monitoring.alertPolicyEditor",\n',
+        "the deployer holds no datastore.owner: index admin on its one database",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-custom-role-writes-sinks",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "logging.logMetrics.update",\n  ]',
+        '    "logging.logMetrics.update",\n    "logging.sinks.create",\n  ]',
+        "the deployer's custom role holds the log-based metrics' permissions alone",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-team-root-destroys-the-database",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        "  from = module.scheduled_dedup.google_firestore_database.this\n\n  lifecycle {\n    destroy = false",
+        "  from = module.scheduled_dedup.google_firestore_database.this\n\n  lifecycle {\n    destroy = true",
+        (
+            "an applied team bake's database is forgotten by its "
+            "root, never destroyed, when the owner's bootstrap takes it"
+        ),
+        ("tests/test_bootstrap.py", "-k", "keeps_what_moved and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-solo-root-forgets-to-move-the-bucket",
+        "{{cookiecutter.project_slug}}/terraform/main.tf",
+        "  to   = module.scheduled_dedup.module.project[0].google_storage_bucket.source\n",
+        "  to   = module.scheduled_dedup.module.project[0].google_storage_bucket.sources\n",
+        "an applied solo bake's source bucket moves into scheduled-dedup-project (not destroyed and made again)",
+        ("tests/test_bootstrap.py", "-k", "keeps_what_moved and defaults"),
+    ),
+    Mutant(
+        "i26-team-core-makes-the-project-part",
+        "terraform/modules/scheduled-dedup/project.tf",
+        "  count  = local.makes_project ? 1 : 0",
+        "  count  = 1",
+        "given project_setup, the core makes nothing that needs project-wide rights (the team root's plan)",
+        ("tests/test_bootstrap.py", "-k", "runs_as_the_bootstraps and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-readme-forgets-the-audit-config",
+        "{{cookiecutter.project_slug}}/README.md",
+        "| `google_project_iam_audit_config` | Cloud Tasks'",
+        "| Cloud Tasks'",
+        "the README's \"What the owner runs once\" lists every resource type the owner's module makes",
+        ("tests/test_bootstrap.py", "-k", "readme_says and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-bootstrap-forgets-the-workflow-grants",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        (
+            '    workflow_executions_viewer = { role = "roles/workflows.viewer", '
+            'member = google_service_account.workload["target"].member, database = false }\n'
+        ),
+        "",
+        "the bootstrap makes the workflow module's project grants, as its project_grants output writes them",
+        ("tests/test_bootstrap.py", "-k", "project_grants_the_modules_would and workflow"),
+    ),
+    Mutant(
+        "i28-audit-policy-move-forgotten",
+        "terraform/modules/scheduled-dedup/audit.tf",
+        "moved {\n  from = google_monitoring_alert_policy.run_missed[0]\n"
+        '  to   = google_monitoring_alert_policy.audit_finding["missing"]\n}\n',
+        "",
+        "an applied missed-run policy keeps its address through the audit's moved block (an upgrade deletes nothing)",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_function"),
+    ),
+    # (Not the accounts' `runtime` -> `runtime[0]`: Terraform moves a resource that gains `count` to [0] itself.)
+    Mutant(
+        "i28-datastore-grant-move-forgotten",
+        "terraform/modules/scheduled-dedup/iam.tf",
+        'moved {\n  from = google_project_iam_member.datastore_user["runtime"]\n'
+        "  to   = google_project_iam_member.datastore_user\n}\n",
+        "",
+        "an applied datastore grant keeps its address through the core's moved block (an upgrade deletes nothing)",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_function"),
+    ),
+    Mutant(
+        "i28-cloud-run-job-move-forgotten",
+        "{{cookiecutter.project_slug}}/_targets/cloud_run_job/terraform/target.tf",
+        "moved {\n  from = module.scheduled_dedup.google_cloud_run_v2_job.this[0]\n"
+        "  to   = module.cloud_run_job.google_cloud_run_v2_job.this\n}\n",
+        "",
+        "a proxy bake's applied Cloud Run job keeps its address through the root's moved block into its module",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_cloud_run_job"),
+    ),
+    Mutant(
+        "i28-workflow-move-forgotten",
+        "{{cookiecutter.project_slug}}/_targets/workflow/terraform/target.tf",
+        "moved {\n  from = module.scheduled_dedup.google_workflows_workflow.this[0]\n"
+        "  to   = module.workflow.google_workflows_workflow.this\n}\n",
+        "",
+        "a proxy bake's applied workflow keeps its address through the root's moved block into its module",
+        ("tests/test_upgrade.py", "-k", "destroys_or_replaces_nothing and split_workflow"),
+    ),
+    # Issue 27: the warm worker's run goes by marshal, by pickle when marshal cannot carry a value.
+    Mutant(
+        "i27-run-never-pickled",
+        "baked/stop.py",
+        "    except ValueError:  # a value marshal cannot carry (a datetime, a str subclass): pickle's general way\n"
+        "        return pickle.dumps(value)",
+        "    except ValueError:  # a value marshal cannot carry (a datetime, a str subclass): pickle's general way\n"
+        "        raise",
+        "a run whose context or log fields marshal cannot carry still reaches its worker, by pickle",
+        (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
+    ),
+    Mutant(
+        "i27-context-schedule-time-lost",
+        "baked/stop.py",
+        'context.__dict__.update(values, schedule_time=dt.datetime.fromisoformat(values["schedule_time"]))',
+        "context.__dict__.update(values)",
+        "the work's context carries its schedule time as a datetime, to the microsecond and in UTC",
+        (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
     ),
 ]

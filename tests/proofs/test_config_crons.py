@@ -1,6 +1,7 @@
-"""rules.py's own cron expansion (stdlib: the bake hook runs it before any dependency exists), cross-checked on each
-job of the bake's config.yaml: its smallest gap against cronsim's, its daylight saving dates against the ones
-schedules.py (the function's expansion) finds. The bake's tests/test_config.py checks the rules themselves."""
+"""The rules' own cron expansion (rules.py, tools/schedule_rules.py; stdlib: the bake hook runs it before any
+dependency exists), cross-checked on each job of the bake's config.yaml: its smallest gap against cronsim's, its
+daylight saving dates against the ones schedules.py (the function's expansion) finds. The bake's
+tests/test_config.py checks the rules themselves."""
 
 import datetime as dt
 import zoneinfo
@@ -9,15 +10,14 @@ import cronsim
 import pytest
 
 import config
-import rules
-from tools import schedule_rules
 import schedules
+from tools import schedule_rules
 
 CONFIG = config.load(schedules=True)
 
 
 def busy_bound(timing) -> int:
-    return max(outcome.seconds for outcome in schedule_rules.busy_after_one_fault(timing) if outcome.seconds is not None)
+    return max(busy.seconds for busy in schedule_rules.busy_after_one_fault(timing) if busy.seconds is not None)
 
 
 def cronsim_gap(schedule: str, time_zone: str, start: dt.datetime) -> int | None:
@@ -58,7 +58,8 @@ def test_each_jobs_daylight_saving_dates_are_the_ones_the_function_keys(job_id):
     start = dt.date.today()
     hits = {(hit.day, hit.kind) for hit in schedule_rules.dst_hits(job.schedule, job.time_zone, start)}
     since = dt.datetime.combine(start, dt.time(), dt.UTC)
-    until = dt.datetime.combine(dt.date(start.year + schedule_rules.DST_WARNING_YEARS, start.month, 1), dt.time(), dt.UTC)
+    last = dt.date(start.year + schedule_rules.DST_WARNING_YEARS, start.month, 1)
+    until = dt.datetime.combine(last, dt.time(), dt.UTC)
     rule = schedules.Schedule(job.schedule, job.time_zone, job.options.get("dst_gap", schedules.END_OF_GAP))
     kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
     fires = {

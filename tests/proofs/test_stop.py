@@ -509,3 +509,25 @@ def test_runs_at_once_each_hold_a_worker_of_their_own(run_context, fresh_pool):
     assert [ending.how for ending in endings] == [stop.Ended.RETURNED] * 3
     assert len(pids) == 3 and warm in pids
     assert len(stop._idle) == 3
+
+
+def tells_its_run(context):
+    """What reached the worker: its context and the run's log fields."""
+    import run_log  # the worker's own (configured by stop.py)
+
+    return repr((context, dict(run_log.RUN_FIELDS.get())))
+
+
+def test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold(run_context, fresh_pool):
+    """The run goes to the worker by marshal (plain values: cheap), or by pickle when marshal cannot carry a value:
+    either way the work sees the context and the log fields the handler sent, the schedule time to the microsecond
+    and in UTC."""
+    sent = RunContext(**{**vars(run_context), "schedule_time": dt.datetime(2026, 3, 29, 1, 30, 0, 123456, dt.UTC)})
+    plain = {"run_id": sent.run_id, "attempt": 2}
+    rich = plain | {"since": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)}  # a datetime: marshal cannot carry it
+
+    for fields in (plain, rich):
+        ending = stop.run_until_stopped(tells_its_run, sent, fields, time.monotonic() + 60)
+
+        assert ending.how is stop.Ended.RETURNED, ending
+        assert ending.result == repr((sent, fields))

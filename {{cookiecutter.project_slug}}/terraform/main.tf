@@ -18,6 +18,9 @@ locals {
   # terraform/bootstrap makes the function's image repository too (its module "images"), so the
   # deployer holds no Artifact Registry role: the module pushes there and makes none.
   images_repository = "projects/${local.config.project}/locations/${local.config.region}/repositories/${local.config.slug}-images"
+  # And what needs project-wide rights (its module "project": the APIs, this source bucket, the project-level grants,
+  # the database, Cloud Tasks' audit logs), named as scheduled-dedup-project names it.
+  source_bucket = "${local.config.project}-${local.config.slug}-src"
 {%- endif %}
 }
 
@@ -37,6 +40,11 @@ module "scheduled_dedup" {
     build   = local.accounts.build
   }
   images_repository = local.images_repository
+  # terraform/bootstrap made what needs project-wide rights, as the owner (its module "project"): the module makes
+  # none of it, and the deployer holds no role that reaches the whole project.
+  project_setup = {
+    source_bucket = local.source_bucket
+  }
 {%- endif %}
 
   # The function's source, derived: every module of this project's root, its configuration file and its
@@ -56,6 +64,9 @@ module "scheduled_dedup" {
   ttl_collections    = local.target_ttl_collections
   apis               = local.target_apis
   follows_executions = local.target_follows_executions
+{%- if not cookiecutter.state_bucket %}
+  project_grants     = local.target_project_grants
+{%- endif %}
 
   # job id => { schedule, time_zone, and what the job sets of its own }; each is the Scheduler job "<slug>-<job id>".
   # A timing key the job leaves out is the defaults block's (the module looks it up in timing and retry).
@@ -72,28 +83,132 @@ module "scheduled_dedup" {
   }
 
   firestore = {
-    database        = local.config.database
-    collection      = local.config.collection
+    database   = local.config.database
+    collection = local.config.collection
+{%- if not cookiecutter.state_bucket %}
+
+    # Made by the module's project part (scheduled-dedup-project), as whoever runs make deploy.
     create_database = var.create_firestore_database
+{%- endif %}
   }
 
   audit = {
     interval_minutes = local.config.audit_interval_minutes
   }
 
+{%- if not cookiecutter.state_bucket %}
   enable_apis           = var.enable_apis
+{%- endif %}
   alert_email           = var.alert_email
   notification_channels = var.notification_channels
 
   task_queue = {
     enqueuers = var.task_queue_enqueuers
-{%- if cookiecutter.state_bucket %}
-    # Cloud Tasks' Data Access audit logs (who queued each task) are project-level: terraform/bootstrap turns them
-    # on, as the owner, so the deployer needs no right over the project's audit configuration.
-    data_access_logs = false
-{%- endif %}
   }
 }
+
+{%- if cookiecutter.state_bucket %}
+
+# What needs project-wide rights left this root for terraform/bootstrap's module "project" (scheduled-dedup-project),
+# which the owner applies. A bake applied before keeps every object: this root forgets them (destroy = false) and the
+# bootstrap, applied with adopt_existing = true, imports them (its main.tf): no database, bucket or grant is destroyed.
+# Terraform's "removed" block: https://developer.hashicorp.com/terraform/language/resources/syntax#removing-resources
+
+removed {
+  from = module.scheduled_dedup.google_project_service.this
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.time_sleep.apis
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_storage_bucket.source
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_project_iam_member.build
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_project_iam_member.datastore_user
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_firestore_database.this
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.scheduled_dedup.google_project_iam_audit_config.cloud_tasks
+
+  lifecycle {
+    destroy = false
+  }
+}
+{%- else %}
+
+# What needs project-wide rights moved into scheduled-dedup-project (module.scheduled_dedup's module "project"):
+# an applied project keeps every object.
+
+moved {
+  from = module.scheduled_dedup.google_project_service.this
+  to   = module.scheduled_dedup.module.project[0].google_project_service.this
+}
+
+moved {
+  from = module.scheduled_dedup.time_sleep.apis
+  to   = module.scheduled_dedup.module.project[0].time_sleep.apis
+}
+
+moved {
+  from = module.scheduled_dedup.google_storage_bucket.source
+  to   = module.scheduled_dedup.module.project[0].google_storage_bucket.source
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.build
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.build
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_member.datastore_user
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.datastore_user
+}
+
+moved {
+  from = module.scheduled_dedup.google_firestore_database.this
+  to   = module.scheduled_dedup.module.project[0].google_firestore_database.this
+}
+
+moved {
+  from = module.scheduled_dedup.google_project_iam_audit_config.cloud_tasks
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_audit_config.cloud_tasks
+}
+{%- endif %}
 
 # A warning at every `terraform plan` and apply while the alert policies notify nobody: incidents
 # still open in Cloud Monitoring, but no one is told (alert_email or notification_channels).

@@ -1,6 +1,7 @@
 # What only the deploy decides; override per environment with -var or a *.tfvars file. The project, the
 # region, the jobs and their timing live in ../config.yaml (main.tf, local.config), and nowhere else.
 
+{%- if not cookiecutter.state_bucket %}
 variable "create_firestore_database" {
   description = "Create config.yaml's Firestore database (a new project has none); false: use one that exists already, in Native mode (not read at plan: the apply fails on a missing one)."
   type        = bool
@@ -12,6 +13,7 @@ variable "enable_apis" {
   type        = bool
   default     = true
 }
+{%- endif %}
 
 variable "alert_email" {
   description = "E-mail address the alert policies notify (an e-mail notification channel is created); empty, with no notification_channels: nobody (check alerts_reach_someone warns)."

@@ -20,7 +20,7 @@ TEXT = config.CONFIG_FILE.read_text(encoding="utf-8")
 CONFIG = config.load(schedules=True)
 JOB_ID, JOB = sorted(CONFIG.jobs.items())[0]
 # What one fault can keep a run of the first job busy: a schedule must fire further apart.
-BUSY = max(outcome.seconds for outcome in schedule_rules.busy_after_one_fault(JOB.timing) if outcome.seconds is not None)
+BUSY = max(busy.seconds for busy in schedule_rules.busy_after_one_fault(JOB.timing) if busy.seconds is not None)
 
 
 def edited(**changes) -> str:

@@ -467,10 +467,3 @@ def check_capacity(function: Mapping[str, int], herd: Herd, retry_count: int) ->
             f"a value that passes: function.max_instance_count {instances_for(herd, concurrency)}"
         )
         raise RuleError("function.max_instance_count", instances, rule)
-
-
-def derive_function(checked: Mapping[str, object], start: dt.date) -> dict[str, int]:
-    """The `function:` block a bake writes: the instances that serve the busiest minute at the configuration's
-    concurrency (instances_for); the concurrency stays the module's default unless the user raises it."""
-    concurrency = checked["function"]["max_instance_request_concurrency"]
-    return {"max_instance_count": instances_for(schedule_herd(checked, start), concurrency)}

@@ -19,7 +19,6 @@ locals {
   # The job's full resource name, built here: the job's own attributes cannot feed its environment.
   job_full_name = "projects/${var.project_id}/locations/${var.region}/jobs/${local.job_name}"
 
-  firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
 
   # What cloud_run_job/store.py writes, each document with expire_at (the core module puts the TTL
   # policy on them): checkpoints, artifacts, outputs and dead letters.
@@ -90,18 +89,13 @@ resource "google_cloud_run_v2_job" "this" {
   depends_on = [var.apis_ready]
 }
 
-# Firestore has no per-database IAM resource: roles are granted on the project, narrowed by an IAM
-# condition to the one database, as the core module's runtime grant is (../scheduled-dedup/iam.tf;
-# Firestore "Configure per-database access permissions").
-resource "google_project_iam_member" "datastore_user" {
-  project = var.project_id
-  role    = "roles/datastore.user"
-  member  = local.account_member
-
-  condition {
-    title       = "${var.slug}-job-firestore-db"
-    description = "Only the Firestore database that holds ${var.slug}'s run records."
-    expression  = "resource.name == \"${local.firestore_database_name}\""
+# The job's one project-level grant, roles/datastore.user narrowed by an IAM condition to the one database (Firestore
+# has no per-database IAM resource; Firestore "Configure per-database access permissions"), is made with the core's
+# project-level grants by ../scheduled-dedup-project (the root passes project_grants to the core, or a team bake's
+# bootstrap makes it as the owner): granting on the project takes project-wide rights.
+locals {
+  project_grants = {
+    job = { role = "roles/datastore.user", member = local.account_member, database = true }
   }
 }
 

@@ -19,3 +19,8 @@ output "service_account_email" {
   description = "The job's identity."
   value       = local.account_email
 }
+
+output "project_grants" {
+  description = "For the core module's project_grants: the job account's roles/datastore.user on the one database (../scheduled-dedup-project makes it)."
+  value       = local.project_grants
+}

@@ -16,7 +16,6 @@ locals {
 
   workflow_name = "${var.slug}-wf"
 
-  firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
 }
 
 resource "google_service_account" "workflow" {
@@ -52,53 +51,34 @@ resource "google_workflows_workflow" "this" {
   depends_on = [var.apis_ready]
 }
 
-# Firestore has no per-database IAM resource: roles are granted on the project, narrowed by an IAM
-# condition to the one database, as the core module's runtime grant is (../scheduled-dedup/iam.tf;
-# Firestore "Configure per-database access permissions").
-resource "google_project_iam_member" "datastore_user" {
-  project = var.project_id
-  role    = "roles/datastore.user"
-  member  = local.account_member
-
-  condition {
-    title       = "${var.slug}-workflow-firestore-db"
-    description = "Only the Firestore database that holds ${var.slug}'s run records."
-    expression  = "resource.name == \"${local.firestore_database_name}\""
+# The workflow's project-level grants, each the narrowest that allows what it does, made with the core's project-level
+# grants by ../scheduled-dedup-project (the root passes project_grants to the core, or a team bake's bootstrap makes
+# them as the owner): granting on the project takes project-wide rights.
+# - workflow: roles/datastore.user narrowed by an IAM condition to the one database (Firestore has no per-database
+#   IAM resource; Firestore "Configure per-database access permissions").
+# - workflow_log_writer: the sample workflow writes its own log entries with sys.log, as its service account. Writing
+#   log entries is granted on the project (there is no narrower resource to write to); roles/logging.logWriter holds
+#   logging.logEntries.create and nothing that reads.
+# - workflow_executions_viewer: the guard of a run id names the execution that holds it; another execution of the run
+#   id that meets it reads that execution (googleapis.workflowexecutions.v1...executions.get: workflows.executions.get)
+#   to take the guard over once it has ended, or to wait while it runs (workflow.yaml). roles/workflows.viewer is the
+#   narrowest predefined role with it, read-only (cloud.google.com/iam/docs/roles-permissions/workflows), and
+#   project-level for the reason given for the runtime's grant below.
+# - runtime_invoker: workflows.executions.create (start one), workflows.executions.get (follow it: the baked
+#   executions.py) and .list (find the one a run started when the start call's answer was lost). Project-level
+#   because Workflows has no IAM policy on a single workflow: the lowest level where any Workflows role can be granted
+#   is the project (IAM "Workflows roles and permissions"), and Workflows does not take part in IAM Conditions'
+#   resource attributes, so a resource.name condition could not narrow it either. roles/workflows.invoker is the
+#   narrowest predefined role that holds both: executions and callbacks, nothing that reads or changes a workflow
+#   (cloud.google.com/iam/docs/roles-permissions/workflows: workflows.executions.create, .get, .list, .cancel,
+#   callbacks and step entries).
+locals {
+  project_grants = {
+    workflow                   = { role = "roles/datastore.user", member = local.account_member, database = true }
+    workflow_log_writer        = { role = "roles/logging.logWriter", member = local.account_member, database = false }
+    workflow_executions_viewer = { role = "roles/workflows.viewer", member = local.account_member, database = false }
+    runtime_invoker            = { role = "roles/workflows.invoker", member = "serviceAccount:${var.runtime_service_account_email}", database = false }
   }
-}
-
-# The sample workflow writes its own log entries with sys.log, as its service account. Writing log
-# entries is granted on the project (there is no narrower resource to write to);
-# roles/logging.logWriter holds logging.logEntries.create and nothing that reads.
-resource "google_project_iam_member" "log_writer" {
-  project = var.project_id
-  role    = "roles/logging.logWriter"
-  member  = local.account_member
-}
-
-# The guard of a run id names the execution that holds it; another execution of the run id that meets it reads
-# that execution (googleapis.workflowexecutions.v1...executions.get: workflows.executions.get) to take the guard
-# over once it has ended, or to wait while it runs (workflow.yaml). roles/workflows.viewer is the narrowest
-# predefined role with it, read-only (cloud.google.com/iam/docs/roles-permissions/workflows), and project-level
-# for the reason given for the runtime's grant below.
-resource "google_project_iam_member" "executions_viewer" {
-  project = var.project_id
-  role    = "roles/workflows.viewer"
-  member  = local.account_member
-}
-
-# workflows.executions.create (start one), workflows.executions.get (follow it: the baked
-# executions.py) and .list (find the one a run started when the start call's answer was lost). This grant is project-level because Workflows has no IAM policy on a
-# single workflow: the lowest level where any Workflows role can be granted is the project (IAM
-# "Workflows roles and permissions"), and Workflows does not take part in IAM Conditions' resource
-# attributes, so a resource.name condition could not narrow it either. roles/workflows.invoker is
-# the narrowest predefined role that holds both: executions and callbacks, nothing that reads or
-# changes a workflow (cloud.google.com/iam/docs/roles-permissions/workflows: workflows.executions.
-# create, .get, .list, .cancel, callbacks and step entries).
-resource "google_project_iam_member" "runtime_invoker" {
-  project = var.project_id
-  role    = "roles/workflows.invoker"
-  member  = "serviceAccount:${var.runtime_service_account_email}"
 }
 
 # The account was a single resource before it became optional: an applied project keeps it.

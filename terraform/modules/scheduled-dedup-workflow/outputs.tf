@@ -24,3 +24,8 @@ output "service_account_email" {
   description = "The workflow's identity."
   value       = local.account_email
 }
+
+output "project_grants" {
+  description = "For the core module's project_grants: the workflow account's roles on the project (datastore.user on the one database, logging.logWriter, workflows.viewer) and the runtime's workflows.invoker (../scheduled-dedup-project makes them)."
+  value       = local.project_grants
+}

@@ -72,7 +72,7 @@ module "audit_job" {
   }
 
   depends_on = [
-    time_sleep.apis,
+    terraform_data.apis,
     # No delivery before the invoker may call the function (the grant, then its propagation: iam.tf).
     time_sleep.invoker,
   ]
@@ -114,7 +114,7 @@ resource "google_logging_metric" "audit" {
     job = "EXTRACT(jsonPayload.job)"
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # The audit's summary lines: what the dead man's switch below watches.
@@ -137,7 +137,7 @@ resource "google_logging_metric" "audit_ran" {
     display_name = "${var.slug} audits"
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # One policy per finding, grouped by job: an incident names the job whose run was missed or is stuck.

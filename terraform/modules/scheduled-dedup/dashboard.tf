@@ -49,7 +49,7 @@ resource "google_logging_metric" "work_duration" {
     }
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 locals {
@@ -159,5 +159,5 @@ resource "google_monitoring_dashboard" "this" {
   project        = var.project_id
   dashboard_json = local.dashboard_json
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }

@@ -43,7 +43,7 @@ resource "google_logging_metric" "execution_failed" {
     execution_outcome = "EXTRACT(jsonPayload.execution_outcome)"
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 locals {

@@ -2,33 +2,8 @@
 # on expire_at (the handler sets expire_at = max(claim time, schedule time) + retention_seconds).
 # Without the TTL the collection grows forever.
 #
-# The database: a new project has none, and google_firestore_field fails on a project without one
-# (404 "Project ... or database ... does not exist"). So by default (create_database = true) the
-# module creates its own database, named by the bake from the slug (<slug>-db), which never collides
-# with a (default) database other applications of the project already use. Cost: Firestore's free
-# tier applies to one database per project, the first one created ("Quotas and limits"; the older
-# "Firestore pricing" page says only (default) qualifies), so a named database next to an existing
-# one is billed from the first read; TTL deletes are never free. create_database = false uses an
-# existing database (below: checked at apply, not at plan).
-
-resource "google_firestore_database" "this" {
-  count = var.firestore.create_database ? 1 : 0
-
-  project          = var.project_id
-  name             = var.firestore.database
-  location_id      = coalesce(var.firestore.location_id, var.region)
-  type             = "FIRESTORE_NATIVE"
-  concurrency_mode = "PESSIMISTIC" # Firestore's default; the handler's writes are conditional, not transactions
-
-  # delete_protection (default true): the database refuses deletion, and `terraform destroy` only
-  # forgets it (deletion_policy ABANDON, the provider's default): the run records and the id stay,
-  # so a later apply of the same bake meets 409 "already exists" until the database is imported or
-  # deleted by hand (docs/operations.md). false: destroy deletes the database and its data.
-  delete_protection_state = var.firestore.delete_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
-  deletion_policy         = var.firestore.delete_protection ? "ABANDON" : "DELETE"
-
-  depends_on = [time_sleep.apis]
-}
+# The database (create_database = true: the module's own, named by the bake from the slug) is made with what needs
+# project-wide rights, by ../scheduled-dedup-project (project.tf), whose main.tf says why and what it costs.
 
 # create_database = false: the database is not read at plan. The google provider (8.x) has no data
 # source for a Firestore database, and the check this module made instead (data "http" calling the
@@ -41,8 +16,8 @@ resource "google_firestore_database" "this" {
 # docs/operations.md, "The first deploy"), and nothing secret is in the state.
 
 locals {
-  # The database id, taken from the created resource when there is one (an implicit dependency).
-  firestore_database = var.firestore.create_database ? google_firestore_database.this[0].name : var.firestore.database
+  # The database id, from module.project when it makes the database (an implicit dependency).
+  firestore_database = local.makes_project ? module.project[0].firestore_database : var.firestore.database
 }
 
 resource "google_firestore_field" "expire_at" {
@@ -58,7 +33,7 @@ resource "google_firestore_field" "expire_at" {
   # increasing timestamp is what Firestore warns against (hotspots); it also saves index writes.
   index_config {}
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # var.ttl_collections: collections a sibling module's code writes in the same database (a proxy
@@ -74,7 +49,7 @@ resource "google_firestore_field" "extra_expire_at" {
   ttl_config {}
   index_config {}
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # The name these had while the module chose the collections by target: an applied project keeps them.

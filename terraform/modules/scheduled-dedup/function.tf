@@ -27,43 +27,11 @@ data "archive_file" "source" {
   }
 }
 
-resource "google_storage_bucket" "source" {
-  # checkov:skip=CKV_GCP_62: Access logs for a bucket that only holds deploy artifacts would need a second bucket; Cloud Audit Logs already record who wrote or read objects.
-  project                     = var.project_id
-  name                        = local.bucket_name
-  location                    = var.region
-  uniform_bucket_level_access = true
-  public_access_prevention    = "enforced"
-  force_destroy               = true # only build inputs live here; `terraform destroy` must not stall on them
-  labels                      = local.labels
-
-  versioning {
-    enabled = true
-  }
-
-  # Each deploy writes a new object (its name carries the zip's md5) and Terraform deletes the one
-  # before, which versioning keeps as a noncurrent version for a rollback by hand; this rule removes
-  # those a week later. No rule on age: Object Lifecycle Management's `age` matches live objects too
-  # (cloud.google.com/storage/docs/lifecycle, "Age"), so an `age = 30` Delete removed the deployed
-  # source a month after each deploy, and the next plan wanted it back (a redeploy).
-  lifecycle_rule {
-    condition {
-      days_since_noncurrent_time = 7
-      with_state                 = "ARCHIVED"
-    }
-    action {
-      type = "Delete"
-    }
-  }
-
-  depends_on = [time_sleep.apis]
-}
-
 resource "google_storage_bucket_object" "source" {
   # The md5 in the name makes every code change a new object, which changes the function's
   # build_config and so redeploys it; an unchanged tree plans no change.
   name   = "${var.slug}/function-source-${data.archive_file.source.output_md5}.zip"
-  bucket = google_storage_bucket.source.name
+  bucket = local.source_bucket
   source = data.archive_file.source.output_path
 }
 
@@ -84,7 +52,7 @@ resource "google_cloudfunctions2_function" "this" {
 
     source {
       storage_source {
-        bucket = google_storage_bucket.source.name
+        bucket = local.source_bucket
         object = google_storage_bucket_object.source.name
       }
     }
@@ -146,7 +114,7 @@ resource "google_cloudfunctions2_function" "this" {
   }
 
   depends_on = [
-    time_sleep.apis,
+    terraform_data.apis,
     # The build account's grants (and the runtime account's database grant) have propagated:
     # the build runs as <slug>-build the moment this resource is created.
     time_sleep.grants,

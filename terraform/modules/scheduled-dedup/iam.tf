@@ -41,7 +41,7 @@ resource "google_service_account" "runtime" {
   display_name = "${var.slug}: scheduled-dedup function runtime"
   description  = "Runs the function that claims each scheduled run in Firestore."
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_service_account" "invoker" {
@@ -52,7 +52,7 @@ resource "google_service_account" "invoker" {
   display_name = "${var.slug}: Cloud Scheduler invoker"
   description  = "Identity in the OIDC token Cloud Scheduler sends to the function."
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # The function's build account. Since July 2024 the default Cloud Build account of a new project
@@ -72,49 +72,11 @@ resource "google_service_account" "build" {
   display_name = "${var.slug}: function builds"
   description  = "Cloud Build runs the function's builds as this account."
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
-locals {
-  # Cloud Run functions, "Custom service account for Cloud Build" (Grant permissions,
-  # cloud.google.com/functions/docs/securing/build-custom-sa): logging.logWriter stores build logs;
-  # storage.objectViewer reads the function's source. artifactregistry.writer, which stores the built
-  # image, is granted on the image repository only (images.tf), not on the project.
-  build_roles = toset(["roles/logging.logWriter", "roles/storage.objectViewer"])
-  # The source is all the build reads of Cloud Storage: the function's code "is stored in a separate source
-  # bucket", gcf-v2-sources-<project number>-<region> (Cloud Run functions "Build process overview",
-  # cloud.google.com/functions/docs/building), made by the first deploy, whence the build fetches it
-  # (terraform-google-cloud-functions issue 129 names that bucket); the image goes to Artifact Registry. So the
-  # grant is the project's, as a bucket made by Google cannot be granted on before it exists, under a condition
-  # on those buckets' names (and this bake's own upload bucket, local.bucket_name): not every bucket of the
-  # project, which a package run at build time could otherwise read. Cloud Storage names buckets and their
-  # objects projects/_/buckets/B[/objects/O] for IAM Conditions (IAM "Resource attributes for IAM Conditions",
-  # cloud.google.com/iam/docs/conditions-resource-attributes).
-  build_conditions = {
-    "roles/storage.objectViewer" = {
-      title       = "${var.slug}-function-sources-only"
-      description = "The function sources only: Cloud Functions' gcf-v2-sources-* buckets and ${local.bucket_name}."
-      expression  = "resource.name.startsWith('projects/_/buckets/gcf-v2-sources-') || resource.name == 'projects/_/buckets/${local.bucket_name}' || resource.name.startsWith('projects/_/buckets/${local.bucket_name}/')"
-    }
-  }
-}
-
-resource "google_project_iam_member" "build" {
-  for_each = local.build_roles
-
-  project = var.project_id
-  role    = each.key
-  member  = local.account_members.build
-
-  dynamic "condition" {
-    for_each = contains(keys(local.build_conditions), each.key) ? [local.build_conditions[each.key]] : []
-    content {
-      title       = condition.value.title
-      description = condition.value.description
-      expression  = condition.value.expression
-    }
-  }
-}
+# The build account's project-level grants (logging.logWriter; storage.objectViewer on the function sources only)
+# and the runtime's datastore.user on the one database: ../scheduled-dedup-project makes them (project.tf).
 
 # IAM grants take effect within minutes, not at once (IAM "Access change propagation": usually
 # about 2 minutes, sometimes 7 or more): a build started right after its grants fails with a missing
@@ -123,28 +85,12 @@ resource "time_sleep" "grants" {
   create_duration = "${var.waits.iam_seconds}s"
 
   triggers = {
-    build   = join(",", sort([for grant in google_project_iam_member.build : "${grant.role}${jsonencode(grant.condition)}"]))
-    images  = local.images_repository
-    runtime = google_project_iam_member.datastore_user.member
+    # The build account's and the runtime's project-level grants (module.project's; made elsewhere, long before).
+    grants = local.makes_project ? module.project[0].grants_ready : "made by the project owner"
+    images = local.images_repository
   }
 
-  depends_on = [google_project_iam_member.build, module.images, google_project_iam_member.datastore_user]
-}
-
-# Firestore has no per-database IAM resource: roles are granted on the project. The IAM condition
-# narrows the grant to this module's database, as Firestore documents for per-database access
-# ("Configure per-database access permissions" in Firestore's "Create and manage databases" page:
-# condition resource.name == "projects/PROJECT_ID/databases/DATABASE_ID").
-resource "google_project_iam_member" "datastore_user" {
-  project = var.project_id
-  role    = "roles/datastore.user"
-  member  = local.account_members.runtime
-
-  condition {
-    title       = "${var.slug}-runtime-firestore-db"
-    description = "Only the Firestore database that holds ${var.slug}'s run records."
-    expression  = "resource.name == \"${local.firestore_database_name}\""
-  }
+  depends_on = [module.images]
 }
 
 # Scheduler's identity may invoke the function's Cloud Run service and nothing else. Replaced only
@@ -176,14 +122,6 @@ resource "time_sleep" "invoker" {
   }
 
   depends_on = [google_cloud_run_v2_service_iam_member.invoker]
-}
-
-# The runtime's grant was one of a for_each over the accounts that use Firestore while this module
-# also made the proxy targets' accounts: a bake applied then keeps its grant, instead of a
-# destroy-and-create that would leave deliveries without access for a moment.
-moved {
-  from = google_project_iam_member.datastore_user["runtime"]
-  to   = google_project_iam_member.datastore_user
 }
 
 # Who may queue a delivery (tools/runs.py rerun / backfill): roles/cloudtasks.enqueuer on the one queue, nothing
@@ -224,4 +162,11 @@ moved {
 moved {
   from = google_service_account.build
   to   = google_service_account.build[0]
+}
+
+# The runtime's database grant was keyed by account (["runtime"]) before the proxy targets' modules made their own;
+# it now lives in ../scheduled-dedup-project, where the bake's root moves (a solo bake) or forgets (a team bake) it.
+moved {
+  from = google_project_iam_member.datastore_user["runtime"]
+  to   = google_project_iam_member.datastore_user
 }

@@ -23,7 +23,7 @@ module "images" {
   images_kept   = var.function.images_kept
   writers       = { build = local.account_members.build }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # Where these lived before the repository had a module of its own: an applied project keeps them.

@@ -2,8 +2,8 @@
 # run in Firestore (at-least-once deliveries, exactly-once effects), with least-privilege service
 # accounts, a Firestore TTL on run records and log-based metrics per outcome.
 #
-# Files: apis.tf (project services), firestore.tf (database, TTL), iam.tf (every service account
-# and grant), function.tf (source bucket, zip, function), scheduler.tf (jobs), tasks.tf (the
+# Files: project.tf (what needs project-wide rights: ../scheduled-dedup-project), apis.tf (the APIs' readiness),
+# firestore.tf (TTL), iam.tf (every service account and grant on one resource), function.tf (zip, function), scheduler.tf (jobs), tasks.tf (the
 # deliveries queue: re-runs, backfill, catch-up), audit.tf (the audit job), history.tf (the schedules deployed), monitoring.tf (metrics, alerts), dashboard.tf, outputs.tf.
 #
 # It knows no proxy target: a sibling module, called only by a bake of its target, makes what
@@ -37,9 +37,6 @@ locals {
 
   # --- names: all derive from the slug, so two baked projects share one GCP project ---
   function_name = var.slug
-  bucket_name   = "${var.project_id}-${var.slug}-src"
-
-  firestore_database_name = "projects/${var.project_id}/databases/${var.firestore.database}"
 
   labels = merge(var.labels, { "scheduled-dedup" = var.slug })
 

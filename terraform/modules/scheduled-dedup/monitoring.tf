@@ -32,7 +32,7 @@ resource "google_logging_metric" "outcome" {
     job = "EXTRACT(jsonPayload.job)"
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 locals {
@@ -89,7 +89,7 @@ resource "google_logging_metric" "scheduler_attempt_failed" {
     job = "EXTRACT(resource.labels.job_id)"
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 locals {
@@ -131,7 +131,7 @@ resource "google_monitoring_notification_channel" "email" {
   }
   user_labels = local.labels
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 locals {

@@ -50,7 +50,7 @@ output "firestore_collection" {
 
 output "source_bucket" {
   description = "Bucket holding the function's source zips."
-  value       = google_storage_bucket.source.name
+  value       = local.source_bucket
 }
 
 output "log_metric_names" {
@@ -92,7 +92,7 @@ output "retention_seconds" {
 
 output "apis_ready" {
   description = "Known once the project's APIs (the module's and var.apis) have propagated: a sibling module's resources depend on it."
-  value       = time_sleep.apis.id
+  value       = terraform_data.apis.output
 }
 
 output "task_queue" {

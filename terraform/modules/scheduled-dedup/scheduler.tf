@@ -24,7 +24,7 @@ module "scheduler_jobs" {
   }
 
   depends_on = [
-    time_sleep.apis,
+    terraform_data.apis,
     # No delivery before the invoker may call the function (the grant, then its propagation: iam.tf).
     time_sleep.invoker,
   ]

@@ -71,27 +71,11 @@ resource "google_cloud_tasks_queue" "deliveries" {
   }
 
   depends_on = [
-    time_sleep.apis,
+    terraform_data.apis,
     # No delivery before the invoker may call the function.
     google_cloud_run_v2_service_iam_member.invoker,
   ]
 }
 
-# Who queued a task is on record only in Cloud Tasks' Data Access audit log: CreateTask needs cloudtasks.tasks.create,
-# a DATA_WRITE permission, and Data Access logs are off by default (Cloud Tasks "Audit logging",
-# cloud.google.com/tasks/docs/audit-logging; "Enable Data Access audit logs",
-# cloud.google.com/logging/docs/audit/configure-data-access). The X-Rerun-By header is whatever the caller wrote; the
-# entry's protoPayload.authenticationInfo.principalEmail is who called. tools/runs.py prints the query.
-# Project-level, and authoritative for the service (google_project_iam_audit_config): two bakes of one project set the
-# same block, so they agree; setting it needs resourcemanager.projects.setIamPolicy, an owner's right, which is why a
-# team bake's bootstrap makes it and its root passes data_access_logs = false.
-resource "google_project_iam_audit_config" "cloud_tasks" {
-  count = var.task_queue.data_access_logs ? 1 : 0
-
-  project = var.project_id
-  service = "cloudtasks.googleapis.com"
-
-  audit_log_config {
-    log_type = "DATA_WRITE"
-  }
-}
+# Who queued a task is on record in Cloud Tasks' Data Access audit log (DATA_WRITE), which ../scheduled-dedup-project
+# turns on for the project (project.tf; var.task_queue.data_access_logs).

@@ -448,3 +448,22 @@ variable "follows_executions" {
   default     = false
   nullable    = false
 }
+
+variable "project_setup" {
+  description = "null: the module makes what needs project-wide rights itself, with ../scheduled-dedup-project (project.tf). Given: a project owner made it once with that module (a team bake's terraform/bootstrap): the module makes none of it, and enable_apis, apis, project_grants, firestore.create_database, firestore.location_id, firestore.delete_protection and task_queue.data_access_logs are that call's, not read here. source_bucket: the function's source bucket that module made (<project>-<slug>-src)."
+  type = object({
+    source_bucket = string
+  })
+  default = null
+}
+
+variable "project_grants" {
+  description = "A proxy target module's project-level grants (its project_grants output: key => role, member, database), which ../scheduled-dedup-project makes with the module's own (project.tf)."
+  type = map(object({
+    role     = string
+    member   = string
+    database = optional(bool, false)
+  }))
+  default  = {}
+  nullable = false
+}

@@ -56,12 +56,13 @@ run "job" {
 
   assert {
     condition = (
-      google_project_iam_member.datastore_user.member == google_service_account.job[0].member &&
-      google_project_iam_member.datastore_user.role == "roles/datastore.user" &&
-      google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\"" &&
+      keys(output.project_grants) == ["job"] &&
+      output.project_grants["job"].member == google_service_account.job[0].member &&
+      output.project_grants["job"].role == "roles/datastore.user" &&
+      output.project_grants["job"].database &&
       google_cloud_run_v2_job_iam_member.runtime["executor"].member != google_service_account.job[0].member
     )
-    error_message = "The Cloud Run job's account must hold exactly roles/datastore.user, narrowed to the one database."
+    error_message = "The Cloud Run job's account must hold exactly roles/datastore.user, narrowed to the one database (project_grants: scheduled-dedup-project makes it under the database condition)."
   }
 
   assert {

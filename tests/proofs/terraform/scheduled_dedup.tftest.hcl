@@ -70,7 +70,7 @@ run "baked_values" {
     condition = alltrue(concat(
       [
         google_cloudfunctions2_function.this.name == var.slug,
-        google_storage_bucket.source.name == "${var.project_id}-${var.slug}-src",
+        module.project[0].source_bucket == "${var.project_id}-${var.slug}-src",
         google_service_account.runtime[0].account_id == "${var.slug}-run",
         google_service_account.invoker[0].account_id == "${var.slug}-invoker",
         google_service_account.build[0].account_id == "${var.slug}-build",
@@ -210,8 +210,8 @@ run "baked_values" {
 
   assert {
     condition = (
-      google_storage_bucket.source.uniform_bucket_level_access == true &&
-      google_storage_bucket.source.public_access_prevention == "enforced" &&
+      module.project[0].bucket.uniform_bucket_level_access == true &&
+      module.project[0].bucket.public_access_prevention == "enforced" &&
       strcontains(google_storage_bucket_object.source.name, data.archive_file.source.output_md5)
     )
     error_message = "The source bucket must enforce uniform access and public-access prevention; the object name must carry the zip's md5."
@@ -221,7 +221,7 @@ run "baked_values" {
 
   assert {
     condition = toset(concat(
-      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.runtime[0].member],
+      [for m in values(module.project[0].iam_members) : m.role if m.member == "serviceAccount:${google_service_account.runtime[0].email}"],
       [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.runtime[0].member],
     )) == toset(["roles/datastore.user"])
     error_message = "The runtime account must hold exactly roles/datastore.user (a proxy target's module adds the one role that starts its target)."
@@ -229,7 +229,7 @@ run "baked_values" {
 
   assert {
     condition = toset(concat(
-      [for m in [google_project_iam_member.datastore_user] : m.role if m.member == google_service_account.invoker[0].member],
+      [for m in values(module.project[0].iam_members) : m.role if m.member == "serviceAccount:${google_service_account.invoker[0].email}"],
       [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.invoker[0].member],
     )) == toset(["roles/run.invoker"])
     error_message = "The invoker account must hold exactly roles/run.invoker."
@@ -241,14 +241,14 @@ run "baked_values" {
   }
 
   assert {
-    condition     = length(google_project_iam_member.datastore_user.condition) == 1 && google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
+    condition     = length(module.project[0].iam_members["runtime"].condition) == 1 && module.project[0].iam_members["runtime"].condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
     error_message = "roles/datastore.user must be narrowed to the one Firestore database by an IAM condition."
   }
 
   assert {
     condition = alltrue([
       for member in concat(
-        [google_project_iam_member.datastore_user.member],
+        [for m in values(module.project[0].iam_members) : m.member],
         [google_cloud_run_v2_service_iam_member.invoker.member],
       ) : !contains(["allUsers", "allAuthenticatedUsers"], member)
     ])
@@ -279,11 +279,11 @@ run "baked_values" {
   }
 
   assert {
-    condition = toset([for m in google_project_iam_member.build : m.role if m.member == google_service_account.build[0].member]) == toset(["roles/logging.logWriter", "roles/storage.objectViewer"]) && alltrue([
+    condition = toset([for m in values(module.project[0].iam_members) : m.role if m.member == "serviceAccount:${google_service_account.build[0].email}"]) == toset(["roles/logging.logWriter", "roles/storage.objectViewer"]) && alltrue([
       for member in concat(
-        [google_project_iam_member.datastore_user.member],
+        [module.project[0].iam_members["runtime"].member],
         [google_cloud_run_v2_service_iam_member.invoker.member],
-      ) : member != google_service_account.build[0].member
+      ) : !contains([google_service_account.build[0].member, "serviceAccount:${google_service_account.build[0].email}"], member)
     ])
     error_message = "The build account must hold exactly roles/logging.logWriter and roles/storage.objectViewer on the project (artifactregistry.writer on the image repository only)."
   }
@@ -303,8 +303,8 @@ run "baked_values" {
   # --- the database: created by the bake unless it answered to use an existing one ---
 
   assert {
-    condition = length(google_firestore_database.this) == (var.firestore.create_database ? 1 : 0) && alltrue([
-      for db in google_firestore_database.this :
+    condition = (module.project[0].database != null) == var.firestore.create_database && alltrue([
+      for db in module.project[0].database[*] :
       db.name == var.firestore.database && db.type == "FIRESTORE_NATIVE" && db.delete_protection_state == "DELETE_PROTECTION_ENABLED" && db.deletion_policy == "ABANDON"
     ])
     error_message = "create_database = true creates the named Native-mode database, delete-protected and abandoned (not deleted) on destroy."
@@ -507,7 +507,7 @@ run "takes_a_proxy_targets_settings" {
   }
 
   assert {
-    condition     = contains(keys(google_project_service.this), "pubsub.googleapis.com") && contains(keys(google_project_service.this), "cloudfunctions.googleapis.com")
+    condition     = contains(module.project[0].apis, "pubsub.googleapis.com") && contains(module.project[0].apis, "cloudfunctions.googleapis.com")
     error_message = "apis are enabled beside the module's own."
   }
 
@@ -711,7 +711,7 @@ run "uses_an_existing_database" {
   }
 
   assert {
-    condition     = length(google_firestore_database.this) == 0 && google_firestore_field.expire_at.database == "existing-db" && google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/existing-db\""
+    condition     = module.project[0].database == null && google_firestore_field.expire_at.database == "existing-db" && module.project[0].iam_members["runtime"].condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/existing-db\""
     error_message = "With create_database = false the module creates no database and uses the named one."
   }
 }
@@ -1033,4 +1033,24 @@ run "rejects_an_image_repository_of_another_region" {
   }
 
   expect_failures = [var.images_repository]
+}
+
+# Issue 26: given project_setup (a team bake's root: the owner's bootstrap made what needs project-wide rights with
+# scheduled-dedup-project), the module makes none of it, writes the source zip to the bucket it is given, and the
+# database is the one it names.
+run "project_made_by_the_owner" {
+  command = plan
+
+  module {
+    source = "./modules/scheduled-dedup"
+  }
+
+  variables {
+    project_setup = { source_bucket = "${var.project_id}-${var.slug}-src" }
+  }
+
+  assert {
+    condition     = length(module.project) == 0 && google_storage_bucket_object.source.bucket == var.project_setup.source_bucket && google_cloudfunctions2_function.this.build_config[0].source[0].storage_source[0].bucket == var.project_setup.source_bucket && google_firestore_field.expire_at.database == var.firestore.database
+    error_message = "Given project_setup, the module makes no APIs, bucket, project-level grant, database or audit configuration, and uses the bucket and database named."
+  }
 }

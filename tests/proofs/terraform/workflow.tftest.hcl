@@ -41,14 +41,14 @@ run "workflow" {
 
   assert {
     condition = toset([
-      for m in [google_project_iam_member.datastore_user, google_project_iam_member.log_writer, google_project_iam_member.executions_viewer, google_project_iam_member.runtime_invoker] : m.role if m.member == google_service_account.workflow[0].member
-    ]) == toset(["roles/datastore.user", "roles/logging.logWriter", "roles/workflows.viewer"]) && google_project_iam_member.datastore_user.condition[0].expression == "resource.name == \"projects/${var.project_id}/databases/${var.firestore.database}\""
+      for m in values(output.project_grants) : m.role if m.member == google_service_account.workflow[0].member
+    ]) == toset(["roles/datastore.user", "roles/logging.logWriter", "roles/workflows.viewer"]) && toset([for m in values(output.project_grants) : m.role if m.database]) == toset(["roles/datastore.user"])
     error_message = "The workflow's account must hold exactly roles/datastore.user (on the one database), roles/logging.logWriter (sys.log) and roles/workflows.viewer (its guard reads the owner's execution)."
   }
 
   assert {
     condition = toset([
-      for m in [google_project_iam_member.datastore_user, google_project_iam_member.log_writer, google_project_iam_member.executions_viewer, google_project_iam_member.runtime_invoker] : m.role if m.member == "serviceAccount:${var.runtime_service_account_email}"
+      for m in values(output.project_grants) : m.role if m.member == "serviceAccount:${var.runtime_service_account_email}"
     ]) == toset(["roles/workflows.invoker"])
     error_message = "The runtime account gets exactly the one role that starts the workflow."
   }

@@ -2,7 +2,9 @@
 # The state bucket, a Workload Identity pool whose provider trusts GitHub's OIDC tokens of one
 # repository only (by its numeric id and its owner's), and two service accounts: a planner (every
 # plan, shown before any approval; reads metadata, never writes) and a deployer (only a job of the
-# `production` environment on the default branch, applying the plan it was shown). No keys anywhere:
+# `production` environment on the default branch, applying the plan it was shown). And, once, what
+# needs project-wide rights (module "project"): the APIs, the function's source bucket, the project-level
+# grants, the Firestore database, Cloud Tasks' audit logs, so the deployer needs none. No keys anywhere:
 # google-github-actions/auth exchanges the job's OIDC token for a short-lived one.
 # https://cloud.google.com/iam/docs/workload-identity-federation-with-deployment-pipelines
 
@@ -10,51 +12,55 @@ locals {
   repository   = "{{ cookiecutter.repository }}"
   state_bucket = "{{ cookiecutter.state_bucket }}"
 
-  # The roles `terraform apply` of ../ needs, and nothing more: one per kind of resource the module
-  # makes (the README's "The deployer's roles" lists the same, with what each is for; the template's
-  # tests/test_bootstrap.py keeps the two, and the module's resource types, in step).
+  # The roles `terraform apply` of ../ needs, and nothing more: one per kind of resource the modules
+  # make there (the README's "What the deployer may do" lists the same, with what each is for; the template's
+  # tests/test_bootstrap.py keeps the two, and the modules' resource types, in step).
   # Roles: https://cloud.google.com/iam/docs/understanding-roles
-  # Two of them are narrowed by an IAM condition (deployer_conditions, below). No service-account
-  # role among them: the bootstrap makes the accounts (workload_accounts) and grants actAs on each.
+  # None that reaches the whole project: what needs that (the APIs, the source bucket, the project-level
+  # grants, the database, the audit configuration) is module "project"'s, below, applied by the owner. So no
+  # roles/serviceusage.serviceUsageAdmin (it would enable any API, Compute's default editor account with it),
+  # no roles/resourcemanager.projectIamAdmin (even conditioned on the roles, it grants them to any principal),
+  # no roles/storage.admin (its project-level storage.hmacKeys.create passes any resource condition: an HMAC
+  # key for an account that reads every bucket, Cloud Storage "Create an HMAC key"), no
+  # roles/logging.configWriter (sinks and exclusions: every log routed out, or the Data Access logs hidden; the
+  # deployer's custom role below holds the log-based metrics' permissions alone).
+  # roles/datastore.indexAdmin (the TTL policy: google_firestore_field, a field's configuration, which the index
+  # permissions govern: Firestore "Security for server client libraries", cloud.google.com/firestore/docs/security/iam:
+  # indexAdmin "create, modify, delete, list, or view indexes") only under a condition naming this bake's database
+  # (deployer_conditions), not roles/datastore.owner, which deletes or exports any database.
+  # No service-account role: the bootstrap makes the accounts (workload_accounts) and grants actAs on each.
   # No Artifact Registry role either: the bootstrap makes the image repository (module "images"),
   # as roles/artifactregistry.admin, which creates repositories and sets their IAM policies, cannot
   # be narrowed to one repository (Artifact Registry is not among the services whose resource.name
   # an IAM condition can test: IAM "Resource attributes for IAM Conditions"). What a deploy reads of
   # the repository, roles/cloudfunctions.admin holds (artifactregistry.repositories.get and the
   # image reads: IAM "Cloud Run functions roles and permissions").
+  # Left as predefined roles that reach other bakes' resources of their kind: roles/run.admin
+  # (run.services.setIamPolicy, for the invoker's grant on the function's service: Cloud Run is not among
+  # the services whose resource.name an IAM condition can test), roles/cloudfunctions.admin,
+  # roles/cloudscheduler.admin, roles/cloudtasks.queueAdmin and the Monitoring editors.
   deployer_roles = [
     "roles/cloudfunctions.admin",
     "roles/cloudscheduler.admin",
     "roles/cloudtasks.queueAdmin",
-    "roles/datastore.owner",
-    "roles/logging.configWriter",
+    "roles/datastore.indexAdmin",
     "roles/monitoring.alertPolicyEditor",
     "roles/monitoring.dashboardEditor",
     "roles/monitoring.notificationChannelEditor",
-    "roles/resourcemanager.projectIamAdmin",
     "roles/run.admin",
-    "roles/serviceusage.serviceUsageAdmin",
-    "roles/storage.admin",
 {%- if cookiecutter.target == "workflow" %}
     "roles/workflows.editor",
 {%- endif %}
   ]
 
-  # The project-level roles the modules grant (iam.tf: the build account's two and the runtime's
-  # conditional datastore.user{% if cookiecutter.target == "workflow" %}; the workflow module's workflows.invoker, workflows.viewer and logging.logWriter{% endif %}{% if cookiecutter.target == "cloud_run_job" %}; the job module's datastore.user{% endif %}): the only
-  # ones the deployer may grant or revoke. Without the condition roles/resourcemanager.projectIamAdmin
-  # lets it grant anyone (itself) roles/owner. IAM "Set limits on granting roles"
-  # (cloud.google.com/iam/docs/setting-limits-on-granting-roles): a conditional projectIamAdmin whose
-  # condition is api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([...]).
-  # The template's tests/test_bootstrap.py keeps this list equal to the modules' project grants.
-  grantable_roles = [
-    "roles/datastore.user",
-    "roles/logging.logWriter",
-    "roles/storage.objectViewer",
-{%- if cookiecutter.target == "workflow" %}
-    "roles/workflows.invoker",
-    "roles/workflows.viewer",
-{%- endif %}
+  # The deployer's custom role: the log-based metrics (google_logging_metric), and nothing else of Cloud
+  # Logging's configuration (IAM "Logging roles and permissions": logging.logMetrics.*).
+  deployer_permissions = [
+    "logging.logMetrics.create",
+    "logging.logMetrics.delete",
+    "logging.logMetrics.get",
+    "logging.logMetrics.list",
+    "logging.logMetrics.update",
   ]
 
   # The accounts the function, its Scheduler jobs{% if cookiecutter.target == "cloud_run_job" %} and its Cloud Run job{% elif cookiecutter.target == "workflow" %} and its workflow{% endif %} run or sign as (the ids
@@ -77,24 +83,17 @@ locals {
 {%- endif %}
   }
 
-  # The scheduled-dedup module names its source bucket <project>-<slug>-src (main.tf, bucket_name).
-  source_bucket = "${var.project_id}-{{ cookiecutter.project_slug }}-src"
+  # The Firestore database of the run records, which module "project" makes (or, with
+  # create_firestore_database = false, the existing one ../main.tf names from config.yaml).
+  database = "{{ cookiecutter.firestore_database }}"
 
-  # Cloud Storage takes IAM conditions on resource.name, projects/_/buckets/B and, for what lives in
-  # a bucket (objects, managed folders), projects/_/buckets/B/... (IAM "Resource attributes for IAM
-  # Conditions"; "Resource types that accept conditional role bindings": buckets and managed
-  # folders). Everything named under another bucket is out of reach: not only its objects but its
-  # managed folders, whose IAM policy would otherwise let the deployer grant itself that bucket's
-  # objects. What is not named under a bucket (the project, where buckets are listed and created)
-  # is left as it is.
+  # Firestore takes IAM conditions on a database's name, projects/P/databases/D (Firestore "Configure
+  # per-database access permissions"; IAM "Resource attributes for IAM Conditions": firestore.googleapis.com):
+  # the TTL policy of this bake's database, no other database's indexes.
   deployer_conditions = {
-    "roles/resourcemanager.projectIamAdmin" = {
-      title      = "only-the-modules-project-roles"
-      expression = "api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', []).hasOnly([${join(", ", [for role in local.grantable_roles : "'${role}'"])}])"
-    }
-    "roles/storage.admin" = {
-      title      = "only-this-bakes-source-bucket"
-      expression = "!resource.name.startsWith('projects/_/buckets/') || resource.name == 'projects/_/buckets/${local.source_bucket}' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
+    "roles/datastore.indexAdmin" = {
+      title      = "only-this-bakes-database"
+      expression = "resource.name == 'projects/${var.project_id}/databases/${local.database}'"
     }
   }
 
@@ -112,7 +111,6 @@ locals {
     "cloudscheduler.jobs.get",
     "cloudtasks.queues.get",
     "cloudtasks.queues.getIamPolicy",
-    "datastore.databases.getMetadata",
     "datastore.indexes.get",
     "datastore.indexes.list",
     "iam.serviceAccounts.get",
@@ -120,17 +118,12 @@ locals {
     "monitoring.alertPolicies.get",
     "monitoring.dashboards.get",
     "monitoring.notificationChannels.get",
-    "resourcemanager.projects.get",
-    "resourcemanager.projects.getIamPolicy",
 {%- if cookiecutter.target == "cloud_run_job" %}
     "run.jobs.get",
     "run.jobs.getIamPolicy",
 {%- endif %}
     "run.services.get",
     "run.services.getIamPolicy",
-    "serviceusage.services.get",
-    "serviceusage.services.list",
-    "storage.buckets.get",
     "storage.objects.get",
 {%- if cookiecutter.target == "workflow" %}
     "workflows.workflows.get",
@@ -165,8 +158,11 @@ locals {
   }
 }
 
-resource "google_project_service" "this" {
-  for_each = toset([
+# The APIs this root calls besides the function's (module "project" enables them all, with the function's, and waits:
+# an enabled API answers before it has propagated, so a pool, an account or a bucket created right after
+# `services.enable` returns can still meet "API not enabled" / 403 for a while).
+locals {
+  bootstrap_apis = [
     "iam.googleapis.com",
     "iamcredentials.googleapis.com", # google-github-actions/auth impersonates the accounts through it
     "sts.googleapis.com",            # exchanges GitHub's OIDC token
@@ -174,25 +170,25 @@ resource "google_project_service" "this" {
     "serviceusage.googleapis.com",
     "storage.googleapis.com",
     "artifactregistry.googleapis.com", # the function's image repository (module "images")
-  ])
-
-  project            = var.project_id
-  service            = each.key
-  disable_on_destroy = false
+  ]
 }
 
-# An enabled API answers before it has propagated: a pool, an account or a bucket created right after
-# `services.enable` returns can still meet "API not enabled" / 403 for a while (the same wait as
-# the scheduled-dedup module (apis.tf); the template's tests/test_bootstrap.py checks the order on
-# `terraform graph`). Everything below that calls one of these APIs depends on this wait.
-resource "time_sleep" "apis" {
-  create_duration = "${var.apis_wait_seconds}s"
+# Everything below that calls one of these APIs depends on this node, which stands for module "project"'s wait (the
+# template's tests/test_bootstrap.py checks the order on `terraform graph`); not on the module as a whole, which takes
+# the accounts made below (a cycle).
+resource "terraform_data" "apis" {
+  input = module.project.apis_ready
+}
 
-  triggers = {
-    apis = join(",", sort(keys(google_project_service.this)))
-  }
+# This root enabled and waited for its APIs itself before module "project" did: an applied bootstrap keeps them.
+moved {
+  from = google_project_service.this
+  to   = module.project.google_project_service.this
+}
 
-  depends_on = [google_project_service.this]
+moved {
+  from = time_sleep.apis
+  to   = module.project.time_sleep.apis
 }
 
 # The Terraform state of ../ (prefix "{{ cookiecutter.project_slug }}"; others' projects use their own slug).
@@ -228,7 +224,7 @@ resource "google_storage_bucket" "state" {
     prevent_destroy = true
   }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_storage_bucket_iam_member" "state_deployer" {
@@ -261,7 +257,7 @@ resource "google_iam_workload_identity_pool" "github" {
   display_name              = "GitHub Actions"
   description               = "Workflows of ${local.repository} (terraform/bootstrap of {{ cookiecutter.project_slug }})"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_iam_workload_identity_pool_provider" "github" {
@@ -283,7 +279,7 @@ resource "google_service_account" "planner" {
   account_id   = "{{ cookiecutter.project_slug }}-plan"
   display_name = "{{ cookiecutter.project_slug }} CI planner (every plan, read-only)"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_service_account" "deployer" {
@@ -291,7 +287,7 @@ resource "google_service_account" "deployer" {
   account_id   = "{{ cookiecutter.project_slug }}-deploy"
   display_name = "{{ cookiecutter.project_slug }} CI deployer (production environment, main only)"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # The function's accounts (local.workload_accounts says why the bootstrap makes them); their roles
@@ -303,7 +299,7 @@ resource "google_service_account" "workload" {
   account_id   = each.value
   display_name = "{{ cookiecutter.project_slug }}: ${each.key} (terraform/ of {{ cookiecutter.project_slug }} uses it)"
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 # The function's image repository, with the cleanup policies the image-repository module defines
@@ -321,7 +317,149 @@ module "images" {
   labels        = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
   writers       = { build = google_service_account.workload["build"].member }
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
+}
+
+# What needs project-wide rights, made once by the owner who applies this root: the APIs, the function's source
+# bucket, the project-level grants (the build account's, the runtime's on the one database{% if cookiecutter.target != "function" %}, the target's{% endif %}), the
+# Firestore database and Cloud Tasks' DATA_WRITE audit logs, with the same module and inputs ../main.tf's core module
+# would call it with (../main.tf passes it project_setup, so it makes none of it). The deployer then needs no role
+# that reaches the whole project (local.deployer_roles).
+module "project" {
+  source = "{{ cookiecutter.module_sources['scheduled-dedup-project'] }}"
+
+  project_id        = var.project_id
+  region            = var.region
+  slug              = "{{ cookiecutter.project_slug }}"
+  labels            = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
+  apis_wait_seconds = var.apis_wait_seconds
+
+{%- if cookiecutter.target == "workflow" %}
+
+  # This root's APIs, and the workflow module's apis output (the template's tests/test_bootstrap.py compares).
+  apis = concat(local.bootstrap_apis, ["workflows.googleapis.com", "workflowexecutions.googleapis.com"])
+{%- else %}
+
+  # This root's APIs (the function's are the module's own).
+  apis = local.bootstrap_apis
+{%- endif %}
+
+  firestore = {
+    database        = local.database
+    create_database = var.create_firestore_database
+  }
+  service_accounts = {
+    runtime = google_service_account.workload["runtime"].email
+    build   = google_service_account.workload["build"].email
+  }
+{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
+  # The {{ cookiecutter.target }} module's project_grants output, for the bootstrap's accounts (the template's
+  # tests/test_bootstrap.py compares the roles).
+  grants = {
+{%- if cookiecutter.target == "cloud_run_job" %}
+    job = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
+{%- else %}
+    workflow                   = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
+    workflow_log_writer        = { role = "roles/logging.logWriter", member = google_service_account.workload["target"].member, database = false }
+    workflow_executions_viewer = { role = "roles/workflows.viewer", member = google_service_account.workload["target"].member, database = false }
+    runtime_invoker            = { role = "roles/workflows.invoker", member = google_service_account.workload["runtime"].member, database = false }
+{%- endif %}
+  }
+{%- endif %}
+}
+
+# The deployer writes the function's source zips to the one source bucket module "project" made (a grant on the
+# bucket: no other bucket's objects, no HMAC key, no bucket IAM): roles/storage.objectUser creates, reads and
+# deletes objects (IAM "Cloud Storage roles").
+resource "google_storage_bucket_iam_member" "source_deployer" {
+  bucket = module.project.source_bucket
+  role   = "roles/storage.objectUser"
+  member = google_service_account.deployer.member
+}
+
+# The log-based metrics' permissions alone (local.deployer_permissions), instead of roles/logging.configWriter.
+resource "google_project_iam_custom_role" "deployer" {
+  project     = var.project_id
+  role_id     = "{{ cookiecutter.project_slug | replace("-", "_") }}_deployer"
+  title       = "{{ cookiecutter.project_slug }} CI deployer: log-based metrics"
+  description = "The log-based metrics terraform/ of {{ cookiecutter.project_slug }} makes; no sink, exclusion or other logging configuration."
+  permissions = local.deployer_permissions
+
+  depends_on = [terraform_data.apis]
+}
+
+resource "google_project_iam_member" "deployer_custom" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.deployer.name
+  member  = google_service_account.deployer.member
+}
+
+# A bake applied before these left ../main.tf keeps them: ../main.tf forgets them (its removed blocks), and this root,
+# applied once with adopt_existing = true (README, "Upgrading a team bake"), imports them, each where module
+# "project" makes it. Import ids: the google provider's pages of each resource ("Import"); a project-level grant is
+# "<project> <role> <member>", with its condition's title after a space when it has one. The build account's
+# storage grant is imported as it was (no condition) and replaced by the conditioned one in the same apply.
+locals {
+  # The APIs apart: what the accounts below wait for must not wait for the accounts (a cycle).
+  adopted_apis = var.adopt_existing ? toset(module.project.apis) : toset([])
+  adopted = var.adopt_existing ? merge(
+    {
+      "bucket"     = { to = "bucket", key = "", id = "${var.project_id}/${var.project_id}-{{ cookiecutter.project_slug }}-src" }
+      "logWriter"  = { to = "build", key = "roles/logging.logWriter", id = "${var.project_id} roles/logging.logWriter ${google_service_account.workload["build"].member}" }
+      "objViewer"  = { to = "build", key = "roles/storage.objectViewer", id = "${var.project_id} roles/storage.objectViewer ${google_service_account.workload["build"].member}" }
+      "runtime_db" = { to = "datastore_user", key = "", id = "${var.project_id} roles/datastore.user ${google_service_account.workload["runtime"].member} {{ cookiecutter.project_slug }}-runtime-firestore-db" }
+    },
+    var.create_firestore_database ? {
+      "database" = { to = "database", key = "", id = "projects/${var.project_id}/databases/${local.database}" }
+    } : {},
+    {
+      for key, grant in module.project.grants : "grant ${key}" => {
+        to = grant.database ? "database_grants" : "grants", key = key, id = join(" ", compact([var.project_id, grant.role, grant.member, grant.database ? "{{ cookiecutter.project_slug }}-${key}-firestore-db" : ""]))
+      }
+    },
+  ) : {}
+}
+
+import {
+  for_each = local.adopted_apis
+  to       = module.project.google_project_service.this[each.key]
+  id       = "${var.project_id}/${each.key}"
+}
+
+import {
+  for_each = { for key, item in local.adopted : key => item if item.to == "bucket" }
+  to       = module.project.google_storage_bucket.source
+  id       = each.value.id
+}
+
+import {
+  for_each = { for key, item in local.adopted : key => item if item.to == "build" }
+  to       = module.project.google_project_iam_member.build[each.value.key]
+  id       = each.value.id
+}
+
+import {
+  for_each = { for key, item in local.adopted : key => item if item.to == "datastore_user" }
+  to       = module.project.google_project_iam_member.datastore_user
+  id       = each.value.id
+}
+
+import {
+  for_each = { for key, item in local.adopted : key => item if item.to == "grants" }
+  to       = module.project.google_project_iam_member.grants[each.value.key]
+  id       = each.value.id
+}
+
+import {
+  for_each = { for key, item in local.adopted : key => item if item.to == "database_grants" }
+  to       = module.project.google_project_iam_member.database_grants[each.value.key]
+  id       = each.value.id
+}
+
+import {
+  for_each = { for key, item in local.adopted : key => item if item.to == "database" }
+  to       = module.project.google_firestore_database.this[0]
+  id       = each.value.id
 }
 
 # The deployer may deploy what runs or signs as these accounts (actAs), and as no other account.
@@ -370,7 +508,7 @@ resource "google_project_iam_custom_role" "planner" {
   description = "Reads the metadata and IAM policies of what terraform/ of {{ cookiecutter.project_slug }} makes; no data, no writes."
   permissions = local.planner_permissions
 
-  depends_on = [time_sleep.apis]
+  depends_on = [terraform_data.apis]
 }
 
 resource "google_project_iam_member" "planner" {
@@ -381,19 +519,13 @@ resource "google_project_iam_member" "planner" {
   # storage.objects.get reaches this bake's source objects only, not every bucket's objects.
   condition {
     title      = "{{ cookiecutter.project_slug }}-source-objects-only"
-    expression = "resource.type != 'storage.googleapis.com/Object' || resource.name.startsWith('projects/_/buckets/${local.source_bucket}/')"
+    expression = "resource.type != 'storage.googleapis.com/Object' || resource.name.startsWith('projects/_/buckets/${module.project.source_bucket}/')"
   }
 }
 
-# Who queued a re-run or a backfill is on record: Cloud Tasks' Data Access audit logs (DATA_WRITE: CreateTask),
-# off by default (cloud.google.com/tasks/docs/audit-logging; tools/runs.py prints the query). Project-level: made
-# here, as the owner who runs the bootstrap, so the deployer needs no right over the project's audit configuration;
-# ../main.tf passes the scheduled-dedup module task_queue.data_access_logs = false, so it makes none.
-resource "google_project_iam_audit_config" "cloud_tasks" {
-  project = var.project_id
-  service = "cloudtasks.googleapis.com"
-
-  audit_log_config {
-    log_type = "DATA_WRITE"
-  }
+# Cloud Tasks' Data Access audit logs (who queued a re-run or a backfill) were this root's own before module
+# "project" made them: an applied bootstrap keeps the configuration.
+moved {
+  from = google_project_iam_audit_config.cloud_tasks
+  to   = module.project.google_project_iam_audit_config.cloud_tasks[0]
 }

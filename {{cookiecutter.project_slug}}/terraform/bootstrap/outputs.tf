@@ -27,3 +27,8 @@ output "images_repository" {
   description = "The function's image repository; ../main.tf names the same repository from config.yaml (images_repository)."
   value       = module.images.id
 }
+
+output "source_bucket" {
+  description = "The function's source bucket (module \"project\"); ../main.tf names the same bucket from config.yaml, and the deployer writes only its objects."
+  value       = module.project.source_bucket
+}

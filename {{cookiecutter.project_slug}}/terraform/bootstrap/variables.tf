@@ -51,3 +51,16 @@ variable "apis_wait_seconds" {
     error_message = "apis_wait_seconds=${var.apis_wait_seconds}: must be a whole number of seconds, 0-1800."
   }
 }
+
+variable "create_firestore_database" {
+  description = "Create config.yaml's Firestore database (a new project has none); false: ../main.tf uses one that exists already, in Native mode."
+  type        = bool
+  default     = {{ 'true' if cookiecutter.create_firestore_database else 'false' }}
+}
+
+variable "adopt_existing" {
+  description = "true once, when upgrading a bake whose ../ made the APIs, the source bucket, the project-level grants and the database itself: this root imports them (main.tf) instead of making them again. false for a new bake."
+  type        = bool
+  default     = false
+  nullable    = false
+}

@@ -11,6 +11,7 @@ locals {
   target_ttl_collections    = module.cloud_run_job.ttl_collections
   target_apis               = []
   target_follows_executions = true
+  target_project_grants     = module.cloud_run_job.project_grants
   target_accounts           = { target = "job" }
 }
 
@@ -69,3 +70,19 @@ variable "job_image" {
   description = "Container image of the Cloud Run job, required: build and push ../cloud_run_job/Dockerfile first (e.g. REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG), then pass it with -var or a *.tfvars file."
   type        = string
 }
+
+# Its project-level grants are scheduled-dedup-project's (main.tf says why): an applied project keeps them.
+{%- if cookiecutter.state_bucket %}
+removed {
+  from = module.cloud_run_job.google_project_iam_member.datastore_user
+
+  lifecycle {
+    destroy = false
+  }
+}
+{%- else %}
+moved {
+  from = module.cloud_run_job.google_project_iam_member.datastore_user
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.database_grants["job"]
+}
+{%- endif %}

@@ -5,5 +5,6 @@ locals {
   target_ttl_collections    = []
   target_apis               = []
   target_follows_executions = false
+  target_project_grants     = {}
   target_accounts           = {}
 }

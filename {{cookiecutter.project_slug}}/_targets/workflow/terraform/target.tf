@@ -11,6 +11,7 @@ locals {
   target_ttl_collections    = module.workflow.ttl_collections
   target_apis               = module.workflow.apis
   target_follows_executions = true
+  target_project_grants     = module.workflow.project_grants
   target_accounts           = { target = "wf" }
 }
 
@@ -68,3 +69,58 @@ output "workflow_name" {
   description = "The workflow started once per claimed run."
   value       = module.workflow.workflow_name
 }
+
+# Its project-level grants are scheduled-dedup-project's (main.tf says why): an applied project keeps them.
+{%- if cookiecutter.state_bucket %}
+removed {
+  from = module.workflow.google_project_iam_member.datastore_user
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.workflow.google_project_iam_member.log_writer
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.workflow.google_project_iam_member.executions_viewer
+
+  lifecycle {
+    destroy = false
+  }
+}
+
+removed {
+  from = module.workflow.google_project_iam_member.runtime_invoker
+
+  lifecycle {
+    destroy = false
+  }
+}
+{%- else %}
+moved {
+  from = module.workflow.google_project_iam_member.datastore_user
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.database_grants["workflow"]
+}
+
+moved {
+  from = module.workflow.google_project_iam_member.log_writer
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.grants["workflow_log_writer"]
+}
+
+moved {
+  from = module.workflow.google_project_iam_member.executions_viewer
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.grants["workflow_executions_viewer"]
+}
+
+moved {
+  from = module.workflow.google_project_iam_member.runtime_invoker
+  to   = module.scheduled_dedup.module.project[0].google_project_iam_member.grants["runtime_invoker"]
+}
+{%- endif %}

@@ -70,13 +70,23 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = length(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition) == 1 && strcontains(google_project_iam_member.deployer["roles/resourcemanager.projectIamAdmin"].condition[0].expression, "iam.googleapis.com/modifiedGrantsByRole")
-    error_message = "The deployer may grant only the roles the modules grant (a condition on projectIamAdmin)."
+    condition     = length(setintersection(keys(google_project_iam_member.deployer), ["roles/storage.admin", "roles/resourcemanager.projectIamAdmin", "roles/serviceusage.serviceUsageAdmin", "roles/logging.configWriter", "roles/datastore.owner", "roles/owner", "roles/editor"])) == 0
+    error_message = "The deployer holds no role that reaches the whole project: storage.admin, projectIamAdmin, serviceUsageAdmin, logging.configWriter, datastore.owner."
   }
 
   assert {
-    condition     = length(google_project_iam_member.deployer["roles/storage.admin"].condition) == 1 && length(google_project_iam_member.deployer["roles/cloudfunctions.admin"].condition) == 0
-    error_message = "storage.admin reaches this bake's source bucket only; the other roles are unconditional."
+    condition     = length(google_project_iam_member.deployer["roles/datastore.indexAdmin"].condition) == 1 && google_project_iam_member.deployer["roles/datastore.indexAdmin"].condition[0].expression == "resource.name == 'projects/${var.project_id}/databases/{{ cookiecutter.firestore_database }}'"
+    error_message = "roles/datastore.indexAdmin reaches this bake's database only."
+  }
+
+  assert {
+    condition     = google_storage_bucket_iam_member.source_deployer.bucket == module.project.source_bucket && google_storage_bucket_iam_member.source_deployer.role == "roles/storage.objectUser" && google_storage_bucket_iam_member.source_deployer.member == google_service_account.deployer.member
+    error_message = "The deployer writes the objects of the one source bucket module \"project\" makes, granted on that bucket."
+  }
+
+  assert {
+    condition     = google_project_iam_member.deployer_custom.role == google_project_iam_custom_role.deployer.name && toset(google_project_iam_custom_role.deployer.permissions) == toset(["logging.logMetrics.create", "logging.logMetrics.delete", "logging.logMetrics.get", "logging.logMetrics.list", "logging.logMetrics.update"])
+    error_message = "The deployer's custom role holds the log-based metrics' permissions alone (no sinks, no exclusions)."
   }
 
   assert {
@@ -104,7 +114,7 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = google_project_iam_audit_config.cloud_tasks.service == "cloudtasks.googleapis.com" && [for config in google_project_iam_audit_config.cloud_tasks.audit_log_config : config.log_type] == ["DATA_WRITE"] && alltrue([for config in google_project_iam_audit_config.cloud_tasks.audit_log_config : config.exempted_members == null ? true : length(config.exempted_members) == 0])
+    condition     = module.project.cloud_tasks_audit_config.service == "cloudtasks.googleapis.com" && [for config in module.project.cloud_tasks_audit_config.audit_log_config : config.log_type] == ["DATA_WRITE"] && alltrue([for config in module.project.cloud_tasks_audit_config.audit_log_config : config.exempted_members == null ? true : length(config.exempted_members) == 0])
     error_message = "Cloud Tasks' DATA_WRITE Data Access audit logs are on, nobody exempted: who queued a re-run is on record."
   }
 }

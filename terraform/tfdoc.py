@@ -1,10 +1,10 @@
 """Write each Terraform module's inputs and outputs tables into its README, from its variable and output blocks.
 
-    python tools/tfdoc.py          # rewrites the tables of every module under terraform/modules
-    python tools/tfdoc.py --check  # exit 1, naming each README whose tables are stale (tests/test_tfdoc.py)
-    python tools/tfdoc.py DIR ...  # these module directories only
+    python terraform/tfdoc.py          # rewrites the tables of every module under terraform/modules
+    python terraform/tfdoc.py --check  # exit 1, naming each README whose tables are stale (tests/test_tfdoc.py)
+    python terraform/tfdoc.py DIR ...  # these module directories only
 
-As Cloud Foundation Fabric's tools/tfdoc.py does: the tables sit between the markers BEGIN and END below, and
+As Cloud Foundation Fabric's terraform/tfdoc.py does: the tables sit between the markers BEGIN and END below, and
 the description of each variable and output (variables.tf, outputs.tf) is their one source; the rest of the
 README is written by hand. A module is a directory with a variables.tf or outputs.tf (nested ones too); each
 must hold a README.md with the markers. Blocks are read with python-hcl2 (requirements-dev.txt), in the order
@@ -21,7 +21,7 @@ import hcl2
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ROOT / "terraform" / "modules"
-BEGIN = "<!-- BEGIN TFDOC: generated from variables.tf and outputs.tf by the template's tools/tfdoc.py -->"
+BEGIN = "<!-- BEGIN TFDOC: generated from variables.tf and outputs.tf by the template's terraform/tfdoc.py -->"
 END = "<!-- END TFDOC -->"
 
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     for readme in stale:
         if not args.check:
             readme.write_text(readmes[readme][1])
-        verb = "is stale (run python tools/tfdoc.py)" if args.check else "rewritten"
+        verb = "is stale (run python terraform/tfdoc.py)" if args.check else "rewritten"
         print(f"{shown(readme)}: {verb}", file=sys.stderr)
     return 1 if args.check and stale else 0
 
