@@ -271,6 +271,7 @@ def memory_ledger(timing: Mapping[str, int], now: Callable[[], dt.datetime]) -> 
         jobs={},
         audit_job="",
         attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
+        target="function",
     )
     return protocol_modules.ledger.RunLedger(config, client=MemoryFirestore(now))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, TEMPLATE_PROJECT, bake
+from conftest import ROOT, TEMPLATE_PROJECT, bake, root_configuration
 
 pytestmark = pytest.mark.bake
 
@@ -51,7 +51,7 @@ def test_the_deploy_steps_set_each_variable_the_root_requires(bakes):
     default stops the apply at a prompt: the README's deploy steps say to set it in terraform/terraform.tfvars (read
     at every apply, unlike a -var). The cloud_run_job root requires job_image, the image of its Dockerfile."""
     required = {
-        target: required_variables((p / "terraform" / "variables.tf").read_text()) for target, p in bakes.items()
+        target: required_variables(root_configuration(p / "terraform")) for target, p in bakes.items()
     }
     assert any(required.values()), "no bake's root requires a variable: the check would check nothing"
     for target, names in required.items():

@@ -96,8 +96,8 @@ def copy_of_bake(baked: Path, tmp_path: Path) -> Path:
     project = tmp_path / baked.parent.name
     shutil.copytree(baked.parent, project, symlinks=True, ignore=shutil.ignore_patterns(".terraform"))
     workdir = project / "terraform"
-    main = workdir / "main.tf"
-    main.write_text(main.read_text().replace(MODULE_SOURCE.replace(baking.MODULE, ""), "./modules/"))
+    for root_file in workdir.glob("*.tf"):  # main.tf calls the core, the target's target.tf its own module
+        root_file.write_text(root_file.read_text().replace(MODULE_SOURCE.replace(baking.MODULE, ""), "./modules/"))
     result = run_tf(workdir, "init", "-backend=false")
     assert result.returncode == 0, output_of(result)
     return workdir
