@@ -50,9 +50,7 @@ def test_the_deploy_steps_set_each_variable_the_root_requires(bakes):
     """`make deploy` passes only CREATE_DATABASE= and ALERT_EMAIL=, so a variable of terraform/variables.tf without a
     default stops the apply at a prompt: the README's deploy steps say to set it in terraform/terraform.tfvars (read
     at every apply, unlike a -var). The cloud_run_job root requires job_image, the image of its Dockerfile."""
-    required = {
-        target: required_variables(root_configuration(p / "terraform")) for target, p in bakes.items()
-    }
+    required = {target: required_variables(root_configuration(p / "terraform")) for target, p in bakes.items()}
     assert any(required.values()), "no bake's root requires a variable: the check would check nothing"
     for target, names in required.items():
         deploy = section((bakes[target] / "README.md").read_text(), "Deploy")
