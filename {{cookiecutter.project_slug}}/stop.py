@@ -26,8 +26,7 @@ Why so frugal per run. Between two runs the handler's Firestore calls (and whate
 worker's code and data out of the CPU caches: each run pays for every line of Python and library code it touches,
 several times its cost in a tight loop. So a run costs one message each way (one write, one read), a poll before
 (is the worker alive) and one after (its report, its death or the deadline, on a poll object made once), and no
-pickle machinery, enum look-up or selector set-up it can do without (the template's benchmarks/stop_cost.py
-measures it against the in-thread call).
+pickle machinery, enum look-up or selector set-up it can do without.
 
 What is killed: the worker is a session of its own and the reaper of all its descendants; its whole process group
 is killed at the deadline, at its death, at a dead fork server's, and after a report of a run that left a process
