@@ -58,8 +58,8 @@ DATABASE_ID = re.compile(r"(?![0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z)(?:\(d
 # Each config.yaml key with a fixed shape, under the name of the bake's question that gives its first value: the
 # pattern its value must fullmatch ("jobs": each job id's), and the rule a refusal states.
 # What a scheduled run does (cookiecutter.json's `target`, config.yaml's): the handler runs the work itself, or
-# starts a Cloud Run job's or a workflow's execution and follows it (a proxy target). Each has its overlay of files in
-# the template, which the bake copied; config.yaml names the bake's, and the handler reads it there.
+# starts a Cloud Run job's or a workflow's execution and follows it (a proxy target). A bake holds its own target's
+# files alone; config.yaml names that target, and the handler reads it there.
 TARGETS = ("function", "cloud_run_job", "workflow")
 
 FIELDS: dict[str, tuple[re.Pattern[str], str]] = {
