@@ -45,6 +45,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(BENCHMARKS)]
 
 import dedup  # noqa: E402
 import grpc  # noqa: E402
+import ledger  # noqa: E402
 import seed_sample  # noqa: E402
 import stop_probe  # noqa: E402
 from figures import LOAD_FIELDS, document, over_target, read_load, summary, table  # noqa: E402
@@ -123,6 +124,9 @@ class Side:
     def crashed_claim(self, headers: Mapping[str, str]) -> None:
         raise NotImplementedError
 
+    def as_another_instance(self) -> None:
+        """From now on, deliveries reach it as they would reach another instance (the seed's keeps nothing)."""
+
 
 class Baked(Side):
     """The baked handler, through main.handle_delivery with its own (counted) cached Firestore client."""
@@ -145,6 +149,9 @@ class Baked(Side):
     def deliver(self, headers: Mapping[str, str]) -> tuple[int, str]:
         outcome, detail = self.main.handle_delivery(headers)
         return self.main.ANSWERS[outcome][0], f"{outcome}: {detail}"
+
+    def as_another_instance(self) -> None:
+        ledger._ended_here.clear()  # the runs this instance saw done (ledger.ENDED_HERE_LIMIT)
 
     def crashed_claim(self, headers: Mapping[str, str]) -> None:
         # The protocol's own claim, made one lease ago by an attempt that then died.
@@ -189,6 +196,9 @@ def measure_rpcs(side: Side, schedule_time: dt.datetime) -> dict[str, collection
     counts = {"fresh": side.counter.take()}
     expect(side, "replay", side.deliver(fresh), 200)
     counts["replay"] = side.counter.take()
+    side.as_another_instance()
+    expect(side, "replay on another instance", side.deliver(fresh), 200)
+    counts["replay_elsewhere"] = side.counter.take()
     side.crashed_claim(takeover)
     side.counter.take()
     expect(side, "takeover", side.deliver(takeover), 200)

@@ -45,6 +45,10 @@ class Status(enum.StrEnum):
     STARTED = "started"  # a proxy target started the run's execution; how it ends is not known yet
 
 
+# The statuses in which the work does not run again: a delivery finds the run a duplicate, unless a new re-run reopens
+# it (decide).
+DONE = (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED)
+
 class Decision(enum.Enum):
     """What a delivery may do with the record it found; the last two end as the outcome of their name."""
 
@@ -60,7 +64,7 @@ def decide(record: Mapping[str, object], now: dt.datetime, rerun_id: str | None 
         return Decision.TAKE_OVER
     if record["status"] == Status.STARTED and is_new_rerun(record, rerun_id):
         return Decision.IN_PROGRESS  # its execution may still run: a re-run waits until it is seen to end
-    if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):
+    if record["status"] in DONE:
         return Decision.TAKE_OVER if is_new_rerun(record, rerun_id) else Decision.DUPLICATE
     if not lease_over(record, now):
         return Decision.IN_PROGRESS

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypedDict
@@ -58,6 +59,29 @@ AUDIT_CURSOR_ID = "audit-cursor"
 GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
 # Firestore indexes a text's first 1,500 bytes: an error or a result is cut there (ended).
 TEXT_LIMIT = 1500
+# The runs this instance saw done (it recorded them in a dedup.DONE status, or read them so), newest last, by
+# database and document path: a delivery of one reads the record first (one read), where any other delivery tries the
+# create first (one write, then a read if the record exists). Scheduler's retry of a run whose answer it did not see
+# is the common replay, and it often reaches the same instance. It only orders the calls: what a delivery does is
+# decided from the record it reads, as always, and a record gone since is claimed anew. Bounded: a week of 100
+# minutely jobs' ends would be 1M entries; the newest ENDED_HERE_LIMIT are the ones a retry can still be after.
+ENDED_HERE_LIMIT = 4096
+_ended_here: dict[tuple[str, str], None] = {}
+_ended_here_lock = threading.Lock()
+
+
+def remember_ended(database: str, path: str) -> None:
+    with _ended_here_lock:
+        _ended_here.pop((database, path), None)  # moved to the newest
+        _ended_here[database, path] = None
+        if len(_ended_here) > ENDED_HERE_LIMIT:
+            del _ended_here[next(iter(_ended_here))]
+
+
+def forget_ended(database: str, path: str) -> bool:
+    """True if it was remembered."""
+    with _ended_here_lock:
+        return _ended_here.pop((database, path), False) is None
 
 
 class RunRecord(TypedDict, total=False):
@@ -228,12 +252,14 @@ class RunLedger:
         awaits its retry (dedup.awaits_retry)."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
-        record = self._claim_record(key, attempt_id, attempt=1, now=now)
-        if rerun is not None:
-            record |= {"rerun_id": rerun.rerun_id, "reruns": [_rerun_entry(rerun, now, None)]}
-        write_time = self.records.create(ref, record)
-        if write_time is not None:
-            return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
+        read_first = (self.config.database, ref.path) in _ended_here  # ENDED_HERE_LIMIT says why
+        if not read_first:
+            record = self._claim_record(key, attempt_id, attempt=1, now=now)
+            if rerun is not None:
+                record |= {"rerun_id": rerun.rerun_id, "reruns": [_rerun_entry(rerun, now, None)]}
+            write_time = self.records.create(ref, record)
+            if write_time is not None:
+                return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
         forced = dataclasses.replace(key, manual=True)
         # One read of the run and, for a plain scheduled delivery, of its time's Force run.
         forced_ref = self.collection.document(forced.run_id)
@@ -243,11 +269,14 @@ class RunLedger:
         manual = snapshots.get(forced.run_id)
         if manual is not None and manual.exists and dedup.awaits_retry(manual.to_dict(), now):
             key, ref, snapshot = forced, forced_ref, manual  # this delivery is the Force run's retry
+        if not snapshot.exists and read_first and forget_ended(self.config.database, ref.path):
+            return self.claim(key, now, rerun)  # gone since it ended here (its TTL, a person): the create claims it
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
         decision = dedup.decide(current, now, rerun and rerun.rerun_id)
         if decision is dedup.Decision.DUPLICATE:
+            remember_ended(self.config.database, ref.path)
             if key.manual:
                 raise Duplicate(
                     f"a manual run for {key.schedule_time.isoformat()} is already {current['status']}: a Force run "
@@ -489,7 +518,10 @@ class RunLedger:
         try:
             if fields is None:
                 return self.records.delete_if_unchanged(ref, since=claim.write_time)
-            return self.records.update_if_unchanged(ref, fields, since=claim.write_time)
+            write_time = self.records.update_if_unchanged(ref, fields, since=claim.write_time)
+            if fields.get("status") in dedup.DONE:
+                remember_ended(self.config.database, ref.path)
+            return write_time
         except RecordChanged:
             raise Superseded(
                 f"attempt {claim.attempt_id} lost its lease to a newer attempt; its result is not recorded"

@@ -167,8 +167,8 @@ MUTANTS = [
     Mutant(
         "failed-run-replayed",
         DEDUP,
-        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):',
-        'if record["status"] in (Status.COMPLETED, Status.SKIPPED, Status.STARTED):',
+        "DONE = (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED)",
+        "DONE = (Status.COMPLETED, Status.SKIPPED, Status.STARTED)",
         "a terminally failed run is never run again",
         (f"{PROTOCOL}::test_decide",),
     ),
@@ -477,8 +477,8 @@ MUTANTS = [
     Mutant(
         "skipped-replayed",
         DEDUP,
-        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED):',
-        'if record["status"] in (Status.COMPLETED, Status.FAILED, Status.STARTED):',
+        "DONE = (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED)",
+        "DONE = (Status.COMPLETED, Status.FAILED, Status.STARTED)",
         "a skipped run is finished: its replays never run the work",
         (LATENESS,),
     ),
@@ -3970,5 +3970,39 @@ MUTANTS = [
         "context.__dict__.update(values)",
         "the work's context carries its schedule time as a datetime, to the microsecond and in UTC",
         (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
+    ),
+    # Issue 27: a replay on the instance that saw its run done is one read (ledger.ENDED_HERE_LIMIT).
+    Mutant(
+        "i27-replay-not-read-first",
+        LEDGER,
+        "read_first = (self.config.database, ref.path) in _ended_here",
+        "read_first = False",
+        "a replay on the instance that saw the run done reads first: one read, no failed create",
+        handler("test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read"),
+    ),
+    Mutant(
+        "i27-finish-not-remembered",
+        LEDGER,
+        '            if fields.get("status") in dedup.DONE:\n'
+        "                remember_ended(self.config.database, ref.path)\n",
+        "",
+        "a run this instance recorded done is remembered, so that its replay reads first",
+        handler("test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read"),
+    ),
+    Mutant(
+        "i27-gone-since-done-here-refused",
+        LEDGER,
+        "            return self.claim(key, now, rerun)  # gone since it ended here",
+        "            raise InProgress('gone')  # gone since it ended here",
+        "a run done here whose record is gone since is claimed anew, not refused",
+        handler("test_a_run_done_here_whose_record_is_gone_is_claimed_anew"),
+    ),
+    Mutant(
+        "i27-ended-here-unbounded",
+        LEDGER,
+        "            del _ended_here[next(iter(_ended_here))]",
+        "            pass",
+        "the memory of runs done here is bounded (ENDED_HERE_LIMIT)",
+        handler("test_the_runs_remembered_done_are_bounded"),
     ),
 ]

@@ -60,6 +60,68 @@ def test_replay_of_a_completed_run_skips_the_work(http, work, now):
     assert len(work.calls) == 1
 
 
+def counting(monkeypatch, names=("commit", "batch_get_documents")) -> list[str]:
+    """The Firestore RPCs the handler's client sends from now on, by the client method's name, in order."""
+    calls = []
+
+    def counted(name):
+        real = getattr(FirestoreClient, name)
+
+        def call(client, *args, **kwargs):
+            calls.append(name)
+            return real(client, *args, **kwargs)
+
+        return call
+
+    for name in names:
+        monkeypatch.setattr(FirestoreClient, name, counted(name))
+    return calls
+
+
+def test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read(http, work, now, monkeypatch):
+    """A run this instance saw done is read first (ledger.ENDED_HERE_LIMIT): its replay is one read, no failed
+    create. Another instance, which remembers nothing, tries the create first, as before; either way it is a
+    duplicate, decided from the record."""
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    calls = counting(monkeypatch)
+
+    replay = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    assert replay.text.startswith("duplicate") and calls == ["batch_get_documents"]
+
+    calls.clear()
+    monkeypatch.setattr("ledger._ended_here", {})  # another instance
+    elsewhere = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    assert elsewhere.text.startswith("duplicate") and calls == ["commit", "batch_get_documents"]
+    assert len(work.calls) == 1
+
+
+def test_a_run_done_here_whose_record_is_gone_is_claimed_anew(http, collection, work, now):
+    """Read first, a run whose record is gone since (its TTL, a person deleted it) is claimed by the create, as on
+    any instance: the memory orders the calls, the record decides."""
+    http.post("/", headers=scheduler_headers("nightly", iso(now)))
+    collection.document(run_id_of("nightly", now)).delete()
+
+    again = http.post("/", headers=scheduler_headers("nightly", iso(now)))
+
+    assert again.status_code == 200 and again.text.startswith("processed")
+    assert len(work.calls) == 2
+    assert records(collection)[run_id_of("nightly", now)]["status"] == "completed"
+
+
+def test_the_runs_remembered_done_are_bounded(monkeypatch):
+    import ledger
+
+    monkeypatch.setattr(ledger, "_ended_here", {})
+    for index in range(ledger.ENDED_HERE_LIMIT + 1):
+        ledger.remember_ended("db", f"runs/{index}")
+    ledger.remember_ended("db", "runs/1")  # seen again: the newest
+
+    assert len(ledger._ended_here) == ledger.ENDED_HERE_LIMIT
+    assert ("db", "runs/0") not in ledger._ended_here  # the oldest went
+    assert list(ledger._ended_here)[-1] == ("db", "runs/1")
+    assert ledger.forget_ended("db", "runs/1") and not ledger.forget_ended("db", "runs/1")
+
+
 def test_header_names_are_case_insensitive(http, work, now):
     lower = {"x-cloudscheduler-jobname": "nightly", "x-cloudscheduler-scheduletime": iso(now)}
     assert http.post("/", headers=lower).status_code == 200
@@ -483,7 +545,7 @@ def test_no_write_goes_out_with_a_retry_policy(http, collection, work, now, monk
         return http.post("/", headers=scheduler_headers("nightly", iso(moment)))
 
     deliver(now)  # create, complete
-    deliver(now)  # a failed create
+    deliver(now)  # a read: this instance completed it (no write)
     work.errors[1] = RuntimeError("retryable")
     deliver(now - dt.timedelta(minutes=1))  # create, release (delete)
     work.errors[2] = TerminalJobError("terminal")
@@ -492,7 +554,7 @@ def test_no_write_goes_out_with_a_retry_policy(http, collection, work, now, monk
 
     assert len(work.calls) == 4
     assert set().union(*(kinds for kinds, _ in commits)) == {"create", "update", "delete"}
-    assert len(commits) == 10
+    assert len(commits) == 9
     assert [retry for _, retry in commits] == [None] * len(commits)
 
 
