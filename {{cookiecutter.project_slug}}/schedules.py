@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import zoneinfo
 
 from cronsim import CronSim
@@ -157,6 +158,7 @@ def next_fire_after(schedule: Schedule, instant: dt.datetime) -> dt.datetime | N
     return None
 
 
+@functools.lru_cache(maxsize=1024)  # a replay asks what its run's first delivery asked: the answer never changes
 def fire_time_of(schedule: Schedule, delivered: dt.datetime) -> FireTime | None:
     """The fire time a delivery's schedule time is a reading of; None if it is none (a schedule since changed)."""
     for fire in fire_times(schedule, delivered - WALL_CLOCK_MARGIN, delivered + WALL_CLOCK_MARGIN):

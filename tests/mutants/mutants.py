@@ -4005,4 +4005,12 @@ MUTANTS = [
         "the memory of runs done here is bounded (ENDED_HERE_LIMIT)",
         handler("test_the_runs_remembered_done_are_bounded"),
     ),
+    Mutant(
+        "i27-fire-time-walked-per-delivery",
+        "baked/schedules.py",
+        "@functools.lru_cache(maxsize=1024)  # a replay asks",
+        "# a replay asks",
+        "a replay walks no cron: the fire time of a schedule time is computed once per instance",
+        handler("test_a_replay_does_not_walk_the_cron_again"),
+    ),
 ]

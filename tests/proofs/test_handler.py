@@ -95,6 +95,24 @@ def test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read(http, work, 
     assert len(work.calls) == 1
 
 
+def test_a_replay_does_not_walk_the_cron_again(http, work, now, monkeypatch):
+    """The fire time a delivery's schedule time is a reading of is computed once per instance (schedules.fire_time_of
+    keeps it): a replay walks no cron."""
+    import schedules
+
+    job = next(iter(DedupConfig.from_env().jobs))  # a configured job: its deliveries are checked against its cron
+    http.post("/", headers=scheduler_headers(job, iso(now)))
+    walks = []
+    real = schedules.fire_times
+    monkeypatch.setattr(schedules, "fire_times", lambda *args: walks.append(args) or real(*args))
+
+    replay = http.post("/", headers=scheduler_headers(job, iso(now)))
+    http.post("/", headers=scheduler_headers(job, iso(now - dt.timedelta(minutes=7, seconds=13))))
+
+    assert replay.text.startswith("duplicate")
+    assert len(walks) == 1  # the other time's, not the replay's
+
+
 def test_a_run_done_here_whose_record_is_gone_is_claimed_anew(http, collection, work, now):
     """Read first, a run whose record is gone since (its TTL, a person deleted it) is claimed by the create, as on
     any instance: the memory orders the calls, the record decides."""
