@@ -731,12 +731,11 @@ TARGET_BRANCH = re.compile(r"\{%-?\s*(?:el)?if\b[^%]*\bcookiecutter\.target\b")
 TARGET_BRANCHES_LEFT = {
     "terraform/bootstrap/main.tf",  # being rewritten elsewhere (issue 28): its branches move to the overlays next
     # Issue 28's remaining work: the per-target sections of the README and docs into each overlay's _parts (included
-    # by the target's name, as requirements.txt does), and the root test's per-target asserts into the overlay.
+    # by the target's name, as requirements.txt and the root test do).
     "README.md",
     "docs/cost.md",
     "docs/operations.md",
     "docs/schedules-and-manual-runs.md",
-    "terraform/tests/root.tftest.hcl",
 }
 
 

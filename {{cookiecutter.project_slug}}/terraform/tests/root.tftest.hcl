@@ -6,13 +6,8 @@ mock_provider "google" {}
 mock_provider "archive" {}
 
 mock_provider "time" {}
-{%- if cookiecutter.target == "cloud_run_job" %}
-
-# job_image has no default: a test image stands in for the one built from the job's Dockerfile.
-variables {
-  job_image = "europe-docker.pkg.dev/test-project/jobs/{{ cookiecutter.project_slug }}:test"
-}
-{%- endif %}
+{#- The target's own inputs, if it has any (its overlay's part: _targets/<target>/_parts, hooks/baking.py) #}
+{%- include "_targets/" ~ cookiecutter.target ~ "/_parts/root_test_variables.hcl" ignore missing %}
 
 run "main" {
   command = apply
@@ -51,37 +46,6 @@ run "main" {
     condition     = module.scheduled_dedup.audit_job_name == "{{ cookiecutter.project_slug }}_audit"
     error_message = "main.tf passes the audit: its Scheduler job is deployed (audit.tf)."
   }
-{%- if cookiecutter.target == "cloud_run_job" %}
-
-  # The composition: the job's module gets the core's runtime account and database, and the core the
-  # job's name and collections.
-  assert {
-    condition     = module.scheduled_dedup.function_environment_variables["PROXY_JOB_NAME"] == "projects/${local.config.project}/locations/${local.config.region}/jobs/${output.cloud_run_job_name}"
-    error_message = "main.tf passes the job's name to the function (PROXY_JOB_NAME)."
-  }
-
-  assert {
-    condition     = output.cloud_run_job_name == "{{ cookiecutter.project_slug }}-job" && module.cloud_run_job.ttl_collections == [for kind in ["runs", "items", "artifacts", "outputs", "dead_letters"] : "{{ cookiecutter.firestore_collection }}_job_${kind}"]
-    error_message = "main.tf passes the core's collection to the job's module (its collections derive from it)."
-  }
-{%- elif cookiecutter.target == "workflow" %}
-
-  # The composition: the workflow's module gets the core's runtime account and database, and the core
-  # the workflow's name, collection and API.
-  assert {
-    condition     = module.scheduled_dedup.function_environment_variables["PROXY_WORKFLOW_NAME"] == "projects/${local.config.project}/locations/${local.config.region}/workflows/${output.workflow_name}"
-    error_message = "main.tf passes the workflow's name to the function (PROXY_WORKFLOW_NAME)."
-  }
-
-  assert {
-    condition     = output.workflow_name == "{{ cookiecutter.project_slug }}-wf" && module.workflow.ttl_collections == ["{{ cookiecutter.firestore_collection }}_workflow"]
-    error_message = "main.tf passes the core's collection to the workflow's module (its guards' collection derives from it)."
-  }
-{%- else %}
-
-  assert {
-    condition     = length([for name in keys(module.scheduled_dedup.function_environment_variables) : name if startswith(name, "PROXY_")]) == 0
-    error_message = "A target=function bake starts nothing: its function has no PROXY_* name."
-  }
-{%- endif %}
+{#- What main.tf passes between the core and the target's module (its overlay's part) #}
+{%- include "_targets/" ~ cookiecutter.target ~ "/_parts/root_test_asserts.hcl" %}
 }
