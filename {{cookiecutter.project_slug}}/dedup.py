@@ -49,6 +49,7 @@ class Status(enum.StrEnum):
 # it (decide).
 DONE = (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED)
 
+
 class Decision(enum.Enum):
     """What a delivery may do with the record it found; the last two end as the outcome of their name."""
 

@@ -60,28 +60,28 @@ GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
 # Firestore indexes a text's first 1,500 bytes: an error or a result is cut there (ended).
 TEXT_LIMIT = 1500
 # The runs this instance saw done (it recorded them in a dedup.DONE status, or read them so), newest last, by
-# database and document path: a delivery of one reads the record first (one read), where any other delivery tries the
+# RunLedger._done_key: a delivery of one reads the record first (one read), where any other delivery tries the
 # create first (one write, then a read if the record exists). Scheduler's retry of a run whose answer it did not see
 # is the common replay, and it often reaches the same instance. It only orders the calls: what a delivery does is
 # decided from the record it reads, as always, and a record gone since is claimed anew. Bounded: a week of 100
 # minutely jobs' ends would be 1M entries; the newest ENDED_HERE_LIMIT are the ones a retry can still be after.
 ENDED_HERE_LIMIT = 4096
-_ended_here: dict[tuple[str, str], None] = {}
+_ended_here: dict[str, None] = {}
 _ended_here_lock = threading.Lock()
 
 
-def remember_ended(database: str, path: str) -> None:
+def remember_ended(key: str) -> None:
     with _ended_here_lock:
-        _ended_here.pop((database, path), None)  # moved to the newest
-        _ended_here[database, path] = None
+        _ended_here.pop(key, None)  # moved to the newest
+        _ended_here[key] = None
         if len(_ended_here) > ENDED_HERE_LIMIT:
             del _ended_here[next(iter(_ended_here))]
 
 
-def forget_ended(database: str, path: str) -> bool:
+def forget_ended(key: str) -> bool:
     """True if it was remembered."""
     with _ended_here_lock:
-        return _ended_here.pop((database, path), False) is None
+        return _ended_here.pop(key, False) is None
 
 
 class RunRecord(TypedDict, total=False):
@@ -252,7 +252,7 @@ class RunLedger:
         awaits its retry (dedup.awaits_retry)."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
-        read_first = (self.config.database, ref.path) in _ended_here  # ENDED_HERE_LIMIT says why
+        read_first = self._done_key(key.run_id) in _ended_here  # ENDED_HERE_LIMIT says why
         if not read_first:
             record = self._claim_record(key, attempt_id, attempt=1, now=now)
             if rerun is not None:
@@ -269,14 +269,14 @@ class RunLedger:
         manual = snapshots.get(forced.run_id)
         if manual is not None and manual.exists and dedup.awaits_retry(manual.to_dict(), now):
             key, ref, snapshot = forced, forced_ref, manual  # this delivery is the Force run's retry
-        if not snapshot.exists and read_first and forget_ended(self.config.database, ref.path):
+        if not snapshot.exists and read_first and forget_ended(self._done_key(key.run_id)):
             return self.claim(key, now, rerun)  # gone since it ended here (its TTL, a person): the create claims it
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
         decision = dedup.decide(current, now, rerun and rerun.rerun_id)
         if decision is dedup.Decision.DUPLICATE:
-            remember_ended(self.config.database, ref.path)
+            remember_ended(self._done_key(key.run_id))
             if key.manual:
                 raise Duplicate(
                     f"a manual run for {key.schedule_time.isoformat()} is already {current['status']}: a Force run "
@@ -495,6 +495,10 @@ class RunLedger:
     def _get_all(self, refs, **kwargs) -> list:
         return list(self.client.get_all(refs, **kwargs))
 
+    def _done_key(self, run_id: str) -> str:
+        """A run's name in the memory of runs done here (_ended_here): its database, collection and id."""
+        return f"{self.config.database}/{self.config.collection}/{run_id}"
+
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> RunRecord:
         return RunRecord(
             status=dedup.Status.IN_PROGRESS.value,
@@ -520,7 +524,7 @@ class RunLedger:
                 return self.records.delete_if_unchanged(ref, since=claim.write_time)
             write_time = self.records.update_if_unchanged(ref, fields, since=claim.write_time)
             if fields.get("status") in dedup.DONE:
-                remember_ended(self.config.database, ref.path)
+                remember_ended(self._done_key(claim.key.run_id))
             return write_time
         except RecordChanged:
             raise Superseded(

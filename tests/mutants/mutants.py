@@ -3975,7 +3975,7 @@ MUTANTS = [
     Mutant(
         "i27-replay-not-read-first",
         LEDGER,
-        "read_first = (self.config.database, ref.path) in _ended_here",
+        "read_first = self._done_key(key.run_id) in _ended_here",
         "read_first = False",
         "a replay on the instance that saw the run done reads first: one read, no failed create",
         handler("test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read"),
@@ -3984,7 +3984,7 @@ MUTANTS = [
         "i27-finish-not-remembered",
         LEDGER,
         '            if fields.get("status") in dedup.DONE:\n'
-        "                remember_ended(self.config.database, ref.path)\n",
+        "                remember_ended(self._done_key(claim.key.run_id))\n",
         "",
         "a run this instance recorded done is remembered, so that its replay reads first",
         handler("test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read"),

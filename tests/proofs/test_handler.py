@@ -131,13 +131,13 @@ def test_the_runs_remembered_done_are_bounded(monkeypatch):
 
     monkeypatch.setattr(ledger, "_ended_here", {})
     for index in range(ledger.ENDED_HERE_LIMIT + 1):
-        ledger.remember_ended("db", f"runs/{index}")
-    ledger.remember_ended("db", "runs/1")  # seen again: the newest
+        ledger.remember_ended(f"db/runs/{index}")
+    ledger.remember_ended("db/runs/1")  # seen again: the newest
 
     assert len(ledger._ended_here) == ledger.ENDED_HERE_LIMIT
-    assert ("db", "runs/0") not in ledger._ended_here  # the oldest went
-    assert list(ledger._ended_here)[-1] == ("db", "runs/1")
-    assert ledger.forget_ended("db", "runs/1") and not ledger.forget_ended("db", "runs/1")
+    assert "db/runs/0" not in ledger._ended_here  # the oldest went
+    assert list(ledger._ended_here)[-1] == "db/runs/1"
+    assert ledger.forget_ended("db/runs/1") and not ledger.forget_ended("db/runs/1")
 
 
 def test_header_names_are_case_insensitive(http, work, now):
