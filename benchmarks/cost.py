@@ -2,8 +2,8 @@
 
     python benchmarks/cost.py BAKE                       # that bake's jobs (its config.yaml), line by line
     python benchmarks/cost.py BAKE --work-seconds 30     # how long one run's work takes (default 1 s)
-    python benchmarks/cost.py --table                    # a bake's docs/cost.md table: 1, 10 and 100 hourly jobs
-    python benchmarks/cost.py --table --proxy            # a proxy bake's: its module also alerts on executions
+    python benchmarks/cost.py --table                    # docs/cost.md's table (_targets/function/_parts/cost-table.md)
+    python benchmarks/cost.py --table --proxy            # a proxy bake's (it also alerts on executions)
 
 One formula (`monthly_cost`), fed by the usage the configuration implies (`usage`). Prices in USD,
 Tier 1 regions, read on 2026-12-01 from the pages named in PRICES; a healthy month (every run

@@ -731,11 +731,9 @@ TARGET_BRANCH = re.compile(r"\{%-?\s*(?:el)?if\b[^%]*\bcookiecutter\.target\b")
 TARGET_BRANCHES_LEFT = {
     "terraform/bootstrap/main.tf",  # being rewritten elsewhere (issue 28): its branches move to the overlays next
     # Issue 28's remaining work: the per-target sections of the README and docs into each overlay's _parts (included
-    # by the target's name, as requirements.txt and the root test do).
+    # by the target's name, as requirements.txt, the root test, cost.md and schedules-and-manual-runs.md do).
     "README.md",
-    "docs/cost.md",
     "docs/operations.md",
-    "docs/schedules-and-manual-runs.md",
 }
 
 
