@@ -773,3 +773,166 @@ def test_an_applied_bake_keeps_what_moved_to_the_owner(bake_name, tmp_path):
             for address in core
         )
         assert not moves(main, "removed")
+
+
+# --- every IAM binding of the deployer, as the bootstrap's offline plan makes it (issue 26) ------------------------
+
+# Any IAM grant the google provider makes: additive members, authoritative bindings and whole policies, at any level.
+IAM_GRANT = re.compile(r"^google_\w+_iam_(member|binding|policy)$")
+# Levels above one resource: a grant there reaches everything of the project (or more).
+PROJECT_LEVEL = re.compile(r"^google_project_iam_")
+BEYOND_THE_PROJECT = re.compile(r"^google_(organization|folder|billing_account)_iam_")
+# A condition that names one resource: resource.name equal to one literal, nothing else.
+NAMES_ONE_RESOURCE = re.compile(r"""^resource\.name == (?:'[^'|&]+'|"[^"|&]+")$""")
+
+# What the deployer may hold project-wide without a condition, each with its reason: none of these services is among
+# those whose resource.name an IAM condition can test (IAM "Resource attributes for IAM Conditions",
+# https://cloud.google.com/iam/docs/conditions-resource-attributes: "Other services and resource types do not
+# recognize resource attributes"), and creating a resource needs its create permission on the project.
+# A predefined role by name; a custom role by each of its permissions.
+UNCONDITIONED = {
+    "roles/cloudfunctions.admin": "the function (issue 26: still predefined)",
+    "roles/cloudscheduler.admin": "the Scheduler jobs (issue 26: still predefined)",
+    "roles/cloudtasks.queueAdmin": "the deliveries queue and its enqueuers (issue 26: still predefined)",
+    "roles/monitoring.alertPolicyEditor": "the alert policies (issue 26: still predefined)",
+    "roles/monitoring.dashboardEditor": "the dashboard (issue 26: still predefined)",
+    "roles/monitoring.notificationChannelEditor": "the alert's e-mail channel (issue 26: still predefined)",
+    "roles/run.admin": "the invoker's grant on the function's service (issue 26: still predefined)",
+    # Cloud Logging's resource.name attribute covers log buckets and views, not log-based metrics (same page).
+    **{
+        f"logging.logMetrics.{verb}": "the log-based metrics (google_logging_metric)"
+        for verb in ("create", "delete", "get", "list", "update")
+    },
+}
+UNCONDITIONED_FOR_TARGET = {"workflow": {"roles/workflows.editor": "the workflow (issue 26: still predefined)"}}
+
+
+def planned_instances(output: str, run: str) -> dict[str, tuple[str, dict]]:
+    """Every instance one run of `terraform test -verbose` printed: address => (type, attributes)."""
+    text = output.split(f'  run "{run}"... pass\n', 1)[1].split('\n  run "', 1)[0]
+    parts = re.split(r"^# (\S+):\n", text, flags=re.M)
+    found = {}
+    for address, body in zip(parts[1::2], parts[2::2], strict=True):
+        kind = re.search(r'^resource "(\w+)"', body, re.M)
+        if not kind or not (
+            IAM_GRANT.match(kind.group(1))
+            or kind.group(1).startswith("google_service_account")
+            or kind.group(1) == "google_project_iam_custom_role"
+        ):
+            continue
+        ((named,),) = [list(typed.values()) for typed in hcl2.loads(body, serialization_options=HCL)["resource"]]
+        (attributes,) = named.values()
+        found[address] = (kind.group(1), attributes)
+    return found
+
+
+def deployer_grants(output: str) -> tuple[dict[str, tuple[str, str, str]], dict[str, dict]]:
+    """The deployer's grants in the bootstrap's run, address => (where, role, what it is on), and the custom roles.
+    where: "resource" (on one named resource), "conditioned" (project-level, under a condition naming one resource),
+    "project" (project-level, no condition); anything else fails here."""
+    instances = planned_instances(output, "bootstrap")
+    deployer = instances["google_service_account.deployer"][1]
+    identities = {deployer["member"], deployer["email"], f"serviceAccount:{deployer['email']}"}
+    custom = {a["name"]: a for kind, a in instances.values() if kind == "google_project_iam_custom_role"}
+    accounts = {a["name"]: address for address, (kind, a) in instances.items() if kind == "google_service_account"}
+    grants = {}
+    for address, (kind, attributes) in instances.items():
+        if not IAM_GRANT.match(kind):
+            continue
+        members = {attributes.get("member")} | set(attributes.get("members", []))
+        policy = attributes.get("policy_data", "")
+        if not (members & identities or any(identity in policy for identity in identities)):
+            continue
+        assert not BEYOND_THE_PROJECT.match(kind), f"{address}: a grant beyond the project"
+        assert "policy_data" not in attributes, f"{address}: a whole IAM policy naming the deployer"
+        role = attributes["role"]
+        role = f"custom {custom[role]['role_id']}" if role in custom else role
+        if not PROJECT_LEVEL.match(kind):
+            on = accounts.get(attributes.get("service_account_id"), "")
+            on = on or next(str(attributes[k]) for k in ("bucket", "name", "repository") if k in attributes)
+            grants[address] = ("resource", role, f"{kind} {on}")
+        elif attributes.get("condition"):
+            (condition,) = attributes["condition"]
+            assert NAMES_ONE_RESOURCE.match(condition["expression"]), f"{address}: {condition['expression']}"
+            grants[address] = ("conditioned", role, condition["expression"])
+        else:
+            grants[address] = ("project", role, "")
+    return grants, custom
+
+
+def unconditioned_rights(grants: dict, custom: dict) -> set[str]:
+    """What the deployer's project-level grants without a condition hold: roles, and custom roles' permissions."""
+    permissions = {f"custom {role['role_id']}": set(role["permissions"]) for role in custom.values()}
+    return set().union(*(permissions.get(role, {role}) for where, role, _ in grants.values() if where == "project"))
+
+
+def test_every_grant_of_the_deployer_is_on_one_resource_or_named_or_allowed(bootstrap):
+    """Issue 26: the bootstrap's plan (terraform test -verbose, mock provider), every IAM grant of any type whose member
+    is the deployer: on one named resource, project-level under a condition naming one resource, or project-level
+    and unconditioned with exactly the rights UNCONDITIONED allows (each for its reason). A grant of any other kind,
+    or a right more or less, fails."""
+    result = run_tf(bootstrap, "test", "-verbose")
+    assert result.returncode == 0, output_of(result)
+    grants, custom = deployer_grants(result.stdout)
+    project = bootstrap.parent.parent
+    answers, local = answers_of(project), bootstrap_locals(project)
+    allowed = {**UNCONDITIONED, **UNCONDITIONED_FOR_TARGET.get(answers["target"], {})}
+    rights = unconditioned_rights(grants, custom)
+    assert rights == set(allowed), {"not allowed": rights - set(allowed), "allowed, not held": set(allowed) - rights}
+    # On one resource: the state bucket (its prefix), the source bucket, and each of the bake's accounts (actAs).
+    on_resources = sorted(on for where, _, on in grants.values() if where == "resource")
+    assert on_resources == sorted(
+        [
+            f"google_storage_bucket_iam_member {answers['state_bucket']}",
+            f"google_storage_bucket_iam_member {answers['gcp_project_id']}-{answers['project_slug']}-src",
+            *(
+                f'google_service_account_iam_member google_service_account.workload["{key}"]'
+                for key in local["workload_accounts"]
+            ),
+        ]
+    ), on_resources
+    # Under a condition naming one resource: the TTL policy's index admin, on this bake's database.
+    assert [(role, on) for where, role, on in grants.values() if where == "conditioned"] == [
+        (
+            "roles/datastore.indexAdmin",
+            f"resource.name == 'projects/{answers['gcp_project_id']}/databases/{local['database']}'",
+        )
+    ], grants
+
+
+def test_a_project_grant_to_the_deployer_outside_the_list_fails(bootstrap, tmp_path):
+    """A separate google_project_iam_member for the deployer (here roles/run.developer, unconditioned), one under a
+    condition that names no one resource, or an authoritative binding naming it: each refused."""
+    shutil.copytree(bootstrap.parent.parent, tmp_path / "project", symlinks=True)
+    copy = tmp_path / "project" / "terraform" / "bootstrap"
+    grant = (
+        'resource "google_project_iam_member" "extra" {\n  project = var.project_id\n'
+        '  role    = "roles/run.developer"\n  member  = google_service_account.deployer.member\n'
+    )
+    extras = {
+        "member": grant + "}\n",
+        "condition": grant + '  condition {\n    title      = "any"\n'
+        "    expression = \"resource.name.startsWith('projects/')\"\n  }\n}\n",
+    }
+    outputs, failures = {}, {}
+    for name, extra in extras.items():
+        (copy / "extra.tf").write_text(extra)
+        result = run_tf(copy, "test", "-verbose")
+        assert result.returncode == 0, output_of(result)
+        outputs[name] = result.stdout
+    # The stand-in's schema has no google_project_iam_binding: the plan's text as the provider would print one.
+    member = planned_instances(outputs["member"], "bootstrap")["google_service_account.deployer"][1]["member"]
+    binding = (
+        '# google_project_iam_binding.extra:\nresource "google_project_iam_binding" "extra" {\n'
+        f'    members = [\n        "{member}",\n    ]\n    project = "p"\n    role    = "roles/run.developer"\n}}\n\n'
+    )
+    extra = re.compile(r"^# google_project_iam_member\.extra:\n.*?\n}\n\n", re.M | re.S)
+    outputs["binding"] = extra.sub(lambda _: binding, outputs["member"], count=1)
+    assert "google_project_iam_member.extra" not in outputs["binding"].split('  run "bucket_made_elsewhere"')[0]
+    for name, output in outputs.items():
+        with pytest.raises(AssertionError) as caught:
+            grants, custom = deployer_grants(output)
+            assert unconditioned_rights(grants, custom) <= set(UNCONDITIONED) | {"roles/workflows.editor"}
+        failures[name] = str(caught.value)
+    assert "roles/run.developer" in failures["member"] and "roles/run.developer" in failures["binding"], failures
+    assert "startsWith" in failures["condition"], failures

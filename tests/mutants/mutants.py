@@ -3971,4 +3971,15 @@ MUTANTS = [
         "the work's context carries its schedule time as a datetime, to the microsecond and in UTC",
         (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
     ),
+    # Issue 26: every grant of the deployer is on one resource, names one, or is on the list with its reason.
+    Mutant(
+        "i26-deployer-extra-project-grant",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "# Any workflow run of the repository (by its id) may plan as the planner.\n",
+        'resource "google_project_iam_member" "deployer_extra" {\n  project = var.project_id\n'
+        '  role    = "roles/run.developer"\n  member  = google_service_account.deployer.member\n}\n\n'
+        "# Any workflow run of the repository (by its id) may plan as the planner.\n",
+        "the deployer holds nothing project-wide beyond the listed rights: a separate project grant is refused",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
 ]
