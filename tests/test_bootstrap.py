@@ -283,25 +283,54 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 SOURCE_BUCKET_GRANT = "roles/storage.objectUser on the source bucket"  # the bootstrap's source_deployer
 CUSTOM_ROLE = "the deployer's custom role"  # google_project_iam_custom_role.deployer: local.deployer_permissions
 ROLE_FOR_RESOURCE = {
-    "google_cloudfunctions2_function": "roles/cloudfunctions.admin",
-    "google_cloud_run_v2_service_iam_member": "roles/run.admin",  # run.developer cannot set IAM policies
-    "google_cloud_run_v2_job": "roles/run.admin",
-    "google_cloud_run_v2_job_iam_member": "roles/run.admin",
+    # The function, the invoker's grant on its service, the Cloud Run job and its grants, the Scheduler jobs, the
+    # deliveries queue and its enqueuers, the log-based metrics, the Monitoring objects, the workflow: the custom role
+    # (PERMISSIONS_FOR_RESOURCE), not the predefined admin and editor roles (issue 26: run.admin sets every service's
+    # IAM policy, cloudfunctions.admin every function's).
+    "google_cloudfunctions2_function": CUSTOM_ROLE,
+    "google_cloud_run_v2_service_iam_member": CUSTOM_ROLE,
+    "google_cloud_run_v2_job": CUSTOM_ROLE,
+    "google_cloud_run_v2_job_iam_member": CUSTOM_ROLE,
     # The zips in the one source bucket (IAM "Cloud Storage roles": objectUser creates, reads, deletes objects).
     "google_storage_bucket_object": SOURCE_BUCKET_GRANT,
-    "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
-    # The deliveries queue and its enqueuer grants (IAM "Cloud Tasks roles and permissions": queueAdmin
-    # holds cloudtasks.queues.*, setIamPolicy included).
-    "google_cloud_tasks_queue": "roles/cloudtasks.queueAdmin",
-    "google_cloud_tasks_queue_iam_member": "roles/cloudtasks.queueAdmin",
+    "google_cloud_scheduler_job": CUSTOM_ROLE,
+    "google_cloud_tasks_queue": CUSTOM_ROLE,
+    "google_cloud_tasks_queue_iam_member": CUSTOM_ROLE,
     # The TTL policy (Firestore's field configuration: datastore.indexes.*), conditioned on the database.
     "google_firestore_field": "roles/datastore.indexAdmin",
-    # logging.logMetrics.* alone, not roles/logging.configWriter (sinks and exclusions too).
     "google_logging_metric": CUSTOM_ROLE,
-    "google_monitoring_alert_policy": "roles/monitoring.alertPolicyEditor",
-    "google_monitoring_dashboard": "roles/monitoring.dashboardEditor",
-    "google_monitoring_notification_channel": "roles/monitoring.notificationChannelEditor",
-    "google_workflows_workflow": "roles/workflows.editor",
+    "google_monitoring_alert_policy": CUSTOM_ROLE,
+    "google_monitoring_dashboard": CUSTOM_ROLE,
+    "google_monitoring_notification_channel": CUSTOM_ROLE,
+    "google_workflows_workflow": CUSTOM_ROLE,
+}
+# What the custom role holds for each of those: the create, get, update and delete the google provider calls (and
+# getIamPolicy/setIamPolicy for an *_iam_member), the wait on a long-running operation (*.operations.get), each as
+# IAM's "Roles and permissions" page of its service lists it (cloud.google.com/iam/docs/roles-permissions/<service>:
+# cloudfunctions, run, cloudscheduler, cloudtasks, logging, monitoring, workflows).
+CRUD = ("create", "delete", "get", "update")
+PERMISSIONS_FOR_RESOURCE = {
+    "google_cloudfunctions2_function": {
+        *(f"cloudfunctions.functions.{verb}" for verb in CRUD),
+        "cloudfunctions.operations.get",
+    },
+    "google_cloud_run_v2_service_iam_member": {"run.services.getIamPolicy", "run.services.setIamPolicy"},
+    "google_cloud_run_v2_job": {*(f"run.jobs.{verb}" for verb in CRUD), "run.operations.get"},
+    "google_cloud_run_v2_job_iam_member": {"run.jobs.getIamPolicy", "run.jobs.setIamPolicy"},
+    # paused: jobs.pause and jobs.resume, whose permission is cloudscheduler.jobs.enable.
+    "google_cloud_scheduler_job": {
+        *(f"cloudscheduler.jobs.{verb}" for verb in CRUD),
+        "cloudscheduler.jobs.pause",
+        "cloudscheduler.jobs.enable",
+    },
+    "google_cloud_tasks_queue": {f"cloudtasks.queues.{verb}" for verb in CRUD},
+    "google_cloud_tasks_queue_iam_member": {"cloudtasks.queues.getIamPolicy", "cloudtasks.queues.setIamPolicy"},
+    # logging.logMetrics.* alone, not roles/logging.configWriter (sinks and exclusions too).
+    "google_logging_metric": {f"logging.logMetrics.{verb}" for verb in (*CRUD, "list")},
+    "google_monitoring_alert_policy": {f"monitoring.alertPolicies.{verb}" for verb in CRUD},
+    "google_monitoring_dashboard": {f"monitoring.dashboards.{verb}" for verb in CRUD},
+    "google_monitoring_notification_channel": {f"monitoring.notificationChannels.{verb}" for verb in CRUD},
+    "google_workflows_workflow": {*(f"workflows.workflows.{verb}" for verb in CRUD), "workflows.operations.get"},
 }
 # What the deployer must never hold at project level, each reaching past the bake (issue 26): an HMAC key for any
 # account (storage.hmacKeys.create passes any resource condition: Cloud Storage "Create an HMAC key"), any role to any
@@ -366,6 +395,16 @@ def roles_needed(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> se
     unknown = types - set(ROLE_FOR_RESOURCE)
     assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
     return {ROLE_FOR_RESOURCE[t] for t in types}
+
+
+def permissions_needed(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> set[str]:
+    """The custom role's permissions the root's modules need: those of each of their types the custom role serves."""
+    types = {t for t in module_resource_types(project, modules) if ROLE_FOR_RESOURCE.get(t) == CUSTOM_ROLE}
+    return set().union(*(PERMISSIONS_FOR_RESOURCE[t] for t in types))
+
+
+def test_each_type_the_custom_role_serves_has_its_permissions():
+    assert set(PERMISSIONS_FOR_RESOURCE) == {t for t, role in ROLE_FOR_RESOURCE.items() if role == CUSTOM_ROLE}
 
 
 def bootstrap_resources(project: Path, kind: str) -> dict[str, dict]:
@@ -521,10 +560,12 @@ def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
     granted = granted_rights(project)
     modules = shutil.copytree(ROOT / baking.MODULES_DIR, tmp_path / "modules")
     module = modules / "scheduled-dedup"
+    permissions = set(bootstrap_locals(project)["deployer_permissions"])
     (module / "dashboard.tf").unlink()
-    assert roles_needed(project, modules) == granted - {"roles/monitoring.dashboardEditor"}
-    (module / "dashboard.tf").write_text('resource "google_monitoring_dashboard" "this" {}\n')
     assert roles_needed(project, modules) == granted
+    assert permissions_needed(project, modules) == permissions - PERMISSIONS_FOR_RESOURCE["google_monitoring_dashboard"]
+    (module / "dashboard.tf").write_text('resource "google_monitoring_dashboard" "this" {}\n')
+    assert permissions_needed(project, modules) == permissions
     (module / "topic.tf").write_text('resource "google_pubsub_topic" "this" {}\n')
     with pytest.raises(AssertionError, match="google_pubsub_topic"):
         roles_needed(project, modules)
@@ -557,9 +598,9 @@ def test_the_deployer_holds_nothing_that_reaches_the_whole_project(bake_name, tm
     local = bootstrap_locals(project)
     assert not set(local["deployer_roles"]) & set(PROJECT_WIDE_ROLES), local["deployer_roles"]
     assert "grantable_roles" not in local
-    assert sorted(local["deployer_permissions"]) == [
-        f"logging.logMetrics.{verb}" for verb in ("create", "delete", "get", "list", "update")
-    ]
+    # The custom role: exactly what the modules' resource types need (PERMISSIONS_FOR_RESOURCE), of Cloud Logging the
+    # log-based metrics alone (no sink, no exclusion).
+    assert sorted(local["deployer_permissions"]) == sorted(permissions_needed(project))
     (role,) = local["deployer_conditions"]
     assert role == "roles/datastore.indexAdmin"
     expression = local["deployer_conditions"][role]["expression"].replace("${var.project_id}", "my-project")
@@ -785,26 +826,43 @@ BEYOND_THE_PROJECT = re.compile(r"^google_(organization|folder|billing_account)_
 # A condition that names one resource: resource.name equal to one literal, nothing else.
 NAMES_ONE_RESOURCE = re.compile(r"""^resource\.name == (?:'[^'|&]+'|"[^"|&]+")$""")
 
-# What the deployer may hold project-wide without a condition, each with its reason: none of these services is among
-# those whose resource.name an IAM condition can test (IAM "Resource attributes for IAM Conditions",
-# https://cloud.google.com/iam/docs/conditions-resource-attributes: "Other services and resource types do not
-# recognize resource attributes"), and creating a resource needs its create permission on the project.
-# A predefined role by name; a custom role by each of its permissions.
-UNCONDITIONED = {
-    "roles/cloudfunctions.admin": "the function (issue 26: still predefined)",
-    "roles/cloudscheduler.admin": "the Scheduler jobs (issue 26: still predefined)",
-    "roles/cloudtasks.queueAdmin": "the deliveries queue and its enqueuers (issue 26: still predefined)",
-    "roles/monitoring.alertPolicyEditor": "the alert policies (issue 26: still predefined)",
-    "roles/monitoring.dashboardEditor": "the dashboard (issue 26: still predefined)",
-    "roles/monitoring.notificationChannelEditor": "the alert's e-mail channel (issue 26: still predefined)",
-    "roles/run.admin": "the invoker's grant on the function's service (issue 26: still predefined)",
-    # Cloud Logging's resource.name attribute covers log buckets and views, not log-based metrics (same page).
-    **{
-        f"logging.logMetrics.{verb}": "the log-based metrics (google_logging_metric)"
-        for verb in ("create", "delete", "get", "list", "update")
-    },
+# What the deployer may hold project-wide without a condition, each for its reason: its custom role's permissions
+# (google_project_iam_custom_role.deployer). None of their services is among those whose resource.name an IAM condition
+# can test (IAM "Resource attributes for IAM Conditions", https://cloud.google.com/iam/docs/conditions-resource-attributes:
+# "Other services and resource types do not recognize resource attributes"; Cloud Logging's cover log buckets and
+# views, not log-based metrics), and a resource's create permission is checked on the project. So each reaches the
+# other bakes' resources of its kind: a stolen deployer may delete them, and change them only as far as it may act as
+# the accounts they run as (actAs, on this bake's accounts alone).
+REASONS = {
+    "google_cloudfunctions2_function": "the function",
+    "google_cloud_scheduler_job": "the Scheduler jobs",
+    "google_cloud_tasks_queue": "the deliveries queue",
+    "google_logging_metric": "the log-based metrics",
+    "google_monitoring_alert_policy": "the alert policies",
+    "google_monitoring_dashboard": "the dashboard",
+    "google_monitoring_notification_channel": "the alert's e-mail channel",
+    "google_cloud_run_v2_job": "the Cloud Run job",
+    "google_workflows_workflow": "the workflow",
+    # setIamPolicy on every queue of the project: the enqueuers' grants must be made on the queue the deploy makes,
+    # after it exists, and no condition can narrow Cloud Tasks to it (granting the enqueuers project-wide instead
+    # would let them queue to every bake's queue).
+    "google_cloud_tasks_queue_iam_member": "the enqueuers' grants on the deliveries queue",
+    # setIamPolicy on every job of the project, for the same reason (the runtime's executor and viewer grants
+    # project-wide would start any job of the project with overrides, as its account).
+    "google_cloud_run_v2_job_iam_member": "the runtime's grants on the Cloud Run job",
+    "google_cloud_run_v2_service_iam_member": "the invoker's grant on the function's service",
 }
-UNCONDITIONED_FOR_TARGET = {"workflow": {"roles/workflows.editor": "the workflow (issue 26: still predefined)"}}
+
+
+def unconditioned_allowed(project: Path) -> dict[str, str]:
+    """The allow-list for this bake: each permission the deployer may hold project-wide without a condition => its
+    reason (REASONS, by the resource type it is for)."""
+    return {
+        permission: REASONS[kind]
+        for kind in module_resource_types(project)
+        if ROLE_FOR_RESOURCE.get(kind) == CUSTOM_ROLE
+        for permission in PERMISSIONS_FOR_RESOURCE[kind]
+    }
 
 
 def planned_instances(output: str, run: str) -> dict[str, tuple[str, dict]]:
@@ -869,22 +927,25 @@ def unconditioned_rights(grants: dict, custom: dict) -> set[str]:
 def test_every_grant_of_the_deployer_is_on_one_resource_or_named_or_allowed(bootstrap):
     """Issue 26: the bootstrap's plan (terraform test -verbose, mock provider), every IAM grant of any type whose member
     is the deployer: on one named resource, project-level under a condition naming one resource, or project-level
-    and unconditioned with exactly the rights UNCONDITIONED allows (each for its reason). A grant of any other kind,
-    or a right more or less, fails."""
+    and unconditioned with exactly the rights unconditioned_allowed lists (each for its reason). A grant of any other
+    kind, or a right more or less, fails."""
     result = run_tf(bootstrap, "test", "-verbose")
     assert result.returncode == 0, output_of(result)
     grants, custom = deployer_grants(result.stdout)
     project = bootstrap.parent.parent
     answers, local = answers_of(project), bootstrap_locals(project)
-    allowed = {**UNCONDITIONED, **UNCONDITIONED_FOR_TARGET.get(answers["target"], {})}
+    allowed = unconditioned_allowed(project)
+    assert set(REASONS) == set(PERMISSIONS_FOR_RESOURCE)
     rights = unconditioned_rights(grants, custom)
     assert rights == set(allowed), {"not allowed": rights - set(allowed), "allowed, not held": set(allowed) - rights}
-    # On one resource: the state bucket (its prefix), the source bucket, and each of the bake's accounts (actAs).
+    # On one resource: the state bucket (its prefix), the source bucket, the image repository (read), and each of the
+    # bake's accounts (actAs).
     on_resources = sorted(on for where, _, on in grants.values() if where == "resource")
     assert on_resources == sorted(
         [
             f"google_storage_bucket_iam_member {answers['state_bucket']}",
             f"google_storage_bucket_iam_member {answers['gcp_project_id']}-{answers['project_slug']}-src",
+            f"google_artifact_registry_repository_iam_member {answers['project_slug']}-images",
             *(
                 f'google_service_account_iam_member google_service_account.workload["{key}"]'
                 for key in local["workload_accounts"]
@@ -932,7 +993,7 @@ def test_a_project_grant_to_the_deployer_outside_the_list_fails(bootstrap, tmp_p
     for name, output in outputs.items():
         with pytest.raises(AssertionError) as caught:
             grants, custom = deployer_grants(output)
-            assert unconditioned_rights(grants, custom) <= set(UNCONDITIONED) | {"roles/workflows.editor"}
+            assert unconditioned_rights(grants, custom) <= set(unconditioned_allowed(tmp_path / "project"))
         failures[name] = str(caught.value)
     assert "roles/run.developer" in failures["member"] and "roles/run.developer" in failures["binding"], failures
     assert "startsWith" in failures["condition"], failures

@@ -2099,12 +2099,8 @@ MUTANTS = [
     Mutant(
         "bootstrap-deployer-acts-as-every-account",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        (
-            '    "roles/datastore.indexAdmin",\n'
-            '    "roles/iam.serviceAccountUser",\n'
-            '    "roles/monitoring.alertPolicyEditor",\n'
-        ),
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        ('    "roles/datastore.indexAdmin",\n    "roles/iam.serviceAccountUser",\n  ]\n'),
         "the deployer holds no project-wide service-account role: actAs is granted on each of the bake's accounts",
         ("tests/test_bootstrap.py", "-k", "acts_as_exactly and cloud-run-job"),
     ),
@@ -3824,48 +3820,40 @@ MUTANTS = [
     Mutant(
         "i26-deployer-storage-admin-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        '    "roles/datastore.indexAdmin",\n    "roles/storage.admin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/storage.admin",\n  ]\n',
         "the deployer holds no storage.admin: its storage.hmacKeys.create passes any condition",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-service-usage-admin-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        (
-            '    "roles/datastore.indexAdmin",\n'
-            '    "roles/serviceusage.serviceUsageAdmin",\n'
-            '    "roles/monitoring.alertPolicyEditor",\n'
-        ),
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        ('    "roles/datastore.indexAdmin",\n    "roles/serviceusage.serviceUsageAdmin",\n  ]\n'),
         "the deployer enables no API: the owner's bootstrap does",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-config-writer-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        (
-            '    "roles/datastore.indexAdmin",\n'
-            '    "roles/logging.configWriter",\n'
-            '    "roles/monitoring.alertPolicyEditor",\n'
-        ),
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        ('    "roles/datastore.indexAdmin",\n    "roles/logging.configWriter",\n  ]\n'),
         "the deployer holds no logging.configWriter (sinks, exclusions): a custom role of logging.logMetrics.*",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-datastore-owner-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        '    "roles/datastore.indexAdmin",\n    "roles/datastore.owner",\n    "roles/monitoring.alertPolicyEditor",\n',
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/datastore.owner",\n  ]\n',
         "the deployer holds no datastore.owner: index admin on its one database",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-custom-role-writes-sinks",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "logging.logMetrics.update",\n  ]',
-        '    "logging.logMetrics.update",\n    "logging.sinks.create",\n  ]',
+        '    "logging.logMetrics.update",\n',
+        '    "logging.logMetrics.update",\n    "logging.sinks.create",\n',
         "the deployer's custom role holds the log-based metrics' permissions alone",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
@@ -3980,6 +3968,22 @@ MUTANTS = [
         '  role    = "roles/run.developer"\n  member  = google_service_account.deployer.member\n}\n\n'
         "# Any workflow run of the repository (by its id) may plan as the planner.\n",
         "the deployer holds nothing project-wide beyond the listed rights: a separate project grant is refused",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-run-admin-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/run.admin",\n  ]\n',
+        "the deployer holds no predefined admin role of the services it deploys to: its custom role's permissions",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-custom-role-sets-functions-iam",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "cloudfunctions.functions.update",\n',
+        '    "cloudfunctions.functions.update",\n    "cloudfunctions.functions.setIamPolicy",\n',
+        "the deployer's custom role holds what the modules' resource types need, no other setIamPolicy",
         ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
     ),
 ]

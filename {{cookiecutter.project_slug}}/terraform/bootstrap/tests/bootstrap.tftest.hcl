@@ -85,8 +85,18 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = google_project_iam_member.deployer_custom.role == google_project_iam_custom_role.deployer.name && toset(google_project_iam_custom_role.deployer.permissions) == toset(["logging.logMetrics.create", "logging.logMetrics.delete", "logging.logMetrics.get", "logging.logMetrics.list", "logging.logMetrics.update"])
-    error_message = "The deployer's custom role holds the log-based metrics' permissions alone (no sinks, no exclusions)."
+    condition     = google_project_iam_member.deployer_custom.role == google_project_iam_custom_role.deployer.name && length([for permission in google_project_iam_custom_role.deployer.permissions : permission if startswith(permission, "logging.") && !startswith(permission, "logging.logMetrics.")]) == 0
+    error_message = "The deployer's custom role holds the log-based metrics' permissions of Cloud Logging alone (no sinks, no exclusions)."
+  }
+
+  assert {
+    condition     = toset([for permission in google_project_iam_custom_role.deployer.permissions : permission if endswith(permission, ".setIamPolicy")]) == toset([{% if cookiecutter.target == "cloud_run_job" %}"run.jobs.setIamPolicy", {% endif %}"cloudtasks.queues.setIamPolicy", "run.services.setIamPolicy"])
+    error_message = "The deployer's custom role sets no IAM policy but those of the kinds of resources the deploy grants on."
+  }
+
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.deployer_reads_images.repository == module.images.repository_id && google_artifact_registry_repository_iam_member.deployer_reads_images.role == "roles/artifactregistry.reader"
+    error_message = "The deployer reads the one image repository the function pushes to, granted on that repository."
   }
 
   assert {
