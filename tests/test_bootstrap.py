@@ -283,12 +283,11 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 SOURCE_BUCKET_GRANT = "roles/storage.objectUser on the source bucket"  # the bootstrap's source_deployer
 CUSTOM_ROLE = "the deployer's custom role"  # google_project_iam_custom_role.deployer: local.deployer_permissions
 ROLE_FOR_RESOURCE = {
-    # The function, the invoker's grant on its service, the Cloud Run job and its grants, the Scheduler jobs, the
+    # The function, the Cloud Run job and its grants, the Scheduler jobs, the
     # deliveries queue and its enqueuers, the log-based metrics, the Monitoring objects, the workflow: the custom role
     # (PERMISSIONS_FOR_RESOURCE), not the predefined admin and editor roles (issue 26: run.admin sets every service's
     # IAM policy, cloudfunctions.admin every function's).
     "google_cloudfunctions2_function": CUSTOM_ROLE,
-    "google_cloud_run_v2_service_iam_member": CUSTOM_ROLE,
     "google_cloud_run_v2_job": CUSTOM_ROLE,
     "google_cloud_run_v2_job_iam_member": CUSTOM_ROLE,
     # The zips in the one source bucket (IAM "Cloud Storage roles": objectUser creates, reads, deletes objects).
@@ -314,7 +313,6 @@ PERMISSIONS_FOR_RESOURCE = {
         *(f"cloudfunctions.functions.{verb}" for verb in CRUD),
         "cloudfunctions.operations.get",
     },
-    "google_cloud_run_v2_service_iam_member": {"run.services.getIamPolicy", "run.services.setIamPolicy"},
     "google_cloud_run_v2_job": {*(f"run.jobs.{verb}" for verb in CRUD), "run.operations.get"},
     "google_cloud_run_v2_job_iam_member": {"run.jobs.getIamPolicy", "run.jobs.setIamPolicy"},
     # paused: jobs.pause and jobs.resume, whose permission is cloudscheduler.jobs.enable.
@@ -351,8 +349,12 @@ PROJECT_WIDE_ROLES = (
 # Conditions" lists no Artifact Registry attribute).
 # And every type of scheduled-dedup-project (its module "project": the APIs, the source bucket, the project-level
 # grants, the database, Cloud Tasks' audit logs): project_types().
+# And the invoker's grant: not on the function's service (run.services.setIamPolicy, which no condition narrows to one
+# service, would set every service's IAM policy) but roles/run.servicesInvoker on the project, which module "project"
+# makes as the owner (its grants); the root, given project_setup, makes none (test_the_root_runs_as_...).
 MADE_BY_THE_BOOTSTRAP = {
     "google_service_account",
+    "google_cloud_run_v2_service_iam_member",
     "google_artifact_registry_repository",
     "google_artifact_registry_repository_iam_member",
 }
@@ -487,6 +489,8 @@ def test_the_root_runs_as_the_bootstraps_accounts_and_makes_none(bake_name, tmp_
     assert not [address for address in planned if ".google_service_account." in address], sorted(planned)
     # Nor anything that needs project-wide rights: the bootstrap's module "project" made it (project_setup).
     assert not [address for address in planned if ".module.project" in address], sorted(planned)
+    # Nor the invoker's grant on the function's service (run.services.setIamPolicy): the owner's, on the project.
+    assert not [address for address in planned if ".google_cloud_run_v2_service_iam_member." in address]
     project_id = answers_of(project)["gcp_project_id"]
     emails = {
         key: f"{account}@{project_id}.iam.gserviceaccount.com"
@@ -626,6 +630,8 @@ def project_module_call(project: Path) -> dict:
 
 def proxy_grants(target: str) -> dict[str, tuple[str, bool]]:
     """A proxy module's project_grants (its main.tf's locals): key => (role, database), what the root would pass."""
+    if target == "function":
+        return {}
     module = {"cloud_run_job": "scheduled-dedup-cloud-run-job", "workflow": "scheduled-dedup-workflow"}[target]
     text = (ROOT / baking.MODULES_DIR / module / "main.tf").read_text()
     block = re.search(r"^  project_grants = \{\n(.*?)\n  \}$", text, re.M | re.S).group(1)
@@ -640,8 +646,10 @@ def test_the_bootstrap_makes_the_project_grants_the_modules_would(bake_name, tmp
     project = bake(tmp_path, **MATRIX[bake_name])
     call = project_module_call(project)
     target = answers_of(project)["target"]
-    given = {key: (grant["role"], grant["database"]) for key, grant in call.get("grants", {}).items()}
-    assert given == proxy_grants(target)
+    given = {key: (grant["role"], grant["database"]) for key, grant in call["grants"].items()}
+    # And the invoker's, on the project (MADE_BY_THE_BOOTSTRAP says why).
+    assert given == {**proxy_grants(target), "invoker": ("roles/run.servicesInvoker", False)}
+    assert call["grants"]["invoker"]["member"] == '${google_service_account.workload["invoker"].member}'
     expected = "${local.bootstrap_apis}"  # the bootstrap's own; the function's are the module's
     if target == "workflow":
         outputs = (ROOT / baking.MODULES_DIR / "scheduled-dedup-workflow" / "outputs.tf").read_text()
@@ -850,7 +858,6 @@ REASONS = {
     # setIamPolicy on every job of the project, for the same reason (the runtime's executor and viewer grants
     # project-wide would start any job of the project with overrides, as its account).
     "google_cloud_run_v2_job_iam_member": "the runtime's grants on the Cloud Run job",
-    "google_cloud_run_v2_service_iam_member": "the invoker's grant on the function's service",
 }
 
 

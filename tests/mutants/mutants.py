@@ -3986,4 +3986,29 @@ MUTANTS = [
         "the deployer's custom role holds what the modules' resource types need, no other setIamPolicy",
         ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
     ),
+    Mutant(
+        "i26-deployer-sets-every-services-iam-again",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "monitoring.notificationChannels.update",\n',
+        '    "monitoring.notificationChannels.update",\n    "run.services.setIamPolicy",\n',
+        "the deployer sets no Cloud Run service's IAM policy: the owner grants the invoker on the project",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-team-root-grants-the-invoker-on-the-service",
+        "terraform/modules/scheduled-dedup/iam.tf",
+        'resource "google_cloud_run_v2_service_iam_member" "invoker" {\n  count = local.makes_project ? 1 : 0\n',
+        'resource "google_cloud_run_v2_service_iam_member" "invoker" {\n  count = 1\n',
+        "a team bake's root makes no grant on the function's service (its deployer holds no run.services.setIamPolicy)",
+        ("tests/test_bootstrap.py", "-k", "root_runs_as and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-bootstrap-forgets-the-invoker-grant",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    invoker = { role = "roles/run.servicesInvoker", '
+        'member = google_service_account.workload["invoker"].member, database = false }\n    job     =',
+        "    job =",
+        "the owner's bootstrap grants the invoker roles/run.servicesInvoker on the project",
+        ("tests/test_bootstrap.py", "-k", "makes_the_project_grants and cloud-run-job"),
+    ),
 ]

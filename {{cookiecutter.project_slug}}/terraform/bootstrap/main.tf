@@ -94,9 +94,6 @@ locals {
     "run.jobs.update",
     "run.operations.get",
 {%- endif %}
-    # The invoker's grant on the function's Cloud Run service (google_cloud_run_v2_service_iam_member).
-    "run.services.getIamPolicy",
-    "run.services.setIamPolicy",
 {%- if cookiecutter.target == "workflow" %}
     # The workflow (google_workflows_workflow).
     "workflows.operations.get",
@@ -396,20 +393,24 @@ module "project" {
     runtime = google_service_account.workload["runtime"].email
     build   = google_service_account.workload["build"].email
   }
-{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
-  # The {{ cookiecutter.target }} module's project_grants output, for the bootstrap's accounts (the template's
-  # tests/test_bootstrap.py compares the roles).
+  # The invoker's roles/run.servicesInvoker on the project, not a grant on the function's service that the deployer would
+  # make with run.services.setIamPolicy on every service (the scheduled-dedup module's invoker grant says why){% if cookiecutter.target != "function" %};
+  # the {{ cookiecutter.target }} module's project_grants output, for the bootstrap's accounts (the template's
+  # tests/test_bootstrap.py compares the roles){% endif %}.
   grants = {
 {%- if cookiecutter.target == "cloud_run_job" %}
-    job = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
-{%- else %}
+    invoker = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
+    job     = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
+{%- elif cookiecutter.target == "workflow" %}
+    invoker                    = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
     workflow                   = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
     workflow_log_writer        = { role = "roles/logging.logWriter", member = google_service_account.workload["target"].member, database = false }
     workflow_executions_viewer = { role = "roles/workflows.viewer", member = google_service_account.workload["target"].member, database = false }
     runtime_invoker            = { role = "roles/workflows.invoker", member = google_service_account.workload["runtime"].member, database = false }
+{%- else %}
+    invoker = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
 {%- endif %}
   }
-{%- endif %}
 }
 
 # The deployer writes the function's source zips to the one source bucket module "project" made (a grant on the
@@ -468,9 +469,11 @@ locals {
       "database" = { to = "database", key = "", id = "projects/${var.project_id}/databases/${local.database}" }
     } : {},
     {
+      # The invoker's project-level grant is new (the service-level one it replaces stays with the service): made,
+      # not imported.
       for key, grant in module.project.grants : "grant ${key}" => {
         to = grant.database ? "database_grants" : "grants", key = key, id = join(" ", compact([var.project_id, grant.role, grant.member, grant.database ? "{{ cookiecutter.project_slug }}-${key}-firestore-db" : ""]))
-      }
+      } if key != "invoker"
     },
   ) : {}
 }

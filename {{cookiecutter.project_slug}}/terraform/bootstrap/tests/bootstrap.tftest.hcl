@@ -90,8 +90,13 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = toset([for permission in google_project_iam_custom_role.deployer.permissions : permission if endswith(permission, ".setIamPolicy")]) == toset([{% if cookiecutter.target == "cloud_run_job" %}"run.jobs.setIamPolicy", {% endif %}"cloudtasks.queues.setIamPolicy", "run.services.setIamPolicy"])
-    error_message = "The deployer's custom role sets no IAM policy but those of the kinds of resources the deploy grants on."
+    condition     = toset([for permission in google_project_iam_custom_role.deployer.permissions : permission if endswith(permission, ".setIamPolicy")]) == toset([{% if cookiecutter.target == "cloud_run_job" %}"run.jobs.setIamPolicy", {% endif %}"cloudtasks.queues.setIamPolicy"])
+    error_message = "The deployer's custom role sets no IAM policy but those of the kinds of resources the deploy grants on: no Cloud Run service's."
+  }
+
+  assert {
+    condition     = module.project.iam_members["invoker"].role == "roles/run.servicesInvoker" && module.project.iam_members["invoker"].member == google_service_account.workload["invoker"].member && length(module.project.iam_members["invoker"].condition) == 0
+    error_message = "The owner grants the invoker roles/run.servicesInvoker on the project, so the deployer sets no service's IAM policy."
   }
 
   assert {
