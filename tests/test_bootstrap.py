@@ -596,8 +596,9 @@ def cel_verdict(expression: str, resource: dict) -> bool:
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
 def test_the_deployer_holds_nothing_that_reaches_the_whole_project(bake_name, tmp_path):
     """Issue 26: every project-level role of the deployer is one that the modules' resources need (test above), none
-    of PROJECT_WIDE_ROLES; the one conditioned role names this bake's database; the rest is granted on one resource
-    (the source bucket, the custom role's log-metric permissions, actAs on each account)."""
+    of PROJECT_WIDE_ROLES; the one conditioned role names this bake's database; the custom role holds exactly what
+    the modules' resource types need (PERMISSIONS_FOR_RESOURCE); the rest is granted on one resource (the source
+    bucket, actAs on each account). test_every_grant_of_the_deployer_... checks all of it on the bootstrap's plan."""
     project = bake(tmp_path, **MATRIX[bake_name])
     local = bootstrap_locals(project)
     assert not set(local["deployer_roles"]) & set(PROJECT_WIDE_ROLES), local["deployer_roles"]
