@@ -339,6 +339,16 @@ PROJECT_WIDE_ROLES = (
     "roles/serviceusage.serviceUsageAdmin",
     "roles/logging.configWriter",
     "roles/datastore.owner",
+    # The predefined admin and editor roles of the services it deploys to: every service's, job's, function's, queue's
+    # IAM policy, and more than a deploy calls (issue 26; the custom role instead).
+    "roles/run.admin",
+    "roles/cloudfunctions.admin",
+    "roles/cloudscheduler.admin",
+    "roles/cloudtasks.queueAdmin",
+    "roles/monitoring.alertPolicyEditor",
+    "roles/monitoring.dashboardEditor",
+    "roles/monitoring.notificationChannelEditor",
+    "roles/workflows.editor",
 )
 # Made by terraform/bootstrap, not by the deployer: the function's accounts (its local.workload_accounts),
 # on each of which the deployer gets actAs, and no project-wide service-account role (IAM "Configure

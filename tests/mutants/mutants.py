@@ -4011,4 +4011,12 @@ MUTANTS = [
         "the owner's bootstrap grants the invoker roles/run.servicesInvoker on the project",
         ("tests/test_bootstrap.py", "-k", "makes_the_project_grants and cloud-run-job"),
     ),
+    Mutant(
+        "i26-deployer-scheduler-admin-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/cloudscheduler.admin",\n  ]\n',
+        "the deployer holds no predefined admin role of a service it deploys to (a removed right that comes back)",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
+    ),
 ]

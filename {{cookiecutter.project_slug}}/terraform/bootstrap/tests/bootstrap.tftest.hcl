@@ -70,8 +70,8 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = length(setintersection(keys(google_project_iam_member.deployer), ["roles/storage.admin", "roles/resourcemanager.projectIamAdmin", "roles/serviceusage.serviceUsageAdmin", "roles/logging.configWriter", "roles/datastore.owner", "roles/owner", "roles/editor"])) == 0
-    error_message = "The deployer holds no role that reaches the whole project: storage.admin, projectIamAdmin, serviceUsageAdmin, logging.configWriter, datastore.owner."
+    condition     = length(setintersection(keys(google_project_iam_member.deployer), ["roles/storage.admin", "roles/resourcemanager.projectIamAdmin", "roles/serviceusage.serviceUsageAdmin", "roles/logging.configWriter", "roles/datastore.owner", "roles/owner", "roles/editor", "roles/run.admin", "roles/cloudfunctions.admin", "roles/cloudscheduler.admin", "roles/cloudtasks.queueAdmin", "roles/monitoring.alertPolicyEditor", "roles/monitoring.dashboardEditor", "roles/monitoring.notificationChannelEditor", "roles/workflows.editor"])) == 0
+    error_message = "The deployer holds no role that reaches the whole project: storage.admin, projectIamAdmin, serviceUsageAdmin, logging.configWriter, datastore.owner, nor the predefined admin and editor roles of the services it deploys to."
   }
 
   assert {
