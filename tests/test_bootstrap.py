@@ -283,25 +283,52 @@ def test_the_longest_repository_the_hook_allows_still_fits_google_subject(tmp_pa
 SOURCE_BUCKET_GRANT = "roles/storage.objectUser on the source bucket"  # the bootstrap's source_deployer
 CUSTOM_ROLE = "the deployer's custom role"  # google_project_iam_custom_role.deployer: local.deployer_permissions
 ROLE_FOR_RESOURCE = {
-    "google_cloudfunctions2_function": "roles/cloudfunctions.admin",
-    "google_cloud_run_v2_service_iam_member": "roles/run.admin",  # run.developer cannot set IAM policies
-    "google_cloud_run_v2_job": "roles/run.admin",
-    "google_cloud_run_v2_job_iam_member": "roles/run.admin",
+    # The function, the Cloud Run job and its grants, the Scheduler jobs, the
+    # deliveries queue and its enqueuers, the log-based metrics, the Monitoring objects, the workflow: the custom role
+    # (PERMISSIONS_FOR_RESOURCE), not the predefined admin and editor roles (issue 26: run.admin sets every service's
+    # IAM policy, cloudfunctions.admin every function's).
+    "google_cloudfunctions2_function": CUSTOM_ROLE,
+    "google_cloud_run_v2_job": CUSTOM_ROLE,
+    "google_cloud_run_v2_job_iam_member": CUSTOM_ROLE,
     # The zips in the one source bucket (IAM "Cloud Storage roles": objectUser creates, reads, deletes objects).
     "google_storage_bucket_object": SOURCE_BUCKET_GRANT,
-    "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
-    # The deliveries queue and its enqueuer grants (IAM "Cloud Tasks roles and permissions": queueAdmin
-    # holds cloudtasks.queues.*, setIamPolicy included).
-    "google_cloud_tasks_queue": "roles/cloudtasks.queueAdmin",
-    "google_cloud_tasks_queue_iam_member": "roles/cloudtasks.queueAdmin",
+    "google_cloud_scheduler_job": CUSTOM_ROLE,
+    "google_cloud_tasks_queue": CUSTOM_ROLE,
+    "google_cloud_tasks_queue_iam_member": CUSTOM_ROLE,
     # The TTL policy (Firestore's field configuration: datastore.indexes.*), conditioned on the database.
     "google_firestore_field": "roles/datastore.indexAdmin",
-    # logging.logMetrics.* alone, not roles/logging.configWriter (sinks and exclusions too).
     "google_logging_metric": CUSTOM_ROLE,
-    "google_monitoring_alert_policy": "roles/monitoring.alertPolicyEditor",
-    "google_monitoring_dashboard": "roles/monitoring.dashboardEditor",
-    "google_monitoring_notification_channel": "roles/monitoring.notificationChannelEditor",
-    "google_workflows_workflow": "roles/workflows.editor",
+    "google_monitoring_alert_policy": CUSTOM_ROLE,
+    "google_monitoring_dashboard": CUSTOM_ROLE,
+    "google_monitoring_notification_channel": CUSTOM_ROLE,
+    "google_workflows_workflow": CUSTOM_ROLE,
+}
+# What the custom role holds for each of those: the create, get, update and delete the google provider calls (and
+# getIamPolicy/setIamPolicy for an *_iam_member), the wait on a long-running operation (*.operations.get), each as
+# IAM's "Roles and permissions" page of its service lists it (cloud.google.com/iam/docs/roles-permissions/<service>:
+# cloudfunctions, run, cloudscheduler, cloudtasks, logging, monitoring, workflows).
+CRUD = ("create", "delete", "get", "update")
+PERMISSIONS_FOR_RESOURCE = {
+    "google_cloudfunctions2_function": {
+        *(f"cloudfunctions.functions.{verb}" for verb in CRUD),
+        "cloudfunctions.operations.get",
+    },
+    "google_cloud_run_v2_job": {*(f"run.jobs.{verb}" for verb in CRUD), "run.operations.get"},
+    "google_cloud_run_v2_job_iam_member": {"run.jobs.getIamPolicy", "run.jobs.setIamPolicy"},
+    # paused: jobs.pause and jobs.resume, whose permission is cloudscheduler.jobs.enable.
+    "google_cloud_scheduler_job": {
+        *(f"cloudscheduler.jobs.{verb}" for verb in CRUD),
+        "cloudscheduler.jobs.pause",
+        "cloudscheduler.jobs.enable",
+    },
+    "google_cloud_tasks_queue": {f"cloudtasks.queues.{verb}" for verb in CRUD},
+    "google_cloud_tasks_queue_iam_member": {"cloudtasks.queues.getIamPolicy", "cloudtasks.queues.setIamPolicy"},
+    # logging.logMetrics.* alone, not roles/logging.configWriter (sinks and exclusions too).
+    "google_logging_metric": {f"logging.logMetrics.{verb}" for verb in (*CRUD, "list")},
+    "google_monitoring_alert_policy": {f"monitoring.alertPolicies.{verb}" for verb in CRUD},
+    "google_monitoring_dashboard": {f"monitoring.dashboards.{verb}" for verb in CRUD},
+    "google_monitoring_notification_channel": {f"monitoring.notificationChannels.{verb}" for verb in CRUD},
+    "google_workflows_workflow": {*(f"workflows.workflows.{verb}" for verb in CRUD), "workflows.operations.get"},
 }
 # What the deployer must never hold at project level, each reaching past the bake (issue 26): an HMAC key for any
 # account (storage.hmacKeys.create passes any resource condition: Cloud Storage "Create an HMAC key"), any role to any
@@ -312,6 +339,16 @@ PROJECT_WIDE_ROLES = (
     "roles/serviceusage.serviceUsageAdmin",
     "roles/logging.configWriter",
     "roles/datastore.owner",
+    # The predefined admin and editor roles of the services it deploys to: every service's, job's, function's, queue's
+    # IAM policy, and more than a deploy calls (issue 26; the custom role instead).
+    "roles/run.admin",
+    "roles/cloudfunctions.admin",
+    "roles/cloudscheduler.admin",
+    "roles/cloudtasks.queueAdmin",
+    "roles/monitoring.alertPolicyEditor",
+    "roles/monitoring.dashboardEditor",
+    "roles/monitoring.notificationChannelEditor",
+    "roles/workflows.editor",
 )
 # Made by terraform/bootstrap, not by the deployer: the function's accounts (its local.workload_accounts),
 # on each of which the deployer gets actAs, and no project-wide service-account role (IAM "Configure
@@ -322,8 +359,12 @@ PROJECT_WIDE_ROLES = (
 # Conditions" lists no Artifact Registry attribute).
 # And every type of scheduled-dedup-project (its module "project": the APIs, the source bucket, the project-level
 # grants, the database, Cloud Tasks' audit logs): project_types().
+# And the invoker's grant: not on the function's service (run.services.setIamPolicy, which no condition narrows to one
+# service, would set every service's IAM policy) but roles/run.servicesInvoker on the project, which module "project"
+# makes as the owner (its grants); the root, given project_setup, makes none (test_the_root_runs_as_...).
 MADE_BY_THE_BOOTSTRAP = {
     "google_service_account",
+    "google_cloud_run_v2_service_iam_member",
     "google_artifact_registry_repository",
     "google_artifact_registry_repository_iam_member",
 }
@@ -366,6 +407,16 @@ def roles_needed(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> se
     unknown = types - set(ROLE_FOR_RESOURCE)
     assert not unknown, f"give {unknown} a role here, in terraform/bootstrap's deployer_roles and in the README"
     return {ROLE_FOR_RESOURCE[t] for t in types}
+
+
+def permissions_needed(project: Path, modules: Path = ROOT / baking.MODULES_DIR) -> set[str]:
+    """The custom role's permissions the root's modules need: those of each of their types the custom role serves."""
+    types = {t for t in module_resource_types(project, modules) if ROLE_FOR_RESOURCE.get(t) == CUSTOM_ROLE}
+    return set().union(*(PERMISSIONS_FOR_RESOURCE[t] for t in types))
+
+
+def test_each_type_the_custom_role_serves_has_its_permissions():
+    assert set(PERMISSIONS_FOR_RESOURCE) == {t for t, role in ROLE_FOR_RESOURCE.items() if role == CUSTOM_ROLE}
 
 
 def bootstrap_resources(project: Path, kind: str) -> dict[str, dict]:
@@ -448,6 +499,8 @@ def test_the_root_runs_as_the_bootstraps_accounts_and_makes_none(bake_name, tmp_
     assert not [address for address in planned if ".google_service_account." in address], sorted(planned)
     # Nor anything that needs project-wide rights: the bootstrap's module "project" made it (project_setup).
     assert not [address for address in planned if ".module.project" in address], sorted(planned)
+    # Nor the invoker's grant on the function's service (run.services.setIamPolicy): the owner's, on the project.
+    assert not [address for address in planned if ".google_cloud_run_v2_service_iam_member." in address]
     project_id = answers_of(project)["gcp_project_id"]
     emails = {
         key: f"{account}@{project_id}.iam.gserviceaccount.com"
@@ -521,10 +574,12 @@ def test_a_new_kind_of_resource_in_the_module_needs_its_role(tmp_path):
     granted = granted_rights(project)
     modules = shutil.copytree(ROOT / baking.MODULES_DIR, tmp_path / "modules")
     module = modules / "scheduled-dedup"
+    permissions = set(bootstrap_locals(project)["deployer_permissions"])
     (module / "dashboard.tf").unlink()
-    assert roles_needed(project, modules) == granted - {"roles/monitoring.dashboardEditor"}
-    (module / "dashboard.tf").write_text('resource "google_monitoring_dashboard" "this" {}\n')
     assert roles_needed(project, modules) == granted
+    assert permissions_needed(project, modules) == permissions - PERMISSIONS_FOR_RESOURCE["google_monitoring_dashboard"]
+    (module / "dashboard.tf").write_text('resource "google_monitoring_dashboard" "this" {}\n')
+    assert permissions_needed(project, modules) == permissions
     (module / "topic.tf").write_text('resource "google_pubsub_topic" "this" {}\n')
     with pytest.raises(AssertionError, match="google_pubsub_topic"):
         roles_needed(project, modules)
@@ -551,15 +606,16 @@ def cel_verdict(expression: str, resource: dict) -> bool:
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
 def test_the_deployer_holds_nothing_that_reaches_the_whole_project(bake_name, tmp_path):
     """Issue 26: every project-level role of the deployer is one that the modules' resources need (test above), none
-    of PROJECT_WIDE_ROLES; the one conditioned role names this bake's database; the rest is granted on one resource
-    (the source bucket, the custom role's log-metric permissions, actAs on each account)."""
+    of PROJECT_WIDE_ROLES; the one conditioned role names this bake's database; the custom role holds exactly what
+    the modules' resource types need (PERMISSIONS_FOR_RESOURCE); the rest is granted on one resource (the source
+    bucket, actAs on each account). test_every_grant_of_the_deployer_... checks all of it on the bootstrap's plan."""
     project = bake(tmp_path, **MATRIX[bake_name])
     local = bootstrap_locals(project)
     assert not set(local["deployer_roles"]) & set(PROJECT_WIDE_ROLES), local["deployer_roles"]
     assert "grantable_roles" not in local
-    assert sorted(local["deployer_permissions"]) == [
-        f"logging.logMetrics.{verb}" for verb in ("create", "delete", "get", "list", "update")
-    ]
+    # The custom role: exactly what the modules' resource types need (PERMISSIONS_FOR_RESOURCE), of Cloud Logging the
+    # log-based metrics alone (no sink, no exclusion).
+    assert sorted(local["deployer_permissions"]) == sorted(permissions_needed(project))
     (role,) = local["deployer_conditions"]
     assert role == "roles/datastore.indexAdmin"
     expression = local["deployer_conditions"][role]["expression"].replace("${var.project_id}", "my-project")
@@ -585,6 +641,8 @@ def project_module_call(project: Path) -> dict:
 
 def proxy_grants(target: str) -> dict[str, tuple[str, bool]]:
     """A proxy module's project_grants (its main.tf's locals): key => (role, database), what the root would pass."""
+    if target == "function":
+        return {}
     module = {"cloud_run_job": "scheduled-dedup-cloud-run-job", "workflow": "scheduled-dedup-workflow"}[target]
     text = (ROOT / baking.MODULES_DIR / module / "main.tf").read_text()
     block = re.search(r"^  project_grants = \{\n(.*?)\n  \}$", text, re.M | re.S).group(1)
@@ -599,8 +657,10 @@ def test_the_bootstrap_makes_the_project_grants_the_modules_would(bake_name, tmp
     project = bake(tmp_path, **MATRIX[bake_name])
     call = project_module_call(project)
     target = answers_of(project)["target"]
-    given = {key: (grant["role"], grant["database"]) for key, grant in call.get("grants", {}).items()}
-    assert given == proxy_grants(target)
+    given = {key: (grant["role"], grant["database"]) for key, grant in call["grants"].items()}
+    # And the invoker's, on the project (MADE_BY_THE_BOOTSTRAP says why).
+    assert given == {**proxy_grants(target), "invoker": ("roles/run.servicesInvoker", False)}
+    assert call["grants"]["invoker"]["member"] == '${google_service_account.workload["invoker"].member}'
     expected = "${local.bootstrap_apis}"  # the bootstrap's own; the function's are the module's
     if target == "workflow":
         outputs = (ROOT / baking.MODULES_DIR / "scheduled-dedup-workflow" / "outputs.tf").read_text()
@@ -773,3 +833,185 @@ def test_an_applied_bake_keeps_what_moved_to_the_owner(bake_name, tmp_path):
             for address in core
         )
         assert not moves(main, "removed")
+
+
+# --- every IAM binding of the deployer, as the bootstrap's offline plan makes it (issue 26) ------------------------
+
+# Any IAM grant the google provider makes: additive members, authoritative bindings and whole policies, at any level.
+IAM_GRANT = re.compile(r"^google_\w+_iam_(member|binding|policy)$")
+# Levels above one resource: a grant there reaches everything of the project (or more).
+PROJECT_LEVEL = re.compile(r"^google_project_iam_")
+BEYOND_THE_PROJECT = re.compile(r"^google_(organization|folder|billing_account)_iam_")
+# A condition that names one resource: resource.name equal to one literal, nothing else.
+NAMES_ONE_RESOURCE = re.compile(r"""^resource\.name == (?:'[^'|&]+'|"[^"|&]+")$""")
+
+# What the deployer may hold project-wide without a condition, each for its reason: its custom role's permissions
+# (google_project_iam_custom_role.deployer). None of their services is among those whose resource.name an IAM condition
+# can test (IAM "Resource attributes for IAM Conditions", https://cloud.google.com/iam/docs/conditions-resource-attributes:
+# "Other services and resource types do not recognize resource attributes"; Cloud Logging's cover log buckets and
+# views, not log-based metrics), and a resource's create permission is checked on the project. So each reaches the
+# other bakes' resources of its kind: a stolen deployer may delete them, and change them only as far as it may act as
+# the accounts they run as (actAs, on this bake's accounts alone).
+REASONS = {
+    "google_cloudfunctions2_function": "the function",
+    "google_cloud_scheduler_job": "the Scheduler jobs",
+    "google_cloud_tasks_queue": "the deliveries queue",
+    "google_logging_metric": "the log-based metrics",
+    "google_monitoring_alert_policy": "the alert policies",
+    "google_monitoring_dashboard": "the dashboard",
+    "google_monitoring_notification_channel": "the alert's e-mail channel",
+    "google_cloud_run_v2_job": "the Cloud Run job",
+    "google_workflows_workflow": "the workflow",
+    # setIamPolicy on every queue of the project: the enqueuers' grants must be made on the queue the deploy makes,
+    # after it exists, and no condition can narrow Cloud Tasks to it (granting the enqueuers project-wide instead
+    # would let them queue to every bake's queue).
+    "google_cloud_tasks_queue_iam_member": "the enqueuers' grants on the deliveries queue",
+    # setIamPolicy on every job of the project, for the same reason (the runtime's executor and viewer grants
+    # project-wide would start any job of the project with overrides, as its account).
+    "google_cloud_run_v2_job_iam_member": "the runtime's grants on the Cloud Run job",
+}
+
+
+def unconditioned_allowed(project: Path) -> dict[str, str]:
+    """The allow-list for this bake: each permission the deployer may hold project-wide without a condition => its
+    reason (REASONS, by the resource type it is for)."""
+    return {
+        permission: REASONS[kind]
+        for kind in module_resource_types(project)
+        if ROLE_FOR_RESOURCE.get(kind) == CUSTOM_ROLE
+        for permission in PERMISSIONS_FOR_RESOURCE[kind]
+    }
+
+
+def planned_instances(output: str, run: str) -> dict[str, tuple[str, dict]]:
+    """Every instance one run of `terraform test -verbose` printed: address => (type, attributes)."""
+    text = output.split(f'  run "{run}"... pass\n', 1)[1].split('\n  run "', 1)[0]
+    parts = re.split(r"^# (\S+):\n", text, flags=re.M)
+    found = {}
+    for address, body in zip(parts[1::2], parts[2::2], strict=True):
+        kind = re.search(r'^resource "(\w+)"', body, re.M)
+        if not kind or not (
+            IAM_GRANT.match(kind.group(1))
+            or kind.group(1).startswith("google_service_account")
+            or kind.group(1) == "google_project_iam_custom_role"
+        ):
+            continue
+        ((named,),) = [list(typed.values()) for typed in hcl2.loads(body, serialization_options=HCL)["resource"]]
+        (attributes,) = named.values()
+        found[address] = (kind.group(1), attributes)
+    return found
+
+
+def deployer_grants(output: str) -> tuple[dict[str, tuple[str, str, str]], dict[str, dict]]:
+    """The deployer's grants in the bootstrap's run, address => (where, role, what it is on), and the custom roles.
+    where: "resource" (on one named resource), "conditioned" (project-level, under a condition naming one resource),
+    "project" (project-level, no condition); anything else fails here."""
+    instances = planned_instances(output, "bootstrap")
+    deployer = instances["google_service_account.deployer"][1]
+    identities = {deployer["member"], deployer["email"], f"serviceAccount:{deployer['email']}"}
+    custom = {a["name"]: a for kind, a in instances.values() if kind == "google_project_iam_custom_role"}
+    accounts = {a["name"]: address for address, (kind, a) in instances.items() if kind == "google_service_account"}
+    grants = {}
+    for address, (kind, attributes) in instances.items():
+        if not IAM_GRANT.match(kind):
+            continue
+        members = {attributes.get("member")} | set(attributes.get("members", []))
+        policy = attributes.get("policy_data", "")
+        if not (members & identities or any(identity in policy for identity in identities)):
+            continue
+        assert not BEYOND_THE_PROJECT.match(kind), f"{address}: a grant beyond the project"
+        assert "policy_data" not in attributes, f"{address}: a whole IAM policy naming the deployer"
+        role = attributes["role"]
+        role = f"custom {custom[role]['role_id']}" if role in custom else role
+        if not PROJECT_LEVEL.match(kind):
+            on = accounts.get(attributes.get("service_account_id"), "")
+            on = on or next(str(attributes[k]) for k in ("bucket", "name", "repository") if k in attributes)
+            grants[address] = ("resource", role, f"{kind} {on}")
+        elif attributes.get("condition"):
+            (condition,) = attributes["condition"]
+            assert NAMES_ONE_RESOURCE.match(condition["expression"]), f"{address}: {condition['expression']}"
+            grants[address] = ("conditioned", role, condition["expression"])
+        else:
+            grants[address] = ("project", role, "")
+    return grants, custom
+
+
+def unconditioned_rights(grants: dict, custom: dict) -> set[str]:
+    """What the deployer's project-level grants without a condition hold: roles, and custom roles' permissions."""
+    permissions = {f"custom {role['role_id']}": set(role["permissions"]) for role in custom.values()}
+    return set().union(*(permissions.get(role, {role}) for where, role, _ in grants.values() if where == "project"))
+
+
+def test_every_grant_of_the_deployer_is_on_one_resource_or_named_or_allowed(bootstrap):
+    """Issue 26: the bootstrap's plan (terraform test -verbose, mock provider), every IAM grant of any type whose member
+    is the deployer: on one named resource, project-level under a condition naming one resource, or project-level
+    and unconditioned with exactly the rights unconditioned_allowed lists (each for its reason). A grant of any other
+    kind, or a right more or less, fails."""
+    result = run_tf(bootstrap, "test", "-verbose")
+    assert result.returncode == 0, output_of(result)
+    grants, custom = deployer_grants(result.stdout)
+    project = bootstrap.parent.parent
+    answers, local = answers_of(project), bootstrap_locals(project)
+    allowed = unconditioned_allowed(project)
+    assert set(REASONS) == set(PERMISSIONS_FOR_RESOURCE)
+    rights = unconditioned_rights(grants, custom)
+    assert rights == set(allowed), {"not allowed": rights - set(allowed), "allowed, not held": set(allowed) - rights}
+    # On one resource: the state bucket (its prefix), the source bucket, the image repository (read), and each of the
+    # bake's accounts (actAs).
+    on_resources = sorted(on for where, _, on in grants.values() if where == "resource")
+    assert on_resources == sorted(
+        [
+            f"google_storage_bucket_iam_member {answers['state_bucket']}",
+            f"google_storage_bucket_iam_member {answers['gcp_project_id']}-{answers['project_slug']}-src",
+            f"google_artifact_registry_repository_iam_member {answers['project_slug']}-images",
+            *(
+                f'google_service_account_iam_member google_service_account.workload["{key}"]'
+                for key in local["workload_accounts"]
+            ),
+        ]
+    ), on_resources
+    # Under a condition naming one resource: the TTL policy's index admin, on this bake's database.
+    assert [(role, on) for where, role, on in grants.values() if where == "conditioned"] == [
+        (
+            "roles/datastore.indexAdmin",
+            f"resource.name == 'projects/{answers['gcp_project_id']}/databases/{local['database']}'",
+        )
+    ], grants
+
+
+def test_a_project_grant_to_the_deployer_outside_the_list_fails(bootstrap, tmp_path):
+    """A separate google_project_iam_member for the deployer (here roles/run.developer, unconditioned), one under a
+    condition that names no one resource, or an authoritative binding naming it: each refused."""
+    shutil.copytree(bootstrap.parent.parent, tmp_path / "project", symlinks=True)
+    copy = tmp_path / "project" / "terraform" / "bootstrap"
+    grant = (
+        'resource "google_project_iam_member" "extra" {\n  project = var.project_id\n'
+        '  role    = "roles/run.developer"\n  member  = google_service_account.deployer.member\n'
+    )
+    extras = {
+        "member": grant + "}\n",
+        "condition": grant + '  condition {\n    title      = "any"\n'
+        "    expression = \"resource.name.startsWith('projects/')\"\n  }\n}\n",
+    }
+    outputs, failures = {}, {}
+    for name, extra in extras.items():
+        (copy / "extra.tf").write_text(extra)
+        result = run_tf(copy, "test", "-verbose")
+        assert result.returncode == 0, output_of(result)
+        outputs[name] = result.stdout
+    # The stand-in's schema has no google_project_iam_binding: the plan's text as the provider would print one.
+    member = planned_instances(outputs["member"], "bootstrap")["google_service_account.deployer"][1]["member"]
+    binding = (
+        '# google_project_iam_binding.extra:\nresource "google_project_iam_binding" "extra" {\n'
+        f'    members = [\n        "{member}",\n    ]\n    project = "p"\n    role    = "roles/run.developer"\n}}\n\n'
+    )
+    extra = re.compile(r"^# google_project_iam_member\.extra:\n.*?\n}\n\n", re.M | re.S)
+    outputs["binding"] = extra.sub(lambda _: binding, outputs["member"], count=1)
+    assert "google_project_iam_member.extra" not in outputs["binding"].split('  run "bucket_made_elsewhere"')[0]
+    for name, output in outputs.items():
+        with pytest.raises(AssertionError) as caught:
+            grants, custom = deployer_grants(output)
+            assert unconditioned_rights(grants, custom) <= set(unconditioned_allowed(tmp_path / "project"))
+        failures[name] = str(caught.value)
+    assert "roles/run.developer" in failures["member"] and "roles/run.developer" in failures["binding"], failures
+    assert "startsWith" in failures["condition"], failures

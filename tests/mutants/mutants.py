@@ -2099,12 +2099,8 @@ MUTANTS = [
     Mutant(
         "bootstrap-deployer-acts-as-every-account",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        (
-            '    "roles/datastore.indexAdmin",\n'
-            '    "roles/iam.serviceAccountUser",\n'
-            '    "roles/monitoring.alertPolicyEditor",\n'
-        ),
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        ('    "roles/datastore.indexAdmin",\n    "roles/iam.serviceAccountUser",\n  ]\n'),
         "the deployer holds no project-wide service-account role: actAs is granted on each of the bake's accounts",
         ("tests/test_bootstrap.py", "-k", "acts_as_exactly and cloud-run-job"),
     ),
@@ -3824,48 +3820,40 @@ MUTANTS = [
     Mutant(
         "i26-deployer-storage-admin-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        '    "roles/datastore.indexAdmin",\n    "roles/storage.admin",\n    "roles/monitoring.alertPolicyEditor",\n',
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/storage.admin",\n  ]\n',
         "the deployer holds no storage.admin: its storage.hmacKeys.create passes any condition",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-service-usage-admin-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        (
-            '    "roles/datastore.indexAdmin",\n'
-            '    "roles/serviceusage.serviceUsageAdmin",\n'
-            '    "roles/monitoring.alertPolicyEditor",\n'
-        ),
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        ('    "roles/datastore.indexAdmin",\n    "roles/serviceusage.serviceUsageAdmin",\n  ]\n'),
         "the deployer enables no API: the owner's bootstrap does",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-config-writer-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        (
-            '    "roles/datastore.indexAdmin",\n'
-            '    "roles/logging.configWriter",\n'
-            '    "roles/monitoring.alertPolicyEditor",\n'
-        ),
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        ('    "roles/datastore.indexAdmin",\n    "roles/logging.configWriter",\n  ]\n'),
         "the deployer holds no logging.configWriter (sinks, exclusions): a custom role of logging.logMetrics.*",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-datastore-owner-back",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "roles/datastore.indexAdmin",\n    "roles/monitoring.alertPolicyEditor",\n',
-        '    "roles/datastore.indexAdmin",\n    "roles/datastore.owner",\n    "roles/monitoring.alertPolicyEditor",\n',
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/datastore.owner",\n  ]\n',
         "the deployer holds no datastore.owner: index admin on its one database",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
     Mutant(
         "i26-deployer-custom-role-writes-sinks",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
-        '    "logging.logMetrics.update",\n  ]',
-        '    "logging.logMetrics.update",\n    "logging.sinks.create",\n  ]',
+        '    "logging.logMetrics.update",\n',
+        '    "logging.logMetrics.update",\n    "logging.sinks.create",\n',
         "the deployer's custom role holds the log-based metrics' permissions alone",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
@@ -4012,5 +4000,65 @@ MUTANTS = [
         "# a replay asks",
         "a replay walks no cron: the fire time of a schedule time is computed once per instance",
         handler("test_a_replay_does_not_walk_the_cron_again"),
+    ),
+    # Issue 26: every grant of the deployer is on one resource, names one, or is on the list with its reason.
+    Mutant(
+        "i26-deployer-extra-project-grant",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "# Any workflow run of the repository (by its id) may plan as the planner.\n",
+        'resource "google_project_iam_member" "deployer_extra" {\n  project = var.project_id\n'
+        '  role    = "roles/run.developer"\n  member  = google_service_account.deployer.member\n}\n\n'
+        "# Any workflow run of the repository (by its id) may plan as the planner.\n",
+        "the deployer holds nothing project-wide beyond the listed rights: a separate project grant is refused",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-run-admin-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/run.admin",\n  ]\n',
+        "the deployer holds no predefined admin role of the services it deploys to: its custom role's permissions",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-custom-role-sets-functions-iam",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "cloudfunctions.functions.update",\n',
+        '    "cloudfunctions.functions.update",\n    "cloudfunctions.functions.setIamPolicy",\n',
+        "the deployer's custom role holds what the modules' resource types need, no other setIamPolicy",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-sets-every-services-iam-again",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "monitoring.notificationChannels.update",\n',
+        '    "monitoring.notificationChannels.update",\n    "run.services.setIamPolicy",\n',
+        "the deployer sets no Cloud Run service's IAM policy: the owner grants the invoker on the project",
+        ("tests/test_bootstrap.py", "-k", "every_grant_of_the_deployer and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-team-root-grants-the-invoker-on-the-service",
+        "terraform/modules/scheduled-dedup/iam.tf",
+        'resource "google_cloud_run_v2_service_iam_member" "invoker" {\n  count = local.makes_project ? 1 : 0\n',
+        'resource "google_cloud_run_v2_service_iam_member" "invoker" {\n  count = 1\n',
+        "a team bake's root makes no grant on the function's service (its deployer holds no run.services.setIamPolicy)",
+        ("tests/test_bootstrap.py", "-k", "root_runs_as and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-bootstrap-forgets-the-invoker-grant",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    invoker = { role = "roles/run.servicesInvoker", '
+        'member = google_service_account.workload["invoker"].member, database = false }\n    job     =',
+        "    job =",
+        "the owner's bootstrap grants the invoker roles/run.servicesInvoker on the project",
+        ("tests/test_bootstrap.py", "-k", "makes_the_project_grants and cloud-run-job"),
+    ),
+    Mutant(
+        "i26-deployer-scheduler-admin-back",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        '    "roles/datastore.indexAdmin",\n  ]\n',
+        '    "roles/datastore.indexAdmin",\n    "roles/cloudscheduler.admin",\n  ]\n',
+        "the deployer holds no predefined admin role of a service it deploys to (a removed right that comes back)",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
     ),
 ]

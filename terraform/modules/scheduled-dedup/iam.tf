@@ -5,7 +5,8 @@
 # Who holds what:
 #   <slug>-run      the function's runtime identity: roles/datastore.user on the one Firestore database
 #                   (a proxy target's module grants it the one role that starts its target)
-#   <slug>-invoker  Cloud Scheduler's OIDC identity: roles/run.invoker on the function's Cloud Run service
+#   <slug>-invoker  Cloud Scheduler's OIDC identity: roles/run.invoker on the function's Cloud Run service (with
+#                   var.project_setup, roles/run.servicesInvoker on the project, the owner's: see the grant below)
 #                   and roles/cloudtasks.enqueuer on the deliveries queue when a job has catch_up
 #   <slug>-invoker  also the OIDC identity of every task the deliveries queue sends (tasks.tf)
 #   var.task_queue.enqueuers  roles/cloudtasks.enqueuer on the deliveries queue: re-runs and backfills
@@ -97,7 +98,15 @@ resource "time_sleep" "grants" {
 # when that service changes (a re-created function gets a new service whose IAM policy starts
 # empty): triggering on the whole function would re-create the grant on every deploy, and
 # deliveries during the gap would get 403.
+# Not with var.project_setup: granting on the service takes run.services.setIamPolicy, which no IAM condition can
+# narrow to one service (Cloud Run is not among the services whose resource.name a condition can test: IAM "Resource
+# attributes for IAM Conditions"), so a team bake's CI deployer would set the IAM policy of every service of the
+# project. The owner's bootstrap grants the invoker roles/run.servicesInvoker on the project instead (invoke services,
+# no jobs: IAM "Cloud Run roles and permissions"), once, before the function exists: only who may act as the invoker
+# (the deployer, on this bake's accounts alone, and the owners) can aim its tokens at another service.
 resource "google_cloud_run_v2_service_iam_member" "invoker" {
+  count = local.makes_project ? 1 : 0
+
   project  = var.project_id
   location = var.region
   name     = google_cloudfunctions2_function.this.service_config[0].service
@@ -116,10 +125,11 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
 resource "time_sleep" "invoker" {
   create_duration = "${var.waits.iam_seconds}s"
 
-  triggers = {
-    service = google_cloud_run_v2_service_iam_member.invoker.name
-    member  = google_cloud_run_v2_service_iam_member.invoker.member
-  }
+  # The owner's project-level grant was made long before (var.project_setup): one wait, never again.
+  triggers = local.makes_project ? {
+    service = google_cloud_run_v2_service_iam_member.invoker[0].name
+    member  = google_cloud_run_v2_service_iam_member.invoker[0].member
+  } : { grant = "made on the project by its owner" }
 
   depends_on = [google_cloud_run_v2_service_iam_member.invoker]
 }
@@ -146,6 +156,13 @@ resource "google_cloud_tasks_queue_iam_member" "runtime_catch_up" {
   name     = google_cloud_tasks_queue.deliveries.name
   role     = "roles/cloudtasks.enqueuer"
   member   = local.account_members.runtime
+}
+
+# The invoker's grant was a single resource before a team bake's owner made it on the project: an applied project
+# keeps it (a team bake's: README, "Upgrading a team bake").
+moved {
+  from = google_cloud_run_v2_service_iam_member.invoker
+  to   = google_cloud_run_v2_service_iam_member.invoker[0]
 }
 
 # The accounts were single resources before they became optional: an applied project keeps them.

@@ -222,7 +222,7 @@ run "baked_values" {
   assert {
     condition = toset(concat(
       [for m in values(module.project[0].iam_members) : m.role if m.member == "serviceAccount:${google_service_account.runtime[0].email}"],
-      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.runtime[0].member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker[0]] : m.role if m.member == google_service_account.runtime[0].member],
     )) == toset(["roles/datastore.user"])
     error_message = "The runtime account must hold exactly roles/datastore.user (a proxy target's module adds the one role that starts its target)."
   }
@@ -230,13 +230,13 @@ run "baked_values" {
   assert {
     condition = toset(concat(
       [for m in values(module.project[0].iam_members) : m.role if m.member == "serviceAccount:${google_service_account.invoker[0].email}"],
-      [for m in [google_cloud_run_v2_service_iam_member.invoker] : m.role if m.member == google_service_account.invoker[0].member],
+      [for m in [google_cloud_run_v2_service_iam_member.invoker[0]] : m.role if m.member == google_service_account.invoker[0].member],
     )) == toset(["roles/run.invoker"])
     error_message = "The invoker account must hold exactly roles/run.invoker."
   }
 
   assert {
-    condition     = google_cloud_run_v2_service_iam_member.invoker.name == google_cloudfunctions2_function.this.service_config[0].service
+    condition     = google_cloud_run_v2_service_iam_member.invoker[0].name == google_cloudfunctions2_function.this.service_config[0].service
     error_message = "roles/run.invoker must be granted on the function's own Cloud Run service, not the project."
   }
 
@@ -249,7 +249,7 @@ run "baked_values" {
     condition = alltrue([
       for member in concat(
         [for m in values(module.project[0].iam_members) : m.member],
-        [google_cloud_run_v2_service_iam_member.invoker.member],
+        [google_cloud_run_v2_service_iam_member.invoker[0].member],
       ) : !contains(["allUsers", "allAuthenticatedUsers"], member)
     ])
     error_message = "No IAM grant may go to allUsers or allAuthenticatedUsers."
@@ -282,7 +282,7 @@ run "baked_values" {
     condition = toset([for m in values(module.project[0].iam_members) : m.role if m.member == "serviceAccount:${google_service_account.build[0].email}"]) == toset(["roles/logging.logWriter", "roles/storage.objectViewer"]) && alltrue([
       for member in concat(
         [module.project[0].iam_members["runtime"].member],
-        [google_cloud_run_v2_service_iam_member.invoker.member],
+        [google_cloud_run_v2_service_iam_member.invoker[0].member],
       ) : !contains([google_service_account.build[0].member, "serviceAccount:${google_service_account.build[0].email}"], member)
     ])
     error_message = "The build account must hold exactly roles/logging.logWriter and roles/storage.objectViewer on the project (artifactregistry.writer on the image repository only)."

@@ -12,18 +12,16 @@ locals {
   repository   = "{{ cookiecutter.repository }}"
   state_bucket = "{{ cookiecutter.state_bucket }}"
 
-  # The roles `terraform apply` of ../ needs, and nothing more: one per kind of resource the modules
-  # make there (the README's "What the deployer may do" lists the same, with what each is for; the template's
-  # tests/test_bootstrap.py keeps the two, and the modules' resource types, in step).
-  # Roles: https://cloud.google.com/iam/docs/understanding-roles
+  # What `terraform apply` of ../ needs, and nothing more, for each kind of resource the modules make there (the
+  # README's "What the deployer may do" lists the same; the template's tests/test_bootstrap.py keeps the two, and the
+  # modules' resource types, in step, and lists every grant of the deployer in this root's plan).
   # None that reaches the whole project: what needs that (the APIs, the source bucket, the project-level
   # grants, the database, the audit configuration) is module "project"'s, below, applied by the owner. So no
   # roles/serviceusage.serviceUsageAdmin (it would enable any API, Compute's default editor account with it),
   # no roles/resourcemanager.projectIamAdmin (even conditioned on the roles, it grants them to any principal),
   # no roles/storage.admin (its project-level storage.hmacKeys.create passes any resource condition: an HMAC
   # key for an account that reads every bucket, Cloud Storage "Create an HMAC key"), no
-  # roles/logging.configWriter (sinks and exclusions: every log routed out, or the Data Access logs hidden; the
-  # deployer's custom role below holds the log-based metrics' permissions alone).
+  # roles/logging.configWriter (sinks and exclusions: every log routed out, or the Data Access logs hidden).
   # roles/datastore.indexAdmin (the TTL policy: google_firestore_field, a field's configuration, which the index
   # permissions govern: Firestore "Security for server client libraries", cloud.google.com/firestore/docs/security/iam:
   # indexAdmin "create, modify, delete, list, or view indexes") only under a condition naming this bake's database
@@ -32,35 +30,78 @@ locals {
   # No Artifact Registry role either: the bootstrap makes the image repository (module "images"),
   # as roles/artifactregistry.admin, which creates repositories and sets their IAM policies, cannot
   # be narrowed to one repository (Artifact Registry is not among the services whose resource.name
-  # an IAM condition can test: IAM "Resource attributes for IAM Conditions"). What a deploy reads of
-  # the repository, roles/cloudfunctions.admin holds (artifactregistry.repositories.get and the
-  # image reads: IAM "Cloud Run functions roles and permissions").
-  # Left as predefined roles that reach other bakes' resources of their kind: roles/run.admin
-  # (run.services.setIamPolicy, for the invoker's grant on the function's service: Cloud Run is not among
-  # the services whose resource.name an IAM condition can test), roles/cloudfunctions.admin,
-  # roles/cloudscheduler.admin, roles/cloudtasks.queueAdmin and the Monitoring editors.
+  # an IAM condition can test: IAM "Resource attributes for IAM Conditions"); what a deploy reads of it,
+  # roles/artifactregistry.reader on that one repository (deployer_reads_images).
   deployer_roles = [
-    "roles/cloudfunctions.admin",
-    "roles/cloudscheduler.admin",
-    "roles/cloudtasks.queueAdmin",
     "roles/datastore.indexAdmin",
-    "roles/monitoring.alertPolicyEditor",
-    "roles/monitoring.dashboardEditor",
-    "roles/monitoring.notificationChannelEditor",
-    "roles/run.admin",
-{%- if cookiecutter.target == "workflow" %}
-    "roles/workflows.editor",
-{%- endif %}
   ]
 
-  # The deployer's custom role: the log-based metrics (google_logging_metric), and nothing else of Cloud
-  # Logging's configuration (IAM "Logging roles and permissions": logging.logMetrics.*).
+  # The rest, a custom role (google_project_iam_custom_role.deployer) instead of the predefined admin and editor
+  # roles, which hold far more (run.admin: every Cloud Run service's and job's IAM policy; cloudfunctions.admin:
+  # every function's): the create, get, update and delete the google provider calls for each resource type, and the
+  # wait on its long-running operations. Project-wide all the same: Cloud Functions, Cloud Run, Cloud Scheduler,
+  # Cloud Tasks, Monitoring{% if cookiecutter.target == "workflow" %}, Workflows{% endif %} and Cloud Logging's metrics are not among the services whose resource.name an
+  # IAM condition can test (IAM "Resource attributes for IAM Conditions"), and a resource's create permission is
+  # checked on the project. Each permission as IAM's "Roles and permissions" page of its service lists it
+  # (cloud.google.com/iam/docs/roles-permissions/<service>) under the predefined role it replaces.
   deployer_permissions = [
+    # The function (google_cloudfunctions2_function; Cloud Functions v2 API; roles/cloudfunctions.developer's).
+    "cloudfunctions.functions.create",
+    "cloudfunctions.functions.delete",
+    "cloudfunctions.functions.get",
+    "cloudfunctions.functions.update",
+    "cloudfunctions.operations.get",
+    # The Scheduler jobs (google_cloud_scheduler_job): pause and resume (enable) for a job's `paused`.
+    "cloudscheduler.jobs.create",
+    "cloudscheduler.jobs.delete",
+    "cloudscheduler.jobs.enable",
+    "cloudscheduler.jobs.get",
+    "cloudscheduler.jobs.pause",
+    "cloudscheduler.jobs.update",
+    # The deliveries queue (google_cloud_tasks_queue) and its enqueuers (google_cloud_tasks_queue_iam_member).
+    "cloudtasks.queues.create",
+    "cloudtasks.queues.delete",
+    "cloudtasks.queues.get",
+    "cloudtasks.queues.getIamPolicy",
+    "cloudtasks.queues.setIamPolicy",
+    "cloudtasks.queues.update",
+    # The log-based metrics (google_logging_metric), and nothing else of Cloud Logging's configuration.
     "logging.logMetrics.create",
     "logging.logMetrics.delete",
     "logging.logMetrics.get",
     "logging.logMetrics.list",
     "logging.logMetrics.update",
+    # The alert policies, the dashboard, the e-mail channel (google_monitoring_*).
+    "monitoring.alertPolicies.create",
+    "monitoring.alertPolicies.delete",
+    "monitoring.alertPolicies.get",
+    "monitoring.alertPolicies.update",
+    "monitoring.dashboards.create",
+    "monitoring.dashboards.delete",
+    "monitoring.dashboards.get",
+    "monitoring.dashboards.update",
+    "monitoring.notificationChannels.create",
+    "monitoring.notificationChannels.delete",
+    "monitoring.notificationChannels.get",
+    "monitoring.notificationChannels.update",
+{%- if cookiecutter.target == "cloud_run_job" %}
+    # The Cloud Run job (google_cloud_run_v2_job) and the runtime's grants on it (google_cloud_run_v2_job_iam_member).
+    "run.jobs.create",
+    "run.jobs.delete",
+    "run.jobs.get",
+    "run.jobs.getIamPolicy",
+    "run.jobs.setIamPolicy",
+    "run.jobs.update",
+    "run.operations.get",
+{%- endif %}
+{%- if cookiecutter.target == "workflow" %}
+    # The workflow (google_workflows_workflow).
+    "workflows.operations.get",
+    "workflows.workflows.create",
+    "workflows.workflows.delete",
+    "workflows.workflows.get",
+    "workflows.workflows.update",
+{%- endif %}
   ]
 
   # The accounts the function, its Scheduler jobs{% if cookiecutter.target == "cloud_run_job" %} and its Cloud Run job{% elif cookiecutter.target == "workflow" %} and its workflow{% endif %} run or sign as (the ids
@@ -352,20 +393,24 @@ module "project" {
     runtime = google_service_account.workload["runtime"].email
     build   = google_service_account.workload["build"].email
   }
-{%- if cookiecutter.target in ("cloud_run_job", "workflow") %}
-  # The {{ cookiecutter.target }} module's project_grants output, for the bootstrap's accounts (the template's
-  # tests/test_bootstrap.py compares the roles).
+  # The invoker's roles/run.servicesInvoker on the project, not a grant on the function's service that the deployer would
+  # make with run.services.setIamPolicy on every service (the scheduled-dedup module's invoker grant says why){% if cookiecutter.target != "function" %};
+  # the {{ cookiecutter.target }} module's project_grants output, for the bootstrap's accounts (the template's
+  # tests/test_bootstrap.py compares the roles){% endif %}.
   grants = {
 {%- if cookiecutter.target == "cloud_run_job" %}
-    job = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
-{%- else %}
+    invoker = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
+    job     = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
+{%- elif cookiecutter.target == "workflow" %}
+    invoker                    = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
     workflow                   = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
     workflow_log_writer        = { role = "roles/logging.logWriter", member = google_service_account.workload["target"].member, database = false }
     workflow_executions_viewer = { role = "roles/workflows.viewer", member = google_service_account.workload["target"].member, database = false }
     runtime_invoker            = { role = "roles/workflows.invoker", member = google_service_account.workload["runtime"].member, database = false }
+{%- else %}
+    invoker = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
 {%- endif %}
   }
-{%- endif %}
 }
 
 # The deployer writes the function's source zips to the one source bucket module "project" made (a grant on the
@@ -377,12 +422,12 @@ resource "google_storage_bucket_iam_member" "source_deployer" {
   member = google_service_account.deployer.member
 }
 
-# The log-based metrics' permissions alone (local.deployer_permissions), instead of roles/logging.configWriter.
+# What a deploy of ../ calls (local.deployer_permissions), instead of the predefined admin and editor roles.
 resource "google_project_iam_custom_role" "deployer" {
   project     = var.project_id
   role_id     = "{{ cookiecutter.project_slug | replace("-", "_") }}_deployer"
-  title       = "{{ cookiecutter.project_slug }} CI deployer: log-based metrics"
-  description = "The log-based metrics terraform/ of {{ cookiecutter.project_slug }} makes; no sink, exclusion or other logging configuration."
+  title       = "{{ cookiecutter.project_slug }} CI deployer"
+  description = "What terraform/ of {{ cookiecutter.project_slug }} makes: create, get, update, delete; no sink, exclusion or other logging configuration."
   permissions = local.deployer_permissions
 
   depends_on = [terraform_data.apis]
@@ -392,6 +437,17 @@ resource "google_project_iam_member" "deployer_custom" {
   project = var.project_id
   role    = google_project_iam_custom_role.deployer.name
   member  = google_service_account.deployer.member
+}
+
+# The function's deploy reads the image repository it pushes to (build_config.docker_repository): on that one
+# repository (IAM "Artifact Registry roles and permissions": reader gets repositories and downloads artifacts), not
+# the project's every repository.
+resource "google_artifact_registry_repository_iam_member" "deployer_reads_images" {
+  project    = var.project_id
+  location   = var.region
+  repository = module.images.repository_id
+  role       = "roles/artifactregistry.reader"
+  member     = google_service_account.deployer.member
 }
 
 # A bake applied before these left ../main.tf keeps them: ../main.tf forgets them (its removed blocks), and this root,
@@ -413,9 +469,11 @@ locals {
       "database" = { to = "database", key = "", id = "projects/${var.project_id}/databases/${local.database}" }
     } : {},
     {
+      # The invoker's project-level grant is new (the service-level one it replaces stays with the service): made,
+      # not imported.
       for key, grant in module.project.grants : "grant ${key}" => {
         to = grant.database ? "database_grants" : "grants", key = key, id = join(" ", compact([var.project_id, grant.role, grant.member, grant.database ? "{{ cookiecutter.project_slug }}-${key}-firestore-db" : ""]))
-      }
+      } if key != "invoker"
     },
   ) : {}
 }

@@ -70,8 +70,8 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = length(setintersection(keys(google_project_iam_member.deployer), ["roles/storage.admin", "roles/resourcemanager.projectIamAdmin", "roles/serviceusage.serviceUsageAdmin", "roles/logging.configWriter", "roles/datastore.owner", "roles/owner", "roles/editor"])) == 0
-    error_message = "The deployer holds no role that reaches the whole project: storage.admin, projectIamAdmin, serviceUsageAdmin, logging.configWriter, datastore.owner."
+    condition     = length(setintersection(keys(google_project_iam_member.deployer), ["roles/storage.admin", "roles/resourcemanager.projectIamAdmin", "roles/serviceusage.serviceUsageAdmin", "roles/logging.configWriter", "roles/datastore.owner", "roles/owner", "roles/editor", "roles/run.admin", "roles/cloudfunctions.admin", "roles/cloudscheduler.admin", "roles/cloudtasks.queueAdmin", "roles/monitoring.alertPolicyEditor", "roles/monitoring.dashboardEditor", "roles/monitoring.notificationChannelEditor", "roles/workflows.editor"])) == 0
+    error_message = "The deployer holds no role that reaches the whole project: storage.admin, projectIamAdmin, serviceUsageAdmin, logging.configWriter, datastore.owner, nor the predefined admin and editor roles of the services it deploys to."
   }
 
   assert {
@@ -85,8 +85,23 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = google_project_iam_member.deployer_custom.role == google_project_iam_custom_role.deployer.name && toset(google_project_iam_custom_role.deployer.permissions) == toset(["logging.logMetrics.create", "logging.logMetrics.delete", "logging.logMetrics.get", "logging.logMetrics.list", "logging.logMetrics.update"])
-    error_message = "The deployer's custom role holds the log-based metrics' permissions alone (no sinks, no exclusions)."
+    condition     = google_project_iam_member.deployer_custom.role == google_project_iam_custom_role.deployer.name && length([for permission in google_project_iam_custom_role.deployer.permissions : permission if startswith(permission, "logging.") && !startswith(permission, "logging.logMetrics.")]) == 0
+    error_message = "The deployer's custom role holds the log-based metrics' permissions of Cloud Logging alone (no sinks, no exclusions)."
+  }
+
+  assert {
+    condition     = toset([for permission in google_project_iam_custom_role.deployer.permissions : permission if endswith(permission, ".setIamPolicy")]) == toset([{% if cookiecutter.target == "cloud_run_job" %}"run.jobs.setIamPolicy", {% endif %}"cloudtasks.queues.setIamPolicy"])
+    error_message = "The deployer's custom role sets no IAM policy but those of the kinds of resources the deploy grants on: no Cloud Run service's."
+  }
+
+  assert {
+    condition     = module.project.iam_members["invoker"].role == "roles/run.servicesInvoker" && module.project.iam_members["invoker"].member == google_service_account.workload["invoker"].member && length(module.project.iam_members["invoker"].condition) == 0
+    error_message = "The owner grants the invoker roles/run.servicesInvoker on the project, so the deployer sets no service's IAM policy."
+  }
+
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.deployer_reads_images.repository == module.images.repository_id && google_artifact_registry_repository_iam_member.deployer_reads_images.role == "roles/artifactregistry.reader"
+    error_message = "The deployer reads the one image repository the function pushes to, granted on that repository."
   }
 
   assert {
