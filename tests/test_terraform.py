@@ -600,7 +600,9 @@ def test_one_definition_of_the_image_repository_and_its_cleanup_policies():
     defining = {
         path.relative_to(ROOT).as_posix()
         for path in terraform_files
-        if re.search(r"cleanup_policies|older_than|keep_count|resource \"google_artifact_registry", path.read_text())
+        if re.search(
+            r"cleanup_policies|older_than|keep_count|resource \"google_artifact_registry_repository\"", path.read_text()
+        )
     }
     assert defining == {"terraform/modules/image-repository/main.tf"}
     bootstrap = "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf"

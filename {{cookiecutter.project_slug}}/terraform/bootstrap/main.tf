@@ -453,7 +453,9 @@ resource "google_artifact_registry_repository_iam_member" "deployer_reads_images
 # A bake applied before these left ../main.tf keeps them: ../main.tf forgets them (its removed blocks), and this root,
 # applied once with adopt_existing = true (README, "Upgrading a team bake"), imports them, each where module
 # "project" makes it. Import ids: the google provider's pages of each resource ("Import"); a project-level grant is
-# "<project> <role> <member>", with its condition's title after a space when it has one. The build account's
+# "<project> <role> <member>", with its condition's title after a space when it has one (the provider parses
+# "resource_name role member [condition_title]": hashicorp/terraform-provider-google, tpgiamresource/iam.go,
+# iamMemberImport; the titles are module "project"'s, "<slug>-<key>-firestore-db"). The build account's
 # storage grant is imported as it was (no condition) and replaced by the conditioned one in the same apply.
 locals {
   # The APIs apart: what the accounts below wait for must not wait for the accounts (a cycle).

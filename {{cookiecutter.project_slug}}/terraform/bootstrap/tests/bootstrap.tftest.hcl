@@ -90,7 +90,7 @@ run "bootstrap" {
   }
 
   assert {
-    condition     = toset([for permission in google_project_iam_custom_role.deployer.permissions : permission if endswith(permission, ".setIamPolicy")]) == toset([{% if cookiecutter.target == "cloud_run_job" %}"run.jobs.setIamPolicy", {% endif %}"cloudtasks.queues.setIamPolicy"])
+    condition     = toset([for permission in google_project_iam_custom_role.deployer.permissions : permission if endswith(permission, ".setIamPolicy")]) == toset([{% include "_targets/" ~ cookiecutter.target ~ "/_parts/bootstrap_sets_iam.hcl" ignore missing %}"cloudtasks.queues.setIamPolicy"])
     error_message = "The deployer's custom role sets no IAM policy but those of the kinds of resources the deploy grants on: no Cloud Run service's."
   }
 
