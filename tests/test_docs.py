@@ -76,8 +76,15 @@ def github_anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
+# A baked page's per-target text sits in the overlays' parts it includes by the target's name (hooks/baking.py, PARTS):
+# a link into the template's page may point at a heading of any target's part.
+INCLUDE = re.compile(r'\{%-? include "_targets/" ~ cookiecutter\.target ~ "/_parts/([^"]+)"')
+
+
 def anchors(page: Path) -> set[str]:
-    text = MERMAID_BLOCK.sub("", page.read_text())
+    text = page.read_text()
+    parts = [part for name in INCLUDE.findall(text) for part in TEMPLATE_PROJECT.glob(f"_targets/*/_parts/{name}")]
+    text = MERMAID_BLOCK.sub("", "\n".join([text, *(part.read_text() for part in sorted(parts))]))
     text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
     return {github_anchor(m[1]) for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)}
 

@@ -733,7 +733,6 @@ TARGET_BRANCHES_LEFT = {
     # Issue 28's remaining work: the per-target sections of the README and docs into each overlay's _parts (included
     # by the target's name, as requirements.txt, the root test, cost.md and schedules-and-manual-runs.md do).
     "README.md",
-    "docs/operations.md",
 }
 
 

@@ -2615,7 +2615,7 @@ MUTANTS = [
     ),
     Mutant(
         "s6pd-crj-logs-omit-task-index",
-        "{{cookiecutter.project_slug}}/docs/operations.md",
+        "{{cookiecutter.project_slug}}/_targets/cloud_run_job/_parts/operations-log-lines.md",
         "carry `run_id`, `execution`, `task_index` and `attempt` (the task's attempt)",
         "carry `run_id`, `execution` and `attempt` (the task's attempt)",
         "the cloud_run_job operations.md names every field its job's log lines carry (TaskFields)",
@@ -2623,7 +2623,7 @@ MUTANTS = [
     ),
     Mutant(
         "s6pd-workflow-redo-names-the-run-record",
-        "{{cookiecutter.project_slug}}/docs/operations.md",
+        "{{cookiecutter.project_slug}}/_targets/workflow/_parts/operations-redo.md",
         "`{{ cookiecutter.firestore_collection }}_workflow/<run_id>`, then `runs.py rerun`.",
         "`{{ cookiecutter.firestore_collection }}/<run_id>`, then `runs.py rerun`.",
         "the workflow's redo recipe deletes the guard workflow.yaml creates (<collection>_workflow), not a record",
