@@ -2575,7 +2575,7 @@ MUTANTS = [
     # --- session 6: proxy docs (branch s6proxydocs) ---
     Mutant(
         "s6pd-crj-readme-never-sets-job-image",
-        "{{cookiecutter.project_slug}}/README.md",
+        "{{cookiecutter.project_slug}}/_targets/cloud_run_job/_parts/readme-deploy-steps.md",
         'and set `job_image = "<that image>"` in `terraform/terraform.tfvars`',
         "and pass it to the apply",
         "the cloud_run_job README says to set job_image (variables.tf requires it) in terraform/terraform.tfvars",
@@ -2583,7 +2583,7 @@ MUTANTS = [
     ),
     Mutant(
         "s6pd-proxy-fire-promises-processed-then-duplicate",
-        "{{cookiecutter.project_slug}}/README.md",
+        "{{cookiecutter.project_slug}}/_targets/cloud_run_job/_parts/readme-make-fire.md",
         "# in another shell: one delivery; a proxy starts nothing here: 500 retryable_failure,",
         "# in another shell: one delivery; twice: processed, then duplicate,",
         "a proxy README says make fire answers 500 retryable_failure locally, naming job.py's PROXY_* variable",
@@ -2592,7 +2592,7 @@ MUTANTS = [
     Mutant(
         "s6pd-proxy-readme-cites-job-work",
         "{{cookiecutter.project_slug}}/README.md",
-        '{% if cookiecutter.target == "function" %}, the job\'s work in `job.WORK`{% endif %}',
+        '{% include "_targets/" ~ cookiecutter.target ~ "/_parts/readme-answer-misconfigured.md" ignore missing %}',
         ", the job's work in `job.WORK`",
         "a README cites only names its bake's job.py has (a proxy's has no WORK)",
         (PROXY_DOCS, "-k", "job_py"),
