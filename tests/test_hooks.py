@@ -729,7 +729,6 @@ def test_finish_bake_prunes_and_records(tmp_path, capsys):
 TARGET_BRANCH = re.compile(r"\{%-?\s*(?:el)?if\b[^%]*\bcookiecutter\.target\b")
 # Files that still branch on the target, to move into the overlays; none may be added.
 TARGET_BRANCHES_LEFT = {
-    "terraform/bootstrap/main.tf",  # being rewritten elsewhere (issue 28): its branches move to the overlays next
     # Issue 28's remaining work: the per-target sections of the README and docs into each overlay's _parts (included
     # by the target's name, as requirements.txt, the root test, cost.md and schedules-and-manual-runs.md do).
     "README.md",
