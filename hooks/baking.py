@@ -261,7 +261,8 @@ def remove_unused_paths(project_dir: Path, target: str) -> list[Path]:
 
 
 def remove_pipeline_paths(project_dir: Path, state_bucket: str) -> list[Path]:
-    """Without a state bucket there is no deploy pipeline, so no bootstrap for it."""
+    """Without a state bucket there is no deploy pipeline, so no bootstrap for it (nor the target's part of it, which
+    apply_target copied before)."""
     if state_bucket:
         return []
     removed = [project_dir / relative for relative in STATE_BUCKET_ONLY_PATHS]

@@ -135,11 +135,33 @@ def resolved(expression: str) -> str:
 
 
 def bootstrap_config(project: Path) -> dict:
-    return load_hcl(project / "terraform" / "bootstrap" / "main.tf")
+    """The bootstrap's blocks, of every file: main.tf's and the target's (target.tf, its local.bootstrap_target_*)."""
+    config: dict[str, list] = {}
+    for path in sorted((project / "terraform" / "bootstrap").glob("*.tf")):
+        for kind, blocks in load_hcl(path).items():
+            config.setdefault(kind, []).extend(blocks)
+    return config
+
+
+# A value the bootstrap composes of literals and locals: main.tf's shared part and the target's (target.tf).
+COMPOSED = re.compile(r"\$\{(concat|merge)\((.*)\)\}", re.S)
+
+
+def evaluated(value, local: dict):
+    """`value` as Terraform has it when it is a local, or concat or merge of literals and locals; else as written."""
+    if isinstance(value, str) and (name := re.fullmatch(r"\$\{local\.(\w+)\}", value)):
+        return evaluated(local[name.group(1)], local)
+    if not (isinstance(value, str) and (call := COMPOSED.fullmatch(value))):
+        return value
+    arguments = [evaluated(a, local) for a in hcl2.loads(f"x = [{call.group(2)}]", serialization_options=HCL)["x"]]
+    if call.group(1) == "concat":
+        return [item for argument in arguments for item in argument]
+    return {key: item for argument in arguments for key, item in argument.items()}
 
 
 def bootstrap_locals(project: Path) -> dict:
-    return {key: value for block in bootstrap_config(project)["locals"] for key, value in block.items()}
+    written = {key: value for block in bootstrap_config(project)["locals"] for key, value in block.items()}
+    return {key: evaluated(value, written) for key, value in written.items()}
 
 
 def cel(expression: str):
@@ -635,8 +657,10 @@ def test_the_deployer_holds_nothing_that_reaches_the_whole_project(bake_name, tm
 
 
 def project_module_call(project: Path) -> dict:
+    """The bootstrap's module "project" call, its inputs that are locals, concat or merge evaluated."""
     (call,) = [block["project"] for block in bootstrap_config(project)["module"] if "project" in block]
-    return call
+    local = bootstrap_locals(project)
+    return {key: evaluated(value, local) for key, value in call.items()}
 
 
 def proxy_grants(target: str) -> dict[str, tuple[str, bool]]:
@@ -661,11 +685,11 @@ def test_the_bootstrap_makes_the_project_grants_the_modules_would(bake_name, tmp
     # And the invoker's, on the project (MADE_BY_THE_BOOTSTRAP says why).
     assert given == {**proxy_grants(target), "invoker": ("roles/run.servicesInvoker", False)}
     assert call["grants"]["invoker"]["member"] == '${google_service_account.workload["invoker"].member}'
-    expected = "${local.bootstrap_apis}"  # the bootstrap's own; the function's are the module's
+    expected = bootstrap_locals(project)["bootstrap_apis"]  # the bootstrap's own; the function's are the module's
     if target == "workflow":
         outputs = (ROOT / baking.MODULES_DIR / "scheduled-dedup-workflow" / "outputs.tf").read_text()
         listed = re.search(r'output "apis" \{.*?value += (\[.*?\])', outputs, re.S).group(1)
-        expected = f"${{concat(local.bootstrap_apis, {json.dumps(json.loads(listed))})}}"
+        expected = expected + json.loads(listed)
     assert call["apis"] == expected
     assert call["firestore"] == {"database": "${local.database}", "create_database": "${var.create_firestore_database}"}
     main = (project / "terraform" / "main.tf").read_text()

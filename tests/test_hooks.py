@@ -729,7 +729,6 @@ def test_finish_bake_prunes_and_records(tmp_path, capsys):
 TARGET_BRANCH = re.compile(r"\{%-?\s*(?:el)?if\b[^%]*\bcookiecutter\.target\b")
 # Files that still branch on the target, to move into the overlays; none may be added.
 TARGET_BRANCHES_LEFT = {
-    "terraform/bootstrap/main.tf",  # being rewritten elsewhere (issue 28): its branches move to the overlays next
     # Only its "Every file" table's `./` row, rewritten on another branch: its one branch moves to the overlays' _parts
     # (included by the target's name, as the rest of the README, operations.md and cost.md do) once that lands.
     "README.md",

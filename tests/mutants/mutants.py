@@ -3894,7 +3894,7 @@ MUTANTS = [
     ),
     Mutant(
         "i26-bootstrap-forgets-the-workflow-grants",
-        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "{{cookiecutter.project_slug}}/_targets/workflow/terraform/bootstrap/target.tf",
         (
             '    workflow_executions_viewer = { role = "roles/workflows.viewer", '
             'member = google_service_account.workload["target"].member, database = false }\n'
@@ -4048,8 +4048,9 @@ MUTANTS = [
         "i26-bootstrap-forgets-the-invoker-grant",
         "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
         '    invoker = { role = "roles/run.servicesInvoker", '
-        'member = google_service_account.workload["invoker"].member, database = false }\n    job     =',
-        "    job =",
+        'member = google_service_account.workload["invoker"].member, database = false }\n'
+        "  }, local.bootstrap_target_grants)",
+        "  }, local.bootstrap_target_grants)",
         "the owner's bootstrap grants the invoker roles/run.servicesInvoker on the project",
         ("tests/test_bootstrap.py", "-k", "makes_the_project_grants and cloud-run-job"),
     ),
@@ -4060,5 +4061,41 @@ MUTANTS = [
         '    "roles/datastore.indexAdmin",\n    "roles/cloudscheduler.admin",\n  ]\n',
         "the deployer holds no predefined admin role of a service it deploys to (a removed right that comes back)",
         ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and cloud-run-job"),
+    ),
+    Mutant(
+        "i28-bootstrap-forgets-the-targets-accounts",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "  }, local.bootstrap_target_accounts)\n",
+        "  })\n",
+        "the bootstrap makes the target's account (its overlay's target.tf) and the deployer acts as it",
+        ("tests/test_bootstrap.py", "-k", "acts_as_exactly and cloud-run-job"),
+    ),
+    Mutant(
+        "i28-bootstrap-forgets-the-targets-planner-permissions",
+        "{{cookiecutter.project_slug}}/terraform/bootstrap/main.tf",
+        "  ], local.bootstrap_target_planner_permissions)\n",
+        "  ])\n",
+        "the planner reads the target's resources too (its overlay's target.tf)",
+        ("tests/test_bootstrap.py", "-k", "planner_reads and cloud-run-job"),
+    ),
+    Mutant(
+        "i28-bootstrap-workflow-deployer-permission-lost",
+        "{{cookiecutter.project_slug}}/_targets/workflow/terraform/bootstrap/target.tf",
+        '    "workflows.operations.get",\n',
+        "",
+        "the deployer's custom role holds what the workflow's deploy calls (its overlay's target.tf)",
+        ("tests/test_bootstrap.py", "-k", "nothing_that_reaches and workflow"),
+    ),
+    Mutant(
+        "i28-solo-bake-keeps-the-bootstrap-overlay",
+        "hooks/baking.py",
+        "    apply_target(project_dir, answers, sources, template_dir)\n    write_config(project_dir, answers)\n"
+        '    remove_unused_paths(project_dir, str(answers["target"]))\n'
+        '    remove_pipeline_paths(project_dir, str(answers["state_bucket"]))\n',
+        '    remove_pipeline_paths(project_dir, str(answers["state_bucket"]))\n'
+        "    apply_target(project_dir, answers, sources, template_dir)\n    write_config(project_dir, answers)\n"
+        '    remove_unused_paths(project_dir, str(answers["target"]))\n',
+        "a solo bake has no terraform/bootstrap, not even the overlay's part of it (removed after the overlay)",
+        ("tests/test_bootstrap.py", "-k", "follow_the_state_bucket and defaults"),
     ),
 ]

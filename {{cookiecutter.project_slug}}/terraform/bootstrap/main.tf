@@ -40,11 +40,12 @@ locals {
   # roles, which hold far more (run.admin: every Cloud Run service's and job's IAM policy; cloudfunctions.admin:
   # every function's): the create, get, update and delete the google provider calls for each resource type, and the
   # wait on its long-running operations. Project-wide all the same: Cloud Functions, Cloud Run, Cloud Scheduler,
-  # Cloud Tasks, Monitoring{% if cookiecutter.target == "workflow" %}, Workflows{% endif %} and Cloud Logging's metrics are not among the services whose resource.name an
+  # Cloud Tasks, Monitoring and Cloud Logging's metrics are not among the services whose resource.name an
   # IAM condition can test (IAM "Resource attributes for IAM Conditions"), and a resource's create permission is
   # checked on the project. Each permission as IAM's "Roles and permissions" page of its service lists it
-  # (cloud.google.com/iam/docs/roles-permissions/<service>) under the predefined role it replaces.
-  deployer_permissions = [
+  # (cloud.google.com/iam/docs/roles-permissions/<service>) under the predefined role it replaces. Then the
+  # target's resources' (target.tf).
+  deployer_permissions = concat([
     # The function (google_cloudfunctions2_function; Cloud Functions v2 API; roles/cloudfunctions.developer's).
     "cloudfunctions.functions.create",
     "cloudfunctions.functions.delete",
@@ -84,27 +85,9 @@ locals {
     "monitoring.notificationChannels.delete",
     "monitoring.notificationChannels.get",
     "monitoring.notificationChannels.update",
-{%- if cookiecutter.target == "cloud_run_job" %}
-    # The Cloud Run job (google_cloud_run_v2_job) and the runtime's grants on it (google_cloud_run_v2_job_iam_member).
-    "run.jobs.create",
-    "run.jobs.delete",
-    "run.jobs.get",
-    "run.jobs.getIamPolicy",
-    "run.jobs.setIamPolicy",
-    "run.jobs.update",
-    "run.operations.get",
-{%- endif %}
-{%- if cookiecutter.target == "workflow" %}
-    # The workflow (google_workflows_workflow).
-    "workflows.operations.get",
-    "workflows.workflows.create",
-    "workflows.workflows.delete",
-    "workflows.workflows.get",
-    "workflows.workflows.update",
-{%- endif %}
-  ]
+  ], local.bootstrap_target_deployer_permissions)
 
-  # The accounts the function, its Scheduler jobs{% if cookiecutter.target == "cloud_run_job" %} and its Cloud Run job{% elif cookiecutter.target == "workflow" %} and its workflow{% endif %} run or sign as (the ids
+  # The accounts the function, its Scheduler jobs and a proxy target (target.tf) run or sign as (the ids
   # the modules would give them; ../main.tf passes their emails in, so the modules make none). Made
   # here because the deployer must act as them (iam.serviceAccounts.actAs) and that right cannot be
   # narrowed to some accounts of a project: IAM Conditions test resource.name only for the services
@@ -113,16 +96,11 @@ locals {
   # account of the project. So the deployer holds roles/iam.serviceAccountUser on exactly these
   # accounts, granted on each account (google_service_account_iam_member), and no project-wide
   # service-account role. Keyed as ../main.tf's local.accounts (target: the proxy target's account).
-  workload_accounts = {
+  workload_accounts = merge({
     runtime = "{{ cookiecutter.project_slug }}-run"
     invoker = "{{ cookiecutter.project_slug }}-invoker"
     build   = "{{ cookiecutter.project_slug }}-build"
-{%- if cookiecutter.target == "cloud_run_job" %}
-    target  = "{{ cookiecutter.project_slug }}-job"
-{%- elif cookiecutter.target == "workflow" %}
-    target  = "{{ cookiecutter.project_slug }}-wf"
-{%- endif %}
-  }
+  }, local.bootstrap_target_accounts)
 
   # The Firestore database of the run records, which module "project" makes (or, with
   # create_firestore_database = false, the existing one ../main.tf names from config.yaml).
@@ -144,8 +122,9 @@ locals {
   # Firestore document of the project (the run records) and whose storage/logging reads reach every
   # bucket's metadata and log. A custom role of the get/list/getIamPolicy permissions of exactly the
   # resource types the modules make (IAM "Understanding roles" lists each permission under its role);
-  # the template's tests/test_bootstrap.py keeps it in step with the modules' resource types.
-  planner_permissions = [
+  # the template's tests/test_bootstrap.py keeps it in step with the modules' resource types. Then the target's
+  # resources' (target.tf).
+  planner_permissions = concat([
     "artifactregistry.repositories.get",
     "artifactregistry.repositories.getIamPolicy",
     "cloudfunctions.functions.get",
@@ -159,17 +138,10 @@ locals {
     "monitoring.alertPolicies.get",
     "monitoring.dashboards.get",
     "monitoring.notificationChannels.get",
-{%- if cookiecutter.target == "cloud_run_job" %}
-    "run.jobs.get",
-    "run.jobs.getIamPolicy",
-{%- endif %}
     "run.services.get",
     "run.services.getIamPolicy",
     "storage.objects.get",
-{%- if cookiecutter.target == "workflow" %}
-    "workflows.workflows.get",
-{%- endif %}
-  ]
+  ], local.bootstrap_target_planner_permissions)
 
   # The state objects of this bake: <prefix>/<workspace>.tfstate and .tflock (the gcs backend puts the
   # prefix, with a slash, in front of every object name). Several bakes share one bucket: each
@@ -362,7 +334,7 @@ module "images" {
 }
 
 # What needs project-wide rights, made once by the owner who applies this root: the APIs, the function's source
-# bucket, the project-level grants (the build account's, the runtime's on the one database{% if cookiecutter.target != "function" %}, the target's{% endif %}), the
+# bucket, the project-level grants (the build account's, the runtime's on the one database, the target's if any), the
 # Firestore database and Cloud Tasks' DATA_WRITE audit logs, with the same module and inputs ../main.tf's core module
 # would call it with (../main.tf passes it project_setup, so it makes none of it). The deployer then needs no role
 # that reaches the whole project (local.deployer_roles).
@@ -375,15 +347,8 @@ module "project" {
   labels            = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
   apis_wait_seconds = var.apis_wait_seconds
 
-{%- if cookiecutter.target == "workflow" %}
-
-  # This root's APIs, and the workflow module's apis output (the template's tests/test_bootstrap.py compares).
-  apis = concat(local.bootstrap_apis, ["workflows.googleapis.com", "workflowexecutions.googleapis.com"])
-{%- else %}
-
-  # This root's APIs (the function's are the module's own).
-  apis = local.bootstrap_apis
-{%- endif %}
+  # This root's APIs and the target's (target.tf); the function's are the module's own.
+  apis = concat(local.bootstrap_apis, local.bootstrap_target_apis)
 
   firestore = {
     database        = local.database
@@ -394,23 +359,11 @@ module "project" {
     build   = google_service_account.workload["build"].email
   }
   # The invoker's roles/run.servicesInvoker on the project, not a grant on the function's service that the deployer would
-  # make with run.services.setIamPolicy on every service (the scheduled-dedup module's invoker grant says why){% if cookiecutter.target != "function" %};
-  # the {{ cookiecutter.target }} module's project_grants output, for the bootstrap's accounts (the template's
-  # tests/test_bootstrap.py compares the roles){% endif %}.
-  grants = {
-{%- if cookiecutter.target == "cloud_run_job" %}
+  # make with run.services.setIamPolicy on every service (the scheduled-dedup module's invoker grant says why); then
+  # the target's (target.tf).
+  grants = merge({
     invoker = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
-    job     = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
-{%- elif cookiecutter.target == "workflow" %}
-    invoker                    = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
-    workflow                   = { role = "roles/datastore.user", member = google_service_account.workload["target"].member, database = true }
-    workflow_log_writer        = { role = "roles/logging.logWriter", member = google_service_account.workload["target"].member, database = false }
-    workflow_executions_viewer = { role = "roles/workflows.viewer", member = google_service_account.workload["target"].member, database = false }
-    runtime_invoker            = { role = "roles/workflows.invoker", member = google_service_account.workload["runtime"].member, database = false }
-{%- else %}
-    invoker = { role = "roles/run.servicesInvoker", member = google_service_account.workload["invoker"].member, database = false }
-{%- endif %}
-  }
+  }, local.bootstrap_target_grants)
 }
 
 # The deployer writes the function's source zips to the one source bucket module "project" made (a grant on the
