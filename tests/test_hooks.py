@@ -291,7 +291,7 @@ def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path
     written = yaml.safe_load((project / "config.yaml").read_text())
     assert written["defaults"]["attempt_deadline_seconds"] == 600 and "lease_seconds" not in written["defaults"]
     loaded = subprocess.run(
-        [sys.executable, "-c", "import config; print(config.load().jobs['nightly'].timing['lease_seconds'])"],
+        [sys.executable, "-c", "import config; print(config.load().jobs['nightly-report-nightly'].lease.seconds)"],
         cwd=project, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert loaded.stdout.strip() == "660"

@@ -39,7 +39,8 @@ def validations(*cases: str) -> tuple[str, ...]:
 DEDUP = "baked/dedup.py"  # the state machine
 KEYS = "baked/keys.py"
 LEDGER = "baked/ledger.py"
-SETTINGS = "baked/settings.py"
+CONFIG = "baked/config.py"  # config.yaml, read into one typed model
+BAKED_RULES = "baked/rules.py"  # the bake's copy of RULES: a proof that loads config.yaml kills it
 MAIN = "baked/main.py"
 RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
 SCHEDULE_RULES = "{{cookiecutter.project_slug}}/tools/schedule_rules.py"  # the deploy-time ones (issue 28)
@@ -313,9 +314,9 @@ MUTANTS = [
     ),
     Mutant(
         "max-future-one-day",
-        SETTINGS,
-        'MAX_FUTURE_SECONDS = "2764800"',
-        'MAX_FUTURE_SECONDS = "86400"',
+        CONFIG,
+        "MAX_FUTURE = dt.timedelta(days=32)",
+        "MAX_FUTURE = dt.timedelta(days=1)",
         "a forced run of a monthly job (its next time a month ahead) is accepted",
         handler("test_schedule_times_outside_the_accepted_window_are_refused"),
     ),
@@ -354,7 +355,7 @@ MUTANTS = [
     ),
     Mutant(
         "job-name-path-characters",
-        SETTINGS,
+        KEYS,
         'JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")',
         'JOB_NAME = re.compile(r"[A-Za-z0-9_./%-]{1,500}")',
         "a job name is a Cloud Scheduler job id",
@@ -370,27 +371,27 @@ MUTANTS = [
     ),
     Mutant(
         "zero-seconds-accepted",
-        SETTINGS,
-        "def seconds(name: str, minimum: int = 0,",
-        "def seconds(name: str, minimum: int = -1,",
-        "a DEDUP_* duration is a positive whole number",
+        BAKED_RULES,
+        'lease = number("lease_seconds", 1)',
+        'lease = number("lease_seconds", 0)',
+        "config.yaml's lease is a positive whole number of seconds",
         (f"{PROTOCOL}::test_bad_setting_is_refused_naming_variable_and_value",),
     ),
     Mutant(
         "fractional-seconds-accepted",
-        SETTINGS,
-        'WHOLE_NUMBER = re.compile(r"[0-9]+")',
-        'WHOLE_NUMBER = re.compile(r"[0-9.]+")',
-        "a DEDUP_* duration is a whole number (Misconfigured naming it, never a crash)",
+        BAKED_RULES,
+        'if not re.fullmatch(r"[0-9]+", text):',
+        'if not re.fullmatch(r"[0-9.]+", text):',
+        "config.yaml's durations are whole numbers (ConfigError naming it, never a crash)",
         (f"{PROTOCOL}::test_bad_setting_is_refused_naming_variable_and_value",),
     ),
     Mutant(
         "environment-ignored",
-        SETTINGS,
-        "text = environ.get(name) or baked_settings().get(name)",
-        "text = baked_settings().get(name)",
-        "every setting can be overridden by its environment variable",
-        (f"{PROTOCOL}::test_settings_come_from_the_environment_with_baked_defaults",),
+        CONFIG,
+        "named = os.environ.get(FILE_VARIABLE)",
+        "named = None",
+        "a process (a test's server, a task, `make dev`) runs by the config.yaml CONFIG_YAML names",
+        (f"{PROTOCOL}::test_a_process_runs_by_the_file_config_yaml_names",),
     ),
     Mutant(
         "in-progress-503",
@@ -492,11 +493,11 @@ MUTANTS = [
     ),
     Mutant(
         "lateness-string-accepted",
-        SETTINGS,
-        "if number is not None and (type(number) is not int or number <= 0):",
-        "if number is not None and number <= 0:",
-        "DEDUP_JOBS' max_lateness_seconds is a whole number (Misconfigured naming it)",
-        ("tests/test_audit.py::test_bad_dedup_jobs_is_misconfigured_naming_the_field",),
+        BAKED_RULES,
+        'return parse_seconds(f"jobs.{job_id}.max_lateness_seconds", value, MIN_MAX_LATENESS_SECONDS, rule=rule)',
+        "return int(value)",
+        "a job's max_lateness_seconds is a whole number of at least 60 (ConfigError naming it)",
+        ("tests/test_audit.py::test_bad_jobs_are_misconfigured_naming_the_field",),
     ),
     # --- main.py: the HTTP adapter -----------------------------------------------------------------------
     Mutant(
@@ -1050,7 +1051,7 @@ MUTANTS = [
     ),
     Mutant(
         "stop-after-without-release-margin",
-        SETTINGS,
+        CONFIG,
         "return self.attempt_deadline_for(job_name) - RELEASE_MARGIN",
         "return self.attempt_deadline_for(job_name)",
         "the work is stopped the release margin before the job's attempt deadline",
@@ -1058,17 +1059,17 @@ MUTANTS = [
     ),
     Mutant(
         "stop-after-ignores-the-jobs-deadline",
-        SETTINGS,
-        'return self._own(job_name, "attempt_deadline", self.attempt_deadline)',
+        CONFIG,
+        "return self._of(job_name).attempt_deadline",
         "return self.attempt_deadline",
         "each job is stopped at its own attempt deadline",
         (f"{PROTOCOL}::test_the_work_is_stopped_at_its_jobs_attempt_deadline_less_the_release_margin",),
     ),
     Mutant(
         "attempt-deadline-within-the-margin",
-        SETTINGS,
-        "RELEASE_MARGIN.seconds, DEADLINE_RULE)",
-        "0, DEADLINE_RULE)",
+        BAKED_RULES,
+        "ATTEMPT_DEADLINE_RANGE = (15, 1800)",
+        "ATTEMPT_DEADLINE_RANGE = (10, 1800)",
         "an attempt deadline within the release margin is refused, naming it",
         (f"{PROTOCOL}::test_an_attempt_deadline_within_the_release_margin_is_refused_naming_it",),
     ),
@@ -1284,10 +1285,10 @@ MUTANTS = [
     ),
     Mutant(
         "accept-serve-not-from-config",
-        SETTINGS,
-        "if loaded.serve != ((loaded.project, loaded.region),) else {}),",
-        "if False else {}),",
-        "config.yaml's serve reaches the function (it gets no DEDUP_* variable)",
+        CONFIG,
+        "serve=serve if serve != own else (),",
+        "serve=(),",
+        "config.yaml's serve reaches the function",
         ("tests/test_accept.py::test_serve_in_config_yaml_is_what_the_function_serves",),
     ),
     Mutant(
@@ -1303,18 +1304,18 @@ MUTANTS = [
     # and tf-audit-lookback-* went with their validations: those rules live in rules.py alone, mutated above)
     Mutant(
         "i17-one-lease-for-every-job",
-        SETTINGS,
-        'return self._own(job_name, "lease", self.lease)',
+        CONFIG,
+        "return self._of(job_name).lease",
         "return self.lease",
         "a job that sets its own deadline claims with its own lease (its deadline + 60)",
         (f"{PROTOCOL}::test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle",),
     ),
     Mutant(
         "i17-job-table-parsed-per-delivery",
-        SETTINGS,
-        "@functools.lru_cache(maxsize=8)\ndef parse_jobs(",
-        "def parse_jobs(",
-        "a delivery neither re-reads the job table nor builds a cron parser per job (issue 19 item 11)",
+        CONFIG,
+        "@functools.cache\ndef _load(",
+        "def _load(",
+        "a delivery neither re-reads config.yaml nor builds a cron parser per job (issue 19 item 11)",
         (f"{PROTOCOL}::test_the_configuration_is_read_once_per_process_not_per_delivery",),
     ),
     Mutant(
@@ -1528,19 +1529,19 @@ MUTANTS = [
     ),
     Mutant(
         "paused-flag-unchecked",
-        SETTINGS,
-        'key: rules.check_choice(f"{field}.{key}", job[key], allowed)',
-        'key: job[key] if allowed == (False, True) else rules.check_choice(f"{field}.{key}", job[key], allowed)',
-        "paused and catch_up in DEDUP_JOBS are booleans, or Misconfigured names the field",
-        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
+        BAKED_RULES,
+        'own[key] = check_choice(f"jobs.{job_id}.{key}", job[key], allowed)',
+        'own[key] = job[key] if allowed == (False, True) else check_choice(f"jobs.{job_id}.{key}", job[key], allowed)',
+        "paused and catch_up are booleans, or ConfigError names the field",
+        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_has_the_deployed_queue",),
     ),
     Mutant(
         "catch-up-without-queue",
-        SETTINGS,
-        "if job.catch_up and queue is None:",
-        "if False:",
-        "a catch_up job needs DEDUP_TASKS_QUEUE",
-        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue",),
+        CONFIG,
+        "tasks_queue=f\"projects/{checked['project']}/locations/{checked['region']}/queues/{checked['slug']}-deliveries\",",
+        "tasks_queue=None,",
+        "a catch_up job has the deployed deliveries queue (tasks.tf), named by config.yaml",
+        ("tests/test_manual_runs.py::test_paused_and_catch_up_must_be_booleans_and_catch_up_has_the_deployed_queue",),
     ),
     Mutant(
         "rerun-never-reopens",
@@ -1774,9 +1775,9 @@ MUTANTS = [
     ),
     Mutant(
         "proxy-overlap-rule-unchecked",
-        "baked-cloud-run-job/settings.py",
-        'key: rules.check_choice(f"{field}.{key}", job[key], allowed)',
-        'key: job[key] if key == "overlap" else rules.check_choice(f"{field}.{key}", job[key], allowed)',
+        "baked-cloud-run-job/rules.py",
+        'own[key] = check_choice(f"jobs.{job_id}.{key}", job[key], allowed)',
+        'own[key] = job[key] if key == "overlap" else check_choice(f"jobs.{job_id}.{key}", job[key], allowed)',
         "an overlap rule other than skip or start is refused naming the job and the value",
         (PROXY_TESTS, "-k", "bad_overlap_rule"),
     ),
@@ -2804,8 +2805,8 @@ MUTANTS = [
     Mutant(
         "i24-queue-name-differs",
         "{{cookiecutter.project_slug}}/config.py",
-        'return f"projects/{self.project}/locations/{self.region}/queues/{self.slug}-deliveries"',
-        'return f"projects/{self.project}/locations/{self.region}/queues/{self.slug}-delivery"',
+        "tasks_queue=f\"projects/{checked['project']}/locations/{checked['region']}/queues/{checked['slug']}-deliveries\",",
+        "tasks_queue=f\"projects/{checked['project']}/locations/{checked['region']}/queues/{checked['slug']}-delivery\",",
         "Python names the Cloud Tasks queue Terraform creates (else every re-run, backfill and catch-up goes nowhere)",
         ("tests/test_config_file.py::test_every_name_python_and_terraform_must_agree_on_is_the_same",),
     ),
@@ -2819,18 +2820,18 @@ MUTANTS = [
     ),
     Mutant(
         "i24-yaml-retention-ignored",
-        SETTINGS,
-        '"DEDUP_RETENTION_SECONDS": str(loaded.retention_seconds),',
-        '"DEDUP_RETENTION_SECONDS": "604800",',
-        "config.yaml's retention_seconds is what the function keeps a record for (not only DEDUP_RETENTION_SECONDS)",
+        CONFIG,
+        "retention=dt.timedelta(seconds=retention),",
+        "retention=dt.timedelta(seconds=604800),",
+        "config.yaml's retention_seconds is what the function keeps a record for",
         ("tests/test_job_timing.py::test_a_delivery_obeys_config_yamls_lateness_lease_and_retention",),
     ),
     Mutant(
         "i24-yaml-lateness-ignored",
-        SETTINGS,
-        '**({"max_lateness_seconds": job.max_lateness_seconds} if job.max_lateness_seconds is not None else {}),',
-        "**{},",
-        "config.yaml's max_lateness_seconds reaches the function (not only DEDUP_JOBS)",
+        CONFIG,
+        "max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,",
+        "max_lateness=None,",
+        "config.yaml's max_lateness_seconds reaches the function",
         ("tests/test_job_timing.py::test_a_delivery_obeys_config_yamls_lateness_lease_and_retention",),
     ),
     Mutant(
@@ -3241,10 +3242,10 @@ MUTANTS = [
     ),
     Mutant(
         "i25-overdue-bound-not-the-jobs",
-        "baked-workflow/settings.py",
-        'return self._own(job_name, "max_execution", dt.timedelta(seconds=default))',
-        "return dt.timedelta(seconds=default)",
-        "a job's own max_execution_seconds (config.yaml, DEDUP_JOBS) bounds its executions",
+        "baked-workflow/config.py",
+        "return self._of(job_name).max_execution",
+        "return self.audit.max_execution",
+        "a job's own max_execution_seconds (config.yaml) bounds its executions",
         ("tests/test_proxy_accounting.py", "-k", "every_audit"),
     ),
     Mutant(

@@ -16,8 +16,8 @@ import sys
 
 from google.cloud.logging.handlers import StructuredLogHandler
 
+import config
 import dedup
-from settings import DedupConfig
 
 from .store import JobStore, SnapshotMismatch
 from .task import RUN_ID, SettingError, TaskIncomplete, TaskSettings, input_path, load_snapshot, run_task, whole_number
@@ -45,7 +45,7 @@ class TaskFields(logging.Filter):
 
 def open_store(environ=os.environ) -> JobStore:
     lease = dt.timedelta(seconds=whole_number(environ, "JOB_LEASE_SECONDS", "600", 1))
-    return JobStore(DedupConfig.from_env(environ), lease)
+    return JobStore(config.current(), lease)  # config.yaml, shipped in the image (Dockerfile)
 
 
 def run_command() -> int:
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "watchdog":
             return watchdog_command(args.reset)
         return verify_command(args.run_id)
-    except (ValueError, SnapshotMismatch) as error:  # SettingError, or DedupConfig's
+    except (ValueError, SnapshotMismatch) as error:  # SettingError, or config.yaml's (ConfigError)
         print(f"error: {error}", file=sys.stderr)
         return 2
 
