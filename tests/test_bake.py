@@ -50,10 +50,10 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
 
 # The proofs that start real servers and inject their own faults serve the harness's own job module
 # (proofs/harness/served_job.py) over the protocol files, which are the same bytes in every bake
-# (test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake), with their jobs and deadlines from the
-# environment: every bake gives the same proof, so they run once, on the defaults bake. So does the years simulation
-# (harness/years_sim.py), which serves its own jobs (DEDUP_JOBS) and work in place of job.py's, and the proofs of
-# schedule history and per-job timing, which serve their own jobs and dates (DEDUP_JOBS, config.yaml's defaults).
+# (test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake), with their jobs and deadlines the test's own
+# (config.use): every bake gives the same proof, so they run once, on the defaults bake. So does the years simulation
+# (harness/years_sim.py), which serves its own jobs (config.use) and work in place of job.py's, and the proofs of
+# schedule history and per-job timing, which serve their own jobs and dates (Config.with_jobs, config.yaml's defaults).
 SERVER_FAULT_PROOFS = (
     "test_stop.py",
     "test_timeout.py",

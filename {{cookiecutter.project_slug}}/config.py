@@ -1,7 +1,9 @@
 """The project's schedule configuration: config.yaml, the one file you edit to add, change or remove a job.
 
-Read once per process (`load` is cached): the function, the tools and the tests read it here, Terraform's root
-with yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
+Read once per process (`load` is cached) into one typed model, Config and a Job per job, every number resolved at
+load: the function, the tools and the tests run by it (`current`: a test's model, config.use; else the file
+CONFIG_YAML names, a test's server's or a local run's; else config.yaml), Terraform's root reads the file with
+yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
 schedule rules of tools/schedule_rules.py (each job's smallest gap against how long one fault keeps a run busy;
 daylight saving; the busiest minute against the function's capacity) by `python config.py`, which `make deploy`
 runs before Terraform and tests/test_config.py runs with the suite.

@@ -3972,4 +3972,12 @@ MUTANTS = [
         "the work's context carries its schedule time as a datetime, to the microsecond and in UTC",
         (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
     ),
+    Mutant(
+        "i28-job-ignores-the-deploys-place",
+        "baked-cloud-run-job/cloud_run_job/__main__.py",
+        "place = {field: environ[name] for field, name in PLACE.items() if environ.get(name)}",
+        "place = {}",
+        "a Cloud Run job's tasks keep their records where each deploy says, not where the image's config.yaml said",
+        ("tests/test_cloud_run_job.py::test_the_jobs_place_and_retention_are_the_deploys_over_the_images_config_yaml",),
+    ),
 ]

@@ -20,7 +20,7 @@ from conftest import PROJECT, config_file
 
 import config
 import dedup
-from cloud_run_job.__main__ import open_store
+from cloud_run_job.__main__ import job_config, open_store
 from cloud_run_job.stages import STAGES
 from cloud_run_job.store import ItemBusy, ItemStatus, JobStore, LeaseLost, Worker, decide
 from cloud_run_job.task import SAMPLE_INPUT, SettingError, TaskSettings, load_snapshot, task_of
@@ -152,6 +152,18 @@ def test_bad_input_snapshot_is_refused_with_a_reason(tmp_path, content, reason):
 def test_bad_task_settings_are_refused_naming_variable_value_and_rule(env, reason):
     with pytest.raises(SettingError, match=reason):
         TaskSettings.from_env({"DEDUP_RUN_ID": "a" * 64, **env})
+
+
+def test_the_jobs_place_and_retention_are_the_deploys_over_the_images_config_yaml():
+    """The module sets them on the job at each deploy; the image's config.yaml is only as new as its build."""
+    image = config.current()
+    assert job_config({}) == image
+    deployed = {"DEDUP_PROJECT": "deployed-proj", "DEDUP_DATABASE": "deployed-db", "DEDUP_COLLECTION": "deployed"}
+    changed = job_config({**deployed, "DEDUP_RETENTION_SECONDS": "3600"})
+    assert (changed.project, changed.database, changed.collection) == ("deployed-proj", "deployed-db", "deployed")
+    assert changed.retention == dt.timedelta(hours=1) and changed.jobs == image.jobs
+    with pytest.raises(SettingError, match="DEDUP_RETENTION_SECONDS='1h': must be a whole number of at least 1"):
+        job_config({"DEDUP_RETENTION_SECONDS": "1h"})
 
 
 @pytest.mark.parametrize(("text", "seconds"), [(None, 600), ("7", 7), ("1.5", None), ("0", None), ("²", None)])
