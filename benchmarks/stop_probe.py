@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import importlib
+import importlib.util
 import multiprocessing.forkserver
 import os
 import resource
@@ -22,8 +23,7 @@ def baked_config(**changes: str):
     """The configuration of the bake on sys.path with `changes` (project, collection), for this process: config.use
     where the bake reads config.yaml through one typed model (issue 28; CONFIG_YAML names another file), else the
     DEDUP_* variables an older bake (a benchmark's reference) reads."""
-    config = importlib.import_module("config")
-    if hasattr(config, "use"):
+    if importlib.util.find_spec("config") is not None and hasattr(config := importlib.import_module("config"), "use"):
         config.use(dataclasses.replace(config.current(), **changes))
         return config.current()
     os.environ.update({f"DEDUP_{key.upper()}": value for key, value in changes.items()})

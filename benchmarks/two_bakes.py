@@ -58,11 +58,14 @@ def configure_jobs(project: Path, count: int, slug: str, collection: str) -> dic
     reference bake older than issue 28 reads."""
     ids = ["nightly", *(f"j{i}" for i in range(1, count))]
     jobs = {f"{slug}-{job_id}": {"job_id": job_id, "schedule": "0 * * * *", "time_zone": "Etc/UTC"} for job_id in ids}
+    variables = {"DEDUP_JOBS": json.dumps(jobs), "DEDUP_COLLECTION": collection}
+    if not (project / "config.yaml").is_file():  # a reference older than config.yaml: the variables alone
+        return variables
     raw = yaml.safe_load((project / "config.yaml").read_text(encoding="utf-8"))
     raw |= {"collection": collection, "jobs": {job_id: {"schedule": "0 * * * *"} for job_id in ids}}
     path = project.parent / f"config-{collection}.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    return {"CONFIG_YAML": str(path), "DEDUP_JOBS": json.dumps(jobs), "DEDUP_COLLECTION": collection}
+    return {"CONFIG_YAML": str(path), **variables}
 
 
 def run_probe(script: str, project: Path, count: int, host: str, arguments: list[str]) -> dict:
