@@ -10,7 +10,7 @@ Tier 1 regions, read on 2026-12-01 from the pages named in PRICES; a healthy mon
 succeeds at its first attempt) with this project alone in its billing account (the per-account free
 tiers of Scheduler, Cloud Run, Cloud Build and Artifact Registry are all its own). docs/cost-model.md
 explains each line. Fire times come from the bake's schedules.py (the one cron expansion); a bake's bill reads
-its configuration through its own config.py, settings.py and audit.py.
+its configuration through its own config.py and audit.py.
 """
 
 from __future__ import annotations
@@ -230,10 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: bake={args.bake}: must be a baked project's directory (it has config.yaml)", file=sys.stderr)
         return 2
     sys.path.insert(0, str(args.bake.resolve()))
-    modules = ("audit", "settings", "outcomes", "config")
-    audit, settings, outcomes, project_config = (importlib.import_module(name) for name in modules)
+    modules = ("audit", "outcomes", "config")
+    audit, outcomes, project_config = (importlib.import_module(name) for name in modules)
     try:
-        config = settings.DedupConfig.from_env()
+        config = project_config.current()
         interval = args.audit_interval_minutes
         if interval is None:
             interval = project_config.load().audit_interval_minutes

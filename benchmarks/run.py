@@ -54,7 +54,6 @@ from google.cloud import firestore  # noqa: E402
 from google.cloud.logging.handlers import StructuredLogHandler  # noqa: E402
 from keys import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, read_run_key  # noqa: E402
 from ledger import RunLedger, firestore_client  # noqa: E402
-from settings import DedupConfig  # noqa: E402
 
 PROJECT = "dedup-benchmark"
 WARMUP_RUNS = 5
@@ -142,7 +141,7 @@ class Baked(Side):
         # with the work in its own process (the stop, as deployed); the latency against the seed with the
         # work called in-thread, as the seed does: the stop's own cost is measured on its own (measure_stop).
         main.run = stop_probe.empty_work
-        self.config = DedupConfig.from_env()
+        self.config = stop_probe.baked_config()
         self.counter = count_rpcs(firestore_client(self.config.project, self.config.database))
         self.setup = RunLedger(self.config, client=setup_client)
 
@@ -275,10 +274,8 @@ def measure_imports(repetitions: int) -> dict[str, dict[str, float]]:
 
 def benchmark(host: str, runs: int, import_runs: int, load: dict | None) -> dict:
     run = uuid.uuid4().hex[:8]
-    os.environ.update(
-        {"FIRESTORE_EMULATOR_HOST": host, "DEDUP_PROJECT": PROJECT, "DEDUP_COLLECTION": f"bench-{run}-baked"}
-    )
-    database = DedupConfig.from_env().database
+    os.environ["FIRESTORE_EMULATOR_HOST"] = host
+    database = stop_probe.baked_config(project=PROJECT, collection=f"bench-{run}-baked").database
     setup = firestore.Client(project=PROJECT, database=database)
     # A just-started emulator's first answer can take longer than the handler's RPC timeout.
     setup.collection(f"bench-{run}-warmup").document("warmup").get(timeout=60)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import json
 import logging
 import os
@@ -23,7 +22,7 @@ sys.path.insert(0, str(Path.cwd()))
 
 import grpc  # noqa: E402
 from google.cloud import firestore  # noqa: E402
-from stop_probe import cpu_seconds  # noqa: E402  (this script's directory is on the path)
+from stop_probe import baked_config, cpu_seconds  # noqa: E402  (this script's directory is on the path)
 
 
 class DocumentCounter(grpc.UnaryStreamClientInterceptor, grpc.UnaryUnaryClientInterceptor):
@@ -61,9 +60,7 @@ def main() -> None:
     import dedup
     import functions_framework
 
-    # The reference bake (scale.py's REFERENCE) predates settings.py: DedupConfig was in dedup.py then.
-    settings = dedup if hasattr(dedup, "DedupConfig") else importlib.import_module("settings")
-    config = settings.DedupConfig.from_env()
+    config = baked_config()  # the reference bake (scale.py's REFERENCE) and this one read theirs alike
 
     app = functions_framework.create_app(target="handle_scheduled_job", source=str(Path.cwd() / "main.py"))
     client = app.test_client()

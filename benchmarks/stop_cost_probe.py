@@ -1,4 +1,4 @@
-"""One side of benchmarks/stop_cost.py: run from a baked project's directory with N jobs configured (DEDUP_JOBS).
+"""One side of benchmarks/stop_cost.py: run from a baked project's directory with N jobs configured (two_bakes.py).
 
 Prints one JSON object: fresh-run and replay latency (medians) and CPU per delivery of the seed's sample, of the
 baked handler with the work called in-thread (the design before the stop), and of the baked handler with its own
@@ -32,11 +32,9 @@ def measure(deliveries: int) -> dict:
     import stop_probe
     from google.cloud import firestore
     from google.cloud.logging.handlers import StructuredLogHandler
-    from settings import DedupConfig
     from stop_probe import cpu_seconds
 
-    os.environ.setdefault("DEDUP_PROJECT", run.PROJECT)
-    config = DedupConfig.from_env()
+    config = stop_probe.baked_config(project=run.PROJECT)
     setup = firestore.Client(project=config.project, database=config.database)
     setup.collection("stop-cost-warmup").document("warmup").get(timeout=60)
     baked = run.Baked(setup)

@@ -4,7 +4,10 @@ stop can send them to the work's process by name, as it sends job.run."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import importlib
+import importlib.util
 import multiprocessing.forkserver
 import os
 import resource
@@ -14,6 +17,20 @@ import time
 from pathlib import Path
 
 import seed_sample
+
+
+def baked_config(**changes: str):
+    """The configuration of the bake on sys.path with `changes` (project, collection), for this process: config.use
+    where the bake reads config.yaml through one typed model (issue 28; CONFIG_YAML names another file), else the
+    DEDUP_* variables an older bake (a benchmark's reference) reads."""
+    if importlib.util.find_spec("config") is not None and hasattr(config := importlib.import_module("config"), "use"):
+        config.use(dataclasses.replace(config.current(), **changes))
+        return config.current()
+    os.environ.update({f"DEDUP_{key.upper()}": value for key, value in changes.items()})
+    dedup = importlib.import_module("dedup")  # the oldest references kept DedupConfig there
+    settings = dedup if hasattr(dedup, "DedupConfig") else importlib.import_module("settings")
+    return settings.DedupConfig.from_env()
+
 
 PRELOAD = ("audit", "job")  # what the baked main.py has the fork server import
 

@@ -14,6 +14,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}" / "tools"))
 
@@ -50,12 +52,20 @@ def template_at(ref: str, into: Path) -> Path:
     return into / "template"
 
 
-def configure_jobs(project: Path, count: int, slug: str) -> dict[str, str]:
-    """N hourly jobs, as the environment the deployed function gets (DEDUP_JOBS wins over the baked file); the
-    first is the bake's own `nightly`, whose work job.py has: the deliveries go to it."""
+def configure_jobs(project: Path, count: int, slug: str, collection: str) -> dict[str, str]:
+    """N hourly jobs and a collection of the probe's own; the first job is the bake's own `nightly`, whose work job.py
+    has: the deliveries go to it. As a config.yaml of its own (CONFIG_YAML), and as the DEDUP_* variables a
+    reference bake older than issue 28 reads."""
     ids = ["nightly", *(f"j{i}" for i in range(1, count))]
     jobs = {f"{slug}-{job_id}": {"job_id": job_id, "schedule": "0 * * * *", "time_zone": "Etc/UTC"} for job_id in ids}
-    return {"DEDUP_JOBS": json.dumps(jobs)}
+    variables = {"DEDUP_JOBS": json.dumps(jobs), "DEDUP_COLLECTION": collection}
+    if not (project / "config.yaml").is_file():  # a reference older than config.yaml: the variables alone
+        return variables
+    raw = yaml.safe_load((project / "config.yaml").read_text(encoding="utf-8"))
+    raw |= {"collection": collection, "jobs": {job_id: {"schedule": "0 * * * *"} for job_id in ids}}
+    path = project.parent / f"config-{collection}.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return {"CONFIG_YAML": str(path), **variables}
 
 
 def run_probe(script: str, project: Path, count: int, host: str, arguments: list[str]) -> dict:
@@ -63,10 +73,9 @@ def run_probe(script: str, project: Path, count: int, host: str, arguments: list
     the JSON object it prints last."""
     env = {
         **os.environ,
-        **configure_jobs(project, count, project.name),
-        "FIRESTORE_EMULATOR_HOST": host,
         # ref / now: a collection a side
-        "DEDUP_COLLECTION": f"{Path(script).stem}-{project.parent.parent.name}-{count}",
+        **configure_jobs(project, count, project.name, f"{Path(script).stem}-{project.parent.parent.name}-{count}"),
+        "FIRESTORE_EMULATOR_HOST": host,
     }
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *arguments],

@@ -173,6 +173,17 @@ def bake(output_dir: Path, **answers: object) -> Path:
     )
 
 
+def config_file(project: Path, path: Path, /, **keys: object) -> dict[str, str]:
+    """`project`'s config.yaml with `keys` (its top-level keys) changed, written at `path`; the environment that runs
+    the project's function and tools by it (CONFIG_YAML: the bake's config.FILE_VARIABLE). A test's own project or
+    collection keeps its runs apart from other tests' on the shared emulator."""
+    import yaml
+
+    raw = yaml.safe_load((project / "config.yaml").read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**raw, **keys}), encoding="utf-8")
+    return {"CONFIG_YAML": str(path)}
+
+
 def proved(project: Path) -> Path:
     """A copy of the bake beside it with the template's proofs laid in (tests/proofs/prove.py)."""
     return prove.lay(project, project.parent / "proved" / project.name)

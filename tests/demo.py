@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -25,7 +26,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from conftest import ROOT, bake
+from conftest import ROOT, bake, config_file
 
 DEMO_PROJECT = "dedup-demo"  # the emulator project the demo's records live in
 JOB_SECONDS = 2
@@ -89,7 +90,8 @@ class Demo:
 
         self.port = firestore_emulator.free_port()
         self.log_path = self.build_dir / "function.log"
-        env = {**os.environ, "FIRESTORE_EMULATOR_HOST": host, "DEDUP_PROJECT": DEMO_PROJECT, "PYTHONUNBUFFERED": "1"}
+        own = config_file(self.project, self.build_dir / "config.yaml", project=DEMO_PROJECT)  # the demo's own runs
+        env = {**os.environ, "FIRESTORE_EMULATOR_HOST": host, **own, "PYTHONUNBUFFERED": "1"}
         command = [str(Path(sys.executable).parent / "functions-framework"), "--target", "handle_scheduled_job",
                    "--source", "main.py", "--port", str(self.port)]  # fmt: skip
         with open(self.log_path, "wb") as log:
@@ -146,12 +148,12 @@ class Demo:
 
     def record(self, schedule_time: str) -> tuple[dict | None, str]:
         """The run's Firestore record, read with the bake's own key function and configuration."""
+        import config as configuration
         import dedup
         from keys import read_run_key
         from ledger import firestore_client
-        from settings import DedupConfig
 
-        config = DedupConfig.from_env({"DEDUP_PROJECT": DEMO_PROJECT})
+        config = dataclasses.replace(configuration.load(), project=DEMO_PROJECT)
         key = read_run_key(self.headers(schedule_time), config, dedup.utcnow())
         client = firestore_client(DEMO_PROJECT, config.database)
         snapshot = client.collection(config.collection).document(key.run_id).get()

@@ -16,7 +16,7 @@ fails if the document exists; an update or delete guarded by last_update_time fa
 handler's branches are main.py's: a claimed run works, then completes (2xx); an exception releases the run
 (500); Duplicate answers 2xx, InProgress 409. Work that hangs is stopped and the run released at
 function_timeout_seconds: the baked handler kills it sooner, at the attempt deadline less 10 s (its stop.py,
-settings.DedupConfig.stop_after), so the simulation's hang lasts as long as one possibly could.
+config.Config.stop_after), so the simulation's hang lasts as long as one possibly could.
 
 `python tests/scheduler_sim.py --table` prints the fault -> outcome table of each matrix bake.
 """
@@ -53,7 +53,7 @@ MAX_ATTEMPTS = 10_000
 @functools.cache
 def protocol() -> SimpleNamespace:
     """The template's protocol modules (dedup.py, ledger.py and what they import), rendered by cookiecutter's own
-    Jinja environment with the default answers (they hold no Jinja, and the simulator passes its own DedupConfig),
+    Jinja environment with the default answers (they hold no Jinja, and the simulator passes its own config.Config),
     imported under private names so that no module of a bake on sys.path is shadowed."""
     from cookiecutter.environment import StrictEnvironment
     from cookiecutter.generate import generate_context
@@ -64,7 +64,7 @@ def protocol() -> SimpleNamespace:
     rendered = Path(tempfile.mkdtemp(prefix="scheduler-sim-"))
     modules = {}
     # In import order: each imports the ones before it by these names.
-    dependencies = ("run_context", "schedules", "outcomes", "settings", "keys", "dedup", "ledger")
+    dependencies = ("run_context", "rules", "schedules", "outcomes", "config", "keys", "dedup", "ledger")
     for name in dependencies:
         source = (TEMPLATE_PROJECT / f"{name}.py").read_text(encoding="utf-8")
         (rendered / f"{name}.py").write_text(environment.from_string(source).render(cookiecutter=answers))
@@ -259,19 +259,28 @@ class Events:
 def memory_ledger(timing: Mapping[str, int], now: Callable[[], dt.datetime]) -> object:
     """The template's ledger.RunLedger with a job's numbers, on an in-memory Firestore whose clock is `now`."""
     protocol_modules = protocol()
-    config = protocol_modules.settings.DedupConfig(
+    configuration = protocol_modules.config
+    numbers = configuration.Job(  # the job's (sim-job is none of config.yaml's: the audit's numbers are any job's)
+        job_id="sim_audit",
+        schedule="0 * * * *",
+        time_zone="Etc/UTC",
+        attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
+        lease=dt.timedelta(seconds=timing["lease_seconds"]),
+        retry_window=dt.timedelta(0),  # the audit's and max_lateness' settings: neither is simulated
+        max_execution=dt.timedelta(days=1),
+    )
+    config = configuration.Config(
+        slug="sim",
         project="sim-project",
         location="europe-west1",
+        target="function",
         database="(default)",
         collection="runs",
-        lease=dt.timedelta(seconds=timing["lease_seconds"]),
         retention=dt.timedelta(seconds=timing["retention_seconds"]),
-        max_future=dt.timedelta(days=32),
-        retry_window=dt.timedelta(0),  # the audit's and max_lateness' settings: neither is simulated
+        audit_interval_minutes=60,
         jobs={},
-        audit_job="",
-        attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
-        target="function",
+        audit=numbers,
+        defaults={},
     )
     return protocol_modules.ledger.RunLedger(config, client=MemoryFirestore(now))
 

@@ -97,13 +97,10 @@ def test_hook_and_terraform_agree_on_the_audit_interval_and_max_lateness(tmp_pat
 
 
 def test_the_functions_audit_cron_is_terraforms_for_every_interval(tmp_path):
-    """Issue 24 item 8: the function keys the audit's deliveries by its cron (config.Config.audit_schedule, in
-    settings.AUDIT_TIME_ZONE), the Scheduler job fires by Terraform's (audit.tf: local.audit_schedule, time_zone):
+    """Issue 24 item 8: the function keys the audit's deliveries by its cron (config.Config.audit: rules.audit_cron,
+    in rules.AUDIT_TIME_ZONE), the Scheduler job fires by Terraform's (audit.tf: local.audit_schedule, time_zone):
     the two formulas and zones, evaluated by Terraform itself for every interval rules.py allows."""
-    import types
-
     import config
-    import settings
 
     audit_tf = (MODULE_DIR / "audit.tf").read_text()
     (expression,) = re.findall(r"audit_schedule = var\.audit == null \? null : \((.*?)\n  \)", audit_tf, re.S)
@@ -115,5 +112,7 @@ def test_the_functions_audit_cron_is_terraforms_for_every_interval(tmp_path):
     assert applied.returncode == 0, applied.stdout[-2000:] + applied.stderr[-2000:]
     shown = terraform(tmp_path, "output", "-json", f"-state={tmp_path / 'state'}")
     by_terraform = json.loads(shown.stdout)["crons"]["value"]
-    by_python = [config.Config.audit_schedule.fget(types.SimpleNamespace(audit_interval_minutes=m)) for m in intervals]
-    assert by_python == by_terraform and zone == settings.AUDIT_TIME_ZONE
+    by_python = [rules.audit_cron(m) for m in intervals]  # what config.py gives the audit job (Config.audit)
+    assert by_python == by_terraform and zone == rules.AUDIT_TIME_ZONE
+    with open(config.__file__, encoding="utf-8") as source:
+        assert "rules.audit_cron(minutes), rules.AUDIT_TIME_ZONE" in source.read()

@@ -50,10 +50,10 @@ def test_baked_suite_passes_against_the_shared_emulator(baked, emulator_host):
 
 # The proofs that start real servers and inject their own faults serve the harness's own job module
 # (proofs/harness/served_job.py) over the protocol files, which are the same bytes in every bake
-# (test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake), with their jobs and deadlines from the
-# environment: every bake gives the same proof, so they run once, on the defaults bake. So does the years simulation
-# (harness/years_sim.py), which serves its own jobs (DEDUP_JOBS) and work in place of job.py's, and the proofs of
-# schedule history and per-job timing, which serve their own jobs and dates (DEDUP_JOBS, config.yaml's defaults).
+# (test_the_protocol_files_are_the_template_s_own_bytes_in_every_bake), with their jobs and deadlines the test's own
+# (config.use): every bake gives the same proof, so they run once, on the defaults bake. So does the years simulation
+# (harness/years_sim.py), which serves its own jobs (config.use) and work in place of job.py's, and the proofs of
+# schedule history and per-job timing, which serve their own jobs and dates (Config.with_jobs, config.yaml's defaults).
 SERVER_FAULT_PROOFS = (
     "test_stop.py",
     "test_timeout.py",
@@ -231,13 +231,12 @@ def test_two_default_bakes_share_no_collection(tmp_path):
 
 
 # The protocol and its adapter: no answer is rendered into them, so a template change to them reaches
-# every bake as the same diff (the answers live in config.yaml, which settings.py reads through config.py).
+# every bake as the same diff (the answers live in config.yaml, which config.py reads).
 PROTOCOL_FILES = (
     "dedup.py",
     "keys.py",
     "ledger.py",
     "outcomes.py",
-    "settings.py",
     "main.py",
     "run_context.py",
     "config.py",
@@ -292,7 +291,7 @@ def test_only_the_protocol_modules_touch_firestore(tmp_path, answers):
 
 
 def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
-    """config.yaml, written from the answers, is what settings.py reads: the jobs by their Scheduler names with their
+    """config.yaml, written from the answers, is what config.py reads: the jobs by their Scheduler names with their
     job ids and each job's own numbers, and the audit's job name. No settings.json beside it."""
     import baking
     import questions
@@ -303,18 +302,20 @@ def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
     rendered = baking.render_config(questions.config_from_answers({**answers, "jobs": written["jobs"]}))
     assert written == yaml.safe_load(rendered)
     assert sorted(written["jobs"]) == answers["jobs"]
-    printed = subprocess.run(
-        [sys.executable, "-c", "import settings, json; print(json.dumps(dict(settings.baked_settings())))"],
-        cwd=baked,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    settings = json.loads(printed)
+    code = (
+        "import config, json; c = config.load(); print(json.dumps({'audit_job': c.audit_job, 'jobs': {name: {"
+        "'job_id': j.job_id, 'lease_seconds': j.lease.total_seconds(), 'retry_window_seconds':"
+        " j.retry_window.total_seconds()} for name, j in c.jobs.items()}}))"
+    )
+    printed = subprocess.run([sys.executable, "-c", code], cwd=baked, capture_output=True, text=True, check=True)
+    loaded = json.loads(printed.stdout)
     slug = answers["project_slug"]
     checked = rules.check_config(written, schedules=False)
-    jobs = json.loads(settings["DEDUP_JOBS"])
+    jobs = loaded["jobs"]
     assert set(jobs) == {f"{slug}-{job_id}" for job_id in written["jobs"]}
+    assert {name: job["job_id"] for name, job in jobs.items()} == {
+        f"{slug}-{job_id}": job_id for job_id in written["jobs"]
+    }
     for job_id, job in checked["jobs"].items():
         timing = job["timing"]
         window = rules.retry_window_seconds(
@@ -325,5 +326,5 @@ def test_the_function_reads_config_yaml_the_bake_wrote_from_the_answers(baked):
         )
         assert jobs[f"{slug}-{job_id}"]["retry_window_seconds"] == window
         assert jobs[f"{slug}-{job_id}"]["lease_seconds"] == timing["lease_seconds"]
-    assert settings["DEDUP_AUDIT_JOB"] == f"{slug}_audit"
+    assert loaded["audit_job"] == f"{slug}_audit"
     assert not (baked / "settings.json").exists()

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import bake
+from conftest import bake, config_file
 from firestore_emulator import free_port
 
 pytestmark = pytest.mark.bake
@@ -100,7 +100,9 @@ def ctrl_c(process, log):
 def dev_server(project, emulator_host, tmp_path):
     """`make dev` with private data on the shared emulator."""
     log = tmp_path / "make-dev.log"
-    private = {"DEDUP_PROJECT": "make-dev-test", "DEDUP_COLLECTION": f"runs-{uuid.uuid4().hex[:12]}"}
+    private = config_file(
+        project, tmp_path / "config.yaml", project="make-dev-test", collection=f"runs-{uuid.uuid4().hex[:12]}"
+    )
     with make_dev(project, log, FIRESTORE_EMULATOR_HOST=emulator_host, **private) as (port, process):
         yield port, process, log
 
@@ -158,9 +160,10 @@ def test_fire_at_make_dev_processes_then_skips_the_duplicate(project, dev_server
 
 def test_rerun_at_make_dev_runs_a_finished_run_once_more_once(project, emulator_host, tmp_path):
     """`runs.py rerun` sends to `make dev` by default, as `fire` and `backfill` do (--queue: the deliveries queue)."""
-    private = {"DEDUP_PROJECT": "make-dev-test", "DEDUP_COLLECTION": f"runs-{uuid.uuid4().hex[:12]}"}
+    private = config_file(
+        project, tmp_path / "config.yaml", project="make-dev-test", collection=f"runs-{uuid.uuid4().hex[:12]}"
+    )
     env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, **private}
-    env.pop("DEDUP_TASKS_QUEUE", None)
     time_sent = (dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) - dt.timedelta(hours=1)).isoformat()
     time_sent = time_sent.replace("+00:00", "Z")
 

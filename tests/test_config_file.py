@@ -52,9 +52,12 @@ def python(project: Path, code: str, env: dict[str, str] | None = None) -> str:
 
 
 def emulator_env(emulator_host: str, project: Path) -> dict[str, str]:
-    # The DEDUP_PROJECT override keeps this bake's runs apart from other bakes' on the shared emulator.
+    """The emulator's environment for a copy of a bake, whose config.yaml names a project of its own: its runs stay
+    apart from other bakes' on the shared emulator."""
     own = "cfg-" + hashlib.sha256(str(project).encode()).hexdigest()[:12]
-    return {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_PROJECT": own}
+    file = project / "config.yaml"
+    file.write_text(re.sub(r"(?m)^project: .*$", f"project: {own}", file.read_text(encoding="utf-8"), count=1))
+    return {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host}
 
 
 def deliver(project: Path, env: dict[str, str], job_id: str, schedule_time: dt.datetime) -> str:
@@ -85,9 +88,8 @@ def test_export_and_sync_bake_each_with_its_own_deadline(export_and_sync):
     assert written["jobs"]["sync"] == SYNC
     printed = python(
         export_and_sync,
-        "import config, settings, json; c = config.load(); d = settings.DedupConfig.from_env({}); print(json.dumps("
-        "{j: [c.jobs[j].timing['attempt_deadline_seconds'], c.jobs[j].timing['lease_seconds'],"
-        " d.jobs[c.scheduler_job_name(j)].attempt_deadline.total_seconds()] for j in ('export', 'sync')}))",
+        "import config, json; c = config.load(); print(json.dumps({j.job_id: [j.timing['attempt_deadline_seconds'],"
+        " j.timing['lease_seconds'], j.attempt_deadline.total_seconds()] for j in c.jobs.values()}))",
     )
     assert json.loads(printed) == {"export": [600, 660, 600.0], "sync": [300, 360, 300.0]}
     checked = subprocess.run([sys.executable, "config.py"], cwd=export_and_sync, capture_output=True, text=True)
@@ -334,7 +336,7 @@ def test_the_queue_retries_outlast_every_jobs_lease(long_jobs, long_jobs_plan):
     )
     printed = python(
         long_jobs,
-        "import config, json; print(json.dumps({j: dict(job.timing) for j, job in config.load().jobs.items()}))",
+        "import config, json; print(json.dumps({j.job_id: dict(j.timing) for j in config.load().jobs.values()}))",
     )
     for job_id, timing in json.loads(printed).items():
         assert sum(waits) > timing["lease_seconds"], (job_id, waits, timing)
@@ -348,38 +350,37 @@ def test_the_queue_retries_outlast_every_jobs_lease(long_jobs, long_jobs_plan):
 
 
 def test_every_name_python_and_terraform_must_agree_on_is_the_same(long_jobs, long_jobs_plan):
-    """What the function and tools/runs.py name (settings.baked_settings, from config.yaml) against what Terraform
+    """What the function and tools/runs.py name (config.Config, from config.yaml) against what Terraform
     creates: the deliveries queue (every re-run, backfill and catch-up goes there), each Scheduler job (the
     X-CloudScheduler-JobName the function expects), the audit job, the Firestore database and collection. The
     service accounts are Terraform's alone (no Python names one)."""
-    baked = json.loads(python(long_jobs, "import settings, json; print(json.dumps(dict(settings.baked_settings())))"))
-    queue = long_jobs_plan[CORE + "google_cloud_tasks_queue.deliveries"]
-    assert (
-        baked["DEDUP_TASKS_QUEUE"]
-        == f"projects/{queue['project']}/locations/{queue['location']}/queues/{queue['name']}"
+    code = (
+        "import config, json; c = config.load(); print(json.dumps({'tasks_queue': c.tasks_queue, 'jobs': list(c.jobs),"
+        " 'audit_job': c.audit_job, 'database': c.database, 'collection': c.collection, 'project': c.project,"
+        " 'location': c.location}))"
     )
+    baked = json.loads(python(long_jobs, code))
+    queue = long_jobs_plan[CORE + "google_cloud_tasks_queue.deliveries"]
+    assert baked["tasks_queue"] == f"projects/{queue['project']}/locations/{queue['location']}/queues/{queue['name']}"
     scheduled = {
         values["name"] for address, values in long_jobs_plan.items() if address.startswith(SCHEDULER_JOBS + "[")
     }
-    assert (
-        set(json.loads(baked["DEDUP_JOBS"])) == scheduled == {f"nightly-report-{j}" for j in ("nightly", "long", "mid")}
-    )
-    assert baked["DEDUP_AUDIT_JOB"] == long_jobs_plan[AUDIT_JOB]["name"]
+    assert set(baked["jobs"]) == scheduled == {f"nightly-report-{j}" for j in ("nightly", "long", "mid")}
+    assert baked["audit_job"] == long_jobs_plan[AUDIT_JOB]["name"]
     ttl = long_jobs_plan[CORE + "google_firestore_field.expire_at"]
     assert (
-        baked["DEDUP_DATABASE"]
+        baked["database"]
         == long_jobs_plan[CORE + "module.project[0].google_firestore_database.this[0]"]["name"]
         == ttl["database"]
     )
-    assert baked["DEDUP_COLLECTION"] == ttl["collection"]
-    assert baked["DEDUP_PROJECT"] == queue["project"] and baked["DEDUP_LOCATION"] == queue["location"]
+    assert baked["collection"] == ttl["collection"]
+    assert baked["project"] == queue["project"] and baked["location"] == queue["location"]
     # When the last apply changed the schedules (history.tf), as the audit's Scheduler job sends it: the digest is
     # the one the audit computes from config.yaml (a mismatch would silently never date a change).
     headers = long_jobs_plan[AUDIT_JOB]["http_target"][0]["headers"]
     name, expected = python(
         long_jobs,
-        "import audit, settings; jobs = settings.DedupConfig.from_env().jobs; "
-        "print(audit.DEPLOYED_HEADER, audit.schedules_digest(jobs))",
+        "import audit, config; jobs = config.load().jobs; print(audit.DEPLOYED_HEADER, audit.schedules_digest(jobs))",
     ).split()
     start, seen, digest = headers[name].split()
     assert (start, seen, digest) == ("2027-01-01T00:00:00Z", "2027-01-01T00:00:00Z", expected)

@@ -75,15 +75,15 @@ def test_cruft_update_of_the_protocol_applies_to_a_bake_with_other_answers(templ
     run("git", "init", "-q", "-b", "main", cwd=project)
     git_commit(project, "baked")
 
-    protocol = template_repo / "{{cookiecutter.project_slug}}" / "settings.py"
-    old = 'MAX_FUTURE_SECONDS = "2764800"\n'
+    protocol = template_repo / "{{cookiecutter.project_slug}}" / "config.py"
+    old = "MAX_FUTURE = dt.timedelta(days=32)\n"
     assert old in protocol.read_text()
-    protocol.write_text(protocol.read_text().replace(old, 'MAX_FUTURE_SECONDS = "2764801"  # template v2\n'))
+    protocol.write_text(protocol.read_text().replace(old, "MAX_FUTURE = dt.timedelta(days=33)  # template v2\n"))
     git_commit(template_repo, "template v2: the protocol changes")
 
     run(CRUFT, "update", "--project-dir", str(project), "--skip-apply-ask", "--allow-untracked-files", cwd=tmp_path)
     assert not list(project.rglob("*.rej")), "a hunk of the update did not apply"
-    assert (project / "settings.py").read_bytes() == protocol.read_bytes()
+    assert (project / "config.py").read_bytes() == protocol.read_bytes()
     assert yaml.safe_load((project / "config.yaml").read_text()) == settings
     run(CRUFT, "check", "--project-dir", str(project), cwd=tmp_path)
 

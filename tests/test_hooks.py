@@ -291,7 +291,7 @@ def test_at_the_terminal_a_longer_deadline_and_enter_for_the_rest_bakes(tmp_path
     written = yaml.safe_load((project / "config.yaml").read_text())
     assert written["defaults"]["attempt_deadline_seconds"] == 600 and "lease_seconds" not in written["defaults"]
     loaded = subprocess.run(
-        [sys.executable, "-c", "import config; print(config.load().jobs['nightly'].timing['lease_seconds'])"],
+        [sys.executable, "-c", "import config; print(config.load().jobs['nightly-report-nightly'].lease.seconds)"],
         cwd=project, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert loaded.stdout.strip() == "660"
@@ -726,13 +726,13 @@ def test_finish_bake_prunes_and_records(tmp_path, capsys):
 
 # Shared files choose no target's code: a target's files live in its overlay (baking.TARGETS_DIR), a target's part of
 # a shared file is included from the overlay's PARTS by the target's name. `{{ }}` may still render a value.
-TARGET_BRANCH = re.compile(r"\{%-?\s*(?:el)?if\b[^%]*\bcookiecutter\.target\b")
-# Files that still branch on the target, to move into the overlays; none may be added.
-TARGET_BRANCHES_LEFT = {
-    # Only its "Every file" table's `./` row, rewritten on another branch: its one branch moves to the overlays' _parts
-    # (included by the target's name, as the rest of the README, operations.md and cost.md do) once that lands.
-    "README.md",
-}
+# An `if` on the target in a tag or an expression (`{% if %}`, `{% elif %}`, `{{ "a" if cookiecutter.target ... }}`),
+# or a variable set from it (`{% set proxy = cookiecutter.target != ... %}`, then branched on).
+TARGET_BRANCH = re.compile(
+    r"\{[%{]-?[^%}]*\bif\b[^%}]*\bcookiecutter\.target\b|\{%-?\s*set\b[^%]*\bcookiecutter\.target\b"
+)
+# Files that still branch on the target: none (each target's text is its overlay's part).
+TARGET_BRANCHES_LEFT: set[str] = set()
 
 
 def test_shared_files_hold_no_branch_on_the_target():

@@ -428,7 +428,7 @@ def test_parse_seconds_reads_whole_numbers(text, number):
     assert rules.parse_seconds("lease_seconds", text) == number
 
 
-# " 42 " too: the templates render numbers as given, and a padded one breaks settings.py and `terraform fmt`.
+# " 42 " too: the templates render numbers as given, and a padded one breaks config.yaml's readers and `terraform fmt`.
 @pytest.mark.parametrize("value", ["abc", "3.5", "", "1e3", "-1", "+5", "٣", None, True, 2.5, "5 s", " 42 ", "42\n"])
 def test_parse_seconds_refuses_non_numbers(value):
     assert_refused(rules.parse_seconds, ["lease_seconds", value], "lease_seconds", value, "must be a whole number")
@@ -1107,11 +1107,12 @@ def test_overlap_refuses_anything_else(value):
 
 
 def test_overlap_rules_are_the_handlers():
-    """The bake hook and the baked settings.py accept the same job choices (overlap among them): one definition
-    and one check, in rules.py."""
-    settings_text = (TEMPLATE_PROJECT / "settings.py").read_text()
-    assert 'rules.check_choice(f"{field}.{key}", job[key], allowed)' in settings_text
-    assert "for key, allowed in rules.JOB_CHOICES.items()" in settings_text
+    """The bake hook and the baked config.py accept the same job choices (overlap among them): one definition
+    and one check, in rules.py (config.py takes them as rules.check_config checked them)."""
+    config_text = (TEMPLATE_PROJECT / "config.py").read_text()
+    assert "rules.check_config(raw, schedules=schedules)" in config_text
+    assert "**{key: job[key] for key in rules.JOB_CHOICES if key in job}" in config_text
+    assert "check_choice" not in config_text
 
 
 @pytest.mark.parametrize("minutes", rules.AUDIT_INTERVALS_MINUTES)
@@ -1344,8 +1345,8 @@ def test_validate_warns_of_every_daylight_saving_date_of_a_job():
 
 
 def test_max_execution_defaults_to_a_day_within_the_retention_less_two_audit_intervals():
-    """Every job gets one (the function reads it from DEDUP_JOBS): a day, unless the retention is too short for two
-    audits to report an overdue execution before its record could expire."""
+    """Every job gets one (the function reads it as config.Job.max_execution): a day, unless the retention is too
+    short for two audits to report an overdue execution before its record could expire."""
     checked = rules.check_config(CONFIG, dt.date(2026, 1, 1))
     assert {job["max_execution_seconds"] for job in checked["jobs"].values()} == {86400}
     short = rules.check_config({**CONFIG, "retention_seconds": 86400}, dt.date(2026, 1, 1))

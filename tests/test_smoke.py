@@ -27,7 +27,7 @@ from pathlib import Path
 import grpc
 import pytest
 import yaml
-from conftest import bake
+from conftest import bake, config_file
 from cronsim import CronSim
 from firestore_emulator import free_port
 from google.cloud import run_v2
@@ -138,7 +138,8 @@ def deployed(tmp_path_factory, emulator_host):
     """A default bake served by a real functions-framework server, and the stand-in APIs in front of it."""
     project = bake(tmp_path_factory.mktemp("smoke"))
     collection = f"smoke-{os.getpid()}"
-    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_COLLECTION": collection}
+    own = config_file(project, project.parent / "config-smoke.yaml", collection=collection)
+    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, **own}
     with serving(project, env) as stand_in:
         yield project, stand_in, {**env, "SMOKE_API_ROOT": stand_in.root}, collection
 
@@ -260,7 +261,8 @@ def test_a_run_whose_record_is_not_found_completed_fails_the_record_step(deploye
     """The function recorded the run in its collection; smoke reading another one finds no completed record."""
     project, stand_in, env, _ = deployed
     stand_in.ttl_state, stand_in.policies, stand_in.scheduler_status = "ACTIVE", [{"enabled": True}], 200
-    result = smoke(project, {**env, "DEDUP_COLLECTION": "not-the-functions"})
+    other = config_file(project, project.parent / "config-other.yaml", collection="not-the-functions")
+    result = smoke(project, {**env, **other})
     assert result.returncode == 1
     assert [line.split()[0] for line in result.stdout.splitlines()[:5]] == ["PASS", "PASS", "FAIL", "PASS", "PASS"]
     assert result.stdout.splitlines()[2].endswith("status=None"), result.stdout
@@ -276,10 +278,10 @@ def test_an_unknown_job_is_refused_in_one_line(deployed):
 
 def test_a_project_without_jobs_is_refused_in_one_line(deployed):
     project, _, env, _ = deployed
-    result = smoke(project, {**env, "DEDUP_JOBS": "{}"})
+    result = smoke(project, {**env, **config_file(project, project.parent / "config-no-jobs.yaml", jobs={})})
     assert result.returncode == 1
-    assert result.stderr == "smoke: FAIL (no job to Force-run: config.yaml has none)\n"
-    assert not result.stdout
+    assert result.stderr.startswith("smoke: FAIL (config-no-jobs.yaml: jobs={}: must be a non-empty mapping")
+    assert len(result.stderr.splitlines()) == 1 and not result.stdout
 
 
 def test_without_credentials_smoke_names_the_fix_in_one_line(tmp_path, deployed):
@@ -367,7 +369,8 @@ def test_a_proxy_bakes_smoke_passes_on_a_started_run_and_reads_how_its_execution
     fake = FakeRunApi(job_name)
     (tmp_path / "sitecustomize.py").write_text(FAKE_CLIENTS)
     collection = f"proxy-smoke-{ended}-{os.getpid()}"
-    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, "DEDUP_COLLECTION": collection}
+    own = config_file(proxy_project, tmp_path / "config.yaml", collection=collection)
+    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": emulator_host, **own}
     server_env = {**env, "PYTHONPATH": str(tmp_path), "FAKE_RUN": fake.address, "PROXY_JOB_NAME": job_name}
     try:
         with serving(proxy_project, server_env) as stand_in:

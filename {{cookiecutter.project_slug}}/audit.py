@@ -22,14 +22,15 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+import config as configuration
 import dedup
 import rules
 import schedules
 import task_queue
+from config import Config, Job
 from keys import RunKey, rfc3339
 from ledger import AuditCursor, RunLedger
 from run_context import RunContext
-from settings import DedupConfig, JobSpec
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ FULL_SWEEP_EVERY = dt.timedelta(days=1)
 # The most schedule changes a job's history keeps (besides those older than the retention, which judge nothing):
 # about 100 bytes each in the bookmark's 1 MiB document.
 MAX_ERAS = 50
-# What an era of a job's schedule history holds of its JobSpec (the schedule's fields, and paused).
+# What an era of a job's schedule history holds of its Job (the schedule's fields, and paused).
 ERA_FIELDS = ("cron", "time_zone", "dst_gap", "paused")
 # The audit's Scheduler job sends when the last apply changed the schedules, and which (the module's history.tf).
 DEPLOYED_HEADER = "X-Schedules-Deployed"
@@ -113,7 +114,7 @@ class Deployed:
         return cls(start, seen, digest) if start.tzinfo and seen.tzinfo and start <= seen else None
 
 
-def schedules_digest(jobs: Mapping[str, JobSpec]) -> str:
+def schedules_digest(jobs: Mapping[str, Job]) -> str:
     """The digest of the schedules of `jobs` as history.tf computes it from config.yaml: one line per Scheduler job,
     by name, "<name>|<cron>|<zone>|<dst_gap>|paused or enabled"."""
     lines = (
@@ -123,7 +124,7 @@ def schedules_digest(jobs: Mapping[str, JobSpec]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def era(job: JobSpec | None, start: dt.datetime, seen: dt.datetime | None = None) -> dict[str, object]:
+def era(job: Job | None, start: dt.datetime, seen: dt.datetime | None = None) -> dict[str, object]:
     """An era of a job's schedule history: `job`'s schedule and pause (None: the job was not in config.yaml, it
     names no fire time), in force from `seen` (default: `start`) on; between `start` and `seen` it or the era before
     may be (the audits before and at the change: when the deploy happened in between is not known)."""
@@ -133,18 +134,18 @@ def era(job: JobSpec | None, start: dt.datetime, seen: dt.datetime | None = None
 
 def expected_runs(
     name: str,
-    history: JobSpec | Sequence[Mapping[str, object]],
+    history: Job | Sequence[Mapping[str, object]],
     since: dt.datetime,
     until: dt.datetime,
     project: str,
     location: str,
 ) -> list[AuditedRun]:
     """The runs job `name` should have had with a schedule time in [since, until), in time order: each fire time
-    by the era in force at it. `history`: a JobSpec (one schedule for all time) or the job's eras (era(), oldest
+    by the era in force at it. `history`: a Job (one schedule for all time) or the job's eras (era(), oldest
     first; the first one reaches back without limit). Between an era's `from` and `seen` (one audit interval at most)
     a time only one of both eras names is `maybe`, and a time is paused if either says paused: a change never makes
     a past run missing nor a never-scheduled time due. A run due before that window is judged by its own era."""
-    eras = [era(history, since)] if isinstance(history, JobSpec) else list(history)
+    eras = [era(history, since)] if isinstance(history, Job) else list(history)
     bounds = [
         (since if i == 0 else max(since, this["from"]), until if i == len(eras) - 1 else min(until, after["seen"]))
         for i, (this, after) in enumerate(zip(eras, [*eras[1:], None], strict=True))
@@ -184,7 +185,7 @@ def judge(
 
 def audit_runs(
     ledger: RunLedger,
-    jobs: Mapping[str, JobSpec],
+    jobs: Mapping[str, Job],
     since: dt.datetime,
     until: dt.datetime,
     now: dt.datetime,
@@ -209,7 +210,7 @@ def audit_runs(
     return [judge(run, records, now, config.settle_for(run.job)) for run in judged]
 
 
-def lookback(config: DedupConfig) -> dt.timedelta:
+def lookback(config: Config) -> dt.timedelta:
     return min(AUDIT_LOOKBACK, config.retention)
 
 
@@ -232,9 +233,9 @@ class Sweep:
 
 def plan(
     cursor: AuditCursor,
-    jobs: Mapping[str, JobSpec],
+    jobs: Mapping[str, Job],
     now: dt.datetime,
-    config: DedupConfig,
+    config: Config,
     deployed: Deployed | None = None,
 ) -> Sweep:
     """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
@@ -286,7 +287,7 @@ def dated(change: dict[str, object], before: Mapping[str, object], deployed: Dep
 def run(context: RunContext, deployed: str | None = None) -> str:
     """The audit job's work; it moves the bookmark after its lines: a crash in between re-reports, never skips.
     `deployed`: the delivery's DEPLOYED_HEADER (main.py passes it)."""
-    config = DedupConfig.from_env()
+    config = configuration.current()
     ledger = RunLedger(config)
     cursor = ledger.read_audit_cursor()
     now = dedup.utcnow()  # one instant for the bookmark's windows and the judging
@@ -311,7 +312,7 @@ def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
     return (found for found in runs if found.state in NEEDS_DELIVERY)
 
 
-def catch_up(config: DedupConfig, runs: list[AuditedRun], now: dt.datetime) -> None:
+def catch_up(config: Config, runs: list[AuditedRun], now: dt.datetime) -> None:
     """Queue a delivery of each missing run of a catch_up job still within its max_lateness_seconds (no limit: any
     the audit sees), one line each. A task per run id (task_queue.enqueue_run), so the daily full sweep, which sees
     a run missing until it ran, queues it once. A failure to queue is logged, not raised, and ends the catch-up: the

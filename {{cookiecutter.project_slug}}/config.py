@@ -1,7 +1,9 @@
 """The project's schedule configuration: config.yaml, the one file you edit to add, change or remove a job.
 
-Read once per process (`load` is cached): the function, the tools and the tests read it here, Terraform's root
-with yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
+Read once per process (`load` is cached) into one typed model, Config and a Job per job, every number resolved at
+load: the function, the tools and the tests run by it (`current`: a test's model, config.use; else the file
+CONFIG_YAML names, a test's server's or a local run's; else config.yaml), Terraform's root reads the file with
+yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
 schedule rules of tools/schedule_rules.py (each job's smallest gap against how long one fault keeps a run busy;
 daylight saving; the busiest minute against the function's capacity) by `python config.py`, which `make deploy`
 runs before Terraform and tests/test_config.py runs with the suite.
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import datetime as dt
 import functools
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -23,41 +27,77 @@ from types import MappingProxyType
 import yaml
 
 import rules
+import schedules
+from outcomes import Misconfigured
 
 CONFIG_FILE = Path(__file__).with_name("config.yaml")
 
 
-class ConfigError(ValueError):
-    """config.yaml cannot be used; the message is one line naming the file, the key, the value and the rule."""
+class ConfigError(Misconfigured):
+    """config.yaml cannot be used; the message is one line naming the file, the key, the value and the rule. To the
+    handler, a delivery answered `misconfigured` (main.py), until a deploy fixes it."""
+
+
+# A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole schedule period
+# ahead; anything further out is refused as nonsense. Not a setting: no project differs.
+MAX_FUTURE = dt.timedelta(days=32)
+# The stop (stop.py): a run's work is killed this long before its job's attempt deadline, so that the release (one
+# Firestore write, RPC_TIMEOUT_SECONDS at most) and the answer reach Cloud Scheduler before it gives up on the
+# attempt: two Firestore deadlines, as the kill and the answer take milliseconds. Below rules' least deadline (15 s).
+RELEASE_MARGIN = dt.timedelta(seconds=10)
 
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One job of config.yaml, its numbers resolved (its own, else `defaults:`, its lease from its deadline)."""
+    """One job of config.yaml (or the audit job), its numbers resolved once at load: its own, else `defaults:`."""
 
-    job_id: str
+    job_id: str  # as written in config.yaml (`nightly`); Scheduler sends "<slug>-<job id>"
     schedule: str
     time_zone: str
-    timing: Mapping[str, int]
-    max_lateness_seconds: int | None = None
-    # How long its run may stay `started` before the audit reports it overdue (rules.max_execution_seconds).
-    max_execution_seconds: int = rules.DEFAULT_MAX_EXECUTION_SECONDS
-    options: Mapping[str, object] = dataclasses.field(default_factory=dict)  # issue 18's per-job choices, as written
+    attempt_deadline: dt.timedelta  # how long Scheduler, and the queue for a task of the job, waits for an answer
+    lease: dt.timedelta
+    retry_window: dt.timedelta  # from the first attempt to the end of the last one (rules.job_retry_window_seconds)
+    # Proxy targets: how long a run may stay `started` before the audit reports it `overdue`
+    max_execution: dt.timedelta
+    max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
+    paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
+    catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
+    overlap: str = "skip"  # proxy targets: what a new run does while the job's previous execution still runs
+    dst_gap: str = schedules.END_OF_GAP  # a wall-clock time the clocks skip: run at the gap's end, or skip
+    # config.yaml's numbers as Scheduler and Terraform take them (seconds, rules.TIMING_KEYS): the schedule rules'.
+    timing: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def fire_rule(self) -> schedules.Schedule:
+        """When the job fires: what schedules.py computes fire times from."""
+        return schedules.Schedule(self.schedule, self.time_zone, self.dst_gap)
+
+    @property
+    def settle(self) -> dt.timedelta:
+        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease."""
+        return self.lease + self.retry_window
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+    """config.yaml, checked and resolved: what the function, the tools and the tests run by (`current`)."""
+
     slug: str
     project: str
-    region: str
+    location: str  # config.yaml's region
     target: str  # rules.TARGETS: the function runs the work itself, or starts an execution and follows it
     database: str
     collection: str
-    retention_seconds: int
+    retention: dt.timedelta
     audit_interval_minutes: int
-    serve: tuple[tuple[str, str], ...]  # (project, location) pairs the function takes deliveries for
-    defaults: Mapping[str, int]  # the audit job's numbers, and every job's where it says nothing
-    jobs: Mapping[str, Job]  # by job id
+    jobs: Mapping[str, Job]  # by Scheduler job name, "<slug>-<job id>" (scheduler_job_name)
+    audit: Job  # the audit job: its cron (Etc/UTC) and the defaults' numbers, which a job that sets none takes
+    defaults: Mapping[str, int]  # the defaults block's numbers as Scheduler and Terraform take them
+    # Where a run may be keyed (project, location): `serve` in the configuration; empty: only the function's own.
+    serve: tuple[tuple[str, str], ...] = ()
+    # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (terraform/modules/scheduled-dedup/tasks.tf).
+    tasks_queue: str | None = None
+    max_future: dt.timedelta = MAX_FUTURE
     warnings: tuple[str, ...] = ()
     # The function's instances, concurrency and CPU (the `function:` block, else the module's defaults: Terraform's
     # root passes the block as written), and, with the schedule rules, the most runs in flight at once.
@@ -65,25 +105,89 @@ class Config:
         default_factory=lambda: MappingProxyType(rules.FUNCTION_DEFAULTS)
     )
     herd: object = None  # tools/schedule_rules.py's Herd, with the schedule rules
+    source: Mapping[str, object] = dataclasses.field(default_factory=dict, repr=False, compare=False)  # as read
 
     def scheduler_job_name(self, job_id: str) -> str:
         """The Cloud Scheduler job of a job id (terraform/modules/scheduled-dedup/scheduler.tf)."""
         return f"{self.slug}-{job_id}"
 
     @property
-    def task_queue(self) -> str:
-        """The deliveries queue of re-runs, backfills and catch-ups (terraform/modules/scheduled-dedup/tasks.tf)."""
-        return f"projects/{self.project}/locations/{self.region}/queues/{self.slug}-deliveries"
+    def audit_job(self) -> str:
+        """The audit's Scheduler job: '_' is no job id's character (rules.JOB_ID), so no job's name takes it."""
+        return f"{self.slug}_audit"
 
     @property
     def audit_schedule(self) -> str:
         """The audit's cron, in Etc/UTC (rules.audit_cron)."""
-        return rules.audit_cron(self.audit_interval_minutes)
+        return self.audit.schedule
+
+    # The audit job's numbers: those of a job that sets none of its own (the defaults').
+    lease = property(lambda self: self.audit.lease)
+    retry_window = property(lambda self: self.audit.retry_window)
+    attempt_deadline = property(lambda self: self.audit.attempt_deadline)
+    settle = property(lambda self: self.audit.settle)
 
     @property
-    def audit_job_name(self) -> str:
-        """The audit's Scheduler job: '_' is no job id's character (rules.JOB_ID), so no job's name takes it."""
-        return f"{self.slug}_audit"
+    def served(self) -> tuple[tuple[str, str], ...]:
+        return self.serve or ((self.project, self.location),)
+
+    def spec_of(self, job_name: str) -> Job | None:
+        """The job a delivery names: one of config.yaml's, the audit job, or None (a job none lists)."""
+        return self.audit if job_name == self.audit_job and job_name not in self.jobs else self.jobs.get(job_name)
+
+    def _of(self, job_name: str) -> Job:
+        """The job `job_name`, else the audit's (the defaults' numbers: a job config.yaml does not list)."""
+        return self.jobs.get(job_name, self.audit)
+
+    def lease_for(self, job_name: str) -> dt.timedelta:
+        return self._of(job_name).lease
+
+    def settle_for(self, job_name: str) -> dt.timedelta:
+        return self._of(job_name).settle
+
+    def attempt_deadline_for(self, job_name: str) -> dt.timedelta:
+        """How long Scheduler, and the queue for a task of the job (task_queue.enqueue), waits for an answer."""
+        return self._of(job_name).attempt_deadline
+
+    def max_execution_for(self, job_name: str) -> dt.timedelta:
+        """How long a run of `job_name` may stay `started` (the audit's: rules' default for the retention)."""
+        return self._of(job_name).max_execution
+
+    def stop_after(self, job_name: str) -> dt.timedelta:
+        """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
+        release margin, so that the release and the answer reach Scheduler in time. The one place that says it."""
+        return self.attempt_deadline_for(job_name) - RELEASE_MARGIN
+
+    def job_id(self, job_name: str) -> str | None:
+        """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job config.yaml lacks."""
+        job = self.jobs.get(job_name)
+        return job.job_id if job else None
+
+    @property
+    def dead_letters_collection(self) -> str:
+        """Where a Cloud Run job target's tasks write the items that failed for good (its store module)."""
+        return f"{self.collection}_job_dead_letters"
+
+    @property
+    def database_name(self) -> str:
+        """The database's resource name, as Firestore spells it in its own errors."""
+        return f"projects/{self.project}/databases/{self.database}"
+
+    def with_jobs(self, jobs: Mapping[str, Mapping[str, object]]) -> Config:
+        """This configuration with these jobs in place of config.yaml's, each by its Scheduler job name and written as
+        config.yaml writes a job (its `job_id`, else the name), checked by the same rules and resolved by the same
+        defaults as at load (ConfigError names `jobs.<job id>.<key>`): a test's, a local run's."""
+        ids = {name: job.get("job_id", name) for name, job in jobs.items()}
+        raw = {ids[name]: {key: value for key, value in job.items() if key != "job_id"} for name, job in jobs.items()}
+        resolved = from_raw({**self.source, "jobs": raw}).jobs
+        by_id = {job.job_id: job for job in resolved.values()}
+        return dataclasses.replace(self, jobs=MappingProxyType({name: by_id[ids[name]] for name in jobs}))
+
+    def everywhere(self, **numbers: dt.timedelta) -> Config:
+        """This configuration with `numbers` (attempt_deadline, lease, retry_window...) for every job and the
+        audit's: a test's, a local run's one lease for all."""
+        jobs = {name: dataclasses.replace(job, **numbers) for name, job in self.jobs.items()}
+        return dataclasses.replace(self, jobs=MappingProxyType(jobs), audit=dataclasses.replace(self.audit, **numbers))
 
 
 # Plain scalars that YAML 1.1 (PyYAML, here) and YAML 1.2 (Terraform's yamldecode) read differently, as each
@@ -126,38 +230,86 @@ def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Conf
         raise ConfigError(f"{name}: is not YAML ({' '.join(str(error).split())})") from None
     except ConfigError as error:
         raise ConfigError(f"{name}: {error}") from None
+    return from_raw(raw, name, schedules)
+
+
+def from_raw(raw: object, name: str = "config.yaml", schedules: bool = False) -> Config:
+    """config.yaml's mapping, as YAML reads it, checked by rules.py and resolved, or ConfigError."""
     try:
         checked = rules.check_config(raw, schedules=schedules)
     except rules.RuleError as error:
         raise ConfigError(f"{name}: {error}") from None
+    retention, minutes = checked["retention_seconds"], checked["audit_interval_minutes"]
     jobs = {
-        job_id: Job(
-            job_id=job_id,
-            schedule=job["schedule"],
-            time_zone=job["time_zone"],
-            timing=MappingProxyType(job["timing"]),
-            max_lateness_seconds=job.get("max_lateness_seconds"),
-            max_execution_seconds=job["max_execution_seconds"],
-            options=MappingProxyType({key: job[key] for key in rules.JOB_CHOICES if key in job}),
-        )
+        f"{checked['slug']}-{job_id}": _job(job_id, job["schedule"], job["time_zone"], job["timing"], job, retention)
         for job_id, job in checked["jobs"].items()
     }
+    own = ((checked["project"], checked["region"]),)
+    serve = tuple((entry["project"], entry["location"]) for entry in checked["serve"])
+    audit_job = f"{checked['slug']}_audit"  # Config.audit_job
+    audit = _job(audit_job, rules.audit_cron(minutes), rules.AUDIT_TIME_ZONE, checked["defaults"], {}, retention)
     return Config(
         slug=checked["slug"],
         project=checked["project"],
-        region=checked["region"],
+        location=checked["region"],
         target=checked["target"],
         database=checked["database"],
         collection=checked["collection"],
-        retention_seconds=checked["retention_seconds"],
-        audit_interval_minutes=checked["audit_interval_minutes"],
-        serve=tuple((entry["project"], entry["location"]) for entry in checked["serve"]),
-        defaults=MappingProxyType(checked["defaults"]),
+        retention=dt.timedelta(seconds=retention),
+        audit_interval_minutes=minutes,
         jobs=MappingProxyType(jobs),
+        audit=audit,
+        defaults=MappingProxyType(checked["defaults"]),
+        serve=serve if serve != own else (),  # the default, left out: an overridden project stays the one served
+        tasks_queue=f"projects/{checked['project']}/locations/{checked['region']}/queues/{checked['slug']}-deliveries",
         warnings=tuple(checked["warnings"]),
         function=MappingProxyType(checked["function"]),
         herd=checked.get("herd"),
+        source=MappingProxyType(dict(raw)),
     )
+
+
+def _job(
+    job_id: str, schedule: str, zone: str, timing: Mapping[str, int], job: Mapping[str, object], retention: int
+) -> Job:
+    """One job's numbers, as rules.check_config resolved them (its own, else the defaults'), as timedeltas."""
+    given = job.get("max_execution_seconds")  # the audit's: rules' default for the retention
+    execution = given if given is not None else rules.max_execution_seconds(job_id, None, retention)
+    lateness = job.get("max_lateness_seconds")
+    return Job(
+        job_id=job_id,
+        schedule=schedule,
+        time_zone=zone,
+        attempt_deadline=dt.timedelta(seconds=timing["attempt_deadline_seconds"]),
+        lease=dt.timedelta(seconds=timing["lease_seconds"]),
+        retry_window=dt.timedelta(seconds=rules.job_retry_window_seconds(timing)),
+        max_execution=dt.timedelta(seconds=execution),
+        max_lateness=dt.timedelta(seconds=lateness) if lateness is not None else None,
+        timing=MappingProxyType(timing),
+        **{key: job[key] for key in rules.JOB_CHOICES if key in job},
+    )
+
+
+# A configuration the process runs by in place of the file's (use): a test's, with its own collection or jobs.
+USED: Config | None = None
+# The file the process reads when it names one (a test's server, a local run): a path, in place of CONFIG_FILE.
+FILE_VARIABLE = "CONFIG_YAML"
+
+
+def current() -> Config:
+    """The configuration the function and the tools run by: use()'s, else the file (the one CONFIG_YAML names,
+    else config.yaml), read once per process; or ConfigError."""
+    if USED is not None:
+        return USED
+    named = os.environ.get(FILE_VARIABLE)
+    return load(Path(named) if named else None)
+
+
+def use(config: Config | None) -> Config | None:
+    """Run this process by `config` (None: by the file again); the configuration it ran by before."""
+    global USED
+    previous, USED = USED, config
+    return previous
 
 
 def load(path: Path | None = None, schedules: bool = False) -> Config:

@@ -30,7 +30,7 @@ Accounted for even when they do not end as they should:
   a task exits 0 once each of its items is done or dead-lettered) is recorded `failed` with `dead_letters`, its
   line's execution_outcome `dead_lettered` (counted by the execution-failed metric, alerted the same).
 
-The overlap rule (per job, settings.JobSpec.overlap): while an execution the job started earlier still
+The overlap rule (per job, config.Job.overlap): while an execution the job started earlier still
 runs, or another run's start is in flight (its intent written before this one's), "skip" records the new run
 `skipped` (outcome skipped_overlap, 2xx: Scheduler does not retry it) and starts nothing; "start" starts it anyway.
 """
@@ -46,10 +46,10 @@ from collections.abc import Callable
 from google.api_core import exceptions as api_exceptions
 
 import dedup
+from config import Config
 from ledger import Claim, RunLedger, StartedRun
 from outcomes import SkippedOverlap
 from run_context import RunContext
-from settings import DedupConfig
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def with_dead_letters(ledger: RunLedger, started: StartedRun, ended: Ended, coun
     return Ended(ExecutionEnd.DEAD_LETTERED, detail, count)
 
 
-def overdue_note(config: DedupConfig, run: StartedRun) -> str:
+def overdue_note(config: Config, run: StartedRun) -> str:
     bound = config.max_execution_for(run.job_name) // dt.timedelta(seconds=1)
     return f"running since {run.started_at.isoformat()}, past its max_execution_seconds {bound}: overdue"
 
@@ -182,7 +182,7 @@ class Handover:
         self,
         ledger: RunLedger,
         claim: Claim,
-        config: DedupConfig,
+        config: Config,
         poll: Poll,
         find: Find | None,
         letters: Letters | None = None,

@@ -13,9 +13,10 @@ import hashlib
 import re
 from collections.abc import Mapping
 
+import rules
 import schedules
+from config import Config, Job
 from outcomes import InvalidDelivery, SkippedDstGap, quoted
-from settings import JOB_NAME, LOCATION, PROJECT, DedupConfig, JobSpec
 
 JOB_NAME_HEADER = "X-CloudScheduler-JobName"
 SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
@@ -30,6 +31,8 @@ RERUN_BY_HEADER = "X-Rerun-By"
 RERUN_REASON_HEADER = "X-Rerun-Reason"
 RERUN_HEADERS = (RERUN_ID_HEADER, RERUN_BY_HEADER, RERUN_REASON_HEADER)  # Rerun's fields, in order
 
+# The Scheduler job a delivery names: Cloud Scheduler's job id shape.
+JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
 RERUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 # Who asked and why: printable text of bounded length (a header value; it is stored in the record).
 RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")
@@ -40,8 +43,8 @@ RFC3339 = re.compile(
 # What each header's value must be (the schedule time's: parse_schedule_time).
 HEADER_RULES = {
     JOB_NAME_HEADER: (JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')"),
-    PROJECT_HEADER: (PROJECT, "must be a GCP project id"),
-    LOCATION_HEADER: (LOCATION, "must be a GCP region such as europe-west1"),
+    PROJECT_HEADER: (rules.PROJECT_ID, "must be a GCP project id"),
+    LOCATION_HEADER: (rules.REGION, "must be a GCP region such as europe-west1"),
     RERUN_ID_HEADER: (RERUN_ID, "must be 1-100 letters, digits, '-', '_'"),
     RERUN_BY_HEADER: (RERUN_TEXT, "must say who asked (1-500 printable characters)"),
     RERUN_REASON_HEADER: (RERUN_TEXT, "must say why (1-500 printable characters)"),
@@ -111,7 +114,7 @@ def _header(headers: Mapping[str, str], name: str, missing: str, default: str | 
     return value
 
 
-def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.datetime) -> RunKey:
+def read_run_key(headers: Mapping[str, str], config: Config, now: dt.datetime) -> RunKey:
     """Headers (any letter case) -> the run's key, or InvalidDelivery with a one-line reason."""
     lowered = {name.lower(): value for name, value in headers.items()}
     missing = "not a Cloud Scheduler delivery"
@@ -158,7 +161,7 @@ def read_run_key(headers: Mapping[str, str], config: DedupConfig, now: dt.dateti
     return RunKey(project=project, location=location, job_name=job_name, schedule_time=schedule_time, manual=manual)
 
 
-def _fire_time(job: JobSpec, schedule_time: dt.datetime, raw_time: str, now: dt.datetime) -> dt.datetime:
+def _fire_time(job: Job, schedule_time: dt.datetime, raw_time: str, now: dt.datetime) -> dt.datetime:
     """The schedule time a delivery of `job` is keyed by: the fire time it is a reading of (schedules.py: a
     time daylight saving repeats or skips has one), or InvalidDelivery past the job's next fire time, or
     SkippedDstGap for a skipped time the job skips."""

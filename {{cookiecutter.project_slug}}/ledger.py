@@ -21,6 +21,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 import dedup
+from config import Config
 from keys import RERUN_ID_HEADER, Rerun, RunKey
 from outcomes import (
     Duplicate,
@@ -34,7 +35,6 @@ from outcomes import (
     quoted,
 )
 from run_context import RunContext
-from settings import DedupConfig
 
 # Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
 # was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
@@ -169,7 +169,7 @@ class StartedRun:
         fields = (record["job_name"], record["schedule_time"], record["execution"], snapshot.update_time)
         return cls(snapshot.id, *fields, record.get("started_at"))
 
-    def overdue(self, config: DedupConfig, now: dt.datetime) -> bool:
+    def overdue(self, config: Config, now: dt.datetime) -> bool:
         """Its execution has run longer than its job's max_execution_seconds: the audit reports it (the proxy
         target's executions module), `runs.py stuck` lists it."""
         return self.started_at is not None and now - self.started_at > config.max_execution_for(self.job_name)
@@ -235,7 +235,7 @@ class RunLedger:
     # Ids per BatchGetDocuments: a bounded request (~100 KB of document names) and a bounded answer.
     READ_BATCH = 1000
 
-    def __init__(self, config: DedupConfig, client: firestore.Client | None = None) -> None:
+    def __init__(self, config: Config, client: firestore.Client | None = None) -> None:
         self.config = config
         try:
             self.client = client or firestore_client(config.project, config.database)
@@ -427,7 +427,7 @@ class RunLedger:
         return True
 
     def dead_letters(self, run_id: str, at_most: int = 1000) -> int:
-        """How many items of run `run_id` a Cloud Run job target's tasks dead-lettered (DedupConfig.
+        """How many items of run `run_id` a Cloud Run job target's tasks dead-lettered (Config.
         dead_letters_collection; at most `at_most` counted): they failed for good, though the task exited 0."""
         query = self.client.collection(self.config.dead_letters_collection)
         query = query.where(filter=FieldFilter("run_id", "==", run_id)).select([]).limit(at_most)

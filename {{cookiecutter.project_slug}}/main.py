@@ -14,6 +14,7 @@ import flask
 import functions_framework
 
 import audit
+import config as configuration
 import dedup
 import job
 import stop
@@ -23,7 +24,6 @@ from ledger import Claim, RunLedger
 from outcomes import MethodNotAllowed, Outcome, RunNotProcessed, SkippedOverlap, SkippedPaused
 from run_context import RunContext
 from run_log import RUN_FIELDS, configure_logging
-from settings import DedupConfig
 
 logger = logging.getLogger("scheduled_run")
 
@@ -67,7 +67,7 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
     try:
         if method != "POST":  # Cloud Scheduler's HTTP jobs send POST (scheduler.tf): anything else is not a delivery
             raise MethodNotAllowed(f"method {method!r}: only POST runs a job; nothing ran")
-        config = DedupConfig.from_env()
+        config = configuration.current()
         key = read_run_key(headers, config, now)
         RUN_FIELDS.set(key.log_fields)
         rerun = read_rerun(headers)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
 MAX_RETRY_COUNT = 5
 MAX_BACKOFF_SECONDS = 3600
-# How much longer than the job's attempt deadline (its work is stopped 10 s before: settings.stop_after) a lease
+# How much longer than the job's attempt deadline (its work is stopped 10 s before: config.Config.stop_after) a lease
 # lasts, at the least.
 LEASE_MARGIN_SECONDS = 30
 # How much longer than its deadline a job's lease lasts when the file does not say (a retry comes after it).
@@ -355,7 +355,7 @@ def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int
 
 
 def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: int, max_retry_duration: int) -> int:
-    """The longest time from a run's first attempt to the end of its last one (settings.py gives each job's to the
+    """The longest time from a run's first attempt to the end of its last one (config.py gives each job's to the
     function). Conservative: every wait counts as max_backoff. Cloud Scheduler keeps retrying until both
     retry_count and max_retry_duration are reached, so the longer of the two bounds wins."""
     by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
@@ -373,7 +373,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
     """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window.
     One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
     The timeout is the attempt deadline unless `function_timeout_seconds` is given; the work stops before it
-    (settings.DedupConfig.stop_after)."""
+    (config.Config.stop_after)."""
     checked: dict[str, int] = {}
 
     def number(name: str, low: int = 0, high: int | None = None) -> int:
@@ -528,7 +528,7 @@ MAX_CONCURRENCY = 1000
 # number, at most 8 (https://cloud.google.com/run/docs/configuring/cpu); the module's variables.tf refuses the same.
 CPU_SHAPE = re.compile(r"[0-9](\.[0-9]{1,3})?")
 CPU_RANGE = (0.08, 8)
-# The audit's Scheduler job reads its cron in this zone (audit.tf's time_zone; settings.AUDIT_TIME_ZONE).
+# The audit's Scheduler job reads its cron in this zone (audit.tf's time_zone; config.Config.audit).
 AUDIT_TIME_ZONE = "Etc/UTC"
 
 

@@ -60,7 +60,7 @@ def task_id(unique: str, kind: str) -> str:
 
 def enqueue_run(queue: str, key: RunKey, kind: str, deadline: dt.timedelta, rerun: Rerun | None = None) -> bool:
     """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id or re-run id>-<kind>`, with
-    its job's attempt deadline (settings.DedupConfig.attempt_deadline_for)."""
+    its job's attempt deadline (config.Config.attempt_deadline_for)."""
     name = task_id(rerun.rerun_id if rerun else key.run_id, kind)
     return enqueue(queue, name, delivery_headers(key, rerun), deadline)
 

@@ -6,14 +6,13 @@ time.time() (grpc/_channel.py), which time-machine moves too, and the emulator j
 So the days are the day after tomorrow, and the daylight saving changes the next ones after today.
 """
 
+import dataclasses
 import datetime as dt
-import json
 import logging
 import zoneinfo
 
 import pytest
-import yaml
-from conftest import records, scheduler_headers
+from conftest import configured, records, scheduler_headers
 
 import audit
 import config
@@ -21,7 +20,6 @@ import schedules
 from keys import RunKey, parse_schedule_time
 from ledger import RunLedger
 from outcomes import Misconfigured
-from settings import DedupConfig, baked_settings
 
 try:
     import time_machine
@@ -42,10 +40,9 @@ def at(text: str) -> dt.datetime:
     return parse_schedule_time(text)
 
 
-def with_jobs(monkeypatch, **jobs) -> DedupConfig:
-    """DEDUP_JOBS of these jobs, each {"schedule", "time_zone", ...} by its Scheduler name."""
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({name: {"job_id": name} | job for name, job in jobs.items()}))
-    return DedupConfig.from_env()
+def with_jobs(monkeypatch, **jobs) -> config.Config:
+    """These jobs in place of config.yaml's, each {"schedule", "time_zone", ...} by its Scheduler name."""
+    return configured(monkeypatch, lambda loaded: loaded.with_jobs(jobs))
 
 
 def deliver(http, job, schedule_time, clock, method="POST", **extra):
@@ -92,44 +89,37 @@ def test_a_run_keyed_under_a_place_the_function_does_not_serve_is_refused(monkey
     assert refused.status_code == 400 and "X-Scheduler-Project='other-proj-1'" in refused.text, refused.text
     assert "serves only" in refused.text and "`serve`" in refused.text
     assert work.calls == [] and records(collection) == {}
-    config = DedupConfig.from_env()
-    served = [{"project": project, "location": config.location} for project in (config.project, "other-proj-1")]
-    monkeypatch.setenv("DEDUP_SERVE", json.dumps(served))
+    own = config.current()
+    served = tuple((project, own.location) for project in (own.project, "other-proj-1"))
+    configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, serve=served))
     accepted = deliver(http, "nightly", on("03:00:00"), on("03:00:01"), **other)
     assert accepted.status_code == 200 and work.calls[0].project == "other-proj-1"
 
 
 def test_serve_in_config_yaml_is_what_the_function_serves(monkeypatch):
-    """The deployed function gets no DEDUP_* variable: config.yaml's `serve` reaches it through baked_settings;
-    left out, only the function's own place (even an overridden DEDUP_PROJECT's)."""
-    monkeypatch.delenv("DEDUP_SERVE", raising=False)
-    own = DedupConfig.from_env()
+    """config.yaml's `serve` is what the function serves; left out, only the function's own place (even an
+    overridden project's)."""
+    own = config.load()
     assert own.served == ((own.project, own.location),)
-    raw = yaml.safe_load(config.CONFIG_FILE.read_text(encoding="utf-8"))
-    raw["serve"] = [
-        {"project": own.project, "location": own.location},
-        {"project": "other-proj-1", "location": "us-east1"},
-    ]
-    monkeypatch.setattr(config, "load", lambda *args, **kwargs: config.parse(yaml.safe_dump(raw)))
-    monkeypatch.setattr("settings.baked_settings", baked_settings.__wrapped__)  # uncached: reads the edit
-    assert DedupConfig.from_env().served == ((own.project, own.location), ("other-proj-1", "us-east1"))
+    assert dataclasses.replace(own, project="other-proj-2").served == (("other-proj-2", own.location),)
+    serve = [{"project": own.project, "location": own.location}, {"project": "other-proj-1", "location": "us-east1"}]
+    edited = config.from_raw({**own.source, "serve": serve})
+    assert edited.served == ((own.project, own.location), ("other-proj-1", "us-east1"))
 
 
 @pytest.mark.parametrize(
     ("serve", "message"),
     [
-        ("[]", "serve=[]: must be a list of"),
-        ("null", "serve=[]: must be a list of"),
-        ('[{"project": "Bad_Project", "location": "europe-west1"}]', "serve.project='Bad_Project': "),
-        ('[{"project": "other-proj-1"}]', "serve={'project': 'other-proj-1'}: must be a list of"),
-        ("{nope", "is not JSON"),
+        ([], "serve=[]: must be a list of"),
+        ({}, "serve={}: must be a list of"),
+        ([{"project": "Bad_Project", "location": "europe-west1"}], "serve.project='Bad_Project': "),
+        ([{"project": "other-proj-1"}], "serve={'project': 'other-proj-1'}: must be a list of"),
     ],
 )
-def test_a_bad_serve_list_is_misconfigured_naming_it(monkeypatch, serve, message):
-    monkeypatch.setenv("DEDUP_SERVE", serve)
-    with pytest.raises(Misconfigured, match="DEDUP_SERVE=") as raised:
-        DedupConfig.from_env()
-    assert message in str(raised.value)
+def test_a_bad_serve_list_is_misconfigured_naming_it(serve, message):
+    with pytest.raises(Misconfigured, match="^config.yaml: ") as raised:
+        config.from_raw({**config.load().source, "serve": serve})
+    assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_an_audit_dated_ahead_leaves_the_marker_at_the_functions_clock(monkeypatch, http, collection, caplog):
@@ -151,10 +141,8 @@ def test_an_audit_dated_ahead_leaves_the_marker_at_the_functions_clock(monkeypat
 def test_a_takeover_past_the_lateness_limit_finishes_the_run_claimed_in_time(monkeypatch, http, collection, work):
     """max_lateness_seconds below the lease: a run claimed in time whose attempt died is taken over and run,
     never recorded `skipped` (its work may have started)."""
-    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "600")
-    config = with_jobs(
-        monkeypatch, report={"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 60}
-    )
+    with_jobs(monkeypatch, report={"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 60})
+    config = configured(monkeypatch, lambda loaded: loaded.everywhere(lease=dt.timedelta(seconds=600)))
     key = RunKey(config.project, config.location, "report", at(on("03:00:00")))
     RunLedger(config).claim(key, at(on("03:00:05")))  # claimed in time, then the instance died
     answer = deliver(http, "report", on("03:00:00"), on("03:10:30"))  # past the lease
@@ -272,7 +260,7 @@ def test_a_spring_forward_time_of_a_job_that_skips_the_gap_runs_nothing(monkeypa
 
 
 def test_a_bad_dst_gap_is_misconfigured_naming_it(monkeypatch):
-    with pytest.raises(Misconfigured, match=r"DEDUP_JOBS\.j\.dst_gap='later': must be one of end_of_gap, skip"):
+    with pytest.raises(Misconfigured, match=r"jobs\.j\.dst_gap='later': must be one of end_of_gap, skip"):
         with_jobs(monkeypatch, j={"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "dst_gap": "later"})
 
 

@@ -3,19 +3,17 @@ threading and timeout settings: the same refusals the in-process tests/proofs/te
 here at the real clock, across the process boundary, each answered with one outcome line and nothing written."""
 
 import datetime as dt
-import json
 
 import pytest
-from conftest import records, scheduler_headers
+from conftest import configured, records, scheduler_headers
 from test_stop import deployed_env
 
 import schedules
 from ledger import AUDIT_CURSOR_ID
-from settings import DedupConfig
 
 pytestmark = pytest.mark.faults
 
-HOURLY = {"live-hourly": {"job_id": "live-hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC"}}
+HOURLY = {"live-hourly": {"schedule": "0 * * * *", "time_zone": "Etc/UTC"}}
 
 
 def rfc3339(moment: dt.datetime) -> str:
@@ -26,8 +24,9 @@ def outcome_lines(server):
     return [line for line in server.log_lines() if "http_status" in line]
 
 
-def test_a_live_server_refuses_what_scheduler_never_sends_and_serves_on(fleet, collection):
-    server = fleet.start(**deployed_env(8), DEDUP_JOBS=json.dumps(HOURLY)).wait_ready()
+def test_a_live_server_refuses_what_scheduler_never_sends_and_serves_on(fleet, collection, monkeypatch):
+    configured(monkeypatch, lambda loaded: loaded.with_jobs(HOURLY))
+    server = fleet.start(**deployed_env(8)).wait_ready()
     now = dt.datetime.now(dt.UTC)
     last_fire = now.replace(minute=0, second=0, microsecond=0)
     next_fire = last_fire + dt.timedelta(hours=1)
@@ -54,10 +53,10 @@ def test_a_live_server_refuses_what_scheduler_never_sends_and_serves_on(fleet, c
     assert served.status == 200 and served.text.startswith("processed"), served
 
 
-def test_a_live_audit_dated_ahead_leaves_the_bookmark_at_the_functions_clock(fleet, collection):
-    server = fleet.start(**deployed_env(8), DEDUP_JOBS=json.dumps(HOURLY)).wait_ready()
+def test_a_live_audit_dated_ahead_leaves_the_bookmark_at_the_functions_clock(fleet, collection, monkeypatch):
+    config = configured(monkeypatch, lambda loaded: loaded.with_jobs(HOURLY))
+    server = fleet.start(**deployed_env(8)).wait_ready()
     before = dt.datetime.now(dt.UTC)
-    config = DedupConfig.from_env()
     # A Force run of the audit: its next fire time (its own cron, issue 24), ahead of the clock.
     ahead = rfc3339(
         schedules.next_fire_after(config.spec_of(config.audit_job).fire_rule, before + schedules.CLOCK_MARGIN)

@@ -6,21 +6,23 @@ Records are written through the protocol itself (RunLedger.claim / complete) at 
 so old schedule times work.
 """
 
+import dataclasses
 import datetime as dt
 import json
 import logging
 
 import pytest
 import runs
-from conftest import records, scheduler_headers
+from conftest import configured, records, scheduler_headers
+from proof_fixtures import a_job
 
 import audit
+import config as configuration
 import dedup
 import schedules
 from keys import RunKey, parse_schedule_time
 from ledger import AuditCursor, Claim, RecordChanged, RunLedger
 from outcomes import Misconfigured
-from settings import DedupConfig, JobSpec
 
 UTC = dt.UTC
 PROJECT_AND_LOCATION = ("audit-test-project", "europe-west1")  # any: fire-time tests only compare times
@@ -31,7 +33,7 @@ def at(text):
 
 
 def fire_times(schedule, zone, since, until):
-    runs_ = audit.expected_runs("job", JobSpec("job", schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION)
+    runs_ = audit.expected_runs("job", a_job("job", schedule, zone), at(since), at(until), *PROJECT_AND_LOCATION)
     return [(audit.rfc3339(run.key.schedule_time), run.dst and run.dst.value) for run in runs_]
 
 
@@ -101,37 +103,25 @@ def test_the_window_is_half_open_and_in_utc():
 @pytest.mark.parametrize(
     ("jobs", "message"),
     [
-        (
-            '{"j": {"job_id": "j", "schedule": "61 * * * *", "time_zone": "Etc/UTC"}}',
-            "DEDUP_JOBS.j.schedule='61 * * * *'",
-        ),
-        (
-            '{"j": {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Mars/Base"}}',
-            "DEDUP_JOBS.j.time_zone='Mars/Base'",
-        ),
-        ('{"j": {"job_id": "j", "schedule": "0 3 * * *"}}', "must hold job_id, schedule and time_zone"),
-        ('{"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}', "must hold job_id, schedule and time_zone"),
-        ('{"j": {"job_id": "a/b", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"}}', "DEDUP_JOBS.j.job_id='a/b'"),
-        (
-            '{"j": {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": "60"}}',
-            "DEDUP_JOBS.j.max_lateness_seconds='60'",
-        ),
-        ("[1]", "must be a JSON object"),
-        ("{nope", "is not JSON"),
+        ({"j": {"schedule": "61 * * * *", "time_zone": "Etc/UTC"}}, "jobs.j.schedule='61 * * * *'"),
+        ({"j": {"schedule": "0 3 * * *", "time_zone": "Mars/Base"}}, "jobs.j.time_zone='Mars/Base'"),
+        ({"j": {"time_zone": "Etc/UTC"}}, "jobs.j={'time_zone': 'Etc/UTC'}: must hold a schedule"),
+        ({"j": {"job_id": "a/b", "schedule": "0 3 * * *"}}, "jobs='a/b': each job id must be"),
+        ({"j": {"schedule": "0 3 * * *", "max_lateness_seconds": 30}}, "jobs.j.max_lateness_seconds=30"),
+        ({}, "jobs={}: must be a non-empty mapping"),
     ],
 )
-def test_bad_dedup_jobs_is_misconfigured_naming_the_field(monkeypatch, jobs, message):
-    monkeypatch.setenv("DEDUP_JOBS", jobs)
-    with pytest.raises(Misconfigured, match=message.replace("*", r"\*").replace(".", r"\.")):
-        DedupConfig.from_env()
+def test_bad_jobs_are_misconfigured_naming_the_field(jobs, message):
+    with pytest.raises(Misconfigured, match="^config.yaml: " + message.replace("*", r"\*").replace(".", r"\.")):
+        configuration.load().with_jobs(jobs)
 
 
 # ---------------------------------------------------------------- the audit against the records
 
 
 def ledger_at(monkeypatch, jobs):
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
-    return RunLedger(DedupConfig.from_env())
+    configured(monkeypatch, lambda loaded: loaded.with_jobs(jobs))
+    return RunLedger(configuration.current())
 
 
 def run_to(ledger, job, time, status, now=None):
@@ -190,7 +180,7 @@ def test_the_audit_reports_exactly_the_missing_runs_across_zones_and_dst(monkeyp
 
 
 def test_a_skipped_spring_forward_time_is_expected_at_the_gaps_end_where_the_handler_keys_it(monkeypatch, collection):
-    ledger = ledger_at(monkeypatch, {"ny": {"job_id": "ny", "schedule": "30 2 * * *", "time_zone": "America/New_York"}})
+    ledger = ledger_at(monkeypatch, {"ny": {"schedule": "30 2 * * *", "time_zone": "America/New_York"}})
     window = (at("2026-03-08T00:00:00Z"), at("2026-03-09T00:00:00Z"))
     now = at("2026-03-10T00:00:00Z")
     assert states(audit.audit_runs(ledger, ledger.config.jobs, *window, now)) == [
@@ -203,9 +193,9 @@ def test_a_skipped_spring_forward_time_is_expected_at_the_gaps_end_where_the_han
 
 
 def test_a_run_within_lease_plus_retry_window_is_pending_not_missing(monkeypatch, collection):
-    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "100")
-    monkeypatch.setenv("DEDUP_RETRY_WINDOW_SECONDS", "1000")
-    ledger = ledger_at(monkeypatch, {"j": {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"}})
+    ledger_at(monkeypatch, {"j": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"}})
+    numbers = {"lease": dt.timedelta(seconds=100), "retry_window": dt.timedelta(seconds=1000)}
+    ledger = RunLedger(configured(monkeypatch, lambda loaded: loaded.everywhere(**numbers)))
     fire = at("2026-01-01T03:00:00Z")
     window = (fire, fire + dt.timedelta(minutes=1))
     for after, state in [(1099, "pending"), (1100, "missing")]:  # lease + retry window = 1100 s
@@ -238,10 +228,10 @@ def test_the_audit_reads_each_window_in_one_batch(monkeypatch, collection):
 def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatch, http, collection, now, caplog):
     """A first deploy, or a job just added: the day before it existed is not reported missing; the bookmark is
     the function's clock, even for an audit delivery dated ahead (issue 16: it must not move the audit)."""
-    monkeypatch.setenv(
-        "DEDUP_JOBS", json.dumps({"fresh": {"job_id": "fresh", "schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}})
+    configured(
+        monkeypatch, lambda loaded: loaded.with_jobs({"fresh": {"schedule": "*/5 * * * *", "time_zone": "Etc/UTC"}})
     )
-    config = DedupConfig.from_env()
+    config = configuration.current()
     caplog.set_level(logging.INFO)
     monkeypatch.setattr(dedup, "utcnow", lambda: now)
     # A Force run of the audit: its next fire time (its own cron, issue 24), ahead of the clock.
@@ -262,10 +252,10 @@ def test_the_first_audit_of_a_job_marks_it_and_reports_nothing_before(monkeypatc
 
 
 def test_the_audit_job_is_deduplicated_and_logs_each_missing_run(monkeypatch, http, collection, now, caplog, work):
-    monkeypatch.setenv(
-        "DEDUP_JOBS", json.dumps({"hourly": {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC"}})
+    configured(
+        monkeypatch, lambda loaded: loaded.with_jobs({"hourly": {"schedule": "0 * * * *", "time_zone": "Etc/UTC"}})
     )
-    config = DedupConfig.from_env()
+    config = configuration.current()
     ledger = RunLedger(config)
     long_ago = now - dt.timedelta(days=2)  # audited for long, never swept: a full sweep of the whole lookback
     ledger.write_audit_cursor(AuditCursor({"hourly": {"since": long_ago, "judged_until": long_ago}}))
@@ -306,7 +296,7 @@ def test_a_delivery_past_max_lateness_is_recorded_skipped_and_never_runs(monkeyp
     jobs = {
         "report": {"job_id": "report", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 3600}
     }
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
+    configured(monkeypatch, lambda loaded: loaded.with_jobs(jobs))
     monkeypatch.setattr(dedup, "utcnow", lambda: now)  # lateness is judged on this test's clock, not the wall's
     late = audit.rfc3339(now - dt.timedelta(seconds=3700))
     answer = http.post("/", headers=scheduler_headers("report", late))
@@ -336,8 +326,8 @@ def test_the_outcome_line_carries_the_works_duration(http, collection, now, capl
 
 
 def ten_minute_job(monkeypatch):
-    monkeypatch.setenv(
-        "DEDUP_JOBS", json.dumps({"ten": {"job_id": "ten", "schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}})
+    configured(
+        monkeypatch, lambda loaded: loaded.with_jobs({"ten": {"schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}})
     )
 
 
@@ -349,7 +339,7 @@ def window_3h_ago(now):
 def test_missed_prints_a_table_and_json(monkeypatch, collection, now, capsys):
     ten_minute_job(monkeypatch)
     since, until = window_3h_ago(now)
-    ledger = RunLedger(DedupConfig.from_env())
+    ledger = RunLedger(configuration.current())
     run_to(ledger, "ten", since, "completed", now=now)
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
@@ -367,7 +357,7 @@ def test_missed_prints_a_table_and_json(monkeypatch, collection, now, capsys):
 def test_missed_judges_a_job_from_the_first_audit_that_saw_it(monkeypatch, collection, now, capsys):
     ten_minute_job(monkeypatch)
     since, until = window_3h_ago(now)
-    ledger = RunLedger(DedupConfig.from_env())
+    ledger = RunLedger(configuration.current())
     first_seen = at(since) + dt.timedelta(minutes=15)
     ledger.write_audit_cursor(AuditCursor({"ten": {"since": first_seen, "judged_until": at(until)}}))
     assert runs.main(["missed", "--since", since, "--until", until, "--json"]) == 0
@@ -499,9 +489,10 @@ def test_each_job_is_judged_up_to_its_own_settle_time(monkeypatch, collection):
     judged (and so bookmarked) before it settles, and no other job waits for it (issue 24)."""
     project = ledger_at(monkeypatch, hourly_jobs(1)).config  # the bake's own numbers: h1 outlasts them by 600 s
     lease, window = int(project.lease.total_seconds()) + 300, int(project.retry_window.total_seconds()) + 300
-    jobs = hourly_jobs(2)
-    jobs["h1"] |= {"lease_seconds": lease, "retry_window_seconds": window}
-    config = ledger_at(monkeypatch, jobs).config
+    two = ledger_at(monkeypatch, hourly_jobs(2)).config
+    own = {"lease": dt.timedelta(seconds=lease), "retry_window": dt.timedelta(seconds=window)}
+    h1 = dataclasses.replace(two.jobs["h1"], **own)
+    config = configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, jobs={**loaded.jobs, "h1": h1}))
     now = at("2026-03-01T12:00:00Z")
     slowest = dt.timedelta(seconds=lease + window)
     assert config.settle_for("h1") == slowest > config.settle_for("h0") == config.settle

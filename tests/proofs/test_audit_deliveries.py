@@ -1,6 +1,6 @@
 """Issue 24 item 8: the audit job's deliveries are checked against its own cron like any job's. Its cron is known
 (every audit_interval_minutes, Etc/UTC: Terraform's local.audit_schedule), yet a delivery dated up to 32 days
-ahead (DEDUP_MAX_FUTURE_SECONDS) was keyed as a manual audit: that hour's real audit then answered `duplicate`."""
+ahead (config.Config.max_future) was keyed as a manual audit: that hour's real audit then answered `duplicate`."""
 
 import datetime as dt
 
@@ -10,9 +10,8 @@ from conftest import Work, scheduler_headers
 import audit
 import config
 import schedules
-from settings import baked_settings
 
-AUDIT_JOB = baked_settings()["DEDUP_AUDIT_JOB"]
+AUDIT_JOB = config.load().audit_job
 AUDIT = schedules.Schedule(config.load().audit_schedule, "Etc/UTC")
 
 

@@ -10,8 +10,8 @@ from live_server import wait_for_file
 from test_audit import at, ten_minute_job, window_3h_ago
 
 import audit
+import config as configuration
 from keys import RunKey
-from settings import DedupConfig
 
 
 def test_backfill_runs_each_missing_run_once_even_racing_a_late_scheduler_retry(monkeypatch, fleet, now, capsys):
@@ -50,10 +50,9 @@ def test_backfill_runs_each_missing_run_once_even_racing_a_late_scheduler_retry(
     assert backfill_code == [0], out
     first_row = next(line for line in out.splitlines() if audit.rfc3339(at(since)) in line)
     assert "200 processed" in first_row, out
-    config = DedupConfig.from_env()
+    config = configuration.current()
     run_ids = [
-        RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
-        for m in (0, 10, 20)
+        RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id for m in (0, 10, 20)
     ]
     assert sorted(fleet.executions()) == sorted(run_ids)  # each run's work ran exactly once
     assert scheduler.deliver(scheduler_headers("ten", since)).text.startswith("duplicate:")  # a later retry

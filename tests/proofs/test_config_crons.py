@@ -60,7 +60,7 @@ def test_each_jobs_daylight_saving_dates_are_the_ones_the_function_keys(job_id):
     since = dt.datetime.combine(start, dt.time(), dt.UTC)
     last = dt.date(start.year + schedule_rules.DST_WARNING_YEARS, start.month, 1)
     until = dt.datetime.combine(last, dt.time(), dt.UTC)
-    rule = schedules.Schedule(job.schedule, job.time_zone, job.options.get("dst_gap", schedules.END_OF_GAP))
+    rule = schedules.Schedule(job.schedule, job.time_zone, job.dst_gap)
     kinds = {schedules.Dst.AMBIGUOUS: "repeated", schedules.Dst.NONEXISTENT: "skipped"}
     fires = {
         (fire.wall.date(), kinds[fire.dst]) for fire in schedules.fire_times(rule, since, until) if fire.dst is not None

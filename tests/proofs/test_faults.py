@@ -14,9 +14,9 @@ import time
 import pytest
 from conftest import PROJECT, records, scheduler_headers
 from google.cloud import firestore
-from live_server import RetryPolicy, wait_for_file
+from live_server import RetryPolicy, everywhere, wait_for_file
 
-from settings import baked_settings
+import config
 
 pytestmark = pytest.mark.faults
 
@@ -34,8 +34,8 @@ def wait_for_signal(server, point, timeout=30.0):
 
 def crash_at(fleet, point, headers):
     """One delivery, killed at `point`; returns the fresh server and what the dead one's client saw."""
-    doomed = fleet.start(SERVED_FAULT=point, DEDUP_LEASE_SECONDS=str(LEASE_SECONDS))
-    fresh = fleet.start(DEDUP_LEASE_SECONDS=str(LEASE_SECONDS))
+    doomed = fleet.start(everywhere(lease=LEASE_SECONDS), SERVED_FAULT=point)
+    fresh = fleet.start(everywhere(lease=LEASE_SECONDS))
     doomed.wait_ready()
     fresh.wait_ready()
     delivery, answers = doomed.deliver_in_background(headers)
@@ -78,7 +78,7 @@ def show(case, retries):
 
 def outputs_of(fleet):
     """The job's effects: outputs/{run_id}, created put-if-absent by tests/harness/served_job.py."""
-    client = firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"])
+    client = firestore.Client(project=PROJECT, database=config.load().database)
     return records(client.collection(fleet.outputs))
 
 

@@ -8,6 +8,7 @@ runs, and Cloud Run's front end has its own cap. HTTP carries header values as l
 so the HTTP-level examples stay within that; read_run_key gets any unicode, control characters included.
 """
 
+import dataclasses
 import datetime as dt
 import re
 
@@ -17,11 +18,11 @@ from google.cloud import firestore
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER, read_run_key
+import config
+from keys import JOB_NAME, JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER, read_run_key
 from outcomes import InvalidDelivery
-from settings import JOB_NAME, DedupConfig, baked_settings
 
-CONFIG = DedupConfig.from_env({"DEDUP_PROJECT": PROJECT})
+CONFIG = dataclasses.replace(config.load(), project=PROJECT)
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.UTC)
 SCHEDULER_HEADER_LIMIT = 80 * 1024
 HEADER_NAMES = (JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, PROJECT_HEADER, LOCATION_HEADER)
@@ -148,7 +149,7 @@ http_time = st.one_of(recent, latin1_value)
 
 @pytest.fixture
 def collections_before(collection):
-    client = firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"])
+    client = firestore.Client(project=PROJECT, database=CONFIG.database)
     return client, {c.id for c in client.collections()}
 
 

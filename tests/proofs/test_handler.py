@@ -1,26 +1,27 @@
 """Every branch of the protocol, through the HTTP entry point, against Google's Firestore emulator."""
 
+import dataclasses
 import datetime as dt
 import hashlib
-import json
 import logging
+import re
 import threading
 import time
 
 import pytest
-from conftest import PROJECT, records, scheduler_headers
+from conftest import PROJECT, configured, records, scheduler_headers
 from google.api_core import exceptions as api_exceptions
 from google.api_core import gapic_v1
 from google.cloud import firestore
 from google.cloud.firestore_v1.services.firestore.client import FirestoreClient
 
+import config
 import dedup
 from ledger import RunLedger, RunRecord
 from outcomes import Outcome
 from run_context import TerminalJobError, UnknownJob
-from settings import DedupConfig, baked_settings
 
-BAKED_LOCATION = baked_settings()["DEDUP_LOCATION"]
+BAKED_LOCATION = config.load().location
 
 
 def iso(moment: dt.datetime) -> str:
@@ -46,7 +47,7 @@ def test_fresh_run_is_processed_and_recorded(http, collection, work, now):
     assert record["attempt_id"] == context.attempt_id
     assert record["job_name"] == "nightly" and record["schedule_time"] == now
     assert record["lease_expires"] > record["claimed_at"]
-    assert record["expire_at"] >= now + dt.timedelta(seconds=int(baked_settings()["DEDUP_RETENTION_SECONDS"]))
+    assert record["expire_at"] >= now + config.load().retention
     assert record["finished_at"] >= record["claimed_at"]
     assert set(record) <= set(RunRecord.__annotations__)  # the record's schema names every field it holds
 
@@ -100,7 +101,7 @@ def test_a_replay_does_not_walk_the_cron_again(http, work, now, monkeypatch):
     keeps it): a replay walks no cron."""
     import schedules
 
-    job = next(iter(DedupConfig.from_env().jobs))  # a configured job: its deliveries are checked against its cron
+    job = next(iter(config.current().jobs))  # a configured job: its deliveries are checked against its cron
     http.post("/", headers=scheduler_headers(job, iso(now)))
     walks = []
     real = schedules.fire_times
@@ -204,7 +205,7 @@ def in_background(app, headers):
 
 
 def test_expired_lease_is_taken_over_and_the_zombie_cannot_overwrite(app, http, collection, work, now, monkeypatch):
-    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "1")
+    configured(monkeypatch, lambda loaded: loaded.everywhere(lease=dt.timedelta(seconds=1)))
     zombie_gate = work.hold(0)
     zombie, zombie_answer = in_background(app, scheduler_headers("nightly", iso(now)))
     work.wait_for_calls(1)
@@ -225,13 +226,13 @@ def test_expired_lease_is_taken_over_and_the_zombie_cannot_overwrite(app, http, 
 
 
 def test_zombie_failure_cannot_delete_the_successors_record(app, collection, work, now, monkeypatch):
-    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "1")
+    configured(monkeypatch, lambda loaded: loaded.everywhere(lease=dt.timedelta(seconds=1)))
     zombie_gate, successor_gate = work.hold(0), work.hold(1)
     work.errors[0] = RuntimeError("the zombie fails late")
     zombie, zombie_answer = in_background(app, scheduler_headers("nightly", iso(now)))
     work.wait_for_calls(1)
     time.sleep(1.2)
-    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "60")
+    configured(monkeypatch, lambda loaded: loaded.everywhere(lease=dt.timedelta(seconds=60)))
     successor, successor_answer = in_background(app, scheduler_headers("nightly", iso(now)))
     work.wait_for_calls(2)  # the successor owns the run and is inside the work
 
@@ -346,7 +347,7 @@ def test_a_forced_run_more_than_the_retention_ahead_is_a_manual_run_whose_record
     """A "Force run" sends the next scheduled time (a month ahead for a monthly job): a manual run of its own,
     whose record must live until that time + the retention, or a Force run retried then would run again.
     The real delivery at that time is the scheduled run, and runs (tests/test_accept.py)."""
-    monkeypatch.setenv("DEDUP_RETENTION_SECONDS", "3600")
+    configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, retention=dt.timedelta(hours=1)))
     scheduled = (dedup.utcnow() + dt.timedelta(hours=2)).replace(microsecond=0)
 
     forced = http.post("/", headers=scheduler_headers("monthly", iso(scheduled)))
@@ -413,7 +414,7 @@ def test_record_past_expire_at_counts_as_absent(app, collection, work, now):
 def test_project_and_location_disambiguate_runs(http, collection, work, now, monkeypatch):
     time_header = iso(now)
     served = [(PROJECT, BAKED_LOCATION), ("other-proj-1", BAKED_LOCATION), (PROJECT, "us-east1")]
-    monkeypatch.setenv("DEDUP_SERVE", json.dumps([{"project": p, "location": loc} for p, loc in served]))
+    configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, serve=tuple(served)))
 
     def deliver(**extra):
         return http.post("/", headers=scheduler_headers("nightly", time_header, **extra))
@@ -462,9 +463,8 @@ def test_bad_headers_get_400_and_nothing_is_written(http, collection, work, head
 
 def test_schedule_times_outside_the_accepted_window_are_refused(http, collection, work, now, monkeypatch):
     monkeypatch.setattr(dedup, "utcnow", lambda: now)  # the window's edges are judged on this test's clock
-    retention = int(baked_settings()["DEDUP_RETENTION_SECONDS"])
-    too_old = now - dt.timedelta(seconds=retention + 60)
-    too_new = now + dt.timedelta(seconds=int(baked_settings()["DEDUP_MAX_FUTURE_SECONDS"]) + 60)
+    too_old = now - config.load().retention - dt.timedelta(seconds=60)
+    too_new = now + config.load().max_future + dt.timedelta(seconds=60)
     next_month = now + dt.timedelta(days=31)  # a forced run of a monthly job sends its next scheduled time
 
     assert "older than the retention window" in http.post("/", headers=scheduler_headers("n", iso(too_old))).text
@@ -503,15 +503,19 @@ def test_a_retryable_failure_logs_its_traceback_in_its_one_outcome_line(http, wo
 
 
 def test_an_invalid_setting_answers_500_and_logs_it_without_touching_firestore(
-    http, collection, work, now, monkeypatch, log_lines
+    http, collection, work, now, monkeypatch, log_lines, tmp_path
 ):
-    monkeypatch.setenv("DEDUP_LEASE_SECONDS", "five minutes")
+    text = config.CONFIG_FILE.read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^  attempt_deadline_seconds: .*$", "  attempt_deadline_seconds: five minutes", text, count=1)
+    (tmp_path / "config.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(config, "CONFIG_FILE", tmp_path / "config.yaml")
+    monkeypatch.setattr(config, "USED", None)  # the file's, as deployed
 
     response = http.post("/", headers=scheduler_headers("nightly", iso(now)))
 
     assert response.status_code == 500
-    rule = "must be a positive whole number of seconds"
-    assert response.text == f"misconfigured: DEDUP_LEASE_SECONDS='five minutes': {rule}\n"
+    rule = "must be a whole number"
+    assert response.text == f"misconfigured: config.yaml: defaults.attempt_deadline_seconds='five minutes': {rule}\n"
     (line,) = [line for line in log_lines() if "outcome" in line]
     assert (line["outcome"], line["severity"]) == ("misconfigured", "ERROR")
     assert work.calls == [] and records(collection) == {}
@@ -610,11 +614,11 @@ def test_every_outcome_has_one_answer_and_only_finished_runs_stop_scheduler(hand
 
 
 def test_the_work_gets_the_job_id_as_the_answers_spell_it(http, work, now):
-    """Scheduler sends "<slug>-<job id>"; the work sees the job id itself, chosen through DEDUP_JOBS."""
-    config = DedupConfig.from_env()
-    slug = config.audit_job.removesuffix("_audit")
-    assert config.jobs, "the baked settings list the answers' jobs"
-    for name, job in config.jobs.items():
+    """Scheduler sends "<slug>-<job id>"; the work sees the job id itself, chosen through config.yaml's jobs."""
+    loaded = config.current()
+    slug = loaded.audit_job.removesuffix("_audit")
+    assert loaded.jobs, "the baked settings list the answers' jobs"
+    for name, job in loaded.jobs.items():
         assert name == f"{slug}-{job.job_id}"
         assert http.post("/", headers=scheduler_headers(name, iso(now))).status_code == 200
         if job.paused:  # its deliveries skip the work (skipped_paused)
@@ -654,10 +658,10 @@ def test_a_line_logged_after_a_delivery_no_longer_carries_its_runs_fields(http, 
 
 
 def test_every_answered_job_has_its_work_and_an_unknown_one_is_refused(http, collection, now, log_lines):
-    """job.WORK covers the baked jobs; a Scheduler job DEDUP_JOBS lacks reaches the real job.run and is refused."""
+    """job.WORK covers the baked jobs; a Scheduler job config.yaml lacks reaches the real job.run and is refused."""
     import job
 
-    assert set(job.WORK) == {spec.job_id for spec in DedupConfig.from_env().jobs.values()}
+    assert set(job.WORK) == {spec.job_id for spec in config.current().jobs.values()}
     response = http.post("/", headers=scheduler_headers("stale-job", iso(now)))
     assert response.status_code == 500
     assert "job id None (Scheduler job 'stale-job'): not in job.WORK" in response.text

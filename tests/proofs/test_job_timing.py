@@ -7,13 +7,14 @@ by the task's dispatch deadline: 10 minutes unless the task sets one, which must
 (Task.dispatch_deadline, https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues.tasks).
 Without its own, a re-run of a 30-minute job is cancelled at 10 minutes and retried while its work still runs.
 
-And every setting as config.yaml states it (the deployed function gets no DEDUP_* variable): the settings the
-other proofs set through environment overrides reach the function from the file, and a delivery obeys them.
+And every setting as config.yaml states it: the settings the other proofs set through typed overrides
+(config.Config.with_jobs, .everywhere) reach the function from the file, and a delivery obeys them.
 """
 
 import datetime as dt
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,6 @@ from tasks_standin import TasksStandin
 import config
 import dedup
 import rules
-from settings import DedupConfig, baked_settings
 
 ROOT = Path(config.__file__).resolve().parent  # the bake (a copy with the proofs laid in)
 
@@ -64,11 +64,14 @@ def queue(tmp_path):
     at Scheduler's shortest deadline, beside the bake's own. Nothing answers the tasks: what they carry is the
     test (one attempt each)."""
     project = project_with(tmp_path, {"long": 1800, "mid": 900, "brief": 15})
+    # A project of its own keeps these runs apart from other bakes' on the shared emulator.
     own = "timing-" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]
-    code = "import settings; print(settings.baked_settings()['DEDUP_TASKS_QUEUE'])"
+    file = project / "config.yaml"
+    file.write_text(re.sub(r"(?m)^project: .*$", f"project: {own}", file.read_text(encoding="utf-8"), count=1))
+    code = "import config; print(config.load().tasks_queue)"
     name = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
     standin = TasksStandin(name.stdout.strip(), "http://127.0.0.1:9/", max_attempts=1)
-    env = {**os.environ, "CLOUD_TASKS_EMULATOR_HOST": standin.host, "DEDUP_PROJECT": own}
+    env = {**os.environ, "CLOUD_TASKS_EMULATOR_HOST": standin.host}
     yield project, env, standin
     standin.close()
 
@@ -122,7 +125,7 @@ def test_a_backfill_through_the_queue_carries_each_jobs_deadline(queue, emulator
 # ---------------------------------------------------------------- every setting as config.yaml states it
 
 OTHER_PLACE = {"project": "other-project-1", "location": "us-central1"}
-# Where the proofs key their runs (the fixtures' DEDUP_PROJECT, kept apart from other bakes'), served too.
+# Where the proofs key their runs (the fixtures' project, kept apart from other bakes'), served too.
 TEST_PLACE = {"project": os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project"), "location": "europe-west1"}
 REPORT = {  # every job key at a value no default has
     "schedule": "0 3 * * *",
@@ -144,7 +147,7 @@ HELD = {"schedule": "0 4 * * *", "paused": True, "overlap": "start"}
 @pytest.fixture
 def written(monkeypatch, tmp_path):
     """The bake's config.yaml with every project-level key and two jobs set as a user writes them, read by the
-    function as it reads its own (config.CONFIG_FILE, settings.baked_settings); the raw mapping."""
+    function as it reads its own (config.CONFIG_FILE); the raw mapping."""
     raw = yaml.safe_load(config.CONFIG_FILE.read_text(encoding="utf-8"))
     raw["retention_seconds"] = 700000
     raw["audit_interval_minutes"] = 30
@@ -156,13 +159,12 @@ def written(monkeypatch, tmp_path):
     checked = subprocess.run([sys.executable, str(ROOT / "config.py"), str(path)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     monkeypatch.setattr(config, "CONFIG_FILE", path)
-    baked_settings.cache_clear()
-    yield raw
-    baked_settings.cache_clear()
+    monkeypatch.setattr(config, "USED", None)  # the file's, as deployed
+    return raw
 
 
 def test_every_setting_reaches_the_function_as_config_yaml_states_it(written):
-    settings = DedupConfig.from_env({})
+    settings = config.current()
     slug = written["slug"]
     assert (settings.project, settings.location) == (written["project"], written["region"])
     assert (settings.database, settings.collection) == (written["database"], written["collection"])
@@ -196,9 +198,9 @@ def test_every_setting_reaches_the_function_as_config_yaml_states_it(written):
 
 
 def test_a_delivery_obeys_config_yamls_lateness_lease_and_retention(written, monkeypatch, http, collection, now, work):
-    """Proven elsewhere through DEDUP_JOBS and DEDUP_*_SECONDS; here as the file states them: a delivery later
-    than the job's max_lateness_seconds is recorded skipped, one on time claims with the job's own lease and keeps
-    its record the file's retention."""
+    """Proven elsewhere through typed overrides (Config.with_jobs, .everywhere); here as the file states them: a
+    delivery later than the job's max_lateness_seconds is recorded skipped, one on time claims with the job's own
+    lease and keeps its record the file's retention."""
     monkeypatch.setattr(dedup, "utcnow", lambda: now)
     job = f"{written['slug']}-report"
     late = scheduler_headers(job, (now - dt.timedelta(seconds=3601)).strftime("%Y-%m-%dT%H:%M:%SZ"))

@@ -5,6 +5,7 @@ server (tests/harness/live_server.py) is fed by a local stand-in of the Cloud Ta
 (tests/harness/tasks_standin.py) that tools/runs.py and the audit reach over the client library's REST transport.
 """
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -13,11 +14,12 @@ import shlex
 import pytest
 import runs
 import time_machine
-from conftest import records, scheduler_headers
+from conftest import configured, records, scheduler_headers
 from firestore_emulator import free_port
 from tasks_standin import TasksStandin
 
 import audit
+import config as configuration
 import dedup
 import schedules
 import task_queue
@@ -25,7 +27,6 @@ from keys import RunKey, parse_schedule_time
 from ledger import AuditCursor, RunLedger, firestore_client
 from outcomes import Misconfigured
 from run_context import TerminalJobError
-from settings import DedupConfig
 
 UTC = dt.UTC
 QUEUE = "projects/dedup-test-project/locations/europe-west1/queues/test-deliveries"
@@ -37,10 +38,10 @@ def at(text):
 
 def hourly(monkeypatch, **flags):
     """One job, every hour on the hour, with the flags given (paused, catch_up, max_lateness_seconds)."""
-    job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", **flags}
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": job}))
-    monkeypatch.setenv("DEDUP_TASKS_QUEUE", QUEUE)
-    return DedupConfig.from_env()
+    job = {"schedule": "0 * * * *", "time_zone": "Etc/UTC", **flags}
+    return configured(
+        monkeypatch, lambda loaded: dataclasses.replace(loaded.with_jobs({"hourly": job}), tasks_queue=QUEUE)
+    )
 
 
 def audit_at(http, config, moment, caplog):
@@ -90,20 +91,19 @@ def test_a_paused_jobs_fire_times_are_paused_never_missing_and_resuming_reports_
     assert {f["audit_state"] for f in missing} == {"missing"}
 
 
-def test_paused_and_catch_up_must_be_booleans_and_catch_up_needs_a_queue(monkeypatch):
+def test_paused_and_catch_up_must_be_booleans_and_catch_up_has_the_deployed_queue():
+    loaded = configuration.load()
     for flag in ("paused", "catch_up"):
-        hourly_job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", flag: "yes"}
-        monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": hourly_job}))
-        with pytest.raises(Misconfigured, match=rf"^DEDUP_JOBS\.hourly\.{flag}='yes': must be true or false$"):
-            DedupConfig.from_env()
-    monkeypatch.setenv("DEDUP_TASKS_QUEUE", "")
-    job = {"job_id": "hourly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", "catch_up": True}
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"hourly": job}))
-    with pytest.raises(Misconfigured, match=r"^DEDUP_JOBS\.hourly\.catch_up=true: .*DEDUP_TASKS_QUEUE is not set"):
-        DedupConfig.from_env()
-    monkeypatch.setenv("DEDUP_TASKS_QUEUE", "queues/x")
-    with pytest.raises(Misconfigured, match=r"^DEDUP_TASKS_QUEUE='queues/x': must be projects/"):
-        DedupConfig.from_env()
+        hourly_job = {"schedule": "0 * * * *", "time_zone": "Etc/UTC", flag: "yes"}
+        with pytest.raises(Misconfigured, match=rf"^config\.yaml: jobs\.hourly\.{flag}='yes': must be true or false$"):
+            loaded.with_jobs({"hourly": hourly_job})
+    # The deliveries queue the audit's catch-ups go through: every deploy has it (tasks.tf), named by config.yaml.
+    caught_up = loaded.with_jobs({"hourly": {"schedule": "0 * * * *", "catch_up": True}})
+    assert (
+        caught_up.tasks_queue
+        == f"projects/{loaded.project}/locations/{loaded.location}/queues/{loaded.slug}-deliveries"
+    )
+    assert runs.TASKS_QUEUE.fullmatch(caught_up.tasks_queue)
 
 
 # ---------------------------------------------------------------- re-run (in process)
@@ -141,7 +141,7 @@ def test_a_rerun_runs_a_finished_run_once_more_once_and_keeps_who_when_why(http,
 
 
 def record_id(time, job="nightly"):
-    config = DedupConfig.from_env()
+    config = configuration.current()
     return RunKey(config.project, config.location, job, at(time)).run_id
 
 
@@ -149,10 +149,10 @@ def test_a_rerun_waits_for_a_live_attempt_and_ignores_max_lateness(monkeypatch, 
     jobs = {
         "nightly": {"job_id": "nightly", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "max_lateness_seconds": 60}
     }
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps(jobs))
+    configured(monkeypatch, lambda loaded: loaded.with_jobs(jobs))
     monkeypatch.setattr(dedup, "utcnow", lambda: now)  # the claim's lease is live on this test's clock
     time = audit.rfc3339(now - dt.timedelta(hours=5))
-    ledger = RunLedger(DedupConfig.from_env())
+    ledger = RunLedger(configuration.current())
     claim = ledger.claim(RunKey(ledger.config.project, ledger.config.location, "nightly", at(time)), now)
     busy = http.post("/", headers=rerun_headers(time, "r1"))
     assert busy.status_code == 409 and busy.text.startswith("in_progress:") and work.calls == []
@@ -258,7 +258,7 @@ def deliver_at(http, clock, time=f"{DAY}T03:00:00Z", **extra):
 
 def nightly(monkeypatch):
     job = {"job_id": "nightly", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"}
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"nightly": job}))
+    configured(monkeypatch, lambda loaded: loaded.with_jobs({"nightly": job}))
 
 
 @pytest.mark.parametrize("retry_first", [False, True], ids=["scheduled-then-retry", "retry-then-scheduled"])
@@ -302,7 +302,7 @@ def test_the_clock_margin_keys_a_delivery_at_most_60_s_ahead_as_the_scheduled_ru
 @pytest.fixture
 def queue_to(fleet, monkeypatch):
     """A stand-in of the deliveries queue routing to a real server of this test's collection."""
-    monkeypatch.setenv("DEDUP_TASKS_QUEUE", QUEUE)
+    configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, tasks_queue=QUEUE))
     server = fleet.start()
     server.wait_ready()
     standin = TasksStandin(QUEUE, f"http://127.0.0.1:{server.port}/")
@@ -313,14 +313,14 @@ def queue_to(fleet, monkeypatch):
 
 def first_job_id() -> str:
     """A job of this bake not paused, by its id (the tools resolve it to its Scheduler job name)."""
-    return sorted(spec.job_id for spec in DedupConfig.from_env().jobs.values() if not spec.paused)[0]
+    return sorted(spec.job_id for spec in configuration.current().jobs.values() if not spec.paused)[0]
 
 
 def test_rerun_from_a_laptop_goes_through_the_queue_and_runs_once(monkeypatch, fleet, queue_to, now, capsys):
     time = audit.rfc3339(now - dt.timedelta(minutes=10))  # within any job's max_lateness_seconds
     server = fleet.servers[0]
     job_id = first_job_id()
-    job = runs.resolve_job(DedupConfig.from_env(), job_id)  # as Scheduler sends it
+    job = runs.resolve_job(configuration.current(), job_id)  # as Scheduler sends it
     assert server.deliver(scheduler_headers(job, time)).text.startswith("processed:")
     args = ["rerun", job_id, time, "--reason", "bad input fixed", "--by", "ana@example.com", "--rerun-id", "fix-1"]
     args.append("--queue")  # from a laptop: through the deliveries queue (without it: the local dev server)
@@ -359,20 +359,20 @@ def who_queued_query(err: str) -> str:
 
 
 def records_of(fleet):
-    config = DedupConfig.from_env()
+    config = configuration.current()
     return records(firestore_client(config.project, config.database).collection(fleet.collection))
 
 
 def test_backfill_through_the_queue_delivers_each_missing_run_once(monkeypatch, fleet, queue_to, now, capsys):
-    monkeypatch.setenv(
-        "DEDUP_JOBS", json.dumps({"ten": {"job_id": "ten", "schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}})
+    configured(
+        monkeypatch, lambda loaded: loaded.with_jobs({"ten": {"schedule": "*/10 * * * *", "time_zone": "Etc/UTC"}})
     )
     since = audit.rfc3339(now.replace(minute=0) - dt.timedelta(hours=3))
     until = audit.rfc3339(at(since) + dt.timedelta(minutes=30))
     assert runs.main(["backfill", "--since", since, "--until", until, "--queue"]) == 0
     assert runs.main(["backfill", "--since", since, "--until", until, "--queue"]) == 0  # asked twice
     queue_to.wait_idle()
-    config = DedupConfig.from_env()
+    config = configuration.current()
     run_ids = [RunKey(config.project, config.location, "ten", at(since) + dt.timedelta(minutes=m)).run_id
                for m in (0, 10, 20)]  # fmt: skip
     assert sorted(fleet.executions()) == sorted(run_ids)
@@ -389,7 +389,7 @@ def test_backfill_through_the_queue_delivers_each_missing_run_once(monkeypatch, 
 
 
 def test_a_bad_queue_or_rerun_argument_is_one_line(monkeypatch, collection, capsys):
-    monkeypatch.setenv("DEDUP_TASKS_QUEUE", QUEUE)
+    configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, tasks_queue=QUEUE))
     job_id = first_job_id()
     assert runs.main(["rerun", job_id, "2026-01-01T03:00:00Z", "--reason", "x", "--by", "a", "--queue", "q"]) == 2
     assert capsys.readouterr().err.startswith("--queue='q': must be projects/PROJECT/locations/REGION/queues/QUEUE")

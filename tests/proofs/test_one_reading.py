@@ -7,16 +7,17 @@ And a number beyond what the handler computes with (`retention_seconds: 10000000
 passed `python config.py`, then every delivery, the audit's too, got a bare 500 with no outcome line.
 """
 
+import dataclasses
+import datetime as dt
 import re
 import subprocess
 import sys
 
 import pytest
-from conftest import scheduler_headers
+from conftest import configured, scheduler_headers
 
 import config
 import rules
-from settings import baked_settings
 
 BAKED = config.CONFIG_FILE.read_text(encoding="utf-8")
 
@@ -36,7 +37,7 @@ def config_with(tmp_path, key: str, value: str, text: str = BAKED):
 
 def with_job_line(line: str, text: str = BAKED) -> str:
     """The bake's config.yaml with `line` added to its first job."""
-    job_id = next(iter(config.load().jobs))
+    job_id = next(iter(config.load().jobs.values())).job_id
     return text.replace(f"\n  {job_id}:\n", f"\n  {job_id}:\n    {line}\n", 1)
 
 
@@ -95,7 +96,7 @@ def test_a_scalar_the_two_readers_read_differently_is_refused_naming_key_value_r
 @pytest.mark.parametrize("value", ["yes", "on", "y"])
 def test_a_jobs_switch_and_a_job_id_are_read_once_too(tmp_path, capsys, value):
     """paused: yes is true to both readers, y only to Terraform's; a job id `n` is `false` to Terraform."""
-    job_id = next(iter(config.load().jobs))
+    job_id = next(iter(config.load().jobs.values())).job_id
     code, err = check(written(tmp_path, with_job_line(f"paused: {value}")), capsys)
     assert code == 1 and f"jobs.{job_id}.paused={value!r}: " in err, err
     code, err = check(written(tmp_path, BAKED.replace(f"\n  {job_id}:\n", "\n  n:\n", 1)), capsys)
@@ -130,14 +131,19 @@ def test_the_issues_retention_is_refused_by_python_config_py(tmp_path, capsys):
 
 @pytest.fixture
 def config_file(monkeypatch, tmp_path):
-    """Serve a config.yaml written by the test (the function reads config.CONFIG_FILE once per process)."""
+    """Serve a config.yaml written by the test (the function reads config.CONFIG_FILE once per process), on the
+    test's project and collection; one the rules refuse, as deployed (the handler reads it and refuses it)."""
 
     def serve(path):
         monkeypatch.setattr(config, "CONFIG_FILE", path)
-        baked_settings.cache_clear()
+        own = config.current()
+        try:
+            written = dataclasses.replace(config.load(path), project=own.project, collection=own.collection)
+        except config.ConfigError:
+            written = None
+        monkeypatch.setattr(config, "USED", written)
 
-    yield serve
-    baked_settings.cache_clear()
+    return serve
 
 
 def outcome_lines(log_lines):
@@ -168,10 +174,10 @@ def test_the_issues_retention_answers_misconfigured_with_one_outcome_line(
 def test_an_exception_no_rule_foresaw_answers_internal_error_with_one_outcome_line(
     http, work, now, log_lines, monkeypatch
 ):
-    """The last resort: an environment's retention that overflows datetime (a local run's override, not checked by
-    config.py) raised out of the handler as a bare 500. Now: 500 `internal_error`, one ERROR line with the
+    """The last resort: a retention that overflows datetime (a test's or a local run's typed override, not checked
+    by rules.py) raised out of the handler as a bare 500. Now: 500 `internal_error`, one ERROR line with the
     traceback; the work never ran."""
-    monkeypatch.setenv("DEDUP_RETENTION_SECONDS", "100000000000000")
+    configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, retention=dt.timedelta.max))
     response = http.post("/", headers=scheduler_headers("nightly", now.isoformat()))
     assert response.status_code == 500 and response.text.startswith("internal_error"), response.text
     (line,) = outcome_lines(log_lines)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import records, scheduler_headers
 from firestore_emulator import Emulator
-from live_server import RetryPolicy, wait_for_file
+from live_server import RetryPolicy, everywhere, wait_for_file
 from proof_fixtures import firestore_client_of
 
 pytestmark = pytest.mark.faults
@@ -51,7 +51,7 @@ def private_emulator(tmp_path_factory):
 
 @pytest.fixture
 def server(fleet, private_emulator):
-    return fleet.start(FIRESTORE_EMULATOR_HOST=private_emulator.host, DEDUP_LEASE_SECONDS=str(LEASE_SECONDS))
+    return fleet.start(everywhere(lease=LEASE_SECONDS), FIRESTORE_EMULATOR_HOST=private_emulator.host)
 
 
 def all_threads_stopped(pid):
@@ -167,9 +167,7 @@ def test_kill_while_the_finish_is_in_flight_leaves_nothing_stuck_past_the_lease(
     the lease is told to wait."""
     headers = scheduler_headers("crash-in-flight", now.isoformat())
     doomed = fleet.start(
-        SERVED_FAULT="hold_after_work",
-        FIRESTORE_EMULATOR_HOST=private_emulator.host,
-        DEDUP_LEASE_SECONDS=str(LEASE_SECONDS),
+        everywhere(lease=LEASE_SECONDS), SERVED_FAULT="hold_after_work", FIRESTORE_EMULATOR_HOST=private_emulator.host
     )
     doomed.wait_ready()
     server.wait_ready()

@@ -1,8 +1,9 @@
-"""The protocol's pure parts: the state machine, schedule-time parsing, settings, import hygiene."""
+"""The protocol's pure parts: the state machine, schedule-time parsing, the configuration, import hygiene."""
 
+import dataclasses
 import datetime as dt
 import hashlib
-import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,9 +16,9 @@ from cronsim import CronSim
 import config
 import dedup
 import rules
+from config import RELEASE_MARGIN
 from keys import RunKey, parse_schedule_time, read_run_key
 from outcomes import InvalidDelivery, Misconfigured
-from settings import RELEASE_MARGIN, DedupConfig, baked_settings, parse_jobs
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(minutes=5)
@@ -96,20 +97,20 @@ def test_parse_schedule_time_refuses(text):
 def test_the_accepted_window_ends_exactly_at_the_retention_and_the_max_future():
     """A record counts as absent from expire_at (schedule time + retention) on, so a delivery exactly one
     retention old is refused; one exactly max_future ahead is still a forced run's."""
-    config = DedupConfig.from_env({})
+    loaded = config.load()
     headers = {"X-CloudScheduler-JobName": "nightly"}
 
     def key_at(moment):
         stamp = moment.isoformat().replace("+00:00", "Z")
-        return read_run_key(headers | {"X-CloudScheduler-ScheduleTime": stamp}, config, NOW)
+        return read_run_key(headers | {"X-CloudScheduler-ScheduleTime": stamp}, loaded, NOW)
 
     second = dt.timedelta(seconds=1)
-    assert key_at(NOW - config.retention + second).schedule_time == NOW - config.retention + second
+    assert key_at(NOW - loaded.retention + second).schedule_time == NOW - loaded.retention + second
     with pytest.raises(InvalidDelivery, match="older than the retention window"):
-        key_at(NOW - config.retention)
-    assert key_at(NOW + config.max_future).schedule_time == NOW + config.max_future
+        key_at(NOW - loaded.retention)
+    assert key_at(NOW + loaded.max_future).schedule_time == NOW + loaded.max_future
     with pytest.raises(InvalidDelivery, match="in the future"):
-        key_at(NOW + config.max_future + second)
+        key_at(NOW + loaded.max_future + second)
 
 
 def test_run_id_is_sha256_of_project_location_job_and_instant():
@@ -119,27 +120,42 @@ def test_run_id_is_sha256_of_project_location_job_and_instant():
     assert len(key.run_id) == 64
 
 
-def test_settings_come_from_the_environment_with_baked_defaults():
-    config = DedupConfig.from_env({"DEDUP_LEASE_SECONDS": "7", "DEDUP_COLLECTION": "elsewhere"})
-    assert config.lease == dt.timedelta(seconds=7)
-    assert config.collection == "elsewhere"
-    assert config.retention == dt.timedelta(seconds=int(baked_settings()["DEDUP_RETENTION_SECONDS"]))
-    assert config.project == baked_settings()["DEDUP_PROJECT"]
+def test_a_typed_override_changes_what_it_names_and_keeps_the_rest():
+    """A test's or a local run's override goes through the model (dataclasses.replace, Config.everywhere)."""
+    loaded = config.load()
+    changed = dataclasses.replace(loaded, collection="elsewhere").everywhere(lease=dt.timedelta(seconds=7))
+    assert changed.lease == dt.timedelta(seconds=7)
+    assert {changed.lease_for(name) for name in [*changed.jobs, "unlisted"]} == {dt.timedelta(seconds=7)}
+    assert changed.collection == "elsewhere"
+    assert (changed.retention, changed.project, changed.attempt_deadline) == (
+        loaded.retention,
+        loaded.project,
+        loaded.attempt_deadline,
+    )
 
 
-@pytest.mark.parametrize("value", ["abc", "-5", "0", "1.5", " 360", "²"])
-def test_bad_setting_is_refused_naming_variable_and_value(value):
-    with pytest.raises(ValueError, match=rf"DEDUP_LEASE_SECONDS='{value}': must be a positive whole number"):
-        DedupConfig.from_env({"DEDUP_LEASE_SECONDS": value})
+def with_defaults(**numbers) -> dict[str, object]:
+    """The bake's config.yaml, as read, with these numbers in its defaults block."""
+    raw = config.load().source
+    return {**raw, "defaults": {**raw["defaults"], **numbers}}
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [("abc", "a whole number"), (-5, "a whole number"), (0, "at least 1"), (1.5, "a whole"), (" 360", "a whole")],
+)
+def test_bad_setting_is_refused_naming_variable_and_value(value, rule):
+    with pytest.raises(Misconfigured, match=rf"^config\.yaml: defaults\.lease_seconds={value!r}: must be {rule}"):
+        config.from_raw(with_defaults(lease_seconds=value))
 
 
 @pytest.mark.parametrize(
     ("name", "value", "rule"),
-    [("DEDUP_PROJECT", "Bad_Project", "must be a GCP project id"), ("DEDUP_LOCATION", "moon", "must be a GCP region")],
+    [("project", "Bad_Project", "a GCP project id is"), ("region", "moon", "must be a GCP region")],
 )
 def test_bad_default_project_or_location_is_a_misconfiguration_not_a_bad_delivery(name, value, rule):
-    with pytest.raises(Misconfigured, match=rf"{name}='{value}': {rule}"):
-        DedupConfig.from_env({name: value})
+    with pytest.raises(Misconfigured, match=rf"='{value}': {rule}"):
+        config.from_raw({**config.load().source, name: value})
 
 
 def test_importing_main_opens_no_network_connection():
@@ -159,23 +175,35 @@ def test_importing_main_opens_no_network_connection():
     assert result.returncode == 0, result.stderr
 
 
-def test_unset_settings_come_from_config_yaml_and_the_environment_overrides_them():
+def test_each_job_is_keyed_by_its_scheduler_job_name_with_its_numbers_resolved_at_load():
     loaded = config.load()
-    settings = DedupConfig.from_env({})
-    assert (settings.project, settings.location, settings.collection) == (
-        loaded.project,
-        loaded.region,
-        loaded.collection,
-    )
-    assert set(settings.jobs) == {loaded.scheduler_job_name(job_id) for job_id in loaded.jobs}
-    for job_id, job in loaded.jobs.items():
-        name = loaded.scheduler_job_name(job_id)
+    raw = loaded.source
+    assert (loaded.project, loaded.location, loaded.collection) == (raw["project"], raw["region"], raw["collection"])
+    assert set(loaded.jobs) == {loaded.scheduler_job_name(job_id) for job_id in raw["jobs"]}
+    for name, job in loaded.jobs.items():
+        assert name == loaded.scheduler_job_name(job.job_id)
         # Each job's own lease (its deadline + 60 unless it says), for its claims.
-        assert settings.lease_for(name) == dt.timedelta(seconds=job.timing["lease_seconds"])
-        assert settings.jobs[name].attempt_deadline == dt.timedelta(seconds=job.timing["attempt_deadline_seconds"])
-    assert DedupConfig.from_env({"DEDUP_COLLECTION": "elsewhere"}).collection == "elsewhere"
-    overridden = DedupConfig.from_env({"DEDUP_LEASE_SECONDS": "7"})
-    assert {overridden.lease_for(name) for name in overridden.jobs} == {dt.timedelta(seconds=7)}
+        assert loaded.lease_for(name) == job.lease == dt.timedelta(seconds=job.timing["lease_seconds"])
+        assert job.attempt_deadline == dt.timedelta(seconds=job.timing["attempt_deadline_seconds"])
+        assert job.retry_window == dt.timedelta(seconds=rules.job_retry_window_seconds(job.timing))
+
+
+def test_a_process_runs_by_the_file_config_yaml_names(tmp_path):
+    """A test's server, a task or `make dev` runs by another config.yaml (CONFIG_YAML, config.FILE_VARIABLE): the
+    same model and rules as the deployed file's, no environment strings."""
+    raw = config.load().source
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({**raw, "collection": "elsewhere"}), encoding="utf-8")
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**raw, "collection": "a/b"}), encoding="utf-8")
+    code = "import config; print(config.current().collection)"
+    root = Path(config.__file__).resolve().parent
+
+    def collection(path: Path) -> subprocess.CompletedProcess:
+        env = {**os.environ, config.FILE_VARIABLE: str(path)}
+        return subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True)
+
+    assert collection(tmp_path / "other.yaml").stdout.strip() == "elsewhere"
+    refused = collection(tmp_path / "bad.yaml")
+    assert refused.returncode != 0 and "bad.yaml: firestore_collection='a/b'" in refused.stderr, refused.stderr
 
 
 def test_the_configuration_is_read_once_per_process_not_per_delivery(monkeypatch):
@@ -183,18 +211,16 @@ def test_the_configuration_is_read_once_per_process_not_per_delivery(monkeypatch
     reads, parsers = [], []
     real_parse, real_cronsim = config.parse, CronSim
     monkeypatch.setattr(config, "parse", lambda *args, **kw: reads.append(1) or real_parse(*args, **kw))
-    monkeypatch.setattr("settings.CronSim", lambda *args: parsers.append(1) or real_cronsim(*args))
-    caches = (config._load, baked_settings, parse_jobs)
-    for cache in caches:
-        cache.cache_clear()
+    monkeypatch.setattr("schedules.CronSim", lambda *args: parsers.append(1) or real_cronsim(*args))
+    monkeypatch.setattr(config, "USED", None)  # the file's, as deployed
+    config._load.cache_clear()
     try:
         for _ in range(5):
-            settings = DedupConfig.from_env({})
+            config.current()
     finally:
-        for cache in caches:
-            cache.cache_clear()
+        config._load.cache_clear()
     assert len(reads) == 1
-    assert len(parsers) == len(settings.jobs)
+    assert parsers == []  # the function's load checks crons with rules.py, and expands none
 
 
 @pytest.mark.parametrize(
@@ -208,54 +234,52 @@ def test_the_configuration_is_read_once_per_process_not_per_delivery(monkeypatch
 def test_a_broken_config_file_is_misconfigured_naming_it(monkeypatch, tmp_path, content, message):
     (tmp_path / "config.yaml").write_text(content)
     monkeypatch.setattr(config, "CONFIG_FILE", tmp_path / "config.yaml")
-    baked_settings.cache_clear()
-    try:
-        with pytest.raises(Misconfigured, match=message):
-            DedupConfig.from_env({})
-    finally:
-        baked_settings.cache_clear()
+    monkeypatch.setattr(config, "USED", None)
+    with pytest.raises(Misconfigured, match=message):
+        config.current()
 
 
 def test_the_work_is_stopped_at_its_jobs_attempt_deadline_less_the_release_margin():
-    """DedupConfig.stop_after is the one place that says when (stop.py): a job's own deadline, else the
-    defaults' (config.yaml: the audit job's and any job DEDUP_JOBS does not list); an environment's
-    DEDUP_ATTEMPT_DEADLINE_SECONDS (a test's) holds for every job."""
+    """Config.stop_after is the one place that says when (stop.py): a job's own deadline, else the defaults'
+    (config.yaml: the audit job's and any job it does not list); Config.everywhere's (a test's) holds for every job."""
     jobs = {
-        "quick": {"job_id": "quick", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": 60},
-        "plain": {"job_id": "plain", "schedule": "0 4 * * *", "time_zone": "Etc/UTC"},
+        "quick": {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": 60},
+        "plain": {"schedule": "0 4 * * *", "time_zone": "Etc/UTC"},
     }
-    config = DedupConfig.from_env({"DEDUP_JOBS": json.dumps(jobs)})
-    defaults = dt.timedelta(seconds=int(baked_settings()["DEDUP_ATTEMPT_DEADLINE_SECONDS"]))
+    loaded = config.load().with_jobs(jobs)
+    defaults = dt.timedelta(seconds=loaded.source["defaults"]["attempt_deadline_seconds"])
 
     assert dt.timedelta(seconds=10) == RELEASE_MARGIN
     assert defaults > dt.timedelta(seconds=60)
-    assert config.stop_after("quick") == dt.timedelta(seconds=50)
-    assert config.stop_after("plain") == config.stop_after(config.audit_job) == defaults - RELEASE_MARGIN
-    assert config.stop_after("unlisted") == defaults - RELEASE_MARGIN
-    overridden = DedupConfig.from_env({"DEDUP_JOBS": json.dumps(jobs), "DEDUP_ATTEMPT_DEADLINE_SECONDS": "30"})
+    assert loaded.stop_after("quick") == dt.timedelta(seconds=50)
+    assert loaded.stop_after("plain") == loaded.stop_after(loaded.audit_job) == defaults - RELEASE_MARGIN
+    assert loaded.stop_after("unlisted") == defaults - RELEASE_MARGIN
+    overridden = loaded.everywhere(attempt_deadline=dt.timedelta(seconds=30))
     assert {overridden.stop_after(name) for name in ("quick", "plain", "unlisted")} == {dt.timedelta(seconds=20)}
 
 
 def test_the_baked_lease_outlasts_every_jobs_stop_and_release():
     """A lease that ended while the work still ran, or before its release was written, would let a retry take
     the run over and run the work twice; the baked settings (as Terraform deploys them) keep it longer."""
-    config = DedupConfig.from_env({})
-    for name in [*config.jobs, config.audit_job]:
-        assert config.lease_for(name) >= config.stop_after(name) + RELEASE_MARGIN, name
+    loaded = config.load()
+    for name in [*loaded.jobs, loaded.audit_job]:
+        assert loaded.lease_for(name) >= loaded.stop_after(name) + RELEASE_MARGIN, name
 
 
-@pytest.mark.parametrize("value", ["10", "0", "abc", "1.5", "-20"])
+@pytest.mark.parametrize("value", [10, 0, "abc", 1.5, -20])
 def test_an_attempt_deadline_within_the_release_margin_is_refused_naming_it(value):
-    rule = r"must be a whole number of seconds above the release margin \(10 s\)"
-    with pytest.raises(Misconfigured, match=rf"DEDUP_ATTEMPT_DEADLINE_SECONDS='{value}': {rule}"):
-        DedupConfig.from_env({"DEDUP_ATTEMPT_DEADLINE_SECONDS": value})
+    """The least deadline config.yaml takes (rules.ATTEMPT_DEADLINE_RANGE) is above the release margin: a work
+    stopped before it could start is refused at load."""
+    assert rules.ATTEMPT_DEADLINE_RANGE[0] > RELEASE_MARGIN.total_seconds()
+    with pytest.raises(Misconfigured, match=rf"defaults\.attempt_deadline_seconds={value!r}: must be"):
+        config.from_raw(with_defaults(attempt_deadline_seconds=value))
 
 
-@pytest.mark.parametrize("value", [10, 5, "60", True, 12.5])
+@pytest.mark.parametrize("value", [10, 5, True, 12.5])
 def test_a_jobs_attempt_deadline_within_the_release_margin_is_refused_naming_the_job(value):
-    job = {"job_id": "j", "schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": value}
-    with pytest.raises(Misconfigured, match=rf"DEDUP_JOBS.j.attempt_deadline_seconds={value!r}: must be"):
-        parse_jobs(json.dumps({"j": job}))
+    job = {"schedule": "0 3 * * *", "time_zone": "Etc/UTC", "attempt_deadline_seconds": value}
+    with pytest.raises(Misconfigured, match=rf"jobs\.j\.attempt_deadline_seconds={value!r}: must be"):
+        config.load().with_jobs({"j": job})
 
 
 def test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle(monkeypatch, tmp_path):
@@ -265,12 +289,7 @@ def test_a_job_with_its_own_deadline_gets_its_own_lease_and_settle(monkeypatch, 
     long_job = {"schedule": "0 2 * * *", "attempt_deadline_seconds": 600}
     raw["jobs"] = {"long": long_job, "short": {"schedule": "0 3 * * *"}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
-    monkeypatch.setattr(config, "CONFIG_FILE", tmp_path / "config.yaml")
-    baked_settings.cache_clear()
-    try:
-        settings = DedupConfig.from_env({})
-    finally:
-        baked_settings.cache_clear()
+    settings = config.load(tmp_path / "config.yaml")
     long, short = (config.load(tmp_path / "config.yaml").scheduler_job_name(job) for job in ("long", "short"))
     assert settings.lease_for(long) == dt.timedelta(seconds=660)
     default_lease = dt.timedelta(

@@ -20,7 +20,7 @@ import runs
 import test_proxy
 from test_proxy import CLOCK, TARGET, deliver, ended_lines, jobs, run_key, run_record
 
-from settings import DedupConfig
+import config as configuration
 
 # The bake's fake of the API and its clock, fixtures of this module too.
 api, recent_schedule = test_proxy.api, test_proxy.recent_schedule
@@ -33,7 +33,7 @@ def bounded(monkeypatch):
 
 
 def audit(http, hours_later):
-    return deliver(http, hours_later=hours_later, job=DedupConfig.from_env().audit_job)
+    return deliver(http, hours_later=hours_later, job=configuration.current().audit_job)
 
 
 def overdue_lines(log_lines):
@@ -65,11 +65,11 @@ def test_runs_stuck_lists_an_overdue_execution(http, collection, api, monkeypatc
     bounded(monkeypatch)
     deliver(http)
     capsys.readouterr()
-    runs.stuck(DedupConfig.from_env(), argparse.Namespace())
+    runs.stuck(configuration.current(), argparse.Namespace())
     assert FIRST not in capsys.readouterr().out  # within its bound
 
     CLOCK[0] += dt.timedelta(hours=BOUND_HOURS, minutes=1)
-    runs.stuck(DedupConfig.from_env(), argparse.Namespace())
+    runs.stuck(configuration.current(), argparse.Namespace())
 
     (line,) = [line for line in capsys.readouterr().out.splitlines() if run_key().run_id in line]
     assert "overdue" in line and FIRST in line
@@ -107,7 +107,7 @@ def test_an_overdue_run_is_kept_past_its_retention_and_its_end_recorded(http, co
 
 def dead_letters(collection):
     """Where the job's tasks write their dead letters (cloud_run_job/store.py: JobStore.dead_letters)."""
-    return collection._client.collection(DedupConfig.from_env().dead_letters_collection)
+    return collection._client.collection(configuration.current().dead_letters_collection)
 
 
 def dead_letter(collection, item_id, hours_later=0):

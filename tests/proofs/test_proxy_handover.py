@@ -24,26 +24,25 @@ Firestore emulator.
 """
 
 import datetime as dt
-import json
 import threading
 import time
 
 import grpc
 import pytest
 import test_proxy
-from conftest import records, scheduler_headers
+from conftest import configured, records, scheduler_headers
 from fake_firestore import COMMIT
 from test_proxy import CLOCK, SCHEDULED, TARGET, deliver, ended_lines, jobs, run_key, run_record
 {% if cookiecutter.target == "workflow" -%}
 from workflow_runner import Cancelled, Raised, Run
 {% endif %}
+import config as configuration
 import job
 {% if cookiecutter.target == "cloud_run_job" -%}
 from cloud_run_job import holders, task
 from cloud_run_job.store import JobStore, Worker
 {% endif -%}
 from keys import RunKey
-from settings import DedupConfig
 
 # The bake's fake of the API and its clock, fixtures of this module too.
 api, recent_schedule = test_proxy.api, test_proxy.recent_schedule
@@ -52,7 +51,7 @@ FIRST, SECOND = f"{TARGET}/executions/run-1", f"{TARGET}/executions/run-2"
 
 def past_the_lease():
     """The clock after the run's lease: its attempt died or hangs, the next delivery takes the run over."""
-    CLOCK[0] += DedupConfig.from_env().lease_for("nightly") + dt.timedelta(seconds=1)
+    CLOCK[0] += configuration.current().lease_for("nightly") + dt.timedelta(seconds=1)
 
 
 def test_a_start_whose_answer_was_lost_is_found_by_the_retry_not_started_again(http, collection, api):
@@ -100,7 +99,7 @@ def test_a_started_record_that_failed_to_be_written_is_followed_by_the_takeover(
     assert len(api.requests) == 1
     assert run_record(collection)["execution"] == FIRST
     api.states[FIRST] = end
-    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=1, job=configuration.current().audit_job)
     assert run_record(collection)["status"] == ("failed" if end == "failed" else "completed")
     assert [line["execution"] for line in ended_lines(log_lines)] == [FIRST]
 
@@ -134,7 +133,7 @@ def test_whatever_fails_between_claim_and_follow_one_execution_and_its_end_recor
         del api.states[FIRST]
     else:
         api.states[FIRST] = end
-    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=1, job=configuration.current().audit_job)
 
     assert first.status_code == (200 if fault == "deleted" else 500), first.text
     assert [name for name, _, _ in api.started] == [FIRST]  # one execution for the run
@@ -147,7 +146,7 @@ def test_a_deleted_execution_is_recorded_failed_and_the_job_goes_on(http, collec
     del api.states[FIRST]  # deleted or pruned: GetExecution answers NOT_FOUND
 
     following = deliver(http, hours_later=1)
-    audit = deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    audit = deliver(http, hours_later=1, job=configuration.current().audit_job)
 
     assert following.status_code == 200 and following.text.startswith("processed")
     assert audit.status_code == 200
@@ -169,7 +168,7 @@ def test_one_execution_that_cannot_be_read_does_not_stop_the_others_being_follow
     (_, unreadable, _), (_, readable, hours) = by_run_id
     api.get_failures[unreadable] = grpc.StatusCode.UNAVAILABLE
     api.states[readable] = "failed"
-    audit_job = DedupConfig.from_env().audit_job
+    audit_job = configuration.current().audit_job
 
     audit = deliver(http, hours_later=2, job=audit_job)
 
@@ -201,7 +200,7 @@ def test_a_rerun_of_a_run_still_started_waits_for_its_execution(http, collection
     assert len(api.requests) == 1
     assert run_record(collection)["execution"] == FIRST
     api.states[FIRST] = "failed"
-    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)  # the audit follows it
+    deliver(http, hours_later=1, job=configuration.current().audit_job)  # the audit follows it
     rerun_now = http.post("/", headers=rerun)  # the re-run's retry
     assert rerun_now.status_code == 200 and SECOND in rerun_now.text
     assert len(api.requests) == 2
@@ -210,8 +209,8 @@ def test_a_rerun_of_a_run_still_started_waits_for_its_execution(http, collection
 def every_minute(monkeypatch):
     """The job `nightly` every minute, overlap: skip (the default): its next run comes within the lease of one whose
     start is in flight (a start call takes at most job.CALL_TIMEOUT_SECONDS)."""
-    job = {"job_id": "nightly", "schedule": "* * * * *", "time_zone": "Etc/UTC"}
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"nightly": job}))
+    job = {"schedule": "* * * * *", "time_zone": "Etc/UTC"}
+    configured(monkeypatch, lambda loaded: loaded.with_jobs({"nightly": job}))
 
 
 def deliver_minute(http, minutes):
@@ -221,7 +220,7 @@ def deliver_minute(http, minutes):
 
 
 def minute_record(collection, minutes):
-    config = DedupConfig.from_env()
+    config = configuration.current()
     key = RunKey(config.project, config.location, "nightly", SCHEDULED + dt.timedelta(minutes=minutes))
     return collection.document(key.run_id).get().to_dict()
 
@@ -280,7 +279,7 @@ ITEM = "item-001"  # of the job's sample input
 def job_store(collection, api, monkeypatch):
     """The job's store on this test's collection; its tasks read their peers' executions from the fake API."""
     monkeypatch.setattr(holders, "executions_client", job.executions_client)  # the api fixture's reader
-    return lambda lease_seconds: JobStore(DedupConfig.from_env(), dt.timedelta(seconds=lease_seconds))
+    return lambda lease_seconds: JobStore(configuration.current(), dt.timedelta(seconds=lease_seconds))
 
 
 def task_of_execution(execution):
@@ -312,7 +311,7 @@ def test_an_item_an_ended_execution_held_is_taken_over_by_the_rerun_at_once(
         api.states[FIRST] = "cancelled"
     else:
         del api.states[FIRST]  # GetExecution answers NOT_FOUND
-    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=1, job=configuration.current().audit_job)
     assert run_record(collection)["status"] == "failed"
     assert http.post("/", headers=rerun_headers()).status_code == 200 and api.states[SECOND] == "running"
 
@@ -328,7 +327,7 @@ def test_an_item_an_ended_execution_held_is_taken_over_by_the_rerun_at_once(
     assert line["holder"] == "run-1" and FIRST in line["message"]
     assert output_of(store, ITEM).get("execution") == "run-2"
     api.states[SECOND] = "succeeded"
-    deliver(http, hours_later=2, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=2, job=configuration.current().audit_job)
     assert run_record(collection)["status"] == "completed"
 
 
@@ -409,8 +408,10 @@ class Executions:
     def run(self, name, argument_of=FIRST, **options):
         """Runs execution `name` (of the run FIRST was started for) to its end (the runner's `options`: cancel_before,
         fail_at, before, sleep); returns its result, or "cancelled"; the fake then shows its end."""
+        import json  # the workflow's argument, as the handler sent it
+
         (request,) = [request for started, request, _ in self.api.started if started == argument_of]
-        config = DedupConfig.from_env()
+        config = configuration.current()
         env = {"DEDUP_PROJECT": config.project, "DEDUP_COLLECTION": config.collection}
         run = self.runs[name] = Run(
             name, json.loads(request.execution.argument), env, self.emulator_host, job.executions_client(), **options
@@ -458,7 +459,7 @@ def test_a_rerun_after_the_guards_owner_ended_runs_the_side_effect_exactly_once(
         api.states[FIRST] = "failed"
     elif owner_end == "deleted":
         del api.states[FIRST]
-    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=1, job=configuration.current().audit_job)
     assert run_record(collection)["status"] == "failed"
     assert http.post("/", headers=rerun_headers()).status_code == 200
 
@@ -467,7 +468,7 @@ def test_a_rerun_after_the_guards_owner_ended_runs_the_side_effect_exactly_once(
     assert result == {"run_id": run_key().run_id, "outcome": "processed"}
     assert executions.side_effects() == 1
     assert guard(collection)["status"] == "completed" and guard(collection)["execution"] == "run-2"
-    deliver(http, hours_later=2, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=2, job=configuration.current().audit_job)
     assert run_record(collection)["status"] == "completed"
 
 
@@ -477,7 +478,7 @@ def test_a_rerun_after_a_failed_side_effect_runs_it_again(http, collection, api,
     with pytest.raises(Raised, match="injected"):
         executions.run(FIRST, fail_at="side_effect")
     assert guard(collection)["status"] == "failed"
-    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=1, job=configuration.current().audit_job)
     assert http.post("/", headers=rerun_headers()).status_code == 200
 
     assert executions.run(SECOND)["outcome"] == "processed"

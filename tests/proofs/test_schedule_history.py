@@ -2,7 +2,7 @@
 
 Each fire time is judged by the schedule (cron, zone, paused) in force at it: the audit keeps each job's history in
 its bookmark (audit.plan), and the audit, `runs.py missed` and `runs.py backfill` judge by it (audit.expected_runs).
-Through the bake's surfaces: deliveries with Scheduler's headers (the audit job's too), DEDUP_JOBS as config.py
+Through the bake's surfaces: deliveries with Scheduler's headers (the audit job's too), the jobs as config.py
 writes it, tools/runs.py; the clock is the protocol's (dedup.utcnow), on Google's Firestore emulator.
 """
 
@@ -12,14 +12,15 @@ import logging
 
 import pytest
 import runs
-from conftest import records, scheduler_headers
+from conftest import configured, records, scheduler_headers
+from proof_fixtures import a_job
 
 import audit
+import config as configuration
 import dedup
 import schedules
 from keys import RunKey, parse_schedule_time
 from ledger import RunLedger
-from settings import DedupConfig, JobSpec
 
 DAY = dt.timedelta(days=1)
 SECOND = dt.timedelta(seconds=1)
@@ -31,9 +32,8 @@ def rfc(moment):
 
 
 def with_job(monkeypatch, **job):
-    job = {"job_id": "daily", "schedule": "0 3 * * *", "time_zone": "Etc/UTC"} | job
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"daily": job}))
-    return DedupConfig.from_env()
+    job = {"schedule": "0 3 * * *", "time_zone": "Etc/UTC"} | job
+    return configured(monkeypatch, lambda loaded: loaded.with_jobs({"daily": job}))
 
 
 def deliver(monkeypatch, http, job, schedule_time, at=None, **extra):
@@ -101,14 +101,14 @@ def test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window
     """The function the audit, `missed`, `backfill`, catch-up (and the simulation) share. Between `from` (the audit
     before a change) and `seen` (the audit that saw it) the deploy's instant is unknown: a time only one era names is
     `maybe` there (judged only by its record), and paused if either era says so."""
-    hourly, half = JobSpec("j", "0 * * * *", "Etc/UTC"), JobSpec("j", "30 * * * *", "Etc/UTC")
+    hourly, half = a_job("j", "0 * * * *", "Etc/UTC"), a_job("j", "30 * * * *", "Etc/UTC")
     t = DAY0 + dt.timedelta(hours=10)
     eras = [
         audit.era(hourly, DAY0 - 9 * DAY),
         audit.era(half, t + dt.timedelta(hours=2), t + dt.timedelta(hours=3)),  # :00 -> :30 between 12:00 and 13:00
         # paused between 14:00 and 15:00
         audit.era(
-            JobSpec("j", "30 * * * *", "Etc/UTC", paused=True), t + dt.timedelta(hours=4), t + dt.timedelta(hours=5)
+            a_job("j", "30 * * * *", "Etc/UTC", paused=True), t + dt.timedelta(hours=4), t + dt.timedelta(hours=5)
         ),
     ]
     found = audit.expected_runs("j", eras, t, t + dt.timedelta(hours=7), "p", "europe-west1")
@@ -123,7 +123,7 @@ def test_expected_runs_judges_each_time_by_the_era_in_force_and_a_changes_window
         ("16:30", True, False),
     ]
     assert found[0].key == RunKey("p", "europe-west1", "j", t)
-    # A JobSpec is one era for all time.
+    # A config.Job is one era for all time.
     assert [
         run.key.schedule_time for run in audit.expected_runs("j", hourly, t, t + dt.timedelta(hours=2), "p", "l")
     ] == [
@@ -139,8 +139,8 @@ def test_in_a_changes_window_a_time_only_one_schedule_names_is_judged_only_by_it
     ledger = RunLedger(config)
     t = DAY0 + dt.timedelta(hours=10)
     eras = [
-        audit.era(JobSpec("daily", "0 * * * *", "Etc/UTC"), DAY0),
-        audit.era(JobSpec("daily", "30 * * * *", "Etc/UTC"), t, t + dt.timedelta(hours=1)),
+        audit.era(a_job("daily", "0 * * * *", "Etc/UTC"), DAY0),
+        audit.era(a_job("daily", "30 * * * *", "Etc/UTC"), t, t + dt.timedelta(hours=1)),
     ]
     ran = RunKey(config.project, config.location, "daily", t + dt.timedelta(minutes=30))
     ledger.complete(ledger.claim(ran, ran.schedule_time), ran.schedule_time)
@@ -159,8 +159,7 @@ def test_a_job_added_between_audits_and_removed_and_re_added_keeps_each_run_judg
     other = {"job_id": "other", "schedule": "0 11 * * *", "time_zone": "Etc/UTC"}
 
     def deploy(*jobs):
-        monkeypatch.setenv("DEDUP_JOBS", json.dumps({job["job_id"]: job for job in jobs}))
-        return DedupConfig.from_env()
+        return configured(monkeypatch, lambda loaded: loaded.with_jobs({job["job_id"]: job for job in jobs}))
 
     config, end = deploy(daily), DAY0 + 5 * DAY
     hours = dt.timedelta(hours=1)
@@ -271,8 +270,8 @@ def test_a_change_is_dated_by_the_apply_only_when_it_deployed_the_functions_sche
     """audit.plan: the apply's bracket dates a change only if its digest is the function's schedules' (an audit
     between the function's deploy and its own job's update, or a change outside Terraform, keeps the audits'
     dating); never before the era it follows began, never after now. A malformed header is ignored."""
-    old, new = JobSpec("daily", "0 3 * * *", "Etc/UTC"), JobSpec("daily", "0 5 * * *", "Etc/UTC")
-    config = DedupConfig.from_env()
+    old, new = a_job("daily", "0 3 * * *", "Etc/UTC"), a_job("daily", "0 5 * * *", "Etc/UTC")
+    config = configuration.current()
     hour = dt.timedelta(hours=1)
     last = {
         "daily": {

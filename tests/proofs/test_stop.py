@@ -3,7 +3,7 @@ timeout settings (terraform/modules/scheduled-dedup/function.tf, environment_var
 
 The work runs in a warm worker process, killed at the job's deadline (stop.py); the handler is never interrupted,
 so every delivery is answered with one outcome line whatever the work does, and the instance serves on. The
-deadline here is short: DEDUP_ATTEMPT_DEADLINE_SECONDS less the release margin (settings.DedupConfig.stop_after).
+deadline here is short: the attempt deadline less the release margin (config.Config.stop_after).
 """
 
 import concurrent.futures
@@ -18,25 +18,25 @@ from pathlib import Path
 
 import pytest
 from conftest import records, scheduler_headers
-from live_server import wait_for_file
+from live_server import everywhere, wait_for_file
 
 import stop
+from config import RELEASE_MARGIN
 from run_context import RunContext, Started, TerminalJobError, UnknownJob
-from settings import RELEASE_MARGIN
 
 pytestmark = pytest.mark.faults
 
 
-def deployed_env(stop_after_seconds: int, threads: int = 2) -> dict[str, str]:
+def deployed_env(stop_after_seconds: int, threads: int = 2) -> dict[str, object]:
     """What function.tf sets (CLOUD_RUN_TIMEOUT_SECONDS: the function timeout, gunicorn's backstop), with a short
-    deadline; THREADS follows max_instance_request_concurrency there."""
+    deadline (Fleet.start's config_change); THREADS follows max_instance_request_concurrency there."""
     deadline = int(RELEASE_MARGIN.total_seconds()) + stop_after_seconds
     return {
         "CLOUD_RUN_TIMEOUT_SECONDS": "300",
         "THREADED_TIMEOUT_ENABLED": "false",
         "THREADS": str(threads),
         "LOG_EXECUTION_ID": "true",
-        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(deadline),
+        "config_change": everywhere(attempt_deadline=deadline),
     }
 
 

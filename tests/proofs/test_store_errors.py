@@ -20,11 +20,11 @@ import pytest
 from conftest import records, scheduler_headers
 from fake_firestore import BATCH_GET_DOCUMENTS, COMMIT{% if cookiecutter.target != "function" %}, RUN_QUERY{% endif %}
 
+import config as configuration
 from keys import read_run_key
 from ledger import READ_RETRY
 from outcomes import Outcome
 from run_context import TerminalJobError
-from settings import DedupConfig
 
 CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
 GUARD_REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
@@ -98,7 +98,7 @@ def test_every_status_at_every_call_gives_one_outcome_line(
     call_name, code, http, collection, work, now, firestore_through, log_lines, short_read_retry, handler_module
 ):
     call = CALLS[call_name]
-    config = DedupConfig.from_env()
+    config = configuration.current()
     headers = scheduler_headers(job_of(call_name, code), now.isoformat())
     run_id = read_run_key(headers, config, now).run_id
     if call.existing:

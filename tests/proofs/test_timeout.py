@@ -2,7 +2,7 @@
 function (terraform/modules/scheduled-dedup/function.tf, environment_variables).
 
 The handler stops the work itself: the work runs in a warm worker process, killed at the job's attempt deadline
-less the release margin (stop.py, settings.DedupConfig.stop_after); then the handler releases the claim and
+less the release margin (stop.py, config.Config.stop_after); then the handler releases the claim and
 answers 500, and the next delivery runs the work at once. A kill stops Python code and C code alike.
 functions-framework's threaded timeout stays off (THREADED_TIMEOUT_ENABLED=false); CLOUD_RUN_TIMEOUT_SECONDS
 is then gunicorn's worker timeout (functions_framework/_http/gunicorn.py, 3.10.2), which the gthread worker's
@@ -12,8 +12,10 @@ heartbeat keeps from ending a long request, unless THREADS is 1 (gunicorn's sync
 import pytest
 from conftest import PROJECT, records, scheduler_headers
 from google.cloud import firestore
+from live_server import everywhere
 
-from settings import RELEASE_MARGIN, baked_settings
+import config
+from config import RELEASE_MARGIN
 
 pytestmark = pytest.mark.faults
 
@@ -24,7 +26,7 @@ DEPLOYED_ENV = {
     "THREADED_TIMEOUT_ENABLED": "false",
     "THREADS": "2",
     "LOG_EXECUTION_ID": "true",
-    "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(int(RELEASE_MARGIN.total_seconds()) + STOP_AFTER_SECONDS),
+    "config_change": everywhere(attempt_deadline=int(RELEASE_MARGIN.total_seconds()) + STOP_AFTER_SECONDS),
 }
 STOPPED = "retryable_failure: retryable failure, run released for a retry: stopped at the job's deadline"
 # A stopped delivery is answered at the deadline plus a kill and a write: far sooner than this (a loaded machine).
@@ -38,9 +40,7 @@ def outcome_lines(server, job):
 
 def outputs_of(fleet):
     """The served job's effects, outputs/{run_id} (tests/harness/served_job.py)."""
-    return records(
-        firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"]).collection(fleet.outputs)
-    )
+    return records(firestore.Client(project=PROJECT, database=config.load().database).collection(fleet.outputs))
 
 
 @pytest.mark.parametrize("blocking", ["0", "1"], ids=["python-code", "blocked-in-c"])
@@ -77,7 +77,7 @@ def test_gunicorns_timeout_is_only_a_backstop_that_needs_more_than_one_thread(fl
     timeout finishes; with one thread, gunicorn's sync worker is killed instead: no outcome line, no release."""
     long_deadline = DEPLOYED_ENV | {
         "CLOUD_RUN_TIMEOUT_SECONDS": "2",
-        "DEDUP_ATTEMPT_DEADLINE_SECONDS": str(int(RELEASE_MARGIN.total_seconds()) + 30),
+        "config_change": everywhere(attempt_deadline=int(RELEASE_MARGIN.total_seconds()) + 30),
     }
     servers = {
         "threads": fleet.start(**long_deadline, SERVED_FIRST_RUN_SECONDS="4"),

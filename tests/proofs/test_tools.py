@@ -15,9 +15,9 @@ import time_machine
 from conftest import records, scheduler_headers
 from firestore_emulator import Emulator
 
+import config as configuration
 from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER
 from ledger import RunLedger
-from settings import DedupConfig
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "runs.py"
 
@@ -34,7 +34,7 @@ def recent(now):
 def deployed_job():
     """(Scheduler job name, job id) of the bake's first job not paused (a paused one's deliveries skip the work):
     Scheduler delivers the name, the answers say the id."""
-    name, spec = sorted((name, spec) for name, spec in DedupConfig.from_env().jobs.items() if not spec.paused)[0]
+    name, spec = sorted((name, spec) for name, spec in configuration.current().jobs.items() if not spec.paused)[0]
     return name, spec.job_id
 
 
@@ -88,7 +88,7 @@ def test_stuck_lists_only_in_progress_runs_whose_lease_expired(collection, now):
     collection.document("stuck").set(a_record("in_progress", now, lease=-dt.timedelta(minutes=1)))
     collection.document("running").set(a_record("in_progress", now, lease=dt.timedelta(minutes=5)))
     collection.document("done").set(a_record("completed", now, lease=-dt.timedelta(minutes=1)))
-    assert [run for run, _ in RunLedger(DedupConfig.from_env()).stuck_runs(now)] == ["stuck"]
+    assert [run for run, _ in RunLedger(configuration.current()).stuck_runs(now)] == ["stuck"]
 
 
 def test_the_followed_runs_are_the_started_ones_not_past_their_expire_at(collection, now):
@@ -96,7 +96,7 @@ def test_the_followed_runs_are_the_started_ones_not_past_their_expire_at(collect
     collection.document("running").set(a_record("started", now, expire=dt.timedelta(minutes=1)))
     collection.document("expired").set(a_record("started", now, expire=dt.timedelta(0)))
     collection.document("done").set(a_record("completed", now))
-    assert [run.run_id for run in RunLedger(DedupConfig.from_env()).started_runs(now)] == ["running"]
+    assert [run.run_id for run in RunLedger(configuration.current()).started_runs(now)] == ["running"]
 
 
 def test_show_by_job_id_prints_the_deployed_run(http, collection, recent, capsys, work, deployed_job):
@@ -185,7 +185,7 @@ def test_a_delivery_to_a_url_carries_an_identity_token_for_it(
 
 def test_every_tool_resolves_a_job_id_to_its_scheduler_job_name():
     """`runs.py fire nightly` is keyed and given to the work as the deployed job's deliveries are."""
-    config = DedupConfig.from_env()
+    config = configuration.current()
     for name, job in config.jobs.items():
         assert runs.resolve_job(config, job.job_id) == name
         assert runs.resolve_job(config, name) == name

@@ -1,26 +1,27 @@
 """The accepted schedule-time window, at its exact edges (docs/security.md, "Replay of old schedule times").
 
 A delivery is accepted when  now - retention < schedule time <= now + max_future  (read_run_key):
-- retention (DEDUP_RETENTION_SECONDS, baked from retention_seconds) is how long a run's record is
+- retention (config.yaml's retention_seconds) is how long a run's record is
   kept: a record counts as absent from its expire_at on (Firestore's TTL may delete it any time
   after), so a schedule time that old could run again and is refused with a 400 instead;
-- max_future (DEDUP_MAX_FUTURE_SECONDS, 32 days) lets a forced run through: "Force run" sends the
+- max_future (config.MAX_FUTURE, 32 days) lets a forced run through: "Force run" sends the
   job's next scheduled time, up to a month ahead for a monthly job. Jobs scheduled less often than
   every 32 days (yearly, Feb 29) cannot be forced through this handler.
 Wider cases (too old, too far ahead, next month) are in test_handler.py.
 """
 
+import dataclasses
 import datetime as dt
 
 import pytest
 from conftest import PROJECT, records, scheduler_headers
 
+import config
 import dedup
 from keys import read_run_key
 from outcomes import InvalidDelivery
-from settings import DedupConfig
 
-CONFIG = DedupConfig.from_env({"DEDUP_PROJECT": PROJECT})
+CONFIG = dataclasses.replace(config.load(), project=PROJECT)
 NOW = dt.datetime(2026, 6, 15, 12, 0, tzinfo=dt.UTC)
 TICK = dt.timedelta(microseconds=1)  # the finest step a schedule time has (fractions are cut to microseconds)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -16,8 +17,8 @@ import sys
 
 from google.cloud.logging.handlers import StructuredLogHandler
 
+import config
 import dedup
-from settings import DedupConfig
 
 from .store import JobStore, SnapshotMismatch
 from .task import RUN_ID, SettingError, TaskIncomplete, TaskSettings, input_path, load_snapshot, run_task, whole_number
@@ -43,9 +44,24 @@ class TaskFields(logging.Filter):
         return True
 
 
+# Where the job's records live and how long they are kept, as the module sets them on the job (its container's
+# environment, terraform/modules/scheduled-dedup-cloud-run-job): each deploy's, over the copy of config.yaml the image
+# holds, which is only as new as the image's build.
+PLACE = {"project": "DEDUP_PROJECT", "database": "DEDUP_DATABASE", "collection": "DEDUP_COLLECTION"}
+RETENTION = "DEDUP_RETENTION_SECONDS"
+
+
+def job_config(environ=os.environ) -> config.Config:
+    """config.yaml (the image's, Dockerfile) with the place and the retention the deploy gives the job."""
+    place = {field: environ[name] for field, name in PLACE.items() if environ.get(name)}
+    if environ.get(RETENTION):
+        place["retention"] = dt.timedelta(seconds=whole_number(environ, RETENTION, "1", 1))
+    return dataclasses.replace(config.current(), **place)
+
+
 def open_store(environ=os.environ) -> JobStore:
     lease = dt.timedelta(seconds=whole_number(environ, "JOB_LEASE_SECONDS", "600", 1))
-    return JobStore(DedupConfig.from_env(environ), lease)
+    return JobStore(job_config(environ), lease)
 
 
 def run_command() -> int:
@@ -125,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "watchdog":
             return watchdog_command(args.reset)
         return verify_command(args.run_id)
-    except (ValueError, SnapshotMismatch) as error:  # SettingError, or DedupConfig's
+    except (ValueError, SnapshotMismatch) as error:  # SettingError, or config.yaml's (ConfigError)
         print(f"error: {error}", file=sys.stderr)
         return 2
 

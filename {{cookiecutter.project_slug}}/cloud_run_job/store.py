@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from config import Config
 from dedup import Decision
 from ledger import READ_RETRY, GuardedRecords, RecordChanged, firestore_call, firestore_client
-from settings import DedupConfig
 
 
 class ItemStatus(enum.StrEnum):
@@ -113,7 +113,7 @@ def item_key(run_id: str, item_id: str) -> str:
 
 
 class JobStore:
-    def __init__(self, config: DedupConfig, lease: dt.timedelta, client: firestore.Client | None = None):
+    def __init__(self, config: Config, lease: dt.timedelta, client: firestore.Client | None = None):
         self.client = client or firestore_client(config.project, config.database)
         self._call = functools.partial(firestore_call, database=config.database_name)
         self.records = GuardedRecords(self.client, self._call)

@@ -1,6 +1,7 @@
 """Fixtures: one Firestore emulator per session (or the one FIRESTORE_EMULATOR_HOST names), the
 function's HTTP app, and a private collection per test so that tests never see each other's runs."""
 
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -10,15 +11,17 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+import yaml
 from firestore_emulator import EmulatorNotFound, running_emulator
 from functions_framework import create_app
 from google.cloud import firestore
 from google.cloud.logging.handlers import StructuredLogHandler
 
+import config
 import stop
-from settings import baked_settings
 
 PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
@@ -41,7 +44,7 @@ def in_this_process(work, context, fields, stop_at, preload=()):
 
 @pytest.fixture(scope="session")
 def app(emulator_host):
-    os.environ["DEDUP_PROJECT"] = PROJECT
+    config.use(dataclasses.replace(config.load(), project=PROJECT))  # the session's runs, apart from other bakes'
     served = create_app("handle_scheduled_job", os.path.join(os.path.dirname(__file__), "..", "main.py"))
     sys.modules["main"].run_until_stopped = in_this_process
     return served
@@ -57,9 +60,23 @@ def handler_module(app):
 def collection(monkeypatch, emulator_host):
     """A fresh collection for this test's run records."""
     name = f"runs-{uuid.uuid4().hex[:12]}"
-    monkeypatch.setenv("DEDUP_COLLECTION", name)
-    monkeypatch.setenv("DEDUP_PROJECT", PROJECT)
-    return firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"]).collection(name)
+    own = configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, project=PROJECT, collection=name))
+    return firestore.Client(project=PROJECT, database=own.database).collection(name)
+
+
+def configured(monkeypatch, change) -> config.Config:
+    """Run this test by the configuration `change` makes of the current one (config.use's, for the test only), e.g.
+    `lambda loaded: loaded.with_jobs({...})` or `.everywhere(lease=...)`; the configuration it runs by."""
+    model = change(config.current())
+    monkeypatch.setattr(config, "USED", model)
+    return model
+
+
+def config_file(path: Path, /, **keys: object) -> dict[str, str]:
+    """config.yaml with `keys` (its top-level keys) changed, written at `path`; the environment that makes another
+    process (a task, a server) read it."""
+    path.write_text(yaml.safe_dump({**config.load().source, **keys}), encoding="utf-8")
+    return {config.FILE_VARIABLE: str(path)}
 
 
 @pytest.fixture

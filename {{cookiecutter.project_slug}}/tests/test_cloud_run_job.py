@@ -16,15 +16,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT
+from conftest import PROJECT, config_file
 
+import config
 import dedup
-from cloud_run_job.__main__ import open_store
+from cloud_run_job.__main__ import job_config, open_store
 from cloud_run_job.stages import STAGES
 from cloud_run_job.store import ItemBusy, ItemStatus, JobStore, LeaseLost, Worker, decide
 from cloud_run_job.task import SAMPLE_INPUT, SettingError, TaskSettings, load_snapshot, task_of
 from dedup import Decision
-from settings import DedupConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = load_snapshot(SAMPLE_INPUT)
@@ -36,12 +36,12 @@ NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 class Job:
     """One run of the job: starts its tasks as `python -m cloud_run_job`, like Cloud Run would."""
 
-    def __init__(self, collection_name: str, input_path: Path = SAMPLE_INPUT, **env: str) -> None:
+    def __init__(self, collection_name: str, workdir: Path, input_path: Path = SAMPLE_INPUT, **env: str) -> None:
         self.run_id = hashlib.sha256(uuid.uuid4().bytes).hexdigest()
         self.env = {
             **{name: value for name, value in os.environ.items() if name != "JOB_CRASH_AT"},
-            "DEDUP_PROJECT": PROJECT,
-            "DEDUP_COLLECTION": collection_name,
+            # The test's project and collection, as the image's config.yaml would name them.
+            **config_file(workdir / "config.yaml", project=PROJECT, collection=collection_name),
             "DEDUP_RUN_ID": self.run_id,
             "DEDUP_SCHEDULE_TIME": "2026-06-01T12:00:00Z",
             "CLOUD_RUN_TASK_COUNT": str(TASKS),
@@ -80,12 +80,12 @@ class Job:
 
 @pytest.fixture
 def store(collection):
-    return JobStore(DedupConfig.from_env(), lease=dt.timedelta(seconds=60))
+    return JobStore(config.current(), lease=dt.timedelta(seconds=60))
 
 
 @pytest.fixture
-def job(collection):
-    return Job(collection.id)
+def job(collection, tmp_path):
+    return Job(collection.id, tmp_path)
 
 
 def outputs_per_item(store, run_id):
@@ -152,6 +152,18 @@ def test_bad_input_snapshot_is_refused_with_a_reason(tmp_path, content, reason):
 def test_bad_task_settings_are_refused_naming_variable_value_and_rule(env, reason):
     with pytest.raises(SettingError, match=reason):
         TaskSettings.from_env({"DEDUP_RUN_ID": "a" * 64, **env})
+
+
+def test_the_jobs_place_and_retention_are_the_deploys_over_the_images_config_yaml():
+    """The module sets them on the job at each deploy; the image's config.yaml is only as new as its build."""
+    image = config.current()
+    assert job_config({}) == image
+    deployed = {"DEDUP_PROJECT": "deployed-proj", "DEDUP_DATABASE": "deployed-db", "DEDUP_COLLECTION": "deployed"}
+    changed = job_config({**deployed, "DEDUP_RETENTION_SECONDS": "3600"})
+    assert (changed.project, changed.database, changed.collection) == ("deployed-proj", "deployed-db", "deployed")
+    assert changed.retention == dt.timedelta(hours=1) and changed.jobs == image.jobs
+    with pytest.raises(SettingError, match="DEDUP_RETENTION_SECONDS='1h': must be a whole number of at least 1"):
+        job_config({"DEDUP_RETENTION_SECONDS": "1h"})
 
 
 @pytest.mark.parametrize(("text", "seconds"), [(None, 600), ("7", 7), ("1.5", None), ("0", None), ("²", None)])
@@ -304,7 +316,7 @@ def test_a_run_keeps_the_input_snapshot_it_started_with(job, store, tmp_path):
 def test_terminal_item_failure_is_dead_lettered_and_never_retried(collection, store, tmp_path):
     path = tmp_path / "items.json"
     path.write_text(json.dumps([{"id": "good", "text": "fine words"}, {"id": "bad", "text": "   "}]))
-    job = Job(collection.id, path, CLOUD_RUN_TASK_COUNT="1")
+    job = Job(collection.id, tmp_path, path, CLOUD_RUN_TASK_COUNT="1")
 
     first = job.task(0)
     retry = job.task(0, attempt=1)
@@ -321,8 +333,8 @@ def test_terminal_item_failure_is_dead_lettered_and_never_retried(collection, st
     assert "item bad: 0 outputs" in verified.stdout and "must be a non-empty string" in verified.stdout
 
 
-def test_exhausted_retries_leave_a_report(collection, store):
-    job = Job(collection.id, CLOUD_RUN_TASK_COUNT="1", JOB_MAX_RETRIES="1")
+def test_exhausted_retries_leave_a_report(collection, store, tmp_path):
+    job = Job(collection.id, tmp_path, CLOUD_RUN_TASK_COUNT="1", JOB_MAX_RETRIES="1")
     victim = SAMPLE.items[0]["id"]
     failing = {"JOB_CRASH_AT": f"output:{victim}:error"}
 
@@ -404,8 +416,8 @@ def test_a_zombie_holder_cannot_overwrite_the_artifact_the_new_holder_checkpoint
     assert store.load_artifact(resumed.artifact) == {"by": "successor"}
 
 
-def test_watchdog_reports_expired_leases_and_reset_lets_another_execution_resume(collection, store):
-    job = Job(collection.id, JOB_LEASE_SECONDS="1")
+def test_watchdog_reports_expired_leases_and_reset_lets_another_execution_resume(collection, store, tmp_path):
+    job = Job(collection.id, tmp_path, JOB_LEASE_SECONDS="1")
     victim = first_item_of_task(0)
     job.task(0, JOB_CRASH_AT=f"checkpoint.transform:{victim}")
     job.task(1)

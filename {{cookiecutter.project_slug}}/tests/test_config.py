@@ -18,7 +18,8 @@ from tools import schedule_rules
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = config.CONFIG_FILE.read_text(encoding="utf-8")
 CONFIG = config.load(schedules=True)
-JOB_ID, JOB = sorted(CONFIG.jobs.items())[0]
+JOB_NAME, JOB = sorted(CONFIG.jobs.items())[0]  # by its Scheduler job name
+JOB_ID = JOB.job_id
 # What one fault can keep a run of the first job busy: a schedule must fire further apart.
 BUSY = max(busy.seconds for busy in schedule_rules.busy_after_one_fault(JOB.timing) if busy.seconds is not None)
 
@@ -92,12 +93,13 @@ def test_a_bad_edit_is_refused_in_one_line_naming_the_field(text, error):
 
 def test_the_functions_own_load_does_not_expand_crons():
     """A busier schedule is refused by `python config.py` and the tests, never at the function's cold start."""
-    assert config.parse(edited(schedule="* * * * *")).jobs[JOB_ID].schedule == "* * * * *"
+    assert config.parse(edited(schedule="* * * * *")).jobs[JOB_NAME].schedule == "* * * * *"
 
 
 def test_a_job_with_its_own_deadline_gets_its_own_lease():
     parsed = config.parse(edited(attempt_deadline_seconds=120, lease_seconds=None))
-    assert parsed.jobs[JOB_ID].timing["lease_seconds"] == 120 + rules.LEASE_AFTER_DEADLINE_SECONDS
+    lease = 120 + rules.LEASE_AFTER_DEADLINE_SECONDS
+    assert parsed.jobs[JOB_NAME].timing["lease_seconds"] == parsed.jobs[JOB_NAME].lease.total_seconds() == lease
 
 
 def test_the_check_command_warns_of_each_daylight_saving_date_of_a_job(tmp_path, capsys):

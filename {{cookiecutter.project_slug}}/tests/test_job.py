@@ -43,5 +43,5 @@ def test_a_job_without_work_is_refused_naming_it():
 def test_the_jobs_of_config_yaml_are_the_jobs_of_job_work():
     """Adding or removing a job is config.yaml and job.py's WORK: a job without work would answer
     `misconfigured` on every delivery once deployed, a work without a job never runs."""
-    jobs = config.load().jobs
-    assert set(jobs) == set(job.WORK), "config.yaml's jobs and job.py's WORK must name the same job ids"
+    jobs = {spec.job_id for spec in config.load().jobs.values()}
+    assert jobs == set(job.WORK), "config.yaml's jobs and job.py's WORK must name the same job ids"

@@ -5,12 +5,11 @@ how each execution it started is doing (running, succeeded, failed, cancelled) w
 import concurrent.futures
 import datetime as dt
 import itertools
-import json
 import threading
 
 import grpc
 import pytest
-from conftest import records, scheduler_headers
+from conftest import configured, records, scheduler_headers
 
 # This target's API, its messages and its client: tests/proxy_api.py, the target's own.
 from proxy_api import (
@@ -31,8 +30,8 @@ from proxy_api import (
     started,
 )
 
+import config
 from keys import RunKey
-from settings import DedupConfig
 
 SCHEDULED = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -128,8 +127,8 @@ def deliver(http, hours_later=0, job="nightly"):
 
 
 def run_key(hours_later=0):
-    config = DedupConfig.from_env()
-    return RunKey(config.project, config.location, "nightly", SCHEDULED + dt.timedelta(hours=hours_later))
+    loaded = config.current()
+    return RunKey(loaded.project, loaded.location, "nightly", SCHEDULED + dt.timedelta(hours=hours_later))
 
 
 def run_record(collection, hours_later=0):
@@ -137,9 +136,9 @@ def run_record(collection, hours_later=0):
 
 
 def jobs(monkeypatch, **overlap):
-    """DEDUP_JOBS with the job `nightly`, hourly, and its overlap rule if given."""
-    job = {"job_id": "nightly", "schedule": "0 * * * *", "time_zone": "Etc/UTC", **overlap}
-    monkeypatch.setenv("DEDUP_JOBS", json.dumps({"nightly": job}))
+    """The job `nightly` alone, hourly, with its overlap rule if given."""
+    job = {"schedule": "0 * * * *", "time_zone": "Etc/UTC", **overlap}
+    configured(monkeypatch, lambda loaded: loaded.with_jobs({"nightly": job}))
 
 
 def released_with_intent(collection):
@@ -242,7 +241,7 @@ def test_the_audit_follows_every_jobs_executions(http, collection, api, log_line
     deliver(http)
     api.states[f"{TARGET}/executions/run-1"] = "failed"
 
-    audit = deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    audit = deliver(http, hours_later=1, job=config.current().audit_job)
 
     assert audit.status_code == 200 and audit.text.startswith("processed")
     assert run_record(collection)["status"] == "failed"
@@ -254,7 +253,7 @@ def test_an_ended_execution_is_recorded_and_logged_once(http, collection, api, l
     deliver(http)
     api.states[f"{TARGET}/executions/run-1"] = "failed"
     deliver(http, hours_later=1)
-    deliver(http, hours_later=1, job=DedupConfig.from_env().audit_job)
+    deliver(http, hours_later=1, job=config.current().audit_job)
 
     assert len(ended_lines(log_lines)) == 1
 
@@ -292,13 +291,11 @@ def test_overlap_start_starts_the_new_run_while_the_previous_execution_runs(http
 
 @pytest.mark.parametrize("value", ["sometimes", "", None, ["skip"]])
 def test_a_bad_overlap_rule_is_refused_naming_the_job_and_the_value(http, collection, api, monkeypatch, value):
-    jobs(monkeypatch, overlap=value)
+    with pytest.raises(config.ConfigError) as refused:  # config.yaml's rule (rules.JOB_CHOICES), at load
+        jobs(monkeypatch, overlap=value)
 
-    response = deliver(http)
-
-    assert response.status_code == 500 and response.text.startswith("misconfigured")
-    assert f"DEDUP_JOBS.nightly.overlap={value!r}: must be one of skip, start" in response.text
-    assert api.requests == [] and records(collection) == {}
+    assert f"jobs.nightly.overlap={value!r}: must be one of skip, start" in str(refused.value)
+    assert "\n" not in str(refused.value)
 
 
 def test_an_api_error_while_following_releases_the_new_run_for_a_retry(http, collection, api):

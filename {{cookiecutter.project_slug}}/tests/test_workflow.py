@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+import config
 import job
 from keys import RunKey
 from run_context import RunContext
-from settings import baked_settings
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "workflow" / "workflow.yaml"
 FIRESTORE = "googleapis.firestore.v1.projects.databases.documents."
@@ -85,11 +85,18 @@ def test_the_side_effect_runs_only_after_a_create_keyed_by_the_run_id(steps):
     assert assigned(steps)["guard_document"] == '${documents + "/" + collection + "/" + run_id}'
 
 
-@pytest.mark.parametrize("name", ["DEDUP_DATABASE", "DEDUP_COLLECTION", "DEDUP_RETENTION_SECONDS"])
-def test_settings_default_to_the_values_baked_into_the_handler(steps, name):
-    """Unset in the workflow's environment, a setting means what it means to the handler (baked_settings())."""
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DEDUP_DATABASE", lambda loaded: loaded.database),
+        ("DEDUP_COLLECTION", lambda loaded: loaded.collection),
+        ("DEDUP_RETENTION_SECONDS", lambda loaded: str(int(loaded.retention.total_seconds()))),
+    ],
+)
+def test_settings_default_to_the_values_baked_into_the_handler(steps, name, value):
+    """Unset in the workflow's environment, a setting means what it means to the handler (config.yaml's)."""
     (default,) = re.findall(rf'sys\.get_env\("{name}", ("(?:[^"\\]|\\.)*")\)', WORKFLOW.read_text())
-    assert json.loads(default) == baked_settings()[name]
+    assert json.loads(default) == value(config.load())
 
 
 def test_the_guard_names_the_execution_that_created_it(steps):

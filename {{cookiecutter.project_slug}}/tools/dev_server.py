@@ -97,9 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         if function is not None:
             stop_group(function)
         if emulator is not None:
-            from settings import DedupConfig
+            import config as configuration
 
-            config = DedupConfig.from_env()
+            config = configuration.current()
             try:  # a failed export keeps the previous one
                 emulator.save(config.project, config.database)
                 print(f"==> saved the emulator's data in {DATA_DIR.name}/ (the next `make dev` starts from it)")

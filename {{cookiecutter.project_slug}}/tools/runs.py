@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -34,12 +35,18 @@ from firestore_emulator import is_ready  # noqa: E402
 import audit  # noqa: E402
 import dedup  # noqa: E402
 import keys  # noqa: E402
+import rules  # noqa: E402
 import schedules  # noqa: E402
 import task_queue  # noqa: E402
+from config import Config, Job  # noqa: E402
+from config import current as current_config  # noqa: E402
 from ledger import RunLedger  # noqa: E402
 from outcomes import InvalidDelivery, Misconfigured, StoreUnavailable  # noqa: E402
-from settings import TASKS_QUEUE, DedupConfig, JobSpec  # noqa: E402
 
+# What --queue names (terraform output task_queue).
+TASKS_QUEUE = re.compile(
+    f"projects/{rules.PROJECT_ID.pattern}/locations/{rules.REGION.pattern}/queues/" + "[A-Za-z0-9-]{1,100}"
+)
 # Reads or deliveries from which a progress bar is drawn (on stderr; the table goes to stdout).
 PROGRESS_FROM = 50
 RUN_HEADER = ["JOB", "SCHEDULE_TIME", "WALL_CLOCK", "STATE", "RUN_ID"]
@@ -130,13 +137,13 @@ WINDOW = [
     arg("--until", required=True, help="window end, RFC 3339 (exclusive)"),
     arg("--job", help="one job: its job id or its Scheduler job name (default: every job)"),
 ]
-COMMANDS: dict[str, tuple[str, Callable[[DedupConfig, argparse.Namespace], int], tuple]] = {}
+COMMANDS: dict[str, tuple[str, Callable[[Config, argparse.Namespace], int], tuple]] = {}
 
 
 def command(what: str, *arguments: tuple[tuple[str, ...], dict[str, object]]):
     """Make the function a command (its name, with '-' for '_'): what it does, its arguments."""
 
-    def register(run: Callable[[DedupConfig, argparse.Namespace], int]):
+    def register(run: Callable[[Config, argparse.Namespace], int]):
         COMMANDS[run.__name__.replace("_", "-")] = (what, run, arguments)
         return run
 
@@ -150,7 +157,7 @@ def moment(name: str, text: str) -> dt.datetime:
         raise BadArgument(f"{name}={text!r}: {error}") from None
 
 
-def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
+def resolve_job(config: Config, job: str, field: str = "JOB") -> str:
     """The Scheduler job name (what a deployed run is keyed by) of a job id, a Scheduler job name or the audit's."""
     for name, spec in config.jobs.items():
         if job in (name, spec.job_id):
@@ -161,7 +168,7 @@ def resolve_job(config: DedupConfig, job: str, field: str = "JOB") -> str:
     raise BadArgument(f"{field}={job!r}: not a job of this project: {known or 'none'}, or {config.audit_job}")
 
 
-def run_key(config: DedupConfig, args: argparse.Namespace) -> keys.RunKey:
+def run_key(config: Config, args: argparse.Namespace) -> keys.RunKey:
     """The key of the run JOB TIME names, as the handler keys its delivery (default place: the function's)."""
     return keys.RunKey(
         project=args.project or config.project,
@@ -171,7 +178,7 @@ def run_key(config: DedupConfig, args: argparse.Namespace) -> keys.RunKey:
     )
 
 
-def selected_jobs(config: DedupConfig, job: str | None) -> dict[str, JobSpec]:
+def selected_jobs(config: Config, job: str | None) -> dict[str, Job]:
     """Every job, or the one --job names."""
     if job is None:
         return dict(config.jobs)
@@ -181,7 +188,7 @@ def selected_jobs(config: DedupConfig, job: str | None) -> dict[str, JobSpec]:
     return {name: config.jobs[name]}
 
 
-def ledger(config: DedupConfig) -> RunLedger:
+def ledger(config: Config) -> RunLedger:
     """The run records. An emulator named but not running is said at once (the client would retry for minutes)."""
     host = os.environ.get("FIRESTORE_EMULATOR_HOST")
     if host and not is_ready(host):
@@ -234,7 +241,7 @@ def post(args: argparse.Namespace, headers: dict[str, str]) -> tuple[int, str]:
     *SENT_TO,
     *KEYED_FOR,
 )
-def fire(config: DedupConfig, args: argparse.Namespace) -> int:
+def fire(config: Config, args: argparse.Namespace) -> int:
     args.time = args.time or keys.rfc3339(dedup.utcnow().replace(second=0, microsecond=0))
     key = run_key(config, args)
     print(f"==> POST {target(args)}  job={key.job_name} schedule_time={keys.rfc3339(key.schedule_time)}", flush=True)
@@ -247,13 +254,13 @@ def fire(config: DedupConfig, args: argparse.Namespace) -> int:
 
 
 @command("print a run's id (its Firestore document id)", *ONE_RUN)
-def run_id(config: DedupConfig, args: argparse.Namespace) -> int:
+def run_id(config: Config, args: argparse.Namespace) -> int:
     print(run_key(config, args).run_id)
     return 0
 
 
 @command("print a run's record", *ONE_RUN)
-def show(config: DedupConfig, args: argparse.Namespace) -> int:
+def show(config: Config, args: argparse.Namespace) -> int:
     key = run_key(config, args)
     record = ledger(config).read_runs([key.run_id]).get(key.run_id)
     if record is None:
@@ -264,7 +271,7 @@ def show(config: DedupConfig, args: argparse.Namespace) -> int:
 
 
 @command("list in_progress runs whose lease has expired, and started runs whose execution is overdue")
-def stuck(config: DedupConfig, args: argparse.Namespace) -> int:
+def stuck(config: Config, args: argparse.Namespace) -> int:
     now = dedup.utcnow()
     found = ledger(config).stuck_runs(now)
     for run_id, record in found:
@@ -280,7 +287,7 @@ def stuck(config: DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def find_runs(config: DedupConfig, args: argparse.Namespace) -> list[audit.AuditedRun]:
+def find_runs(config: Config, args: argparse.Namespace) -> list[audit.AuditedRun]:
     """The audit over [--since, --until), for the selected jobs; refuses a window the records cannot answer."""
     since, until, now = moment("--since", args.since), moment("--until", args.until), dedup.utcnow()
     if since >= until:
@@ -325,7 +332,7 @@ def summary(runs: list[audit.AuditedRun], args: argparse.Namespace) -> str:
     arg("--json", action="store_true", help="a JSON list instead of a table"),
     arg("--all", action="store_true", help="every expected run, whatever its state"),
 )
-def missed(config: DedupConfig, args: argparse.Namespace) -> int:
+def missed(config: Config, args: argparse.Namespace) -> int:
     runs = find_runs(config, args)
     listed = runs if args.all else list(audit.needing_delivery(runs))
     if args.json:
@@ -336,7 +343,7 @@ def missed(config: DedupConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def queue_of(config: DedupConfig, queue: str) -> str:
+def queue_of(config: Config, queue: str) -> str:
     """--queue's value, or the deployed deliveries queue (config.yaml's slug and region name it) for a bare --queue."""
     queue = queue or config.tasks_queue or ""
     if not TASKS_QUEUE.fullmatch(queue):
@@ -346,7 +353,7 @@ def queue_of(config: DedupConfig, queue: str) -> str:
     return queue
 
 
-def queued(config: DedupConfig, queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None = None) -> str:
+def queued(config: Config, queue: str, key: keys.RunKey, kind: str, request: keys.Rerun | None = None) -> str:
     """Queue one delivery of the run (task_queue.enqueue_run: one task per run or re-run id); what happened."""
     try:
         done = task_queue.enqueue_run(queue, key, kind, config.attempt_deadline_for(key.job_name), request)
@@ -386,7 +393,7 @@ def who_queued(queue: str, term: str, since: dt.datetime | None = None) -> str:
     arg("--dry-run", action="store_true", help="list what would be delivered, send nothing"),
     QUEUE,
 )
-def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
+def backfill(config: Config, args: argparse.Namespace) -> int:
     """Deliver each missing or stuck run as Scheduler would: same job name and schedule time, so one executes."""
     runs = find_runs(config, args)
     listed = list(audit.needing_delivery(runs))
@@ -420,7 +427,7 @@ def backfill(config: DedupConfig, args: argparse.Namespace) -> int:
     *SENT_TO,
     QUEUE,
 )
-def rerun(config: DedupConfig, args: argparse.Namespace) -> int:
+def rerun(config: Config, args: argparse.Namespace) -> int:
     key = run_key(config, args)
     # Who asks, by default gcloud's active account: the identity Cloud Tasks' audit log records for the enqueue.
     by = args.by or gcloud("config", "get-value", "account")
@@ -475,12 +482,10 @@ class Apis:
     arg("--job", help="job id or Scheduler job name (default: the first job)"),
     arg("--log-wait", type=float, default=LOG_WAIT_SECONDS, help="seconds to wait for the log line"),
 )
-def smoke(config: DedupConfig, args: argparse.Namespace) -> int:
+def smoke(config: Config, args: argparse.Namespace) -> int:
     """Is the deployed project alive? Five steps, a PASS or FAIL line each (what each proves, what its FAIL means and
     the roles they need: docs/operations.md); a step an earlier failure leaves nothing to check fails."""
-    job_name = min(selected_jobs(config, args.job), default=None)
-    if job_name is None:
-        raise Misconfigured("no job to Force-run: config.yaml has none")
+    job_name = min(selected_jobs(config, args.job))  # config.yaml has a job at least (rules.check_jobs)
     apis = Apis()
     # A Force run sends the job's next fire time (Google's guide); the line of that run is the one to read.
     # `since` allows for a few seconds between this machine's clock and the function's.
@@ -558,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             subparser.add_argument(*flags, **options)
     args = parser.parse_args(argv)
     try:
-        return args.run(DedupConfig.from_env(), args)
+        return args.run(current_config(), args)
     except (BadArgument, Misconfigured) as error:  # each names its field, its value and the rule
         message, status = str(error), 2
     except UNAVAILABLE as error:  # one line; no credentials (the ledger's client wraps it) names the fix

@@ -87,7 +87,7 @@ resource "google_cloudfunctions2_function" "this" {
       var.function.environment_variables,
       {
         # The work is stopped by the handler itself: it runs in a process of its own that main.py kills
-        # at the job's attempt deadline less the release margin (stop.py, settings.DedupConfig.stop_after),
+        # at the job's attempt deadline less the release margin (stop.py, config.Config.stop_after),
         # then releases the claim and answers. functions-framework's own stop stays off: with
         # THREADED_TIMEOUT_ENABLED "true" (and THREADS > 1, CLOUD_RUN_TIMEOUT_SECONDS > 0) its gthread
         # worker runs each request under request_timeout.ThreadingTimeout, which raises an exception

@@ -172,7 +172,7 @@ locals {
       severity  = "ERROR"
       threshold = 0
       window    = 300
-      content   = "The ${var.slug} handler refused to work because a DEDUP_* setting is invalid, or the Firestore database it names (${var.firestore.database}) does not exist or is in Datastore mode, and answered 500. Every run fails the same way until a deploy fixes it; the log line (`jsonPayload.outcome=\"misconfigured\"`) names the variable, its value and the rule, or the database and Firestore's answer."
+      content   = "The ${var.slug} handler refused to work because config.yaml breaks a rule, or the Firestore database it names (${var.firestore.database}) does not exist or is in Datastore mode, and answered 500. Every run fails the same way until a deploy fixes it; the log line (`jsonPayload.outcome=\"misconfigured\"`) names the key, its value and the rule, or the database and Firestore's answer."
     }
   } : {}
 }

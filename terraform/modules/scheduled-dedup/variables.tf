@@ -109,7 +109,7 @@ variable "jobs" {
   }
 
   validation {
-    # settings.OVERLAP_RULES (the baked settings.py refuses any other value as misconfigured).
+    # rules.JOB_CHOICES (the baked config.py refuses any other value in config.yaml).
     condition     = alltrue([for job in values(var.jobs) : job.overlap == null || contains(["skip", "start"], coalesce(job.overlap, "skip"))])
     error_message = "jobs: each overlap must be \"skip\" (a new run is recorded skipped while the job's previous execution still runs) or \"start\" (it starts anyway). Given: ${jsonencode({ for id, job in var.jobs : id => job.overlap })}."
   }

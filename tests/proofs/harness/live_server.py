@@ -9,20 +9,27 @@ server with concurrent duplicate deliveries and returns the figures.
 from __future__ import annotations
 
 import concurrent.futures
+import copyreg
 import dataclasses
+import datetime as dt
 import http.client
 import json
 import os
+import pickle
 import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from firestore_emulator import free_port
+
+import config as configuration
+from config import Config
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SERVED_SOURCE = Path(__file__).resolve().parent / "served_job.py"
@@ -222,11 +229,18 @@ class Fleet:
         self.workdir = workdir
         self.servers: list[Server] = []
 
-    def start(self, **env: str) -> Server:
-        """A new server (not yet ready: call wait_ready, so that several can boot at once)."""
+    def start(self, config_change: Callable[[Config], Config] | None = None, **env: str) -> Server:
+        """A new server (not yet ready: call wait_ready, so that several can boot at once), run by the test's
+        configuration (config.current()) as `config_change` changes it, on this fleet's collection."""
         index = len(self.servers)
+        model = (config_change or (lambda same: same))(configuration.current())
+        model = dataclasses.replace(model, collection=self.collection)
+        config_path = self.workdir / f"server-{index}.config"
+        # served_job.py's SERVED_CONFIG: the model itself, pickled (a read-only mapping as a plain dict).
+        copyreg.pickle(MappingProxyType, lambda mapping: (dict, (dict(mapping),)))
+        config_path.write_bytes(pickle.dumps(model))
         served = {
-            "DEDUP_COLLECTION": self.collection,
+            "SERVED_CONFIG": str(config_path),
             "SERVED_EXECUTIONS": str(self.executions_path),
             "SERVED_OUTPUTS": self.outputs,
             "SERVED_SIGNAL": str(self.workdir / f"server-{index}.signal"),
@@ -244,3 +258,8 @@ class Fleet:
     def stop_all(self) -> None:
         for server in self.servers:
             server.kill()
+
+
+def everywhere(**seconds: int) -> Callable[[Config], Config]:
+    """Fleet.start's config_change: these numbers (lease, attempt_deadline...) in seconds, for every job."""
+    return lambda config: config.everywhere(**{name: dt.timedelta(seconds=value) for name, value in seconds.items()})

@@ -1,6 +1,7 @@
 """The proofs' fixtures (a pytest plugin: tests/proofs/run.py loads it with `-p proof_fixtures`): real
 functions-framework servers, and a Firestore in front of the emulator that fails the calls a test arms."""
 
+import dataclasses
 import os
 
 import pytest
@@ -8,7 +9,7 @@ from fake_firestore import FaultyFirestore
 from google.cloud import firestore
 from live_server import Fleet
 
-from settings import baked_settings
+import config
 
 PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
@@ -50,9 +51,14 @@ def firestore_client_of(host):
     previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
     os.environ["FIRESTORE_EMULATOR_HOST"] = host
     try:
-        return firestore.Client(project=PROJECT, database=baked_settings()["DEDUP_DATABASE"])
+        return firestore.Client(project=PROJECT, database=config.load().database)
     finally:
         if previous is None:
             del os.environ["FIRESTORE_EMULATOR_HOST"]
         else:
             os.environ["FIRESTORE_EMULATOR_HOST"] = previous
+
+
+def a_job(job_id: str, schedule: str, time_zone: str, **fields: object) -> config.Job:
+    """A job of these schedule fields (and `fields`), with the defaults' numbers: what the audit judges by."""
+    return dataclasses.replace(config.load().audit, job_id=job_id, schedule=schedule, time_zone=time_zone, **fields)

@@ -18,6 +18,8 @@ no test hooks, this module wraps it from outside. Environment:
   SERVED_FIRST_RUN_DOES  what the work's first execution of a run does instead of its effect (later ones
                      do the effect): a name `_misbehave` knows (loops over Firestore calls, exits,
                      raises what cannot be printed, starts a helper process, waits for the test)
+  SERVED_CONFIG      a file: the configuration the server runs by, pickled (live_server.Fleet.start writes the
+                     test's: its collection, jobs and numbers), used in place of config.yaml's
   SERVED_IMPORT_BLOCKS  a file: while it exists, the fork server's import of this module (stop.py's
                      preload) blocks for good, as a module whose import hangs would
 
@@ -29,6 +31,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -37,11 +40,13 @@ from pathlib import Path
 from google.api_core import exceptions as api_exceptions
 from google.cloud import firestore
 
+import config as configuration
 import main
 from ledger import RPC_TIMEOUT_SECONDS, RunLedger, firestore_client
 from run_context import RunContext, TerminalJobError
-from settings import DedupConfig
 
+if os.environ.get("SERVED_CONFIG"):  # the test's configuration, in this process and the work's
+    configuration.use(pickle.loads(Path(os.environ["SERVED_CONFIG"]).read_bytes()))
 handle_scheduled_job = main.handle_scheduled_job
 logger = logging.getLogger("served_job")
 
@@ -128,7 +133,7 @@ def _start_helper(how: str) -> None:
 
 
 def _misbehave(misdeed: str) -> None:
-    config = DedupConfig.from_env()
+    config = configuration.current()
     if misdeed in ("subprocess_helper_then_return", "fork_helper_then_return"):
         _start_helper(misdeed.split("_")[0])
         return
@@ -174,7 +179,7 @@ def put_if_absent_job(context: RunContext) -> None:
         _take_long()
     if first_run and os.environ.get("SERVED_FIRST_RUN_DOES"):
         _misbehave(os.environ["SERVED_FIRST_RUN_DOES"])
-    config = DedupConfig.from_env()
+    config = configuration.current()
     outputs = firestore_client(config.project, config.database).collection(os.environ["SERVED_OUTPUTS"])
     # AlreadyExists: an earlier attempt of this run wrote it, so the effect happened once.
     with contextlib.suppress(api_exceptions.AlreadyExists):

@@ -4,7 +4,7 @@ The bake's functions-framework app runs in this process (Flask's test client), o
 under a moved clock (dedup.utcnow, the protocol's one clock). Cloud Scheduler is modelled as
 tests/scheduler_sim.py does (each fire time delivered, a non-2xx retried with the bake's retry_config); Cloud Tasks
 (re-runs, backfills, catch-ups) by a queue that refuses a task id it holds. The operator's surfaces are the bake's
-own: config (DEDUP_JOBS, as config.yaml yields it) and a redeploy for every change, `tools/runs.py` for `rerun`,
+own: config (config.use, the jobs as config.yaml yields them) and a redeploy per change, `tools/runs.py` for `rerun`,
 `backfill`, `fire` and `missed`. Moves (MOVE_KINDS) are interleaved with faults; every execution of the work is
 recorded, and one job's work runs through the real stop (stop.py) and starts a helper process of its own, whose
 effect is counted from a file.
@@ -63,7 +63,7 @@ QUEUE = "projects/dedup-test-project/locations/europe-west1/queues/sim-deliverie
 AUDIT_EVERY = dt.timedelta(hours=4)
 # A fire time is judged this long after its settle time: the audits in between have seen it.
 JUDGE_LAG = dt.timedelta(hours=9)
-# The job whose work runs through the real stop: a deadline of 11 s stops it 1 s after it starts (settings.py).
+# The job whose work runs through the real stop: a deadline of 11 s stops it 1 s after it starts (RELEASE_MARGIN).
 STOP_JOB_ID = "stopper"
 STOP_DEADLINE_SECONDS = 11
 HELPER_DELAY_SECONDS = 1.5  # the work's helper does its effect this long after it starts: after the stop
@@ -95,7 +95,8 @@ class Crash(BaseException):
 
 @dataclasses.dataclass
 class Era:
-    """One job's schedule from `start` on (until the next era): its DEDUP_JOBS entry, None once removed."""
+    """One job's schedule from `start` on (until the next era): its entry (config.yaml's keys, and its job_id), None
+    once removed."""
 
     start: dt.datetime
     spec: dict | None
@@ -109,6 +110,19 @@ class Execution:
     rerun_id: str | None
     at: dt.datetime
     paused: bool
+
+
+def job_of(spec: dict, defaults):
+    """The config.Job of a sim job's entry: what it sets, else the defaults' numbers (`defaults`: the audit's Job).
+    Built directly, not through config.yaml's rules: the sim's stop job has a deadline (11 s) below their least."""
+    numbers = {
+        field: dt.timedelta(seconds=spec[f"{field}_seconds"])
+        for field in ("attempt_deadline", "max_lateness")
+        if f"{field}_seconds" in spec
+    }
+    choices = {key: spec[key] for key in ("paused", "catch_up", "dst_gap", "overlap") if key in spec}
+    fields = {"job_id": spec["job_id"], "schedule": spec["schedule"], "time_zone": spec["time_zone"]}
+    return dataclasses.replace(defaults, **fields, **numbers, **choices)
 
 
 # ---------------------------------------------------------------- the work (also imported by the stop's fork server)
@@ -244,6 +258,7 @@ class Simulation:
         self.stop_warm = False
         self.retries = schedule_rules.SchedulerRetries.of(config.load().defaults)
         self.audit_job = None
+        self.base = None  # the configuration the run starts from (run), its jobs replaced at each change
         self.audit_headers: dict[str, str] = {}  # what the audit's Scheduler job sends (record_deploy)
         self.app = None
         self.progress = False  # a line on stderr every 30 simulated days (the long run)
@@ -260,11 +275,18 @@ class Simulation:
     def change(self, name: str, spec: dict | None) -> None:
         """A change to config.yaml, deployed at once (a redeploy) by `terraform apply`."""
         self.eras.setdefault(name, []).append(Era(self.now, spec))
-        os.environ["DEDUP_JOBS"] = json.dumps(self.live_jobs())
+        self.configure()
         self.deploy()
         self.record_deploy()
         if spec is not None and not spec.get("paused"):
             self.plan_next_fire(name)
+
+    def configure(self) -> None:
+        """The configuration the function runs by: the bake's, with the live jobs (a typed override, config.use)."""
+        import config
+
+        config.use(dataclasses.replace(self.base, jobs={name: job_of(spec, self.base.audit) for name, spec in
+                                                         self.live_jobs().items()}))  # fmt: skip
 
     def deploy(self) -> None:
         """A new instance: a new app (main.py loaded afresh), new clients and caches."""
@@ -283,10 +305,10 @@ class Simulation:
         """What an apply that changes a schedule gives the audit's Scheduler job (the module's history.tf): the
         instants before and after the change (whole seconds, as time_static's rfc3339), the schedules' digest."""
         import audit
-        from settings import DedupConfig
+        import config
 
         after = self.now.replace(microsecond=0) + dt.timedelta(seconds=1 if self.now.microsecond else 0)
-        digest = audit.schedules_digest(DedupConfig.from_env().jobs)
+        digest = audit.schedules_digest(config.current().jobs)
         self.audit_headers = {audit.DEPLOYED_HEADER: f"{rfc(self.now)} {rfc(after)} {digest}"}
 
     def run_until_stopped(self, work, context, fields, stop_at, preload=()):
@@ -705,17 +727,15 @@ class Simulation:
     def run(self) -> Tally:
         global SIMULATION
         import audit
+        import config
         import dedup
         import ledger
         import task_queue
-        from settings import baked_settings
 
         runs = importlib.import_module("runs")  # tools/runs.py
 
         started = time.monotonic()
-        previous_env = {
-            k: os.environ.get(k) for k in ("DEDUP_JOBS", "DEDUP_COLLECTION", "DEDUP_TASKS_QUEUE", "DEDUP_PROJECT")
-        }
+        previous = config.use(None)
         patched = [(dedup, "utcnow"), (task_queue, "enqueue_run"), (ledger, "firestore_call"), (runs, "PROGRESS_FROM")]
         saved = [(module, name, getattr(module, name)) for module, name in patched]
         alerts = AuditAlerts(self.alerts)
@@ -726,21 +746,21 @@ class Simulation:
         SIMULATION = self
         self.forces, self.reruns = [], set()
         try:
-            os.environ.update(
-                DEDUP_COLLECTION=f"years-sim-{self.token}", DEDUP_TASKS_QUEUE=QUEUE, DEDUP_PROJECT="dedup-test-project"
+            self.base = dataclasses.replace(
+                config.current(), collection=f"years-sim-{self.token}", tasks_queue=QUEUE, project="dedup-test-project"
             )
             dedup.utcnow = lambda: self.now
             task_queue.enqueue_run = self.enqueue_run
             ledger.firestore_call = self.firestore_call(saved[2][2])
             runs.PROGRESS_FROM = sys.maxsize  # no progress bars (drawn on the real stderr)
-            self.audit_job = baked_settings()["DEDUP_AUDIT_JOB"]
+            self.audit_job = self.base.audit_job
             for index in range(self.job_count):
                 self.eras[f"sim-{self.token}-j{index:02d}"] = [Era(START, self.new_spec(index))]
             if "process_group" in self.kinds:
                 stop_spec = {"job_id": STOP_JOB_ID, "schedule": "0 12 * * *", "time_zone": "Etc/UTC",
                              "attempt_deadline_seconds": STOP_DEADLINE_SECONDS}  # fmt: skip
                 self.eras[f"sim-{self.token}-{STOP_JOB_ID}"] = [Era(START, stop_spec)]
-            os.environ["DEDUP_JOBS"] = json.dumps(self.live_jobs())
+            self.configure()
             self.deploy()
             self.record_deploy()
             for name in self.eras:
@@ -771,11 +791,7 @@ class Simulation:
             root.handlers[:] = handlers
             if served is not None:
                 sys.modules["main"] = served
-            for key, value in previous_env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            config.use(previous)
         self.seconds = time.monotonic() - started
         return self.tally
 

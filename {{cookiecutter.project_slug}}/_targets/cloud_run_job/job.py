@@ -15,10 +15,10 @@ import re
 
 from google.cloud import run_v2
 
+import config
 from executions import Ended, ExecutionEnd
 from ledger import RunLedger
 from run_context import RunContext, Started
-from settings import DedupConfig
 
 logger = logging.getLogger(__name__)
 
@@ -104,4 +104,4 @@ def dead_letters(run_id: str) -> int:
     """How many items of run `run_id` the job's tasks dead-lettered: a task exits 0 once each of its items is done or
     dead-lettered (cloud_run_job/task.py), so a succeeded execution may still have failed items
     (executions.with_dead_letters records the run failed)."""
-    return RunLedger(DedupConfig.from_env()).dead_letters(run_id)
+    return RunLedger(config.current()).dead_letters(run_id)
