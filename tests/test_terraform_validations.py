@@ -351,7 +351,7 @@ CASES = [
     Refusal(
         "function_sets_a_dedup_variable",
         "function",
-        "names starting with DEDUP_ are set by the module",
+        "names starting with DEDUP_ are read by nothing",
         {"function": {"environment_variables": {"DEDUP_LEASE_SECONDS": "1"}}},
     ),
     # The image repository made elsewhere (a team bake's terraform/bootstrap, issue 19): its full name, in the

@@ -334,7 +334,7 @@ variable "function" {
   validation {
     # The handler reads these itself; set them through the other variables.
     condition     = length([for k in keys(var.function.environment_variables) : k if startswith(k, "DEDUP_")]) == 0
-    error_message = "function.environment_variables: names starting with DEDUP_ are set by the module."
+    error_message = "function.environment_variables: names starting with DEDUP_ are read by nothing: the function's settings are config.yaml's."
   }
 }
 
@@ -396,7 +396,7 @@ variable "waits" {
 }
 
 variable "alerting" {
-  description = "Log-based alerting. retryable_failure_threshold: alert when more retryable failures than this are logged within window_seconds. Terminal failures, store_unavailable (Firestore unreachable) and misconfigured (an invalid DEDUP_* setting) alert on any."
+  description = "Log-based alerting. retryable_failure_threshold: alert when more retryable failures than this are logged within window_seconds. Terminal failures, store_unavailable (Firestore unreachable) and misconfigured (an invalid config.yaml, or a job without work) alert on any."
   type = object({
     enabled                     = optional(bool, true)
     retryable_failure_threshold = optional(number, 3)
