@@ -150,7 +150,7 @@ class Baked(Side):
         return self.main.ANSWERS[outcome][0], f"{outcome}: {detail}"
 
     def as_another_instance(self) -> None:
-        ledger._ended_here.clear()  # the runs this instance saw done (ledger.ENDED_HERE_LIMIT)
+        ledger._done_here.clear()  # the runs this instance saw done (ledger.DONE_HERE_LIMIT)
 
     def crashed_claim(self, headers: Mapping[str, str]) -> None:
         # The protocol's own claim, made one lease ago by an attempt that then died.

@@ -40,7 +40,7 @@ def test_baked_handler_costs_2_rpcs_fresh_1_or_2_per_replay_4_per_takeover(measu
     rpcs = measured[0]["rpcs"]["baked"]
     assert rpcs == {
         "fresh": {"Commit": 2},  # create-if-absent, then the finish guarded by the claim's update time
-        "replay": {"BatchGetDocuments": 1},  # one read: this instance saw the run done (ledger.ENDED_HERE_LIMIT)
+        "replay": {"BatchGetDocuments": 1},  # one read: this instance saw the run done (ledger.DONE_HERE_LIMIT)
         "replay_elsewhere": {"Commit": 1, "BatchGetDocuments": 1},  # the failed create, then one read
         "takeover": {"Commit": 3, "BatchGetDocuments": 1},  # failed create, read, guarded takeover, finish
     }

@@ -64,24 +64,24 @@ TEXT_LIMIT = 1500
 # create first (one write, then a read if the record exists). Scheduler's retry of a run whose answer it did not see
 # is the common replay, and it often reaches the same instance. It only orders the calls: what a delivery does is
 # decided from the record it reads, as always, and a record gone since is claimed anew. Bounded: a week of 100
-# minutely jobs' ends would be 1M entries; the newest ENDED_HERE_LIMIT are the ones a retry can still be after.
-ENDED_HERE_LIMIT = 4096
-_ended_here: dict[str, None] = {}
-_ended_here_lock = threading.Lock()
+# minutely jobs' runs would be 1M entries; the newest DONE_HERE_LIMIT are the ones a retry can still be after.
+DONE_HERE_LIMIT = 4096
+_done_here: dict[str, None] = {}
+_done_here_lock = threading.Lock()
 
 
-def remember_ended(key: str) -> None:
-    with _ended_here_lock:
-        _ended_here.pop(key, None)  # moved to the newest
-        _ended_here[key] = None
-        if len(_ended_here) > ENDED_HERE_LIMIT:
-            del _ended_here[next(iter(_ended_here))]
+def remember_done(key: str) -> None:
+    with _done_here_lock:
+        _done_here.pop(key, None)  # moved to the newest
+        _done_here[key] = None
+        if len(_done_here) > DONE_HERE_LIMIT:
+            del _done_here[next(iter(_done_here))]
 
 
-def forget_ended(key: str) -> bool:
+def forget_done(key: str) -> bool:
     """True if it was remembered."""
-    with _ended_here_lock:
-        return _ended_here.pop(key, False) is None
+    with _done_here_lock:
+        return _done_here.pop(key, False) is None
 
 
 class RunRecord(TypedDict, total=False):
@@ -252,7 +252,8 @@ class RunLedger:
         awaits its retry (dedup.awaits_retry)."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
-        read_first = self._done_key(key.run_id) in _ended_here  # ENDED_HERE_LIMIT says why
+        done = self._done_key(key.run_id)  # the delivered run's
+        read_first = done in _done_here  # DONE_HERE_LIMIT says why
         if not read_first:
             record = self._claim_record(key, attempt_id, attempt=1, now=now)
             if rerun is not None:
@@ -269,14 +270,14 @@ class RunLedger:
         manual = snapshots.get(forced.run_id)
         if manual is not None and manual.exists and dedup.awaits_retry(manual.to_dict(), now):
             key, ref, snapshot = forced, forced_ref, manual  # this delivery is the Force run's retry
-        if not snapshot.exists and read_first and forget_ended(self._done_key(key.run_id)):
+        if not snapshot.exists and read_first and forget_done(done):
             return self.claim(key, now, rerun)  # gone since it ended here (its TTL, a person): the create claims it
         if not snapshot.exists:  # released between our create and our read: let the next retry claim it
             raise InProgress("the run was released while this delivery claimed it; retry")
         current = snapshot.to_dict()
         decision = dedup.decide(current, now, rerun and rerun.rerun_id)
         if decision is dedup.Decision.DUPLICATE:
-            remember_ended(self._done_key(key.run_id))
+            remember_done(done)
             if key.manual:
                 raise Duplicate(
                     f"a manual run for {key.schedule_time.isoformat()} is already {current['status']}: a Force run "
@@ -496,7 +497,7 @@ class RunLedger:
         return list(self.client.get_all(refs, **kwargs))
 
     def _done_key(self, run_id: str) -> str:
-        """A run's name in the memory of runs done here (_ended_here): its database, collection and id."""
+        """A run's name in the memory of runs done here (_done_here): its database, collection and id."""
         return f"{self.config.database}/{self.config.collection}/{run_id}"
 
     def _claim_record(self, key: RunKey, attempt_id: str, attempt: int, now: dt.datetime) -> RunRecord:
@@ -524,7 +525,7 @@ class RunLedger:
                 return self.records.delete_if_unchanged(ref, since=claim.write_time)
             write_time = self.records.update_if_unchanged(ref, fields, since=claim.write_time)
             if fields.get("status") in dedup.DONE:
-                remember_ended(self._done_key(claim.key.run_id))
+                remember_done(self._done_key(claim.key.run_id))
             return write_time
         except RecordChanged:
             raise Superseded(

@@ -3960,11 +3960,11 @@ MUTANTS = [
         "the work's context carries its schedule time as a datetime, to the microsecond and in UTC",
         (f"{STOP_PROOFS}::test_the_work_gets_its_context_and_the_runs_fields_as_sent_whatever_they_hold",),
     ),
-    # Issue 27: a replay on the instance that saw its run done is one read (ledger.ENDED_HERE_LIMIT).
+    # Issue 27: a replay on the instance that saw its run done is one read (ledger.DONE_HERE_LIMIT).
     Mutant(
         "i27-replay-not-read-first",
         LEDGER,
-        "read_first = self._done_key(key.run_id) in _ended_here",
+        "read_first = done in _done_here",
         "read_first = False",
         "a replay on the instance that saw the run done reads first: one read, no failed create",
         handler("test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read"),
@@ -3973,7 +3973,7 @@ MUTANTS = [
         "i27-finish-not-remembered",
         LEDGER,
         '            if fields.get("status") in dedup.DONE:\n'
-        "                remember_ended(self._done_key(claim.key.run_id))\n",
+        "                remember_done(self._done_key(claim.key.run_id))\n",
         "",
         "a run this instance recorded done is remembered, so that its replay reads first",
         handler("test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read"),
@@ -3989,9 +3989,9 @@ MUTANTS = [
     Mutant(
         "i27-ended-here-unbounded",
         LEDGER,
-        "            del _ended_here[next(iter(_ended_here))]",
+        "            del _done_here[next(iter(_done_here))]",
         "            pass",
-        "the memory of runs done here is bounded (ENDED_HERE_LIMIT)",
+        "the memory of runs done here is bounded (DONE_HERE_LIMIT)",
         handler("test_the_runs_remembered_done_are_bounded"),
     ),
     Mutant(

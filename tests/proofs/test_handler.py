@@ -80,7 +80,7 @@ def counting(monkeypatch, names=("commit", "batch_get_documents")) -> list[str]:
 
 
 def test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read(http, work, now, monkeypatch):
-    """A run this instance saw done is read first (ledger.ENDED_HERE_LIMIT): its replay is one read, no failed
+    """A run this instance saw done is read first (ledger.DONE_HERE_LIMIT): its replay is one read, no failed
     create. Another instance, which remembers nothing, tries the create first, as before; either way it is a
     duplicate, decided from the record."""
     http.post("/", headers=scheduler_headers("nightly", iso(now)))
@@ -90,7 +90,7 @@ def test_a_replay_on_the_instance_that_saw_the_run_done_is_one_read(http, work, 
     assert replay.text.startswith("duplicate") and calls == ["batch_get_documents"]
 
     calls.clear()
-    monkeypatch.setattr("ledger._ended_here", {})  # another instance
+    monkeypatch.setattr("ledger._done_here", {})  # another instance
     elsewhere = http.post("/", headers=scheduler_headers("nightly", iso(now)))
     assert elsewhere.text.startswith("duplicate") and calls == ["commit", "batch_get_documents"]
     assert len(work.calls) == 1
@@ -130,15 +130,15 @@ def test_a_run_done_here_whose_record_is_gone_is_claimed_anew(http, collection, 
 def test_the_runs_remembered_done_are_bounded(monkeypatch):
     import ledger
 
-    monkeypatch.setattr(ledger, "_ended_here", {})
-    for index in range(ledger.ENDED_HERE_LIMIT + 1):
-        ledger.remember_ended(f"db/runs/{index}")
-    ledger.remember_ended("db/runs/1")  # seen again: the newest
+    monkeypatch.setattr(ledger, "_done_here", {})
+    for index in range(ledger.DONE_HERE_LIMIT + 1):
+        ledger.remember_done(f"db/runs/{index}")
+    ledger.remember_done("db/runs/1")  # seen again: the newest
 
-    assert len(ledger._ended_here) == ledger.ENDED_HERE_LIMIT
-    assert "db/runs/0" not in ledger._ended_here  # the oldest went
-    assert list(ledger._ended_here)[-1] == "db/runs/1"
-    assert ledger.forget_ended("db/runs/1") and not ledger.forget_ended("db/runs/1")
+    assert len(ledger._done_here) == ledger.DONE_HERE_LIMIT
+    assert "db/runs/0" not in ledger._done_here  # the oldest went
+    assert list(ledger._done_here)[-1] == "db/runs/1"
+    assert ledger.forget_done("db/runs/1") and not ledger.forget_done("db/runs/1")
 
 
 def test_header_names_are_case_insensitive(http, work, now):
