@@ -92,7 +92,7 @@ def test_bootstrap_validate(bootstrap):
 def test_bootstrap_terraform_test(bootstrap):
     result = run_tf(bootstrap, "test")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Success! 5 passed, 0 failed" in result.stdout, result.stdout
+    assert "Success! 11 passed, 0 failed" in result.stdout, result.stdout
 
 
 def test_bootstrap_checkov(bootstrap):
@@ -769,12 +769,17 @@ def test_state_grants_reach_only_this_bakes_prefix(bake_name, tmp_path):
 
 def test_the_bootstrap_waits_after_enabling_the_apis(bootstrap, tmp_path):
     """Everything the bootstrap makes is ordered after a time_sleep that follows the APIs (the same
-    rule as the module's, on `terraform graph`)."""
-    from test_terraform import dependency_graph, unwaited
+    rule as the module's, on `terraform graph`), but the project they are enabled in."""
+    from test_terraform import dependency_graph, reachable, unwaited
 
     graph = dependency_graph(bootstrap, tmp_path)
     nodes = set(graph) | {n for targets in graph.values() for n in targets}
-    made = sorted(n for n in nodes if n.startswith("google_") and not n.startswith("google_project_service."))
+    assert "google_project.this" in reachable(graph, "google_project_service.this"), "APIs of the project made here"
+    made = sorted(
+        n
+        for n in nodes
+        if n.startswith("google_") and n != "google_project.this" and not n.startswith("google_project_service.")
+    )
     assert len(made) >= 8, made
     assert {n: unwaited(graph, n, {"google_project_service.this"}) for n in made} == {n: [] for n in made}
 
@@ -786,10 +791,11 @@ def readme_section(project: Path, title: str) -> str:
 
 @pytest.mark.parametrize("bake_name", BUCKET_BAKES)
 def test_the_readme_says_what_the_owner_runs_once_and_what_the_deployer_may_do(bake_name, tmp_path):
-    """Issue 26: the bake README's two lists are the code's. "What the owner runs once": one row per resource type
-    scheduled-dedup-project makes, and the project-level roles it grants (its build roles, the runtime's, the
-    target's as the bootstrap passes them). "What the deployer may do": the custom role's permissions, the conditioned
-    role, and none of the project-wide roles but as ones it does not hold."""
+    """Issue 26: the bake README's two lists are the code's. "What the owner runs once": the bake's own project (its
+    variables, its deletion policy, what its creation needs), one row per resource type scheduled-dedup-project makes,
+    and the project-level roles it grants (its build roles, the runtime's, the target's as the bootstrap passes them).
+    "What the deployer may do": the custom role's permissions, on the bake's own project, the conditioned role, and
+    none of the project-wide roles but as ones it does not hold."""
     project = bake(tmp_path, **MATRIX[bake_name])
     owner = readme_section(project, "What the owner runs once")
     rows = dict(re.findall(r"^\| `(google_\w+)` \| (.*) \|$", owner, re.M))
@@ -803,7 +809,17 @@ def test_the_readme_says_what_the_owner_runs_once_and_what_the_deployer_may_do(b
     )
     target = {grant["role"] for grant in project_module_call(project).get("grants", {}).values()}
     assert set(re.findall(r"`(roles/[\w.]+)`", rows["google_project_iam_member"])) == build | runtime | target
+    # First the bake's own project: where it is made, who pays, what the owner needs for each, that it is never
+    # deleted, and the one way to use an existing project; each named as the bootstrap's code names it.
+    (made,) = bootstrap_resources(project, "google_project").values()
+    variables = {name for block in bootstrap_config(project)["variable"] for name in block}
+    first = owner.split("\n\n", 1)[0]
+    for name in ("parent", "billing_account", "existing_project_holds_only_this_bake"):
+        assert f"`{name}" in first and name in variables and f"var.{name}" in json.dumps(made), name
+    assert "`google_project.this`" in first and f'`deletion_policy = "{made["deletion_policy"]}"`' in first, first
+    assert "`roles/resourcemanager.projectCreator`" in first and "`roles/billing.user`" in first, first
     deployer = readme_section(project, "What the deployer may do")
+    assert "granted on one named resource, this bake's own project" in " ".join(deployer.split()), deployer
     local = bootstrap_locals(project)
     assert re.findall(r"^- `([\w.]+)`$", deployer, re.M) == sorted(local["deployer_permissions"])
     assert set(re.findall(r"`(roles/[\w.]+)` carries an IAM condition", deployer)) == set(local["deployer_conditions"])
@@ -917,7 +933,7 @@ def planned_instances(output: str, run: str) -> dict[str, tuple[str, dict]]:
         if not kind or not (
             IAM_GRANT.match(kind.group(1))
             or kind.group(1).startswith("google_service_account")
-            or kind.group(1) == "google_project_iam_custom_role"
+            or kind.group(1) in ("google_project_iam_custom_role", "google_project")
         ):
             continue
         ((named,),) = [list(typed.values()) for typed in hcl2.loads(body, serialization_options=HCL)["resource"]]
@@ -926,11 +942,18 @@ def planned_instances(output: str, run: str) -> dict[str, tuple[str, dict]]:
     return found
 
 
-def deployer_grants(output: str) -> tuple[dict[str, tuple[str, str, str]], dict[str, dict]]:
-    """The deployer's grants in the bootstrap's run, address => (where, role, what it is on), and the custom roles.
-    where: "resource" (on one named resource), "conditioned" (project-level, under a condition naming one resource),
-    "project" (project-level, no condition); anything else fails here."""
-    instances = planned_instances(output, "bootstrap")
+def deployer_grants(
+    output: str, run: str = "bootstrap", dedicated: str | None = None
+) -> tuple[dict[str, tuple[str, str, str]], dict[str, dict]]:
+    """The deployer's grants in one run of the bootstrap's test, address => (where, role, what it is on), and the custom
+    roles. where: "resource" (on one named resource), "conditioned" (project-level, under a condition naming one
+    resource), "project" (project-level, no condition); anything else fails here, and so does a project-level grant on
+    any project but the bake's own: the one the run's plan creates (google_project), or `dedicated`, the existing
+    project its owner declared holds only this bake (existing_project_holds_only_this_bake). A project is the one
+    named resource the custom role's rights can be granted on (the bootstrap's google_project.this says why)."""
+    instances = planned_instances(output, run)
+    own = {a["project_id"] for kind, a in instances.values() if kind == "google_project"} | {dedicated} - {None}
+    assert len(own) == 1, f"the bake's own project: {sorted(own)}"
     deployer = instances["google_service_account.deployer"][1]
     identities = {deployer["member"], deployer["email"], f"serviceAccount:{deployer['email']}"}
     custom = {a["name"]: a for kind, a in instances.values() if kind == "google_project_iam_custom_role"}
@@ -951,7 +974,9 @@ def deployer_grants(output: str) -> tuple[dict[str, tuple[str, str, str]], dict[
             on = accounts.get(attributes.get("service_account_id"), "")
             on = on or next(str(attributes[k]) for k in ("bucket", "name", "repository") if k in attributes)
             grants[address] = ("resource", role, f"{kind} {on}")
-        elif attributes.get("condition"):
+            continue
+        assert attributes["project"] in own, f"{address}: {role} on project {attributes['project']}, not the bake's own"
+        if attributes.get("condition"):
             (condition,) = attributes["condition"]
             assert NAMES_ONE_RESOURCE.match(condition["expression"]), f"{address}: {condition['expression']}"
             grants[address] = ("conditioned", role, condition["expression"])
@@ -1001,11 +1026,19 @@ def test_every_grant_of_the_deployer_is_on_one_resource_or_named_or_allowed(boot
             f"resource.name == 'projects/{answers['gcp_project_id']}/databases/{local['database']}'",
         )
     ], grants
+    # An existing project its owner declared holds only this bake: the same grants, on it. Undeclared, none is the
+    # bake's own.
+    run = "an_existing_project_that_holds_only_this_bake"
+    existing, _ = deployer_grants(result.stdout, run, dedicated=answers["gcp_project_id"])
+    assert sorted(existing.values()) == sorted(grants.values()), existing
+    with pytest.raises(AssertionError, match="the bake's own project: \\[\\]"):
+        deployer_grants(result.stdout, run)
 
 
 def test_a_project_grant_to_the_deployer_outside_the_list_fails(bootstrap, tmp_path):
     """A separate google_project_iam_member for the deployer (here roles/run.developer, unconditioned), one under a
-    condition that names no one resource, or an authoritative binding naming it: each refused."""
+    condition that names no one resource, an authoritative binding naming it, or its custom role granted on a project
+    other than the bake's own: each refused."""
     shutil.copytree(bootstrap.parent.parent, tmp_path / "project", symlinks=True)
     copy = tmp_path / "project" / "terraform" / "bootstrap"
     grant = (
@@ -1016,6 +1049,9 @@ def test_a_project_grant_to_the_deployer_outside_the_list_fails(bootstrap, tmp_p
         "member": grant + "}\n",
         "condition": grant + '  condition {\n    title      = "any"\n'
         "    expression = \"resource.name.startsWith('projects/')\"\n  }\n}\n",
+        "another_project": 'resource "google_project_iam_member" "extra" {\n  project = "another-project"\n'
+        "  role    = google_project_iam_custom_role.deployer.name\n"
+        "  member  = google_service_account.deployer.member\n}\n",
     }
     outputs, failures = {}, {}
     for name, extra in extras.items():
@@ -1025,9 +1061,11 @@ def test_a_project_grant_to_the_deployer_outside_the_list_fails(bootstrap, tmp_p
         outputs[name] = result.stdout
     # The stand-in's schema has no google_project_iam_binding: the plan's text as the provider would print one.
     member = planned_instances(outputs["member"], "bootstrap")["google_service_account.deployer"][1]["member"]
+    own = answers_of(tmp_path / "project")["gcp_project_id"]  # the bake's own project: its rights are the point
     binding = (
         '# google_project_iam_binding.extra:\nresource "google_project_iam_binding" "extra" {\n'
-        f'    members = [\n        "{member}",\n    ]\n    project = "p"\n    role    = "roles/run.developer"\n}}\n\n'
+        f'    members = [\n        "{member}",\n    ]\n    project = "{own}"\n'
+        '    role    = "roles/run.developer"\n}\n\n'
     )
     extra = re.compile(r"^# google_project_iam_member\.extra:\n.*?\n}\n\n", re.M | re.S)
     outputs["binding"] = extra.sub(lambda _: binding, outputs["member"], count=1)
@@ -1039,3 +1077,4 @@ def test_a_project_grant_to_the_deployer_outside_the_list_fails(bootstrap, tmp_p
         failures[name] = str(caught.value)
     assert "roles/run.developer" in failures["member"] and "roles/run.developer" in failures["binding"], failures
     assert "startsWith" in failures["condition"], failures
+    assert "on project another-project, not the bake's own" in failures["another_project"], failures

@@ -60,6 +60,8 @@ HTTP_WHEEL = "cdktn-provider-http==13.0.2"
 # The schema subset.  Extend these lists and rerun the script.
 # ---------------------------------------------------------------------------
 GOOGLE_RESOURCES: tuple[str, ...] = (
+    # A team bake's project, which its bootstrap creates (terraform/bootstrap: one project per bake).
+    "google_project",
     "google_project_service",
     "google_artifact_registry_repository",
     "google_artifact_registry_repository_iam_member",

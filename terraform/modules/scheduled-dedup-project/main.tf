@@ -199,6 +199,9 @@ resource "google_project_iam_audit_config" "cloud_tasks" {
   audit_log_config {
     log_type = "DATA_WRITE"
   }
+
+  # After the APIs, as everything made in the project: a team bake's bootstrap has just created that project.
+  depends_on = [time_sleep.apis]
 }
 
 # A proxy target's project-level grants (its module's project_grants output: the target's account on the one

@@ -1,5 +1,5 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: what the deploy pipeline needs before its first run.
-# The state bucket, a Workload Identity pool whose provider trusts GitHub's OIDC tokens of one
+# The bake's own project (google_project.this: the deployer's project-level rights reach this bake alone), the state bucket, a Workload Identity pool whose provider trusts GitHub's OIDC tokens of one
 # repository only (by its numeric id and its owner's), and two service accounts: a planner (every
 # plan, shown before any approval; reads metadata, never writes) and a deployer (only a job of the
 # `production` environment on the default branch, applying the plan it was shown). And, once, what
@@ -171,6 +171,48 @@ locals {
   }
 }
 
+# The bake's own project: everything below is made in it, and it holds nothing else. The deployer's project-level grants
+# (its custom role, local.deployer_permissions) cannot be narrowed to this bake's resources: Cloud Functions, Cloud
+# Run, Cloud Scheduler, Cloud Tasks, Monitoring and log-based metrics are not among the services whose resource.name
+# an IAM condition can test (IAM "Resource attributes for IAM Conditions"), and a resource's create permission is
+# checked on the project. So the one named resource they are granted on is a project that holds only this bake: the
+# project is Google's unit of isolation, the node of the resource hierarchy that allow policies attach to and that
+# workloads are separated by ("Decide the resource hierarchy for your Google Cloud landing zone",
+# cloud.google.com/architecture/landing-zones/decide-resource-hierarchy; Resource Manager "Resource hierarchy").
+# Made by the owner who applies this root: resourcemanager.projects.create is checked on the parent (Resource
+# Manager API, CreateProjectRequest: "checked on the parent resource"; roles/resourcemanager.projectCreator), and
+# linking the billing account needs roles/billing.user on it (Cloud Billing "Overview of Cloud Billing access
+# control": Billing Account User, with Project Creator, creates projects linked to that account). The creator is
+# the new project's owner (Resource Manager "projects.create": "owned by its creator"), which module "project" needs.
+# An existing project (an earlier team bake's, adopt_existing) is used instead only when its owner declares that it
+# holds only this bake (var.existing_project_holds_only_this_bake).
+resource "google_project" "this" {
+  # checkov:skip=CKV_GCP_27: auto_create_network = false would enable Compute Engine to delete the default network, and with it Compute's default account, an editor (below); without Compute the project has no network.
+  # checkov:skip=CKV2_GCP_5: Data Access logs for every service and user are the owner's cost decision; the ones this bake needs, Cloud Tasks' DATA_WRITE (who queued a run), module "project" turns on.
+  count = var.existing_project_holds_only_this_bake ? 0 : 1
+
+  project_id      = var.project_id
+  name            = var.project_id
+  folder_id       = startswith(var.parent, "folders/") ? trimprefix(var.parent, "folders/") : null
+  org_id          = startswith(var.parent, "organizations/") ? trimprefix(var.parent, "organizations/") : null
+  billing_account = var.billing_account
+  labels          = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
+  # Never deleted by Terraform (a destroy, or a count gone to 0, fails): it holds the run records and the state.
+  deletion_policy = "PREVENT"
+  # auto_create_network left on: false would enable Compute Engine to delete the default network (the provider's
+  # google_project page; hashicorp/terraform-provider-google#3121), and enabling Compute creates its default
+  # account, an editor. Without Compute, the project has no network at all.
+
+  lifecycle {
+    prevent_destroy = true
+  }
+}
+
+locals {
+  # Every resource below names its project through this: made after the project when the bootstrap creates it.
+  project_id = var.existing_project_holds_only_this_bake ? var.project_id : google_project.this[0].project_id
+}
+
 # The APIs this root calls besides the function's (module "project" enables them all, with the function's, and waits:
 # an enabled API answers before it has propagated, so a pool, an account or a bucket created right after
 # `services.enable` returns can still meet "API not enabled" / 403 for a while).
@@ -211,7 +253,7 @@ resource "google_storage_bucket" "state" {
   # checkov:skip=CKV_GCP_62: Usage logs would need a second bucket to protect; Cloud Audit Logs (Data Access for Cloud Storage) record who read or wrote the state.
   count = var.create_state_bucket ? 1 : 0
 
-  project                     = var.project_id
+  project                     = local.project_id
   name                        = local.state_bucket
   location                    = var.region
   uniform_bucket_level_access = true
@@ -265,7 +307,7 @@ resource "google_storage_bucket_iam_member" "state_planner" {
 }
 
 resource "google_iam_workload_identity_pool" "github" {
-  project                   = var.project_id
+  project                   = local.project_id
   workload_identity_pool_id = "github-{{ cookiecutter.project_slug }}"
   display_name              = "GitHub Actions"
   description               = "Workflows of ${local.repository} (terraform/bootstrap of {{ cookiecutter.project_slug }})"
@@ -275,7 +317,7 @@ resource "google_iam_workload_identity_pool" "github" {
 
 resource "google_iam_workload_identity_pool_provider" "github" {
   # checkov:skip=CKV_GCP_125: The condition pins the repository and owner ids rather than sub: this one provider serves pull request, push and environment jobs, whose sub differ; the deployer is bound to attribute.deploy, which reads sub and ref.
-  project                            = var.project_id
+  project                            = local.project_id
   workload_identity_pool_id          = google_iam_workload_identity_pool.github.workload_identity_pool_id
   workload_identity_pool_provider_id = "github-actions"
   display_name                       = "GitHub Actions OIDC"
@@ -288,7 +330,7 @@ resource "google_iam_workload_identity_pool_provider" "github" {
 }
 
 resource "google_service_account" "planner" {
-  project      = var.project_id
+  project      = local.project_id
   account_id   = "{{ cookiecutter.project_slug }}-plan"
   display_name = "{{ cookiecutter.project_slug }} CI planner (every plan, read-only)"
 
@@ -296,7 +338,7 @@ resource "google_service_account" "planner" {
 }
 
 resource "google_service_account" "deployer" {
-  project      = var.project_id
+  project      = local.project_id
   account_id   = "{{ cookiecutter.project_slug }}-deploy"
   display_name = "{{ cookiecutter.project_slug }} CI deployer (production environment, main only)"
 
@@ -308,7 +350,7 @@ resource "google_service_account" "deployer" {
 resource "google_service_account" "workload" {
   for_each = local.workload_accounts
 
-  project      = var.project_id
+  project      = local.project_id
   account_id   = each.value
   display_name = "{{ cookiecutter.project_slug }}: ${each.key} (terraform/ of {{ cookiecutter.project_slug }} uses it)"
 
@@ -323,7 +365,7 @@ resource "google_service_account" "workload" {
 module "images" {
   source = "{{ cookiecutter.module_sources['image-repository'] }}"
 
-  project_id    = var.project_id
+  project_id    = local.project_id
   location      = var.region
   repository_id = "{{ cookiecutter.project_slug }}-images"
   description   = "{{ cookiecutter.project_slug }}: the function's images; cleanup policies keep the newest versions of each."
@@ -341,7 +383,7 @@ module "images" {
 module "project" {
   source = "{{ cookiecutter.module_sources['scheduled-dedup-project'] }}"
 
-  project_id        = var.project_id
+  project_id        = local.project_id
   region            = var.region
   slug              = "{{ cookiecutter.project_slug }}"
   labels            = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
@@ -377,7 +419,7 @@ resource "google_storage_bucket_iam_member" "source_deployer" {
 
 # What a deploy of ../ calls (local.deployer_permissions), instead of the predefined admin and editor roles.
 resource "google_project_iam_custom_role" "deployer" {
-  project     = var.project_id
+  project     = local.project_id
   role_id     = "{{ cookiecutter.project_slug | replace("-", "_") }}_deployer"
   title       = "{{ cookiecutter.project_slug }} CI deployer"
   description = "What terraform/ of {{ cookiecutter.project_slug }} makes: create, get, update, delete; no sink, exclusion or other logging configuration."
@@ -387,7 +429,7 @@ resource "google_project_iam_custom_role" "deployer" {
 }
 
 resource "google_project_iam_member" "deployer_custom" {
-  project = var.project_id
+  project = local.project_id
   role    = google_project_iam_custom_role.deployer.name
   member  = google_service_account.deployer.member
 }
@@ -396,7 +438,7 @@ resource "google_project_iam_member" "deployer_custom" {
 # repository (IAM "Artifact Registry roles and permissions": reader gets repositories and downloads artifacts), not
 # the project's every repository.
 resource "google_artifact_registry_repository_iam_member" "deployer_reads_images" {
-  project    = var.project_id
+  project    = local.project_id
   location   = var.region
   repository = module.images.repository_id
   role       = "roles/artifactregistry.reader"
@@ -501,7 +543,7 @@ resource "google_service_account_iam_member" "deployer_workload_identity" {
 resource "google_project_iam_member" "deployer" {
   for_each = toset(local.deployer_roles)
 
-  project = var.project_id
+  project = local.project_id
   role    = each.key
   member  = google_service_account.deployer.member
 
@@ -515,7 +557,7 @@ resource "google_project_iam_member" "deployer" {
 }
 
 resource "google_project_iam_custom_role" "planner" {
-  project     = var.project_id
+  project     = local.project_id
   role_id     = "{{ cookiecutter.project_slug | replace("-", "_") }}_planner"
   title       = "{{ cookiecutter.project_slug }} CI planner"
   description = "Reads the metadata and IAM policies of what terraform/ of {{ cookiecutter.project_slug }} makes; no data, no writes."
@@ -525,7 +567,7 @@ resource "google_project_iam_custom_role" "planner" {
 }
 
 resource "google_project_iam_member" "planner" {
-  project = var.project_id
+  project = local.project_id
   role    = google_project_iam_custom_role.planner.name
   member  = google_service_account.planner.member
 

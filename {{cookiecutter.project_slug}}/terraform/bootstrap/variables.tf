@@ -1,7 +1,47 @@
 variable "project_id" {
-  description = "Google Cloud project the pipeline deploys into (and where the pool, the accounts and, when created, the state bucket live)."
+  description = "The bake's own project, which the pipeline deploys into and where the pool, the accounts and, when created, the state bucket live: created here (parent, billing_account) unless existing_project_holds_only_this_bake."
   type        = string
   default     = "{{ cookiecutter.gcp_project_id }}"
+}
+
+# The bake's project is created here, in a folder or an organization, linked to a billing account (main.tf,
+# google_project.this, says why and what the owner needs on each).
+variable "parent" {
+  description = "Where the bake's project is created: \"folders/<number>\" or \"organizations/<number>\" (the owner needs roles/resourcemanager.projectCreator there). Empty with existing_project_holds_only_this_bake = true."
+  type        = string
+  default     = ""
+  nullable    = false
+
+  validation {
+    condition     = var.parent == "" || can(regex("^(folders|organizations)/[1-9][0-9]{0,19}$", var.parent))
+    error_message = "parent=${jsonencode(var.parent)}: must be \"folders/<number>\" or \"organizations/<number>\", e.g. from `gcloud resource-manager folders list`."
+  }
+}
+
+variable "billing_account" {
+  description = "Billing account the bake's project is linked to, \"XXXXXX-XXXXXX-XXXXXX\" (the owner needs roles/billing.user on it). Empty with existing_project_holds_only_this_bake = true."
+  type        = string
+  default     = ""
+  nullable    = false
+
+  validation {
+    condition     = var.billing_account == "" || can(regex("^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$", var.billing_account))
+    error_message = "billing_account=${jsonencode(var.billing_account)}: must be a billing account id, XXXXXX-XXXXXX-XXXXXX (6 uppercase hexadecimal digits, three times), e.g. from `gcloud billing accounts list`."
+  }
+}
+
+# The deployer's project-level rights reach every resource of their kinds in the project (main.tf,
+# google_project.this): in a project shared with other bakes or applications, theirs too.
+variable "existing_project_holds_only_this_bake" {
+  description = "true: project_id exists already (an earlier team bake's) and its owner declares that it holds only this bake, which the bootstrap then deploys into without creating a project. false: the bootstrap creates project_id (parent, billing_account)."
+  type        = bool
+  default     = false
+  nullable    = false
+
+  validation {
+    condition     = var.existing_project_holds_only_this_bake ? var.parent == "" && var.billing_account == "" : var.parent != "" && var.billing_account != ""
+    error_message = "existing_project_holds_only_this_bake=${var.existing_project_holds_only_this_bake}: false creates the bake's own project and needs parent and billing_account, true uses an existing one that holds only this bake and takes neither (given: parent=${jsonencode(var.parent)}, billing_account=${jsonencode(var.billing_account)}; README, \"Upgrading a team bake into a project of its own\")."
+  }
 }
 
 variable "region" {
@@ -63,4 +103,9 @@ variable "adopt_existing" {
   type        = bool
   default     = false
   nullable    = false
+
+  validation {
+    condition     = !var.adopt_existing || var.existing_project_holds_only_this_bake
+    error_message = "adopt_existing=true: the bake's project exists already; declare existing_project_holds_only_this_bake = true once it holds only this bake (the deployer's project-level rights reach all of it), or deploy the bake into a project of its own (README, \"Upgrading a team bake\")."
+  }
 }

@@ -10,6 +10,9 @@ mock_provider "time" {}
 variables {
   github_repository_id       = "123456789"
   github_repository_owner_id = "987654"
+  # Where the bake's own project is created, and who pays for it.
+  parent          = "folders/123456789012"
+  billing_account = "01AB23-45CD67-89EF01"
 }
 
 run "bootstrap" {
@@ -38,6 +41,16 @@ run "bootstrap" {
   assert {
     condition     = endswith(google_service_account_iam_member.planner_workload_identity.member, "/attribute.repository_id/123456789")
     error_message = "The planner is for this repository's workflow runs."
+  }
+
+  assert {
+    condition     = google_project.this[0].project_id == var.project_id && google_project.this[0].folder_id == "123456789012" && google_project.this[0].org_id == null && google_project.this[0].billing_account == "01AB23-45CD67-89EF01" && google_project.this[0].deletion_policy == "PREVENT"
+    error_message = "The bootstrap creates the bake's own project in the folder given, linked to the billing account, and never deletes it."
+  }
+
+  assert {
+    condition     = alltrue([for grant in concat(values(google_project_iam_member.deployer), [google_project_iam_member.deployer_custom, google_project_iam_member.planner]) : grant.project == google_project.this[0].project_id]) && google_project_iam_custom_role.deployer.project == google_project.this[0].project_id && module.project.source_bucket != ""
+    error_message = "The CI accounts' project-level grants are on the bake's own project, the one the bootstrap creates."
   }
 
   assert {
@@ -146,6 +159,81 @@ run "bucket_made_elsewhere" {
     condition     = length(google_storage_bucket.state) == 0 && google_storage_bucket_iam_member.state_deployer.bucket == "{{ cookiecutter.state_bucket }}"
     error_message = "An existing bucket is not created again, and the grants on it are still made."
   }
+}
+
+run "in_an_organization" {
+  command   = plan
+  state_key = "in_an_organization"
+
+  variables {
+    parent = "organizations/42"
+  }
+
+  assert {
+    condition     = google_project.this[0].org_id == "42" && google_project.this[0].folder_id == null
+    error_message = "A project created directly under the organization names it, and no folder."
+  }
+}
+
+# Applied, so that the template's tests/test_bootstrap.py reads every grant of the deployer in this run's state too.
+run "an_existing_project_that_holds_only_this_bake" {
+  command   = apply
+  state_key = "existing_project"
+
+  variables {
+    existing_project_holds_only_this_bake = true
+    parent                                = ""
+    billing_account                       = ""
+  }
+
+  assert {
+    condition     = length(google_project.this) == 0 && google_project_iam_member.deployer_custom.project == var.project_id && google_service_account.deployer.project == var.project_id
+    error_message = "A declared-dedicated project is not created again: the bootstrap makes everything in it."
+  }
+}
+
+run "refuses_no_parent" {
+  command   = plan
+  state_key = "refusals"
+
+  variables {
+    parent = ""
+  }
+
+  expect_failures = [var.existing_project_holds_only_this_bake]
+}
+
+run "refuses_a_parent_of_another_shape" {
+  command   = plan
+  state_key = "refusals"
+
+  variables {
+    parent = "123456789012"
+  }
+
+  expect_failures = [var.parent]
+}
+
+run "refuses_a_billing_account_of_another_shape" {
+  command   = plan
+  state_key = "refusals"
+
+  variables {
+    billing_account = "billingAccounts/01AB23-45CD67-89EF01"
+  }
+
+  expect_failures = [var.billing_account]
+}
+
+run "refuses_adopting_an_undeclared_project" {
+  command   = plan
+  state_key = "refusals"
+
+  variables {
+    adopt_existing = true
+  }
+
+  expect_failures = [var.adopt_existing]
 }
 
 run "refuses_a_repository_name_for_its_id" {
