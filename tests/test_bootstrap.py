@@ -889,9 +889,10 @@ NAMES_ONE_RESOURCE = re.compile(r"""^resource\.name == (?:'[^'|&]+'|"[^"|&]+")$"
 # (google_project_iam_custom_role.deployer). None of their services is among those whose resource.name an IAM condition
 # can test (IAM "Resource attributes for IAM Conditions", https://cloud.google.com/iam/docs/conditions-resource-attributes:
 # "Other services and resource types do not recognize resource attributes"; Cloud Logging's cover log buckets and
-# views, not log-based metrics), and a resource's create permission is checked on the project. So each reaches the
-# other bakes' resources of its kind: a stolen deployer may delete them, and change them only as far as it may act as
-# the accounts they run as (actAs, on this bake's accounts alone).
+# views, not log-based metrics), and a resource's create permission is checked on the project. So each reaches every
+# resource of its kind in the project, and the project is the bake's own (deployer_grants refuses any other): a stolen
+# deployer may delete this bake's resources, and change them only as far as it may act as the accounts they run as
+# (actAs, on this bake's accounts alone).
 REASONS = {
     "google_cloudfunctions2_function": "the function",
     "google_cloud_scheduler_job": "the Scheduler jobs",

@@ -1,8 +1,9 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: what the deploy pipeline needs before its first run.
-# The bake's own project (google_project.this: the deployer's project-level rights reach this bake alone), the state bucket, a Workload Identity pool whose provider trusts GitHub's OIDC tokens of one
-# repository only (by its numeric id and its owner's), and two service accounts: a planner (every
-# plan, shown before any approval; reads metadata, never writes) and a deployer (only a job of the
-# `production` environment on the default branch, applying the plan it was shown). And, once, what
+# The bake's own project (google_project.this: the deployer's project-level rights reach this bake alone), the state
+# bucket, a Workload Identity pool whose provider trusts GitHub's OIDC tokens of one repository only (by its numeric
+# id and its owner's), and two service accounts: a planner (every plan, shown before any approval; reads metadata,
+# never writes) and a deployer (only a job of the `production` environment on the default branch, applying the plan
+# it was shown). And, once, what
 # needs project-wide rights (module "project"): the APIs, the function's source bucket, the project-level
 # grants, the Firestore database, Cloud Tasks' audit logs, so the deployer needs none. No keys anywhere:
 # google-github-actions/auth exchanges the job's OIDC token for a short-lived one.
@@ -39,7 +40,8 @@ locals {
   # The rest, a custom role (google_project_iam_custom_role.deployer) instead of the predefined admin and editor
   # roles, which hold far more (run.admin: every Cloud Run service's and job's IAM policy; cloudfunctions.admin:
   # every function's): the create, get, update and delete the google provider calls for each resource type, and the
-  # wait on its long-running operations. Project-wide all the same: Cloud Functions, Cloud Run, Cloud Scheduler,
+  # wait on its long-running operations. Project-wide all the same, on the bake's own project (google_project.this,
+  # which says why that is the one named resource they can be granted on): Cloud Functions, Cloud Run, Cloud Scheduler,
   # Cloud Tasks, Monitoring and Cloud Logging's metrics are not among the services whose resource.name an
   # IAM condition can test (IAM "Resource attributes for IAM Conditions"), and a resource's create permission is
   # checked on the project. Each permission as IAM's "Roles and permissions" page of its service lists it
