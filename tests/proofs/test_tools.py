@@ -207,15 +207,8 @@ def closed_port() -> int:
 def run_tool(*arguments: str, **environ: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key not in ("FIRESTORE_EMULATOR_HOST", *environ)}
     env.update({key: value for key, value in environ.items() if value})
-    return subprocess.run(
-        [sys.executable, "-m", "scheduled_dedup_tools.runs", *arguments],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    command = [sys.executable, "-m", "scheduled_dedup_tools.runs", *arguments]
+    return subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.mark.parametrize("command", [["stuck"], ["show", "{job}", "2026-01-01T00:00:00Z"]], ids=["stuck", "show"])
