@@ -447,7 +447,8 @@ def rerun(config: Config, args: argparse.Namespace) -> int:
     when = keys.rfc3339(key.schedule_time)
     print(f"re-run {request.rerun_id} of {key.job_name} at {when} (run_id {key.run_id}): {answer}")
     again = f"the same request again, safely: --rerun-id {request.rerun_id}"
-    print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
+    outcome = f"python -m scheduled_dedup_tools.runs show {key.job_name} {args.time}"
+    print(f"{again}; its outcome: {outcome}", file=sys.stderr)
     if queue:
         print(who_queued(queue, task_queue.task_id(request.rerun_id, "rerun")), file=sys.stderr)
     return 0 if 200 <= status < 300 else 1
