@@ -8,6 +8,7 @@ import tomllib
 import baking
 import pytest
 from conftest import ROOT, TOOLS_SOURCE, bake
+from test_hooks import refused_bake
 
 PACKAGE = TOOLS_SOURCE.parent.parent
 
@@ -62,3 +63,10 @@ def test_a_bake_pins_the_tools_at_its_modules_address(tmp_path):
         in (project / "terraform" / "main.tf").read_text()
     )
     assert not (project / "tools").exists()
+
+
+@pytest.mark.bake
+def test_a_module_source_the_tools_cannot_follow_is_refused_before_anything_is_written(tmp_path, capfd):
+    address = "git::https://example.com/x.git//m/{module}?ref=v9"
+    line = refused_bake(ROOT, tmp_path / "out", capfd, _module_source=address)
+    assert line.startswith(f"ERROR: _module_source={address!r}: the tools package (packages/scheduled-dedup-tools) is")

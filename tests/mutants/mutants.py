@@ -2629,8 +2629,8 @@ MUTANTS = [
     Mutant(
         "s6pd-workflow-redo-names-the-run-record",
         "{{cookiecutter.project_slug}}/_targets/workflow/_parts/operations-redo.md",
-        "`{{ cookiecutter.firestore_collection }}_workflow/<run_id>`, then `runs.py rerun`.",
-        "`{{ cookiecutter.firestore_collection }}/<run_id>`, then `runs.py rerun`.",
+        "`{{ cookiecutter.firestore_collection }}_workflow/<run_id>`, then `runs rerun`.",
+        "`{{ cookiecutter.firestore_collection }}/<run_id>`, then `runs rerun`.",
         "the workflow's redo recipe deletes the guard workflow.yaml creates (<collection>_workflow), not a record",
         (PROXY_DOCS, "-k", "redo"),
     ),
@@ -4126,5 +4126,30 @@ MUTANTS = [
         '{% set slug = cookiecutter.project_slug -%}{{ "" if cookiecutter.target == "function" else "" }}',
         "no shared file picks a target's words inline: they are the overlay's parts",
         ("tests/test_hooks.py", "-k", "no_branch_on_the_target"),
+    ),
+    # --- issue 28: the tools are a package of the template, pinned where the modules are (branch h11) ---
+    Mutant(
+        "i28-tools-pinned-at-no-ref",
+        "hooks/baking.py",
+        "@{found['ref']}#subdirectory=",
+        "#subdirectory=",
+        "a bake pins the tools package at the modules' ref, not at whatever the repository holds",
+        ("tests/test_tools_package.py", "-k", "pinned_where_the_modules_are"),
+    ),
+    Mutant(
+        "i28-tools-address-not-checked-before-the-bake",
+        "hooks/baking.py",
+        "    tools_requirement(address)\n    return address",
+        "    return address",
+        "a module address the tools cannot follow is refused in one line before anything is written",
+        ("tests/test_tools_package.py", "-k", "refused_before_anything"),
+    ),
+    Mutant(
+        "i28-plan-job-installs-another-tools-release",
+        "{{cookiecutter.project_slug}}/.github/workflows/ci.yml",
+        "\"$(grep -m1 '^scheduled-dedup-tools' ../requirements-dev.txt)\"",
+        "scheduled-dedup-tools",
+        "the plan job summarises with the tools release requirements-dev.txt pins",
+        ("tests/test_ci_workflow.py", "-k", "installs_the_tools"),
     ),
 ]
