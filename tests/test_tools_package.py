@@ -3,6 +3,8 @@ and pinned by each bake where its Terraform modules are: the same repository and
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 
 import baking
@@ -70,3 +72,17 @@ def test_a_module_source_the_tools_cannot_follow_is_refused_before_anything_is_w
     address = "git::https://example.com/x.git//m/{module}?ref=v9"
     line = refused_bake(ROOT, tmp_path / "out", capfd, _module_source=address)
     assert line.startswith(f"ERROR: _module_source={address!r}: the tools package (packages/scheduled-dedup-tools) is")
+
+
+@pytest.mark.bake
+def test_python_config_py_without_the_tools_is_one_line_naming_the_fix(tmp_path):
+    """`python config.py` (make deploy's check) in a venv without the tools package, as if it were not installed."""
+    project = bake(tmp_path)
+    hidden = "sys.path[:] = [p for p in sys.path if not p.rstrip('/').endswith('scheduled-dedup-tools/src')]"
+    blocked = f"import runpy, sys; {hidden}; runpy.run_path('config.py', run_name='__main__')"
+    checked = subprocess.run([sys.executable, "-c", blocked], cwd=project, capture_output=True, text=True, check=False)
+    assert (checked.returncode, checked.stdout) == (1, "")
+    assert (
+        checked.stderr
+        == "ERROR: scheduled_dedup_tools is not installed: `make venv` (pip install -r requirements-dev.txt)\n"
+    )

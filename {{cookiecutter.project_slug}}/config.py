@@ -358,6 +358,12 @@ def main(argv: list[str]) -> int:
     except ConfigError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as error:  # the schedule rules are the tools package's, a pin of requirements-dev.txt
+        if error.name != rules.TOOLS:
+            raise
+        fix = "`make venv` (pip install -r requirements-dev.txt)"
+        print(f"ERROR: {rules.TOOLS} is not installed: {fix}", file=sys.stderr)
+        return 1
     for warning in config.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
     instances, concurrency = config.function.values()

@@ -656,6 +656,10 @@ def check_serve(value: object, project: str, region: str) -> list[dict[str, str]
     return [dict(entry) for entry in value]
 
 
+# The tools package (requirements-dev.txt's pin) that holds the deploy-time rules: never the function's.
+TOOLS = "scheduled_dedup_tools"
+
+
 def check_config(
     raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
 ) -> dict[str, object]:
@@ -664,7 +668,7 @@ def check_config(
     answers are the defaults), then each job's own (`jobs.<id>.<key>`); `schedules`: also the deploy-time rules
     (one fault against each smallest gap, daylight saving, capacity), which live outside the function's source:
     imported by name, so that the function's imports (config.undeployed) never reach them."""
-    schedule_rules = importlib.import_module("scheduled_dedup_tools.schedule_rules") if schedules else None
+    schedule_rules = importlib.import_module(f"{TOOLS}.schedule_rules") if schedules else None
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))

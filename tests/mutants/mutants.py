@@ -3783,8 +3783,8 @@ MUTANTS = [
     Mutant(
         "i28-function-load-runs-the-schedule-rules",
         RULES,
-        'schedule_rules = importlib.import_module("scheduled_dedup_tools.schedule_rules") if schedules else None',
-        'schedule_rules = importlib.import_module("scheduled_dedup_tools.schedule_rules")',
+        'schedule_rules = importlib.import_module(f"{TOOLS}.schedule_rules") if schedules else None',
+        'schedule_rules = importlib.import_module(f"{TOOLS}.schedule_rules")',
         "the function's load of config.yaml runs no deploy-time rule (they live outside its source)",
         ("tests/test_bake.py", "-k", "no_deploy_time_rules and defaults"),
     ),
@@ -4151,5 +4151,13 @@ MUTANTS = [
         "scheduled-dedup-tools",
         "the plan job summarises with the tools release requirements-dev.txt pins",
         ("tests/test_ci_workflow.py", "-k", "installs_the_tools"),
+    ),
+    Mutant(
+        "i28-config-check-without-the-tools-traces-back",
+        "{{cookiecutter.project_slug}}/config.py",
+        "        if error.name != rules.TOOLS:\n",
+        "        if True:\n",
+        "python config.py without the tools package installed is one line naming the fix, not a traceback",
+        ("tests/test_tools_package.py", "-k", "without_the_tools"),
     ),
 ]
