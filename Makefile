@@ -46,10 +46,10 @@ test-fast: $(STAMP) $(DOCS_CHECK) lint  ## The fast loop, under 3 minutes: lint,
 	@$(BIN)/python -m pytest -q -m fast
 
 lint: $(STAMP)  ## Lint the template's own Python
-	@$(BIN)/ruff check hooks tests benchmarks terraform && $(BIN)/ruff format --check hooks tests benchmarks terraform
+	@$(BIN)/ruff check hooks tests benchmarks terraform packages && $(BIN)/ruff format --check hooks tests benchmarks terraform packages
 
 format: $(STAMP)  ## Format the template's own Python
-	@$(BIN)/ruff check --fix hooks tests benchmarks terraform && $(BIN)/ruff format hooks tests benchmarks terraform
+	@$(BIN)/ruff check --fix hooks tests benchmarks terraform packages && $(BIN)/ruff format hooks tests benchmarks terraform packages
 
 .PHONY: tfdoc
 tfdoc: $(STAMP)  ## Rewrite the inputs and outputs tables of each module's README from its variables and outputs

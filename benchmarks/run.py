@@ -41,7 +41,7 @@ ROOT = Path.cwd()  # the baked project under test
 BENCHMARKS = Path(__file__).resolve().parent
 if not (ROOT / "dedup.py").is_file():
     sys.exit(f"benchmarks/run.py: {ROOT} is not a baked project (no dedup.py); run it from a bake's directory")
-sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(BENCHMARKS)]
+sys.path[:0] = [str(ROOT), str(BENCHMARKS)]
 
 import dedup  # noqa: E402
 import grpc  # noqa: E402
@@ -49,11 +49,11 @@ import ledger  # noqa: E402
 import seed_sample  # noqa: E402
 import stop_probe  # noqa: E402
 from figures import LOAD_FIELDS, document, over_target, read_load, summary, table  # noqa: E402
-from firestore_emulator import Emulator, EmulatorNotFound  # noqa: E402
 from google.cloud import firestore  # noqa: E402
 from google.cloud.logging.handlers import StructuredLogHandler  # noqa: E402
 from keys import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, read_run_key  # noqa: E402
 from ledger import RunLedger, firestore_client  # noqa: E402
+from scheduled_dedup_tools.firestore_emulator import Emulator, EmulatorNotFound  # noqa: E402
 
 PROJECT = "dedup-benchmark"
 WARMUP_RUNS = 5

@@ -17,9 +17,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}" / "tools"))
 
-from firestore_emulator import running_emulator  # noqa: E402
+from scheduled_dedup_tools.firestore_emulator import running_emulator  # noqa: E402
 
 # One row per job count: (jobs, the reference bake's figures, this template's).
 Rows = list[tuple[int, dict, dict]]

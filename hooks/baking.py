@@ -36,6 +36,15 @@ MODULE_SOURCE_EXAMPLE = f"git::https://github.com/acme/dedup.git//terraform/modu
 # A team bake's CI runs `terraform init` on a fresh runner: an absolute or relative path, a home-relative one or a
 # file:// URL (git::file:// from a clone of a local repository) names the machine that baked, which the runner is not.
 LOCAL_ADDRESS = re.compile(r"(?:git::)?(?:file://|/|~|\.\.?/|[A-Za-z]:[\\/])")
+# A bake's tools (runs, the schedule rules, make dev, the emulator) are a package of the template's repository, pinned
+# by the bake's requirements-dev.txt where its modules are: the same repository at the same ref, in pip's spelling
+# (pip's "VCS Support": git+<URL>@<ref>#subdirectory=<dir>), or the same checkout's directory (a local bake).
+TOOLS_PACKAGE = "scheduled-dedup-tools"
+TOOLS_DIR = Path("packages") / TOOLS_PACKAGE
+MODULES_AT = re.compile(
+    rf"(?:git::(?P<url>\w[\w+.-]*://.+?)//(?P<prefix>.*?)|(?P<path>/.*?)/){MODULES_DIR.as_posix()}/?/[^/?]+"
+    r"(?:\?ref=(?P<ref>[^&]+))?"
+)
 # The template's release, semantic version (CHANGELOG.md says what each asks of a bake): a bake records it in
 # .cookiecutter.json as TEMPLATE_VERSION_KEY, read from here at bake time, so the version lives in this file alone.
 VERSION_FILE = "VERSION"
@@ -75,9 +84,8 @@ TARGET_ONLY_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 # Paths only a bake with a state_bucket answer keeps: the bootstrap makes the bucket and the deploy
-# pipeline's identities, and a pipeline that deploys from local state would start from nothing each run;
-# the plan job's summary is that pipeline's.
-STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap", "tools/plan_summary.py")
+# pipeline's identities, and a pipeline that deploys from local state would start from nothing each run.
+STATE_BUCKET_ONLY_PATHS: tuple[str, ...] = ("terraform/bootstrap",)
 
 
 class ModuleSourceError(ValueError):
@@ -133,6 +141,21 @@ def is_local(address: str) -> bool:
     return bool(LOCAL_ADDRESS.match(address))
 
 
+def tools_requirement(address: str) -> str:
+    """The pip requirement of the tools package at the modules' `address` (any module's, or with MODULE)."""
+    found = MODULES_AT.fullmatch(address)
+    if not found or bool(found["url"]) != bool(found["ref"]):
+        rule = (
+            f"the tools package ({TOOLS_DIR.as_posix()}) is pinned where the modules are, so the address must be "
+            f"git::<URL>//[<dir>/]{MODULES_DIR.as_posix()}/{MODULE}?ref=<ref> or a path, e.g. {MODULE_SOURCE_EXAMPLE}"
+        )
+        raise ModuleSourceError(f"_module_source={address!r}: {rule}")
+    if found["url"]:
+        subdirectory = f"{found['prefix']}{TOOLS_DIR.as_posix()}"
+        return f"{TOOLS_PACKAGE} @ git+{found['url']}@{found['ref']}#subdirectory={subdirectory}"
+    return f"{TOOLS_PACKAGE} @ {(Path(found['path']) / TOOLS_DIR).as_uri()}"
+
+
 def check_module_address(answers: Mapping[str, object], repo_dir: Path) -> str:
     """The modules' address, refused in one line (pre_gen_project.py, before anything is written) when it has no
     MODULE, or when a team bake (a state_bucket answer, deployed by CI from a fresh runner) would call the modules
@@ -149,6 +172,7 @@ def check_module_address(answers: Mapping[str, object], repo_dir: Path) -> str:
             f"cannot fetch the modules at this machine's {address.replace('//' + MODULE, '')}; give _module_source, "
             f"an address CI can fetch with {MODULE} where each module's name goes, e.g. {MODULE_SOURCE_EXAMPLE}"
         )
+    tools_requirement(address)
     return address
 
 
@@ -324,7 +348,10 @@ def _render(source: Path, destination: Path, template_dir: Path, answers: Mappin
     from cookiecutter.environment import StrictEnvironment
     from jinja2 import FileSystemLoader
 
-    context = {"cookiecutter": {**checked_answers(answers), "module_sources": dict(sources)}}
+    tools = tools_requirement(sources[MODULES[0]])  # requirements-dev.txt's pin, where the modules are
+    context = {
+        "cookiecutter": {**checked_answers(answers), "module_sources": dict(sources), "tools_requirement": tools}
+    }
     environment = StrictEnvironment(context=context, keep_trailing_newline=True)
     environment.loader = FileSystemLoader(str(template_dir))
     with source.open(encoding="utf-8", newline="") as file:

@@ -15,6 +15,7 @@ REPO_DIR = Path(repo_dir)
 TEMPLATE_DIR_NOTE.unlink()
 sys.path.insert(0, str(REPO_DIR / "hooks"))
 sys.path.insert(1, str(REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")))  # rules.py
+sys.path.insert(0, str(REPO_DIR / "packages" / "scheduled-dedup-tools" / "src"))  # its schedule rules, as pre-gen's
 import baking  # noqa: E402  (found through the template's own hooks directory)
 
 try:

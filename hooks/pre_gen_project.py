@@ -94,9 +94,11 @@ except TemplateNotFound as error:
     refuse(error)
 # The rules live once, in the baked project's rules.py: the template's copy of it (braces split so that
 # cookiecutter does not render the directory's name); questions.py (what only the answers need) and baking.py
-# (the answers' names) in the template's hooks.
+# (the answers' names) in the template's hooks; the deploy-time schedule rules in the template's copy of the tools
+# package a bake pins (packages/scheduled-dedup-tools), first on the path: never another installed release of it.
 PROJECT_TEMPLATE = REPO_DIR / ("{" + "{cookiecutter.project_slug}" + "}")
 sys.path.insert(0, str(PROJECT_TEMPLATE))
+sys.path.insert(0, str(REPO_DIR / "packages" / "scheduled-dedup-tools" / "src"))
 sys.path.insert(0, str(REPO_DIR / "hooks"))
 import baking  # noqa: E402
 import questions  # noqa: E402

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 import rules
-from tools import schedule_rules  # the template's project directory's, as rules
+from scheduled_dedup_tools import schedule_rules  # the template's copy of the tools package (the hooks' path)
 
 # Also in Terraform (variable "alert_email"): the shape of an address; Monitoring checks the rest.
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")

@@ -1,6 +1,7 @@
-"""Shared fixtures for the template's own tests: one Firestore emulator for the whole run, and bakes.
+"""Shared fixtures for the template's own tests: bakes (the Firestore emulator, `emulator_host`, is the tools package's
+pytest plugin, as in a bake: one for the whole run).
 
-The emulator helper is the baked project's own (plain Python, no Jinja), so there is one copy of it.
+The emulator helper is the tools package's (packages/scheduled-dedup-tools) that bakes pin, so there is one copy of it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from cookiecutter.prompt import prompt_for_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
+# The bakes' tools: a package of this repository that each bake pins (hooks/baking.py, tools_requirement); this
+# checkout's copy is installed editable in the template's venv (requirements-dev.txt).
+TOOLS_SOURCE = ROOT / "packages" / "scheduled-dedup-tools" / "src" / "scheduled_dedup_tools"
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks the tests run in a tiny mode (cost, bake_size...)
-sys.path.insert(0, str(TEMPLATE_PROJECT / "tools"))
 sys.path.insert(0, str(ROOT / "tests" / "proofs" / "harness"))  # the proofs' harness (tests/test_rules.py)
 sys.path.insert(0, str(ROOT / "tests" / "proofs"))
 sys.path.insert(0, str(ROOT / "hooks"))
@@ -31,7 +34,6 @@ import baking  # noqa: E402
 import prove  # noqa: E402  (tests/proofs/prove.py: lays the proofs into a copy of a bake)
 import questions  # noqa: E402
 import rules  # noqa: E402
-from firestore_emulator import EmulatorNotFound, running_emulator  # noqa: E402
 
 DEFAULTS = json.loads((ROOT / "cookiecutter.json").read_text())
 # The modules the bakes of these tests call: this working tree's, offline. An absolute path is a package Terraform
@@ -187,16 +189,6 @@ def config_file(project: Path, path: Path, /, **keys: object) -> dict[str, str]:
 def proved(project: Path) -> Path:
     """A copy of the bake beside it with the template's proofs laid in (tests/proofs/prove.py)."""
     return prove.lay(project, project.parent / "proved" / project.name)
-
-
-@pytest.fixture(scope="session")
-def emulator_host():
-    """FIRESTORE_EMULATOR_HOST if set, else one emulator started for the whole session."""
-    try:
-        with running_emulator() as host:
-            yield host
-    except EmulatorNotFound as error:
-        pytest.fail(str(error), pytrace=False)
 
 
 def run_baked_suite(project: Path, emulator_host: str, *pytest_args: str) -> subprocess.CompletedProcess[str]:

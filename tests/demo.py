@@ -63,11 +63,11 @@ class Demo:
         (self.project / "job.py").write_text(DEMO_JOB)
         print(f"Baked the template with its defaults: {os.path.relpath(self.project)}")
         print(f"  (demo only) job.py replaced by a job that works {JOB_SECONDS} s, so a duplicate can arrive mid-run")
-        # The bake's own emulator helper and protocol module: one copy of each.
-        sys.path[:0] = [str(self.project), str(self.project / "tools")]
+        # The bake's protocol module, and the tools package's emulator helper: one copy of each.
+        sys.path[:0] = [str(self.project)]
 
     def start_emulator(self) -> str:
-        import firestore_emulator
+        from scheduled_dedup_tools import firestore_emulator
 
         host = os.environ.get("FIRESTORE_EMULATOR_HOST")
         if host:
@@ -86,7 +86,7 @@ class Demo:
         return host
 
     def start_function(self, host: str) -> None:
-        import firestore_emulator
+        from scheduled_dedup_tools import firestore_emulator
 
         self.port = firestore_emulator.free_port()
         self.log_path = self.build_dir / "function.log"
@@ -111,7 +111,7 @@ class Demo:
 
     def stop(self) -> None:
         if self.server:
-            import firestore_emulator
+            from scheduled_dedup_tools import firestore_emulator
 
             firestore_emulator.stop_group(self.server)
         if self.emulator:
@@ -238,7 +238,7 @@ def main() -> int:
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # a transcript read as it happens (make demo, a pipe, test_demo)
     # SIGTERM unwinds like Ctrl-C, so the finally below stops what the demo started; Ctrl-C does even when a
-    # non-interactive shell started us with SIGINT ignored (a `&` job, nohup), as tools/dev_server.py does.
+    # non-interactive shell started us with SIGINT ignored (a `&` job, nohup), as the tools package's dev_server does.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     demo = Demo(args.build_dir.resolve())

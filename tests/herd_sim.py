@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "{{cookiecutter.
 
 import rules  # noqa: E402
 import scheduler_sim  # noqa: E402
-from tools import schedule_rules  # noqa: E402
+from scheduled_dedup_tools import schedule_rules  # noqa: E402
 
 FIRE_TIME = dt.datetime(2026, 12, 3, 3, 0, tzinfo=dt.UTC)
 # Cloud Run holds a request past the capacity this long before its 429 (the page above: at least 10 s).

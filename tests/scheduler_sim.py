@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PROJECT = ROOT / "{{cookiecutter.project_slug}}"
 sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}"))
 
-from tools import schedule_rules  # noqa: E402
+from scheduled_dedup_tools import schedule_rules  # noqa: E402
 
 FIRE_TIME = dt.datetime(2026, 3, 29, 0, 0, tzinfo=dt.UTC)
 # Safety stop for retries driven by max_retry_duration alone (their number is not bounded otherwise).

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import MATRIX, ROOT, bake, run_baked_suite, run_proofs
+from conftest import MATRIX, ROOT, TOOLS_SOURCE, bake, run_baked_suite, run_proofs
 
 pytestmark = pytest.mark.bake
 
@@ -99,12 +99,13 @@ def test_a_default_bake_keeps_only_its_users_tests(tmp_path):
 
 def test_the_functions_source_holds_no_deploy_time_rules(baked):
     """Issue 28: the schedule rules (fire times, daylight saving, one fault, capacity) run before a deploy (python
-    config.py, the hook), never in the function: they live in tools/, outside its source (the project root's *.py),
-    and config.yaml loaded as the function loads it imports none of them."""
-    assert "def smallest_gap" in (baked / "tools" / "schedule_rules.py").read_text()
-    source = "".join(path.read_text() for path in baked.glob("*.py"))
+    config.py, the hook), never in the function: they live in the tools package the bake pins, outside its source
+    (the project root's *.py), and config.yaml loaded as the function loads it imports none of them."""
+    assert "def smallest_gap" in (TOOLS_SOURCE / "schedule_rules.py").read_text()
+    source = "".join(path.read_text() for path in baked.rglob("*.py"))
     assert not re.search(r"def (smallest_gap|dst_hits|busy_after_one_fault|busiest_minute)\b", source)
-    code = "import sys, config, main; config.load(); print(sorted(m for m in sys.modules if m.startswith('tools')))"
+    tools = "sorted(m for m in sys.modules if m.startswith('scheduled_dedup_tools'))"
+    code = f"import sys, config, main; config.load(); print({tools})"
     loaded = subprocess.run([sys.executable, "-c", code], cwd=baked, capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
 
@@ -137,11 +138,12 @@ def top_level_names(tree: ast.Module) -> dict[str, ast.stmt]:
 def unused_names(project: Path) -> set[tuple[str, str]]:
     """(file, name) of each top-level name of the bake's Python that nothing of the bake uses, but the code of
     other unused names (a chain of them is found whole)."""
-    code = [path for path in baked_files(project) if path.suffix in CODE_SUFFIXES or path.name == "Makefile"]
+    baked = [path for path in baked_files(project) if path.suffix in CODE_SUFFIXES or path.name == "Makefile"]
+    code = [*baked, *sorted(TOOLS_SOURCE.glob("*.py"))]  # the tools package the bake pins uses its code too
     sources = {path: path.read_text(encoding="utf-8").splitlines(keepends=True) for path in code}
     defined = {
         (path, name): node
-        for path in code
+        for path in baked
         if path.suffix == ".py"
         for name, node in top_level_names(ast.parse("".join(sources[path]))).items()
     }
@@ -281,11 +283,13 @@ def test_only_the_protocol_modules_touch_firestore(tmp_path, answers):
     """The tools and the handler read and write run records through ledger.RunLedger, never a client of their own."""
     project = bake(tmp_path, **answers)
     modules = [path for path in project.rglob("*.py") if "tests" not in path.relative_to(project).parts]
-    assert any(path.parts[-2:] == ("tools", "runs.py") for path in modules)
+    tools = sorted(TOOLS_SOURCE.glob("*.py"))  # the tools package the bake pins
+    assert TOOLS_SOURCE / "runs.py" in tools
     offending = {
-        str(path.relative_to(project)): uses
-        for path in modules
-        if str(path.relative_to(project)) not in FIRESTORE_TOUCHERS and (uses := firestore_uses(path.read_text()))
+        path.name if path in tools else str(path.relative_to(project)): uses
+        for path in [*modules, *tools]
+        if path in tools or str(path.relative_to(project)) not in FIRESTORE_TOUCHERS
+        if (uses := firestore_uses(path.read_text()))
     }
     assert offending == {}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import bake, config_file
-from firestore_emulator import free_port
+from scheduled_dedup_tools.firestore_emulator import free_port
 
 pytestmark = pytest.mark.bake
 
@@ -82,8 +82,8 @@ def make_dev(project, log, **env):
 
 
 def dev_servers_of(project) -> list[int]:
-    """The processes still running this project's tools/dev_server.py."""
-    return processes_with(str(project / "tools" / "dev_server.py").encode())
+    """The processes still running this project's dev server (the tools package's, run in the project)."""
+    return processes_with(DEV_SERVER, cwd=project)
 
 
 def ctrl_c(process, log):
@@ -168,7 +168,7 @@ def test_rerun_at_make_dev_runs_a_finished_run_once_more_once(project, emulator_
     time_sent = time_sent.replace("+00:00", "Z")
 
     def runs(*args):
-        command = [sys.executable, "tools/runs.py", *args]
+        command = [sys.executable, "-m", "scheduled_dedup_tools.runs", *args]
         return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False)
 
     with make_dev(project, tmp_path / "make-dev.log", FIRESTORE_EMULATOR_HOST=emulator_host, **private) as (port, _):
@@ -220,7 +220,7 @@ def test_make_dev_keeps_the_emulators_data_across_a_restart(tmp_path_factory):
         with make_dev(project, second_log) as (port, process):
             host = printed(second_log, r"FIRESTORE_EMULATOR_HOST=(\S+)")
             shown = subprocess.run(
-                [sys.executable, "tools/runs.py", "show", "nightly", time_sent],
+                [sys.executable, "-m", "scheduled_dedup_tools.runs", "show", "nightly", time_sent],
                 cwd=project, env={**environ, "FIRESTORE_EMULATOR_HOST": host}, capture_output=True, text=True,
                 timeout=60, check=False,
             )  # fmt: skip
@@ -230,19 +230,25 @@ def test_make_dev_keeps_the_emulators_data_across_a_restart(tmp_path_factory):
     assert "<== 200 duplicate" in again.stdout
 
 
-def processes_with(*parts: bytes) -> list[int]:
-    """The live processes whose command line holds every one of `parts` (NUL-separated arguments)."""
+# make dev's command line: `python -m scheduled_dedup_tools.dev_server`, in the project's directory.
+DEV_SERVER = b"-m\0scheduled_dedup_tools.dev_server\0"
+
+
+def processes_with(*parts: bytes, cwd: Path | None = None) -> list[int]:
+    """The live processes whose command line holds every one of `parts` (NUL-separated arguments), in `cwd` if given."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
-            if all(part in cmdline.read_bytes() for part in parts):
+            if all(part in cmdline.read_bytes() for part in parts) and (
+                cwd is None or (cmdline.parent / "cwd").resolve() == cwd.resolve()
+            ):
                 found.append(int(cmdline.parent.name))
     return found
 
 
 def serving_on(project, port: int) -> list[int]:
-    """The project's function servers (tools/dev_server.py serve) on `port`."""
-    return processes_with(str(project / "tools" / "dev_server.py").encode(), f"--port\0{port}\0".encode())
+    """The project's function servers (its dev server's `serve`) on `port`."""
+    return processes_with(DEV_SERVER, f"--port\0{port}\0".encode(), cwd=project)
 
 
 def gone_within(find, seconds: float = 30) -> list[int]:
@@ -320,8 +326,9 @@ def test_make_smoke_checks_the_project_and_region_of_config_yaml(project):
     """runs.py smoke reads them in config.yaml, as the function and Terraform do: make's variables override neither."""
     dry = make(project, "-n", "smoke", "PROJECT=other-project", "REGION=us-central1")
     assert dry.returncode == 0, dry.stderr
-    (command,) = [line for line in dry.stdout.splitlines() if "tools/runs.py smoke" in line]
-    assert command.rstrip() == f"{sys.executable} tools/runs.py smoke" and "other-project" not in dry.stdout
+    (command,) = [line for line in dry.stdout.splitlines() if "scheduled_dedup_tools.runs smoke" in line]
+    assert command.rstrip() == f"{sys.executable} -m scheduled_dedup_tools.runs smoke"
+    assert "other-project" not in dry.stdout
 
 
 def test_every_target_says_what_it_does(project):

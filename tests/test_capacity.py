@@ -15,7 +15,7 @@ import rules
 import schedules  # the bake's (cronsim): the function's own expansion, for an independent count
 import yaml
 from conftest import ROOT, bake, rendered_answers
-from tools import schedule_rules
+from scheduled_dedup_tools import schedule_rules
 
 from tests.terraform_offline import terraform
 

@@ -12,7 +12,7 @@ Terraform roots.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -219,7 +219,7 @@ def test_every_plan_is_shown_before_approval_and_the_approved_plan_is_applied(ba
     assert plan_auth["workload_identity_provider"] == "${{ secrets.GCP_WORKLOAD_IDENTITY_PROVIDER }}"
     plan_runs = runs(parsed, "plan")
     assert "terraform plan -input=false -lock=false -out=tfplan" in plan_runs
-    assert any("plan_summary.py" in r and '>> "$GITHUB_STEP_SUMMARY"' in r for r in plan_runs)
+    assert any("scheduled_dedup_tools.plan_summary" in r and '>> "$GITHUB_STEP_SUMMARY"' in r for r in plan_runs)
     assert not any("apply" in r for r in plan_runs)
     upload = next(step for step in steps(parsed, "plan") if step.get("with", {}).get("name") == "tfplan")
     assert upload["if"] == "github.event_name == 'push'"
@@ -288,19 +288,23 @@ PLAN_TABLE = """\
 
 
 @pytest.fixture(scope="module")
-def plan_summary(bakes):
-    """The team bake's tools/plan_summary.py, imported from the bake."""
-    path = bakes["cloud-run-job"] / "tools" / "plan_summary.py"
-    spec = importlib.util.spec_from_file_location("plan_summary", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def plan_summary():
+    """The plan summary of the tools package a team bake pins (this checkout's copy)."""
+    return importlib.import_module("scheduled_dedup_tools.plan_summary")
 
 
-def test_only_a_team_bake_has_the_plan_summary(bakes):
-    assert {name for name, project in bakes.items() if (project / "tools" / "plan_summary.py").is_file()} == {
-        name for name, project in bakes.items() if has_bucket(project)
-    }
+def test_the_plan_job_installs_the_tools_its_requirements_pin_alone(bakes):
+    """The plan job's runner has no venv: it installs the tools package (no dependencies: the summary is standard
+    library only) at the very line requirements-dev.txt pins, so it summarises with the bake's release."""
+    for project in (project for project in bakes.values() if has_bucket(project)):
+        pinned = [line for line in (project / "requirements-dev.txt").read_text().splitlines() if "tools @" in line]
+        assert [line.split(" @ ")[0] for line in pinned] == ["scheduled-dedup-tools"]
+        _, parsed = workflow_of(project)
+        (step,) = [run for run in runs(parsed, "plan") if "plan_summary" in run]
+        install, summary = step.splitlines()
+        pinned_line = "\"$(grep -m1 '^scheduled-dedup-tools' ../requirements-dev.txt)\""
+        assert install.endswith(f"pip install --quiet --no-deps {pinned_line}")
+        assert summary.startswith("python3 -m scheduled_dedup_tools.plan_summary tfplan.json tfplan.txt")
 
 
 def test_the_plan_summary_counts_each_action_per_resource_type(plan_summary):

@@ -116,7 +116,8 @@ def test_a_schedule_changed_in_the_one_file_keys_no_run_twice(export_and_sync, e
     def missed(since: dt.datetime, *extra: str) -> list[dict]:
         window = ["--since", since.isoformat(), "--until", (since + dt.timedelta(days=1)).isoformat()]
         result = subprocess.run(
-            [sys.executable, "tools/runs.py", "missed", *window, "--job", "export", "--json", *extra],
+            [sys.executable, "-m", "scheduled_dedup_tools.runs", "missed", *window, "--job", "export", "--json",
+             *extra],
             cwd=project, capture_output=True, text=True, timeout=120, env=env,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr

@@ -62,8 +62,9 @@ def test_jobs_text_that_is_no_json_object_is_refused_in_one_line(text):
 def test_copy_without_render_lists_exactly_the_files_that_read_checked_answers():
     """post_gen renders these with the checked answers (baking.render_checked); cookiecutter renders the rest,
     which must not read `jobs` (text to cookiecutter), an unasked setting (a "__" name to cookiecutter) or the
-    modules' addresses (`module_sources`, which post_gen derives: baking.module_sources)."""
-    names = "|".join(["jobs", "module_sources", *UNASKED])
+    modules' addresses (`module_sources`, which post_gen derives: baking.module_sources) and the tools package's pin
+    (`tools_requirement`, derived from them: baking.tools_requirement)."""
+    names = "|".join(["jobs", "module_sources", "tools_requirement", *UNASKED])
     reads = re.compile(rf"cookiecutter\.({names})\b")
     project = ROOT / "{{cookiecutter.project_slug}}"
     reading = sorted(

@@ -173,7 +173,7 @@ def test_a_herd_within_the_capacity_costs_no_retry_and_one_past_it_a_retry_each(
     """The cost page's "no retry of the herd": herd_retries is 0 at the capacity the rules derive, and counts at
     least the 429s tests/herd_sim.py sees past it."""
     import herd_sim
-    from tools import schedule_rules
+    from scheduled_dedup_tools import schedule_rules
 
     assert cost.herd_retries(301, schedule_rules.instances_for(schedule_rules.Herd(301, herd_sim.FIRE_TIME), 1)) == 0
     assert cost.herd_retries(301, 5) == 296

@@ -143,8 +143,9 @@ def test_no_retries_at_all_bakes_with_one_warning_line(tmp_path, capfd):
     warnings = [line for line in capfd.readouterr().err.splitlines() if line.startswith("WARNING: ")]
     assert warnings == [
         "WARNING: retry_count=0 with max_retry_duration_seconds=0: Cloud Scheduler never retries, so one crash, "
-        "retryable error or hang loses the run (a crash after the claim leaves it for `python tools/runs.py stuck`; "
-        "an error or a hang releases it and leaves only its retryable_failure log line)"
+        "retryable error or hang loses the run (a crash after the claim leaves it for `python -m "
+        "scheduled_dedup_tools.runs stuck`; an error or a hang releases it and leaves only its retryable_failure "
+        "log line)"
     ]
     assert (project / "main.py").is_file()
 

@@ -17,7 +17,7 @@ import scheduler_sim  # the independent model of Scheduler and the handler (test
 import schedules  # the bake's (plain Python in the template): the function's expansion
 from conftest import TEMPLATE_PROJECT
 from live_server import RetryPolicy  # the proofs' model of Scheduler's retries (tests/proofs/harness/)
-from tools import schedule_rules
+from scheduled_dedup_tools import schedule_rules
 
 
 def refusal(check, *args) -> rules.RuleError:

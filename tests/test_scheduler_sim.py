@@ -17,8 +17,8 @@ import questions
 import rules
 import scheduler_sim
 from conftest import DEFAULT_ANSWERS, MATRIX
+from scheduled_dedup_tools import schedule_rules
 from scheduler_sim import LOST, OK, Fault, simulate, table
-from tools import schedule_rules
 
 CHECKED = scheduler_sim.matrix_answers()
 START = scheduler_sim.FIRE_TIME.date()

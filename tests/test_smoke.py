@@ -29,10 +29,10 @@ import pytest
 import yaml
 from conftest import bake, config_file
 from cronsim import CronSim
-from firestore_emulator import free_port
 from google.cloud import run_v2
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2
+from scheduled_dedup_tools.firestore_emulator import free_port
 
 pytestmark = pytest.mark.bake
 
@@ -197,7 +197,7 @@ def _wait_until_serving(port: int, server: subprocess.Popen) -> None:
 
 def smoke(project: Path, env: dict, *args: str, log_wait: str = "10") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "tools/runs.py", "smoke", "--log-wait", log_wait, *args],
+        [sys.executable, "-m", "scheduled_dedup_tools.runs", "smoke", "--log-wait", log_wait, *args],
         cwd=project, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 

@@ -62,7 +62,7 @@ class State(enum.StrEnum):
     PAUSED = "paused"  # no record, and the job is paused: Scheduler does not deliver it, nobody needs to act
 
 
-# The states that need a person (or `tools/runs.py backfill`): logged by the audit, listed by `missed`.
+# The states that need a person (or `scheduled_dedup_tools.runs backfill`): logged by the audit, listed by `missed`.
 NEEDS_DELIVERY = (State.MISSING, State.STUCK)
 
 
@@ -256,7 +256,7 @@ def plan(
         eras = list(entry.get("eras") or [current])
         if any(eras[-1][field] != current[field] for field in ERA_FIELDS):  # a deploy changed it since
             eras.append(dated(current, eras[-1], deployed))
-        # An era whose successor was in force before the retention judges nothing (runs.py judges that far back):
+        # An era whose successor was in force before the retention judges nothing (`runs missed` judges that far):
         # dropped, as are the oldest beyond MAX_ERAS (the first kept one reaches back).
         kept = now - config.retention
         eras = [this for this, after in zip(eras, [*eras[1:], None], strict=True) if not after or after["seen"] > kept]

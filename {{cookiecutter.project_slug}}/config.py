@@ -4,9 +4,10 @@ Read once per process (`load` is cached) into one typed model, Config and a Job 
 load: the function, the tools and the tests run by it (`current`: a test's model, config.use; else the file
 CONFIG_YAML names, a test's server's or a local run's; else config.yaml), Terraform's root reads the file with
 yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
-schedule rules of tools/schedule_rules.py (each job's smallest gap against how long one fault keeps a run busy;
-daylight saving; the busiest minute against the function's capacity) by `python config.py`, which `make deploy`
-runs before Terraform and tests/test_config.py runs with the suite.
+schedule rules of scheduled_dedup_tools.schedule_rules (the tools package requirements-dev.txt pins: each job's
+smallest gap against how long one fault keeps a run busy; daylight saving; the busiest minute against the function's
+capacity) by `python config.py`, which `make deploy` runs before Terraform and tests/test_config.py runs with the
+suite.
 
     python config.py [FILE]     check FILE (default: config.yaml), print each job's numbers; exit 1 with one line
 """
@@ -104,7 +105,7 @@ class Config:
     function: Mapping[str, int | str] = dataclasses.field(
         default_factory=lambda: MappingProxyType(rules.FUNCTION_DEFAULTS)
     )
-    herd: object = None  # tools/schedule_rules.py's Herd, with the schedule rules
+    herd: object = None  # scheduled_dedup_tools.schedule_rules' Herd, with the schedule rules
     source: Mapping[str, object] = dataclasses.field(default_factory=dict, repr=False, compare=False)  # as read
 
     def scheduler_job_name(self, job_id: str) -> str:
@@ -356,6 +357,12 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"main.py imports {name}, a directory: {rule}")
     except ConfigError as error:
         print(f"ERROR: {error}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as error:  # the schedule rules are the tools package's, a pin of requirements-dev.txt
+        if error.name != rules.TOOLS:
+            raise
+        fix = "`make venv` (pip install -r requirements-dev.txt)"
+        print(f"ERROR: {rules.TOOLS} is not installed: {fix}", file=sys.stderr)
         return 1
     for warning in config.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)

@@ -25,7 +25,7 @@ Accounted for even when they do not end as they should:
 - an execution that runs longer than its job's max_execution_seconds (rules.max_execution_seconds) is `overdue`:
   every audit logs one line for it (jsonPayload.audit_state "overdue": the `<slug>-run-overdue` metric and its
   alert, terraform/modules/scheduled-dedup/audit.tf) and keeps its record past the retention while it runs, so that
-  its end is still recorded; `runs.py stuck` lists it; `overlap: skip` names it when it skips behind it;
+  its end is still recorded; `runs stuck` lists it; `overlap: skip` names it when it skips behind it;
 - a Cloud Run job execution that succeeded although its tasks dead-lettered items (the target's `dead_letters`:
   a task exits 0 once each of its items is done or dead-lettered) is recorded `failed` with `dead_letters`, its
   line's execution_outcome `dead_lettered` (counted by the execution-failed metric, alerted the same).

@@ -24,7 +24,7 @@ SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 # one endpoint can serve jobs of several projects or regions that reuse a JOB_ID.
 PROJECT_HEADER = "X-Scheduler-Project"
 LOCATION_HEADER = "X-Scheduler-Location"
-# A re-run: a person asked (tools/runs.py rerun, through the Cloud Tasks queue) that a finished run
+# A re-run: a person asked (scheduled_dedup_tools.runs rerun, through the Cloud Tasks queue) that a finished run
 # runs once more. The id is the request's: its retries carry the same id, so the work runs once per id.
 RERUN_ID_HEADER = "X-Rerun-Id"
 RERUN_BY_HEADER = "X-Rerun-By"

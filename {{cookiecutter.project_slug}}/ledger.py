@@ -45,7 +45,7 @@ READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=R
 # saw it (`audited`) and its schedule history (`eras`, audit.plan), and when the last full sweep ran. One read
 # and one write per audit whatever the jobs (about 250 bytes a job and 100 per schedule change: the 1 MiB
 # document limit holds some 3,000). Not 64 hex characters, so never a run id; no status, so no query of
-# runs.py finds it; no expire_at, so kept.
+# scheduled_dedup_tools.runs finds it; no expire_at, so kept.
 AUDIT_CURSOR_ID = "audit-cursor"
 
 # A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
@@ -171,7 +171,7 @@ class StartedRun:
 
     def overdue(self, config: Config, now: dt.datetime) -> bool:
         """Its execution has run longer than its job's max_execution_seconds: the audit reports it (the proxy
-        target's executions module), `runs.py stuck` lists it."""
+        target's executions module), `runs stuck` lists it."""
         return self.started_at is not None and now - self.started_at > config.max_execution_for(self.job_name)
 
 

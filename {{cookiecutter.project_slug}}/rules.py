@@ -1,5 +1,6 @@
 """The rules of this project's configuration, once: the bake's hook ran them on the answers, config.py runs them on
-config.yaml (at every load; the schedule rules of tools/schedule_rules.py too under `python config.py`, which
+config.yaml (at every load; the schedule rules of the tools package (scheduled_dedup_tools.schedule_rules, pinned
+in requirements-dev.txt) too under `python config.py`, which
 `make deploy` runs first), and the tests import them. Terraform checks shapes only (ranges, ids, the cron's five
 fields: each such check in terraform/modules/scheduled-dedup/variables.tf says so); the rules between numbers are
 here alone.
@@ -655,6 +656,10 @@ def check_serve(value: object, project: str, region: str) -> list[dict[str, str]
     return [dict(entry) for entry in value]
 
 
+# The tools package (requirements-dev.txt's pin) that holds the deploy-time rules: never the function's.
+TOOLS = "scheduled_dedup_tools"
+
+
 def check_config(
     raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
 ) -> dict[str, object]:
@@ -663,7 +668,7 @@ def check_config(
     answers are the defaults), then each job's own (`jobs.<id>.<key>`); `schedules`: also the deploy-time rules
     (one fault against each smallest gap, daylight saving, capacity), which live outside the function's source:
     imported by name, so that the function's imports (config.undeployed) never reach them."""
-    schedule_rules = importlib.import_module("tools.schedule_rules") if schedules else None
+    schedule_rules = importlib.import_module(f"{TOOLS}.schedule_rules") if schedules else None
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))

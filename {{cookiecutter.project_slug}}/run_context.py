@@ -21,7 +21,7 @@ class RunContext:
     project: str  # project and location the run is keyed under
     location: str
     trigger: str = "scheduled"  # or "manual": a Force run before its schedule time, keyed apart from the scheduled run
-    # Set when a person asked this finished run to run once more (tools/runs.py rerun): key side
+    # Set when a person asked this finished run to run once more (scheduled_dedup_tools.runs rerun): key side
     # effects by (run_id, rerun_id) to redo them, by run_id alone to keep them once.
     rerun_id: str | None = None
 

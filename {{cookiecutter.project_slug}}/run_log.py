@@ -18,8 +18,8 @@ from google.cloud.logging.handlers import StructuredLogHandler
 RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "run_fields", default=MappingProxyType({})
 )
-# Set by `make dev` (tools/dev_server.py): one short line per record for a person, in the handler's process and the
-# work's. The deployed function has no such variable: Cloud Logging's JSON lines.
+# Set by `make dev` (scheduled_dedup_tools.dev_server): one short line per record for a person, in the handler's
+# process and the work's. The deployed function has no such variable: Cloud Logging's JSON lines.
 TEXT_LOGS_ENV = "TEXT_LOGS"
 
 

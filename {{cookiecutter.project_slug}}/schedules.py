@@ -1,6 +1,7 @@
 """When a job fires: the one module that expands a job's cron (cronsim) in its time zone, for the handler
 (keys.read_run_key: the latest schedule time it accepts, the fire time a delivery stands for), the audit
-(audit.expected_runs) and the tools (runs.py). rules.py checks config.yaml with a cron walk of its own.
+(audit.expected_runs) and the tools (scheduled_dedup_tools.runs). rules.py checks config.yaml with a cron walk of
+its own.
 
 The cron names wall-clock times of the job's zone (cronsim's naive mode walks them, Debian cron semantics:
 day of month and day of week both restricted means either). Daylight saving makes some of them happen twice

@@ -1,4 +1,5 @@
-"""Deliver a run through the project's Cloud Tasks queue: re-runs and backfills (tools/runs.py), the audit's catch-up.
+"""Deliver a run through the project's Cloud Tasks queue: re-runs and backfills (scheduled_dedup_tools.runs), the
+audit's catch-up.
 
 Why Cloud Tasks (docs/schedules-and-manual-runs.md, "Re-runs, backfill and catch-up"): the function's ingress is
 internal only, and Cloud Run's "Restrict network ingress" page (cloud.google.com/run/docs/securing/ingress) and

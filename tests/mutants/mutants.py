@@ -2,7 +2,8 @@
 
 A mutant is (id, file, the exact original snippet, its replacement, the rule it breaks, the narrowest
 tests that must fail). `file` is "baked/<path>" for a file of a default bake (the rendered dedup.py,
-main.py), else a path in the template. An original that is missing, or not unique, is reported as an
+main.py), else a path in the template; "baked/packages/<path>" is the template's tools package, whose tests
+are a bake's (the bake runs the template's copy of it). An original that is missing, or not unique, is reported as an
 error by run.py, never skipped: fix the snippet when the code moves.
 """
 
@@ -43,7 +44,10 @@ CONFIG = "baked/config.py"  # config.yaml, read into one typed model
 BAKED_RULES = "baked/rules.py"  # the bake's copy of RULES: a proof that loads config.yaml kills it
 MAIN = "baked/main.py"
 RULES = "{{cookiecutter.project_slug}}/rules.py"  # the rules live once, in the bake (issue 17)
-SCHEDULE_RULES = "{{cookiecutter.project_slug}}/tools/schedule_rules.py"  # the deploy-time ones (issue 28)
+# The bakes' tools: a package of the template (packages/), pinned by each bake. "baked/" + TOOLS + <module>: the
+# template's copy, as the default bake runs it (the bake's tests and proofs, run.py: path_of, cwd_of).
+TOOLS = "packages/scheduled-dedup-tools/src/scheduled_dedup_tools/"
+SCHEDULE_RULES = TOOLS + "schedule_rules.py"  # the deploy-time ones (issue 28)
 QUESTIONS = "hooks/questions.py"  # what only the answers need: the hook's
 VARIABLES = "terraform/modules/scheduled-dedup/variables.tf"
 CORE_MAIN = "terraform/modules/scheduled-dedup/main.tf"
@@ -1459,7 +1463,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-resolver-name-only",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         "        if job in (name, spec.job_id):\n",
         "        if job == name:\n",
         "every tool takes a job id or a Scheduler job name and gives the deployed run",
@@ -1467,7 +1471,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-credentials-traceback",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         "for e in (error, error.__cause__)):",
         "for e in (error,)):",
         "a missing credential is one line naming the fix, not a traceback",
@@ -1475,7 +1479,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-emulator-not-checked",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         "    if host and not is_ready(host):\n        raise Unavailable(NO_EMULATOR.format(host))\n",
         "",
         "an emulator named but not running is one line naming the fix, at once",
@@ -1483,7 +1487,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-dev-json-logs",
-        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        TOOLS + "dev_server.py",
         '    os.environ[TEXT_LOGS_ENV] = "1"',
         "    pass",
         "make dev prints one short human-readable line per record",
@@ -1491,7 +1495,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-dev-reloader",
-        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        TOOLS + "dev_server.py",
         "create_server(app, debug=False)",
         "create_server(app, debug=True)",
         "make dev runs no reloader",
@@ -1499,7 +1503,7 @@ MUTANTS = [
     ),
     Mutant(
         "i17bake-dev-data-lost",
-        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        TOOLS + "dev_server.py",
         "                emulator.save(config.project, config.database)\n",
         "                pass\n",
         "the emulator's data survives a restart of make dev",
@@ -1630,7 +1634,7 @@ MUTANTS = [
     ),
     Mutant(
         "rerun-only-through-the-queue",
-        "{{cookiecutter.project_slug}}/tools/runs.py",
+        TOOLS + "runs.py",
         "    if args.queue is not None:  # a task per re-run id: the same request twice is queued once\n",
         "    if True:\n",
         "runs.py rerun sends to make dev (or --url) as backfill and fire do; --queue through the deliveries queue",
@@ -1678,7 +1682,7 @@ MUTANTS = [
     ),
     Mutant(
         "backfill-task-per-attempt",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         'queued(config, queue, found.key, "backfill")',
         'queued(config, queue, found.key, f"backfill-{uuid.uuid4().hex}")',
         "a backfill's task is named by its run id, so asking twice queues it once",
@@ -2074,7 +2078,7 @@ MUTANTS = [
     ),
     Mutant(
         "smoke-ttl-creating-passes",
-        "{{cookiecutter.project_slug}}/tools/runs.py",
+        TOOLS + "runs.py",
         'return state == "ACTIVE", f"{config.collection}.expire_at',
         'return state != "NEEDS_REPAIR", f"{config.collection}.expire_at',
         "make smoke fails until the TTL policy is ACTIVE (a CREATING policy has not deleted old records yet)",
@@ -2082,7 +2086,7 @@ MUTANTS = [
     ),
     Mutant(
         "smoke-disabled-policy-passes",
-        "{{cookiecutter.project_slug}}/tools/runs.py",
+        TOOLS + "runs.py",
         "return bool(policies) and not disabled, f",
         "return bool(policies), f",
         "make smoke fails when an alert policy of the project is disabled",
@@ -2090,7 +2094,7 @@ MUTANTS = [
     ),
     Mutant(
         "smoke-record-not-checked",
-        "{{cookiecutter.project_slug}}/tools/runs.py",
+        TOOLS + "runs.py",
         'return ok, f"{config.collection}/{line',
         'return True, f"{config.collection}/{line',
         "make smoke fails when the Force run left no completed (or, a proxy's, started) record",
@@ -2310,7 +2314,7 @@ MUTANTS = [
     # --- session 4, lead (make dev leaves nothing running) ---
     Mutant(
         "dev-server-outlives-make-dev",
-        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        TOOLS + "dev_server.py",
         "    exit_with_parent()\n",
         "",
         "a SIGKILLed make dev leaves no function server running (it kept a core busy)",
@@ -2318,7 +2322,7 @@ MUTANTS = [
     ),
     Mutant(
         "dev-server-ignores-a-dead-emulator",
-        "{{cookiecutter.project_slug}}/tools/dev_server.py",
+        TOOLS + "dev_server.py",
         "            if emulator is not None and emulator.process.poll() is not None:",
         "            if False:",
         "make dev stops when its emulator dies, instead of serving a function whose every call fails",
@@ -2368,7 +2372,7 @@ MUTANTS = [
     ),
     Mutant(
         "s5tools-rerun-unchecked",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         "        keys.read_rerun(keys.delivery_headers(key, request))\n",
         "        pass\n",
         "rerun refuses what the function would refuse (keys.read_rerun) before anything is queued, naming the flag",
@@ -2376,7 +2380,7 @@ MUTANTS = [
     ),
     Mutant(
         "s5tools-fire-sends-the-tools-project",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         "if given.get(name, True)}",
         "}",
         "fire sends a project/location header only when given: else the function keys the run by its own",
@@ -2384,7 +2388,7 @@ MUTANTS = [
     ),
     Mutant(
         "s5tools-token-audience-only-impersonating",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         'if account.endswith(".gserviceaccount.com") else []',
         "if impersonate else []",
         "a service account's identity token (a VM's) is for the function's URL, which Cloud Run checks",
@@ -2392,7 +2396,7 @@ MUTANTS = [
     ),
     Mutant(
         "s5tools-failed-save-left-beside",
-        "baked/tools/firestore_emulator.py",
+        "baked/" + TOOLS + "firestore_emulator.py",
         "            shutil.rmtree(fresh, ignore_errors=True)  # nothing half-written left beside the project\n",
         "",
         "a failed save of make dev's data keeps the last one and leaves nothing half-written beside the project",
@@ -2476,14 +2480,14 @@ MUTANTS = [
     Mutant(
         "s5tests-smoke-project-from-make",
         "{{cookiecutter.project_slug}}/Makefile",
-        '\t@$(PY) tools/runs.py smoke $(if $(JOB),--job "$(JOB)")',
-        '\t@DEDUP_PROJECT=$(PROJECT) DEDUP_LOCATION=$(REGION) $(PY) tools/runs.py smoke $(if $(JOB),--job "$(JOB)")',
+        '\t@$(PY) -m scheduled_dedup_tools.runs smoke $(if $(JOB),--job "$(JOB)")',
+        '\t@DEDUP_PROJECT=$(PROJECT) $(PY) -m scheduled_dedup_tools.runs smoke $(if $(JOB),--job "$(JOB)")',
         "make smoke checks config.yaml's project and region, as the function and Terraform do",
         ("tests/test_baked_makefile.py", "-k", "smoke"),
     ),
     Mutant(
         "s5tests-busier-schedule-suggests-a-failing-gap",
-        "baked/tools/schedule_rules.py",
+        "baked/" + TOOLS + "schedule_rules.py",
         "at least {busiest.seconds + 1} s apart",
         "at least {busiest.seconds} s apart",
         "the bake's configuration test: a busier schedule is refused naming a gap that passes",
@@ -2509,7 +2513,7 @@ MUTANTS = [
     # --- issue 17: make smoke is runs.py smoke, one HTTP client in tools/ (branch s5smoke) ---
     Mutant(
         "s5smoke-smoke-refusal-without-its-verdict",
-        "{{cookiecutter.project_slug}}/tools/runs.py",
+        TOOLS + "runs.py",
         "    if args.run is smoke:",
         "    if False:",
         "make smoke stopped before its steps still ends in one `smoke: FAIL (why)` line and exit status 1",
@@ -2625,15 +2629,15 @@ MUTANTS = [
     Mutant(
         "s6pd-workflow-redo-names-the-run-record",
         "{{cookiecutter.project_slug}}/_targets/workflow/_parts/operations-redo.md",
-        "`{{ cookiecutter.firestore_collection }}_workflow/<run_id>`, then `runs.py rerun`.",
-        "`{{ cookiecutter.firestore_collection }}/<run_id>`, then `runs.py rerun`.",
+        "`{{ cookiecutter.firestore_collection }}_workflow/<run_id>`, then `runs rerun`.",
+        "`{{ cookiecutter.firestore_collection }}/<run_id>`, then `runs rerun`.",
         "the workflow's redo recipe deletes the guard workflow.yaml creates (<collection>_workflow), not a record",
         (PROXY_DOCS, "-k", "redo"),
     ),
     # --- session 6: proxy smoke and cost (branch s6smoke) ---
     Mutant(
         "s6-smoke-started-proxy-run-fails",
-        "{{cookiecutter.project_slug}}/tools/runs.py",
+        TOOLS + "runs.py",
         "ok = status == dedup.Status.COMPLETED or (status == dedup.Status.STARTED and bool(execution))",
         "ok = status == dedup.Status.COMPLETED",
         "a proxy's run recorded `started` with its execution's name passes smoke's run record step",
@@ -2641,7 +2645,7 @@ MUTANTS = [
     ),
     Mutant(
         "s6-smoke-failed-proxy-run-passes",
-        "{{cookiecutter.project_slug}}/tools/runs.py",
+        TOOLS + "runs.py",
         "ok = status == dedup.Status.COMPLETED or (status == dedup.Status.STARTED and bool(execution))",
         "ok = status is not None",
         "a run recorded `failed` (its execution failed) fails smoke's run record step",
@@ -3270,7 +3274,7 @@ MUTANTS = [
     ),
     Mutant(
         "i25-stuck-lists-no-overdue",
-        "baked-cloud-run-job/tools/runs.py",
+        "baked-cloud-run-job/" + TOOLS + "runs.py",
         "overdue = [run for run in ledger(config).started_runs(now) if run.overdue(config, now)]",
         "overdue = []",
         "runs.py stuck lists overdue executions",
@@ -3515,7 +3519,7 @@ MUTANTS = [
     # --- issue 26: the approver always sees the plan (branch h5) ---
     Mutant(
         "i26-plan-replace-counted-as-two-actions",
-        "{{cookiecutter.project_slug}}/tools/plan_summary.py",
+        TOOLS + "plan_summary.py",
         '    return "replace" if set(actions) == REPLACE else "+".join(actions)',
         '    return "+".join(actions)',
         "a replacement (delete and create, either order) is counted once, as replace",
@@ -3523,7 +3527,7 @@ MUTANTS = [
     ),
     Mutant(
         "i26-plan-no-ops-counted",
-        "{{cookiecutter.project_slug}}/tools/plan_summary.py",
+        TOOLS + "plan_summary.py",
         '        if action != "no-op":',
         "        if True:",
         "the counts are of changes: a resource left as it is is not counted",
@@ -3531,7 +3535,7 @@ MUTANTS = [
     ),
     Mutant(
         "i26-plan-text-in-summary-whatever-its-size",
-        "{{cookiecutter.project_slug}}/tools/plan_summary.py",
+        TOOLS + "plan_summary.py",
         "    if size <= PLAN_TEXT_LIMIT:",
         "    if True:",
         "a plan text too long for GitHub's 1 MiB summary is left to the artifact, the counts still shown",
@@ -3540,8 +3544,8 @@ MUTANTS = [
     Mutant(
         "i26-plan-summary-not-run",
         "{{cookiecutter.project_slug}}/.github/workflows/ci.yml",
-        'run: python3 ../tools/plan_summary.py tfplan.json tfplan.txt >> "$GITHUB_STEP_SUMMARY"',
-        'run: cat tfplan.txt >> "$GITHUB_STEP_SUMMARY"',
+        'python3 -m scheduled_dedup_tools.plan_summary tfplan.json tfplan.txt >> "$GITHUB_STEP_SUMMARY"',
+        'cat tfplan.txt >> "$GITHUB_STEP_SUMMARY"',
         "the plan job's summary holds the counts per action and resource type",
         ("tests/test_ci_workflow.py", "-k", "uploads_the_whole_text"),
     ),
@@ -3596,7 +3600,7 @@ MUTANTS = [
     ),
     Mutant(
         "i26-rerun-says-not-where-the-enqueuer-is",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         '        print(who_queued(queue, task_queue.task_id(request.rerun_id, "rerun")), file=sys.stderr)',
         "        pass",
         "runs.py rerun --queue prints where the enqueuer's identity is on record",
@@ -3604,7 +3608,7 @@ MUTANTS = [
     ),
     Mutant(
         "i26-backfill-says-not-where-the-enqueuer-is",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         '        print(who_queued(queue, queue.rsplit("/", 1)[1], since=started), file=sys.stderr)',
         "        pass",
         "runs.py backfill --queue prints where the enqueuer's identity is on record",
@@ -3612,7 +3616,7 @@ MUTANTS = [
     ),
     Mutant(
         "i26-enqueuer-query-reads-the-activity-log",
-        "baked/tools/runs.py",
+        "baked/" + TOOLS + "runs.py",
         "cloudaudit.googleapis.com%2Fdata_access",
         "cloudaudit.googleapis.com%2Factivity",
         "CreateTask is a Data Access entry, not an Admin Activity one: the query reads data_access",
@@ -3779,8 +3783,8 @@ MUTANTS = [
     Mutant(
         "i28-function-load-runs-the-schedule-rules",
         RULES,
-        'schedule_rules = importlib.import_module("tools.schedule_rules") if schedules else None',
-        'schedule_rules = importlib.import_module("tools.schedule_rules")',
+        'schedule_rules = importlib.import_module(f"{TOOLS}.schedule_rules") if schedules else None',
+        'schedule_rules = importlib.import_module(f"{TOOLS}.schedule_rules")',
         "the function's load of config.yaml runs no deploy-time rule (they live outside its source)",
         ("tests/test_bake.py", "-k", "no_deploy_time_rules and defaults"),
     ),
@@ -4186,5 +4190,38 @@ MUTANTS = [
         "condition     = true",
         "adopting an existing project needs its owner's word that it holds only this bake",
         ("tests/test_bootstrap.py", "-k", "terraform_test and workflow"),
+    ),
+    # --- issue 28: the tools are a package of the template, pinned where the modules are (branch h11) ---
+    Mutant(
+        "i28-tools-pinned-at-no-ref",
+        "hooks/baking.py",
+        "@{found['ref']}#subdirectory=",
+        "#subdirectory=",
+        "a bake pins the tools package at the modules' ref, not at whatever the repository holds",
+        ("tests/test_tools_package.py", "-k", "pinned_where_the_modules_are"),
+    ),
+    Mutant(
+        "i28-tools-address-not-checked-before-the-bake",
+        "hooks/baking.py",
+        "    tools_requirement(address)\n    return address",
+        "    return address",
+        "a module address the tools cannot follow is refused in one line before anything is written",
+        ("tests/test_tools_package.py", "-k", "refused_before_anything"),
+    ),
+    Mutant(
+        "i28-plan-job-installs-another-tools-release",
+        "{{cookiecutter.project_slug}}/.github/workflows/ci.yml",
+        "\"$(grep -m1 '^scheduled-dedup-tools' ../requirements-dev.txt)\"",
+        "scheduled-dedup-tools",
+        "the plan job summarises with the tools release requirements-dev.txt pins",
+        ("tests/test_ci_workflow.py", "-k", "installs_the_tools"),
+    ),
+    Mutant(
+        "i28-config-check-without-the-tools-traces-back",
+        "{{cookiecutter.project_slug}}/config.py",
+        "        if error.name != rules.TOOLS:\n",
+        "        if True:\n",
+        "python config.py without the tools package installed is one line naming the fix, not a traceback",
+        ("tests/test_tools_package.py", "-k", "without_the_tools"),
     ),
 ]

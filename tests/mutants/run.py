@@ -31,12 +31,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "{{cookiecutter.project_slug}}" / "tools"))
 sys.path.insert(0, str(ROOT / "tests" / "proofs"))
 
 import prove  # noqa: E402  (tests/proofs/prove.py)
-from firestore_emulator import Emulator  # noqa: E402
 from mutants import MUTANTS, Mutant  # noqa: E402
+from scheduled_dedup_tools.firestore_emulator import Emulator  # noqa: E402
 
 TARGET_SCORE = 0.95
 BAKED = "baked/"
@@ -51,6 +50,9 @@ MUTANT_TIMEOUT_SECONDS = 900
 # loaded for the restored file, so none is written.
 # The template's copy has no .git: tests/test_upgrade.py reads the previous release from this checkout's history.
 ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TEMPLATE_HISTORY": str(ROOT)}
+# The bakes' tools package (packages/): its copy's source goes first on every run's path, ahead of the checkout's
+# editable install, so that a bake and the template's tests run the mutated copy.
+TOOLS_SOURCE = Path("packages", "scheduled-dedup-tools", "src")
 UNCOPIED = shutil.ignore_patterns(".git", "build", ".venv*", "node_modules", ".pytest_cache", "__pycache__")
 
 
@@ -66,6 +68,7 @@ class Workspace:
         self.root = root
         self.template = root / "template"
         shutil.copytree(ROOT, self.template, ignore=UNCOPIED)
+        ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.template / TOOLS_SOURCE), ENV.get("PYTHONPATH")]))
         # The offline Terraform toolchain's own venvs take minutes to build: share the checkout's.
         for venv in (".venv-standin", ".venv-checkov"):
             if (ROOT / venv).is_dir():
@@ -87,7 +90,10 @@ class Workspace:
 
     def path_of(self, mutant: Mutant) -> Path:
         prefix = bake_of(mutant)
-        return self.bake_dir(prefix) / mutant.file.removeprefix(prefix) if prefix else self.template / mutant.file
+        relative = mutant.file.removeprefix(prefix)
+        if prefix and relative.startswith("packages/"):  # the template's tools package, as a bake runs it
+            return self.template / relative
+        return self.bake_dir(prefix) / relative if prefix else self.template / mutant.file
 
     def cwd_of(self, mutant: Mutant) -> Path:
         prefix = bake_of(mutant)

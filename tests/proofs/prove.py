@@ -79,7 +79,7 @@ def laid_tests(copy: Path) -> list[str]:
 def proof_env(copy: Path, env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a pytest run in the copy needs for the proofs' plugin (harness/proof_fixtures.py)."""
     env = dict(os.environ if env is None else env)
-    paths = [str(copy), str(copy / "tools"), str(copy / "tests" / "harness"), env.get("PYTHONPATH", "")]
+    paths = [str(copy), str(copy / "tests" / "harness"), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
     env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -p proof_fixtures".strip()
     return env

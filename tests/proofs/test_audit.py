@@ -12,7 +12,7 @@ import json
 import logging
 
 import pytest
-import runs
+from scheduled_dedup_tools import runs
 from conftest import configured, records, scheduler_headers
 from proof_fixtures import a_job
 

@@ -11,7 +11,7 @@ import pytest
 
 import config
 import schedules
-from tools import schedule_rules
+from scheduled_dedup_tools import schedule_rules
 
 CONFIG = config.load(schedules=True)
 

@@ -12,10 +12,10 @@ import logging
 import shlex
 
 import pytest
-import runs
+from scheduled_dedup_tools import runs
 import time_machine
 from conftest import configured, records, scheduler_headers
-from firestore_emulator import free_port
+from scheduled_dedup_tools.firestore_emulator import free_port
 from tasks_standin import TasksStandin
 
 import audit

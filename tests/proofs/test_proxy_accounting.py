@@ -16,7 +16,7 @@ Firestore emulator.
 import argparse
 import datetime as dt
 
-import runs
+from scheduled_dedup_tools import runs
 import test_proxy
 from test_proxy import CLOCK, TARGET, deliver, ended_lines, jobs, run_key, run_record
 

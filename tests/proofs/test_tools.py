@@ -1,4 +1,4 @@
-"""The operator command (tools/runs.py) against the handler and Google's Firestore emulator."""
+"""The operator command (scheduled_dedup_tools.runs) against the handler and Google's Firestore emulator."""
 
 import datetime as dt
 import http.server
@@ -10,16 +10,16 @@ import threading
 from pathlib import Path
 
 import pytest
-import runs
+from scheduled_dedup_tools import runs
 import time_machine
 from conftest import records, scheduler_headers
-from firestore_emulator import Emulator
+from scheduled_dedup_tools.firestore_emulator import Emulator
 
 import config as configuration
 from keys import JOB_NAME_HEADER, LOCATION_HEADER, PROJECT_HEADER, SCHEDULE_TIME_HEADER
 from ledger import RunLedger
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "runs.py"
+PROJECT = Path(__file__).resolve().parent.parent  # the bake the proofs are laid in: the tools run in it
 
 
 @pytest.fixture
@@ -207,9 +207,8 @@ def closed_port() -> int:
 def run_tool(*arguments: str, **environ: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key not in ("FIRESTORE_EMULATOR_HOST", *environ)}
     env.update({key: value for key, value in environ.items() if value})
-    return subprocess.run(
-        [sys.executable, str(TOOL), *arguments], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    command = [sys.executable, "-m", "scheduled_dedup_tools.runs", *arguments]
+    return subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.mark.parametrize("command", [["stuck"], ["show", "{job}", "2026-01-01T00:00:00Z"]], ids=["stuck", "show"])

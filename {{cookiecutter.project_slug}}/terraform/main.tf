@@ -57,7 +57,7 @@ module "scheduled_dedup" {
   # The function's capacity as config.yaml's `function:` block writes it (max_instance_count,
   # max_instance_request_concurrency: above 1 the module gives it a whole CPU unless available_cpu says more); the bake derived it from
   # the busiest minute, and `python config.py` refuses one that cannot start every run of that minute at
-  # once (tools/schedule_rules.py, check_capacity). What the block leaves out is the module's default.
+  # once (scheduled_dedup_tools.schedule_rules, check_capacity). What the block leaves out is the module's default.
   # What the target hands the core (target.tf): the function's environment, the collections its code writes (TTL),
   # the APIs it needs, whether the function follows executions it starts.
   function           = merge(try(local.config.function, {}), local.target_function)

@@ -24,6 +24,6 @@ output "log_metric_names" {
 }
 
 output "task_queue" {
-  description = "The deliveries queue: `python tools/runs.py rerun|backfill --queue \"$(terraform -chdir=terraform output -raw task_queue)\"`."
+  description = "The deliveries queue: `python -m scheduled_dedup_tools.runs rerun|backfill --queue \"$(terraform -chdir=terraform output -raw task_queue)\"`."
   value       = module.scheduled_dedup.task_queue
 }

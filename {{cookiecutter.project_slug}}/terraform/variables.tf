@@ -28,7 +28,7 @@ variable "notification_channels" {
 }
 
 variable "task_queue_enqueuers" {
-  description = "Principals (user:..., group:..., serviceAccount:...) granted roles/cloudtasks.enqueuer on the deliveries queue: they may re-run and backfill runs with tools/runs.py from a laptop (docs/schedules-and-manual-runs.md)."
+  description = "Principals (user:..., group:..., serviceAccount:...) granted roles/cloudtasks.enqueuer on the deliveries queue: they may re-run and backfill runs with scheduled_dedup_tools.runs from a laptop (docs/schedules-and-manual-runs.md)."
   type        = list(string)
   default     = []
   nullable    = false

@@ -1,5 +1,6 @@
-"""Fixtures: one Firestore emulator per session (or the one FIRESTORE_EMULATOR_HOST names), the
-function's HTTP app, and a private collection per test so that tests never see each other's runs."""
+"""Fixtures: the function's HTTP app on the Firestore emulator (emulator_host: the tools package's pytest plugin, the
+one FIRESTORE_EMULATOR_HOST names or one per session), and a private collection per test so that tests never see
+each other's runs."""
 
 import dataclasses
 import datetime as dt
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from firestore_emulator import EmulatorNotFound, running_emulator
 from functions_framework import create_app
 from google.cloud import firestore
 from google.cloud.logging.handlers import StructuredLogHandler
@@ -24,16 +24,6 @@ import config
 import stop
 
 PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
-
-
-@pytest.fixture(scope="session")
-def emulator_host():
-    """FIRESTORE_EMULATOR_HOST if set, else one emulator started for the whole session."""
-    try:
-        with running_emulator() as host:
-            yield host
-    except EmulatorNotFound as error:
-        pytest.fail(str(error), pytrace=False)
 
 
 def in_this_process(work, context, fields, stop_at, preload=()):

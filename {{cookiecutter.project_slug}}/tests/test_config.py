@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scheduled_dedup_tools import schedule_rules
 
 import config
 import rules
-from tools import schedule_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = config.CONFIG_FILE.read_text(encoding="utf-8")

@@ -186,7 +186,7 @@ resource "google_firestore_database" "this" {
 # a DATA_WRITE permission, and Data Access logs are off by default (Cloud Tasks "Audit logging",
 # cloud.google.com/tasks/docs/audit-logging; "Enable Data Access audit logs",
 # cloud.google.com/logging/docs/audit/configure-data-access). The X-Rerun-By header is whatever the caller wrote; the
-# entry's protoPayload.authenticationInfo.principalEmail is who called. tools/runs.py prints the query.
+# entry's protoPayload.authenticationInfo.principalEmail is who called. scheduled_dedup_tools.runs prints the query.
 # Project-level, and authoritative for the service (google_project_iam_audit_config): two bakes of one project set the
 # same block, so they agree; setting it needs resourcemanager.projects.setIamPolicy, an owner's right, which is why a
 # team bake's bootstrap makes it (this module, as the owner).

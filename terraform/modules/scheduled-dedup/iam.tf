@@ -134,7 +134,7 @@ resource "time_sleep" "invoker" {
   depends_on = [google_cloud_run_v2_service_iam_member.invoker]
 }
 
-# Who may queue a delivery (tools/runs.py rerun / backfill): roles/cloudtasks.enqueuer on the one queue, nothing
+# Who may queue a delivery (scheduled_dedup_tools.runs rerun / backfill): roles/cloudtasks.enqueuer on the one queue, nothing
 # more. The queue's own http_target gives every task its URL and the invoker's OIDC token (tasks.tf), so an
 # enqueuer needs no iam.serviceAccounts.actAs on the invoker, and reaches nothing but the function.
 resource "google_cloud_tasks_queue_iam_member" "enqueuers" {

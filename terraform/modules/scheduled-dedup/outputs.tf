@@ -96,6 +96,6 @@ output "apis_ready" {
 }
 
 output "task_queue" {
-  description = "The deliveries queue (projects/P/locations/L/queues/Q): tools/runs.py rerun and backfill --queue queue there."
+  description = "The deliveries queue (projects/P/locations/L/queues/Q): scheduled_dedup_tools.runs rerun and backfill --queue queue there."
   value       = google_cloud_tasks_queue.deliveries.id
 }

@@ -1,4 +1,4 @@
-# The deliveries queue: a Cloud Tasks queue that delivers re-runs, backfills (tools/runs.py, from a laptop) and the
+# The deliveries queue: a Cloud Tasks queue that delivers re-runs, backfills (scheduled_dedup_tools.runs, from a laptop) and the
 # audit's catch-ups to the function, as the invoker, with the same headers as a Scheduler delivery.
 #
 # Why Cloud Tasks: the function's ingress is internal only (function.tf). Cloud Run's "Restrict network ingress"

@@ -163,7 +163,7 @@ variable "jobs" {
 }
 
 variable "task_queue" {
-  description = "The deliveries queue (tasks.tf) that carries re-runs, backfills and catch-ups to the function. enqueuers: principals (user:, group:, serviceAccount:, principal:, principalSet:) granted roles/cloudtasks.enqueuer on that one queue: they may re-run and backfill runs from a laptop with tools/runs.py (docs/operations.md). data_access_logs: turn on Cloud Tasks' DATA_WRITE Data Access audit logs for the project, which record who queued each task; false where the project's audit configuration is made elsewhere (a team bake's bootstrap root, as the project owner)."
+  description = "The deliveries queue (tasks.tf) that carries re-runs, backfills and catch-ups to the function. enqueuers: principals (user:, group:, serviceAccount:, principal:, principalSet:) granted roles/cloudtasks.enqueuer on that one queue: they may re-run and backfill runs from a laptop with scheduled_dedup_tools.runs (docs/operations.md). data_access_logs: turn on Cloud Tasks' DATA_WRITE Data Access audit logs for the project, which record who queued each task; false where the project's audit configuration is made elsewhere (a team bake's bootstrap root, as the project owner)."
   type = object({
     enqueuers        = optional(list(string), [])
     data_access_logs = optional(bool, true)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from firestore_emulator import free_port
+from scheduled_dedup_tools.firestore_emulator import free_port
 
 import config as configuration
 from config import Config

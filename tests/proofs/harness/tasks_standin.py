@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.parse
 
-from firestore_emulator import free_port
+from scheduled_dedup_tools.firestore_emulator import free_port
 
 CREATE_TASK = re.compile(r"/v2/(?P<queue>projects/[^/]+/locations/[^/]+/queues/[^/]+)/tasks")
 STANDIN_TOKEN = "standin-oidc-token-of-the-invoker"

@@ -160,7 +160,7 @@ def reported(sim: Simulation, since: dt.datetime, until: dt.datetime) -> dict[tu
     """What the operator is told of each run expected in [since, until): `runs.py missed --all --json`'s state per
     (job, schedule time), with "+alerted" added where the audit's log line named it (audit_state). The one place
     that reads the bake's reports: a new audit API changes only this."""
-    runs = importlib.import_module("runs")  # tools/runs.py
+    runs = importlib.import_module("scheduled_dedup_tools.runs")
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -236,7 +236,7 @@ def causes(failures: list[str]) -> collections.Counter:
 class Simulation:
     def __init__(self, seed: int, days: int = 30, jobs: int = 6, moves=MOVE_KINDS, stop_runs: int = 2) -> None:
         import config
-        from tools import schedule_rules
+        from scheduled_dedup_tools import schedule_rules
 
         self.rng = random.Random(seed)
         self.seed, self.days, self.job_count, self.kinds = seed, days, jobs, set(moves)
@@ -449,7 +449,7 @@ class Simulation:
 
     def tool(self, *argv: str) -> int:
         """tools/runs.py, as an operator runs it."""
-        runs = importlib.import_module("runs")
+        runs = importlib.import_module("scheduled_dedup_tools.runs")
 
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             return runs.main(list(argv))
@@ -732,7 +732,7 @@ class Simulation:
         import ledger
         import task_queue
 
-        runs = importlib.import_module("runs")  # tools/runs.py
+        runs = importlib.import_module("scheduled_dedup_tools.runs")
 
         started = time.monotonic()
         previous = config.use(None)
@@ -811,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-runs", type=int, default=6, help="runs of the stop job armed with a helper process")
     args = parser.parse_args(argv)
     moves = MOVE_KINDS if args.moves == "all" else tuple(args.moves.split(","))
-    from firestore_emulator import running_emulator
+    from scheduled_dedup_tools.firestore_emulator import running_emulator
 
     with running_emulator():
         sim = Simulation(args.seed, args.days, args.jobs, moves, args.stop_runs)

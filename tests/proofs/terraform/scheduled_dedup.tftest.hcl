@@ -786,7 +786,7 @@ run "audit_job_metrics_alert_and_dashboard" {
       google_monitoring_alert_policy.audit_finding[state].conditions[0].condition_threshold[0].aggregations[0].group_by_fields == tolist(["metric.label.job"])
       ]) && (
       google_monitoring_alert_policy.audit_finding["missing"].display_name == "${var.slug}: scheduled run missed" &&
-      strcontains(google_monitoring_alert_policy.audit_finding["missing"].documentation[0].content, "tools/runs.py backfill")
+      strcontains(google_monitoring_alert_policy.audit_finding["missing"].documentation[0].content, "scheduled_dedup_tools.runs backfill")
     )
     error_message = "Any missing or stuck run alerts, per job, with the runbook's backfill in the missing run's documentation."
   }

@@ -1,4 +1,5 @@
-"""The project's one operator command: `python tools/runs.py <command> ...` (`--help` lists them; docs/operations.md).
+"""The project's one operator command: `python -m scheduled_dedup_tools.runs <command> ...` in the project's root
+(`--help` lists them; this package's README).
 
 A job is named by its job id (`nightly`) or its Scheduler job name (`<slug>-nightly`). Firestore: the emulator
 FIRESTORE_EMULATOR_HOST names (`make dev` prints it), else your gcloud credentials. A delivery carries the headers
@@ -21,27 +22,25 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
+# The project's modules, from its root (`python -m` puts the directory it runs in on the path).
+import audit
+import dedup
 import google.api_core.exceptions
 import google.auth
 import google.auth.exceptions
+import keys
 import requests
+import rules
+import schedules
+import task_queue
+from config import Config, Job
+from config import current as current_config
 from google.auth.transport.requests import AuthorizedSession
+from ledger import RunLedger
+from outcomes import InvalidDelivery, Misconfigured, StoreUnavailable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root: the protocol modules
-from firestore_emulator import is_ready  # noqa: E402
-
-import audit  # noqa: E402
-import dedup  # noqa: E402
-import keys  # noqa: E402
-import rules  # noqa: E402
-import schedules  # noqa: E402
-import task_queue  # noqa: E402
-from config import Config, Job  # noqa: E402
-from config import current as current_config  # noqa: E402
-from ledger import RunLedger  # noqa: E402
-from outcomes import InvalidDelivery, Misconfigured, StoreUnavailable  # noqa: E402
+from scheduled_dedup_tools.firestore_emulator import is_ready
 
 # What --queue names (terraform output task_queue).
 TASKS_QUEUE = re.compile(
@@ -448,7 +447,8 @@ def rerun(config: Config, args: argparse.Namespace) -> int:
     when = keys.rfc3339(key.schedule_time)
     print(f"re-run {request.rerun_id} of {key.job_name} at {when} (run_id {key.run_id}): {answer}")
     again = f"the same request again, safely: --rerun-id {request.rerun_id}"
-    print(f"{again}; its outcome: runs.py show {key.job_name} {args.time}", file=sys.stderr)
+    outcome = f"python -m scheduled_dedup_tools.runs show {key.job_name} {args.time}"
+    print(f"{again}; its outcome: {outcome}", file=sys.stderr)
     if queue:
         print(who_queued(queue, task_queue.task_id(request.rerun_id, "rerun")), file=sys.stderr)
     return 0 if 200 <= status < 300 else 1

@@ -1,9 +1,10 @@
 """The deploy-time rules of a configuration: its schedules expanded to fire times. Each job's smallest gap against
 how long one fault keeps a run busy, the dates daylight saving repeats or skips its fire times, and the busiest minute
 against the function's capacity. `python config.py` runs them (make deploy, before Terraform), and so does the bake's
-hook (rules.check_config with `schedules`); the function never does: it lives here, outside the function's source
-(terraform/main.tf: the project root's *.py). Standard library only, as rules.py: the hook runs it in whatever Python
-runs cookiecutter, so it expands crons itself (rules.Cron) rather than with schedules.py's cronsim.
+hook (rules.check_config with `schedules`, from the template's copy of this package); the function never does: it
+lives in this package, outside the function's source (terraform/main.tf: the project root's *.py). Standard library
+only, as rules.py: the hook runs it in whatever Python runs cookiecutter, so it expands crons itself (rules.Cron)
+rather than with schedules.py's cronsim.
 """
 
 from __future__ import annotations
@@ -303,8 +304,9 @@ def check_schedule_timing(
     if not retries.retries_at_all:
         return [
             "retry_count=0 with max_retry_duration_seconds=0: Cloud Scheduler never retries, so one crash, "
-            "retryable error or hang loses the run (a crash after the claim leaves it for `python tools/runs.py "
-            "stuck`; an error or a hang releases it and leaves only its retryable_failure log line)"
+            "retryable error or hang loses the run (a crash after the claim leaves it for `python -m "
+            "scheduled_dedup_tools.runs stuck`; an error or a hang releases it and leaves only its retryable_failure "
+            "log line)"
         ]
     return []
 

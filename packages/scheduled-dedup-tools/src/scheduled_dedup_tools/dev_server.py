@@ -16,11 +16,11 @@ import threading
 import time
 from pathlib import Path
 
-from firestore_emulator import Emulator, answer, stop_group, wait_until
+from scheduled_dedup_tools.firestore_emulator import Emulator, answer, stop_group, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+# The project's root: `python -m scheduled_dedup_tools.dev_server` runs there and imports its modules from it.
+ROOT = Path.cwd()
 DATA_DIR = ROOT / ".emulator-data"
-sys.path.insert(0, str(ROOT))  # the project root: the protocol modules
 
 
 def exit_with_parent() -> None:
@@ -40,7 +40,6 @@ def serve(port: int) -> None:
     """The function under functions-framework's own server (gunicorn, as deployed), with text logging."""
     from functions_framework import create_app
     from functions_framework._http import create_server
-
     from run_log import TEXT_LOGS_ENV
 
     exit_with_parent()
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{args.port}/"
         print(f"==> starting the function at {url} (no reloader: after an edit, Ctrl-C and make dev)", flush=True)
         # Its own process group, so gunicorn's worker goes down with it.
-        command = [sys.executable, __file__, "serve", "--port", str(args.port)]
+        command = [sys.executable, "-m", "scheduled_dedup_tools.dev_server", "serve", "--port", str(args.port)]
         env = {**os.environ, "FIRESTORE_EMULATOR_HOST": host, "PYTHONUNBUFFERED": "1"}
         function = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
         # Any HTTP answer will do (a bare GET is a 400: no Scheduler headers).

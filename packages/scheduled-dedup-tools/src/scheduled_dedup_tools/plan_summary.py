@@ -4,10 +4,10 @@ content up to a size of 1024k"; docs.github.com/actions/using-workflows/workflow
 "Adding a job summary"), which a first deploy of many jobs exceeds: the counts always fit, and the whole text is the
 run's artifact PLAN_TEXT_ARTIFACT.
 
-    python3 tools/plan_summary.py tfplan.json tfplan.txt >> "$GITHUB_STEP_SUMMARY"
+    python3 -m scheduled_dedup_tools.plan_summary tfplan.json tfplan.txt >> "$GITHUB_STEP_SUMMARY"
 
 tfplan.json is `terraform show -json tfplan`, tfplan.txt `terraform show -no-color tfplan`. Standard library only:
-the plan job runs it with the runner's python3.
+the plan job installs this package alone (--no-deps) into the runner's python3.
 """
 
 from __future__ import annotations
