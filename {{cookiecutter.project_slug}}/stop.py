@@ -1,39 +1,12 @@
 """The stop: the work of a run runs in a warm worker process, which the handler kills at the job's deadline.
 
-Why a process. An exception raised into the request's thread (functions-framework's threaded timeout,
-PyThreadState_SetAsyncExc) lands at an arbitrary instruction: inside gRPC client code it leaves the channel's
-lock owned by a thread that never releases it, and every later call on that channel hangs. A killed process
-takes its channels and locks with it; the handler's own threads and calls are never interrupted, so it can
-always release the claim and answer.
-
-Why a fork server. gRPC supports fork only before any gRPC object exists ("use after fork",
-github.com/grpc/grpc/blob/master/doc/fork_support.md), and the handler's gRPC threads run. multiprocessing's fork
-server is single-threaded, started once per instance, imports the work's modules and makes no gRPC object; each
-worker (a fork, not an interpreter start) makes its own clients.
-
-Why warm. A process per run cost every delivery a fork and the work's clients anew (about 8x the in-thread CPU).
-A worker serves run after run, as one function instance does, and is replaced only when it cannot be trusted
-with the next: killed at a deadline, dead, or its run left anything behind that a fresh worker lacks (a
-process or a thread of the work still running, a changed cwd, environment, signal handler or umask:
-`leftovers`). The module state the work keeps on purpose (its clients) lives on, as in any function instance.
-Each run that a worker takes holds it alone: concurrent runs use as many workers (`_idle`: the pool).
-
-What goes and comes back: the run (the work by reference, the context's values, the log fields) and an `Ending` of
-plain strings, each stringified so that a failing `__str__` or `__repr__` cannot stop the report; by marshal when it
-can carry them, else pickle (`packed`). A worker killed at the deadline (SIGKILL) runs no cleanup code of the work.
-
-Why so frugal per run. Between two runs the handler's Firestore calls (and whatever else shares the cores) push the
-worker's code and data out of the CPU caches: each run pays for every line of Python and library code it touches,
-several times its cost in a tight loop. So a run costs one message each way (one write, one read), a poll before
-(is the worker alive) and one after (its report, its death or the deadline, on a poll object made once), and no
-pickle machinery, enum look-up or selector set-up it can do without.
-
-What is killed: the worker is a session of its own and the reaper of all its descendants; its whole process group
-is killed at the deadline, at its death, at a dead fork server's, and after a report of a run that left a process
-or a thread running, before the handler records the run: a process the work started (subprocess, a
-multiprocessing fork) cannot do the effect again beside the retry. The worker kills its own group if the handler's
-process dies. The deadline covers the start too: a fork server stuck importing the work's modules is killed (the
-next run starts another) and the delivery is answered.
+A process, as an exception raised into the request's thread (PyThreadState_SetAsyncExc) may leave a gRPC channel's
+lock held for ever; the handler is never interrupted, so it always releases the claim and answers. A fork server, as
+gRPC supports fork only before any gRPC object exists (github.com/grpc/grpc/blob/master/doc/fork_support.md). Warm (a
+process per run cost 8x the CPU): a worker serves run after run, one at a time (`_idle`), until killed, dead, or its
+run left anything (`leftovers`). Frugal per run (the CPU caches go cold between runs): one message each way, two polls,
+no pickle machinery, enum look-up or selector set-up. The worker's process group is killed at the deadline, at its
+death and after a run that left a process, before the run is recorded, and by itself if the handler's process dies.
 """
 
 from __future__ import annotations
@@ -66,32 +39,22 @@ from multiprocessing import forkserver
 import run_log
 from run_context import RunContext, Started, TerminalJobError, UnknownJob
 
-# The fork server's context (the platform default differs across Python versions: name it).
-PROCESSES = multiprocessing.get_context("forkserver")
-# How long a killed or finished child may take to be reaped: SIGKILL cannot be ignored.
-REAP_SECONDS = 5.0
-# A fork server that no start could use for this long is stuck (a module whose import blocks): killed. Above its
-# imports' time on a loaded instance (7 s seen at a load average of 18), so that short deadlines never kill a slow one
-# over and over.
+PROCESSES = multiprocessing.get_context("forkserver")  # named: the default differs across Python versions
+REAP_SECONDS = 5.0  # for a killed or finished child to be reaped (SIGKILL cannot be ignored)
+# A fork server no start could use for this long is stuck: killed. Above its imports' time on a loaded instance (7 s).
 FORK_SERVER_STUCK_SECONDS = 15.0
 _waited_since: dict[int, float] = {}  # fork server's pid -> when a start first waited for it in vain
-# How long a worker waits, after a run, for threads the work started to end (one it joined may linger a moment)
-# before it counts them left behind.
-LEFTOVER_GRACE_SECONDS = 0.05
+LEFTOVER_GRACE_SECONDS = 0.05  # for the work's threads to end after a run before they count as left behind
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2), linux/prctl.h
 # The signals whose handler a run may change (as numbers: signal.valid_signals() makes an enum of each, 0.2 ms).
 CATCHABLE = tuple(sorted(int(number) for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
-# Bounds on what a worker reports (a result is recorded up to 1500 characters, ledger.RunLedger.complete).
-MESSAGE_LIMIT = 1500
+MESSAGE_LIMIT = 1500  # what a worker reports of a message (ledger.TEXT_LIMIT)
 TRACEBACK_LIMIT = 8000
-# A message's length ahead of it, and what one read takes (a pipe's whole buffer).
-HEADER = struct.Struct("!i")
-BUFFER = 65536
+HEADER = struct.Struct("!i")  # a message's length, ahead of it
+BUFFER = 65536  # what one read takes: a pipe's whole buffer
 
 
 class Ended(enum.StrEnum):
-    """How the work of one delivery ended."""
-
     RETURNED = "returned"
     STARTED = "started"  # returned run_context.Started: a proxy target's execution runs on, to be followed
     TERMINAL = "terminal"  # raised TerminalJobError: record the run failed
@@ -107,8 +70,7 @@ RAISED_AS = ((TerminalJobError, Ended.TERMINAL), (UnknownJob, Ended.UNKNOWN_JOB)
 
 
 class Ending(typing.NamedTuple):
-    """How the work of one delivery ended. A tuple, not a frozen dataclass (whose __init__ sets each field through
-    object.__setattr__): each run makes one on each side of the pipe."""
+    """How the work of one delivery ended (a tuple: cheaper to make than a frozen dataclass)."""
 
     how: Ended
     result: str | None = None  # what the work returned, as text (None for None)
@@ -124,8 +86,7 @@ class Ending(typing.NamedTuple):
         return f"{self.error_type}: {self.message}" if self.message else self.error_type
 
     def values(self) -> tuple:
-        """Its fields as plain values, `how` by its value: what a worker sends (marshal cannot carry an enum
-        member, and pickle looks it up by value through the enum's own code)."""
+        """Its fields as plain values (marshal cannot carry an enum member)."""
         return (self.how.value, *self[1:])
 
     @classmethod
@@ -169,12 +130,8 @@ def ending_after(error: BaseException) -> Ending:
     return Ending(how, error_type=type(error).__name__, message=shown(error), traceback=trace)
 
 
-# ------------------------------------------------------------------------------- what goes through the pipe
-
-
 def packed(value: object) -> bytes:
-    """marshal's bytes when it can carry `value` (plain values: several times cheaper than pickle's on a cold cache),
-    else pickle's."""
+    """marshal's bytes (several times cheaper than pickle's on a cold cache), else pickle's."""
     try:
         return marshal.dumps(value)
     except ValueError:  # a value marshal cannot carry (a datetime, a str subclass): pickle's general way
@@ -182,8 +139,7 @@ def packed(value: object) -> bytes:
 
 
 def unpacked(data: bytes | memoryview) -> object:
-    """`packed`'s value. Pickle's bytes start with its PROTO opcode (0x80); marshal's with a type code, an ASCII
-    letter or sign, with or without its 0x80 flag bit set, never 0x80 itself."""
+    """`packed`'s value: pickle's bytes start with its PROTO opcode (0x80), marshal's never do."""
     return pickle.loads(data) if data[0] == pickle.PROTO[0] else marshal.loads(data)
 
 
@@ -192,8 +148,7 @@ _received_functions: dict[bytes, Callable] = {}  # the worker's side: each name 
 
 
 def work_reference(work: Callable) -> bytes:
-    """The work as pickle refers to it (raises if it cannot: a lambda, a local function), a plain function's cached.
-    Other callables (a functools.partial with a run's arguments) are pickled anew each run."""
+    """The work pickled (a lambda raises); a plain function's is cached."""
     if type(work) is not types.FunctionType:
         return pickle.dumps(work)
     reference = _sent_functions.get(work)
@@ -217,8 +172,7 @@ def context_values(context: RunContext) -> dict[str, object]:
 
 
 def context_of(values: dict[str, object]) -> RunContext:
-    """The context made as pickle restores one: its fields put in a new object's __dict__ (a frozen dataclass's
-    __init__ sets each through object.__setattr__)."""
+    """The context made as pickle restores one (cheaper than a frozen dataclass's __init__)."""
     context = object.__new__(RunContext)
     context.__dict__.update(values, schedule_time=dt.datetime.fromisoformat(values["schedule_time"]))
     return context
@@ -232,8 +186,7 @@ def send(fd: int, message: bytes) -> None:
 
 
 def receive(fd: int) -> memoryview:
-    """One message, in one read when it fits (Connection.recv_bytes reads its length and its bytes apart); EOFError
-    at the end of the pipe."""
+    """One message, in one read when it fits; EOFError at the end of the pipe."""
     data = os.read(fd, BUFFER)
     while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[0]:
         more = os.read(fd, BUFFER)
@@ -243,26 +196,19 @@ def receive(fd: int) -> memoryview:
     return memoryview(data)[HEADER.size :]
 
 
-# ------------------------------------------------------------------ the worker: the work's process, run after run
-
-
 class Worker:
-    """One warm worker, seen from the handler: its process, and two pipes, one for the runs and one for the reports
-    (one-way pipes: a wake-up through a pipe costs less than through a socket pair, which a duplex Connection is)."""
+    """One warm worker, seen from the handler: its process and two one-way pipes (cheaper than a socket pair)."""
 
     def __init__(self) -> None:
         their_runs, self.runs = PROCESSES.Pipe(duplex=False)
         self.reports, their_reports = PROCESSES.Pipe(duplex=False)
         self.run_fd, self.report_fd = self.runs.fileno(), self.reports.fileno()
         self.theirs = (their_runs, their_reports)  # closed here once it started: its end of each pipe is its own
-        # The runs it took, counted in shared memory before each work starts: one that dies before it took the
-        # run it was sent had not started the work (read without a wake-up of the handler, which a message would
-        # cost), against the runs sent to it.
+        # The runs it took (shared memory, no message), against those sent: a death before taking one did not run it.
         self.taken = PROCESSES.RawValue("Q", 0)
         self.sent = 0
         self.process = PROCESSES.Process(target=_serve, args=(*self.theirs, self.taken), name="stop-worker")
-        # Its report pipe and its sentinel (closed when it or its fork server ends), polled together; made once it
-        # started (multiprocessing.connection.wait builds a selector at each call).
+        # Its report pipe and sentinel, polled together by a poll object made once (started).
         self.watch = None
 
     def started(self) -> None:
@@ -299,8 +245,7 @@ _idle_lock = threading.Lock()
 
 
 def _serve(runs: multiprocessing.connection.Connection, reports: multiprocessing.connection.Connection, taken) -> None:
-    """The worker's process: a session of its own and its descendants' reaper; runs one run after another, each
-    reported with what it left behind, and ends (its group then killed) after a run that left anything."""
+    """The worker's process: runs one run after another and ends after a run that left anything."""
     os.setsid()  # its own group: kill_group takes what the work starts with it
     _become_subreaper()
     handler = multiprocessing.parent_process().sentinel  # at EOF once the handler's process is gone
@@ -346,9 +291,7 @@ def _die_with(handler: int) -> None:
 
 
 def _state(*, kept: bool = False) -> dict[str, object]:
-    """What a run may change in its process that the next run would inherit: a fresh worker's differs in none.
-    Read raw, for a cost of some microseconds a run: os.environ's bytes (the live mapping, copied only to be `kept`
-    as the fresh state), _signal's handlers (signal.getsignal makes an enum of each)."""
+    """What a run may change in its process that the next run would inherit; read raw (signal.getsignal makes enums)."""
     mask = os.umask(0o22)
     os.umask(mask)
     handlers = list(map(_signal.getsignal, CATCHABLE))
@@ -357,10 +300,7 @@ def _state(*, kept: bool = False) -> dict[str, object]:
 
 
 def leftovers(own_threads: int, fresh: Mapping[str, object]) -> str:
-    """What the run left behind, or "": a process of it still running, a thread of it still running after
-    LEFTOVER_GRACE_SECONDS, the process state it changed. Its zombies are reaped. Threads are counted as _thread
-    counts the ones Python started (threading's too; sys._current_frames would build a dict of every frame), beyond
-    the worker's `own_threads`."""
+    """What the run left behind, or "": a process or thread still running, the process state it changed."""
     until = time.monotonic() + LEFTOVER_GRACE_SECONDS
     while (threads := _thread._count() - own_threads) and time.monotonic() < until:
         time.sleep(0.001)  # a thread the work joined may take a moment to go
@@ -389,9 +329,6 @@ def kill_group(pid: int | None) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-# -------------------------------------------------------------------------------- the handler's side of a run
-
-
 def run_until_stopped(
     work: Callable[[RunContext], object],
     context: RunContext,
@@ -400,8 +337,7 @@ def run_until_stopped(
     preload: Iterable[str] = (),
 ) -> Ending:
     """Runs the work in a warm worker until it ends or time.monotonic() reaches `stop_at`; never raises.
-
-    `preload`: the modules the fork server imports once, so that no worker imports them again."""
+    `preload`: the modules the fork server imports once."""
     try:  # packed first: nothing is sent if that fails
         message = packed((work_reference(work), context_values(context), dict(fields)))
     except Exception as error:  # noqa: BLE001 - the work cannot be pickled: nothing runs
@@ -455,10 +391,7 @@ atexit.register(_retire_idle)  # before multiprocessing's own exit handler, whic
 
 
 def _start(stop_at: float, preload: Iterable[str]) -> Worker | Ending:
-    """A new worker, started before `stop_at`, else NOT_STARTED. The start waits for the fork server, whose own
-    start imports the work's modules (`preload`, and this one); a start that ends after `stop_at` leaves its worker
-    idle for the next run. A fork server that no start could use for FORK_SERVER_STUCK_SECONDS is killed, and the
-    next start starts another."""
+    """A new worker, started before `stop_at`, else NOT_STARTED; one started late is left idle for the next run."""
     PROCESSES.set_forkserver_preload(sorted({__name__, *preload}))
     worker, failed, gave_up = Worker(), [], threading.Event()
 
@@ -495,10 +428,7 @@ def _start(stop_at: float, preload: Iterable[str]) -> Worker | Ending:
 
 
 def _wait(worker: Worker, stop_at: float) -> Ending | None:
-    """The worker's report, or how the run ended without one; None if the worker died before it took the run (its
-    count of runs taken short of the runs sent to it: the work never started, another worker takes it). A worker that
-    reported a clean run goes back to the idle ones; any other is retired (its group killed) before the handler
-    records the run."""
+    """The worker's report, or how the run ended without one; None if the worker died before it took the run."""
     ending, left, exit_code = None, "no report", None
     try:
         ready = worker.watch.poll(milliseconds(max(0.0, stop_at - time.monotonic())))
@@ -511,9 +441,7 @@ def _wait(worker: Worker, stop_at: float) -> Ending | None:
                 ending, left = None, "no report"
         elif not ready:
             ending, left = Ending(Ended.STOPPED), "stopped"
-    finally:
-        # A worker whose run left anything (or that died, or was stopped) goes with its whole group before the
-        # run is recorded; a fork server that died (its sentinel closed) left the work running, unknown to it.
+    finally:  # a dead fork server (its sentinel closed) left the work running too
         if left:
             exit_code = worker.retire()
         else:
