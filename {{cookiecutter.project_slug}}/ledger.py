@@ -1,8 +1,4 @@
-"""The run ledger: the protocol's records in Firestore, and the only code that touches Firestore.
-
-Each write is one move of dedup.py's state machine, conditional (GuardedRecords); every call has a bounded time,
-and its errors map to the protocol's outcomes (firestore_call).
-"""
+"""The run ledger: the only code that touches Firestore; each write is one guarded move of dedup.py's state machine."""
 
 from __future__ import annotations
 
@@ -36,35 +32,19 @@ from outcomes import (
 )
 from run_context import RunContext
 
-# Bounded time per Firestore call. Writes are never retried by the client: a write whose answer
-# was lost must not be repeated blind; the delivery answers 5xx and Cloud Scheduler retries it.
+# Bounded time per Firestore call. Writes are never retried blind by the client: the delivery answers 5xx instead.
 RPC_TIMEOUT_SECONDS = 5.0
 READ_RETRY = api_retry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=RPC_TIMEOUT_SECONDS)
-# The audit's bookmark, one document in the runs collection for every job: per Scheduler job name when
-# the audit first saw the job (`since`), up to when its runs are judged (`judged_until`), when an audit last
-# saw it (`audited`) and its schedule history (`eras`, audit.plan), and when the last full sweep ran. One read
-# and one write per audit whatever the jobs (about 250 bytes a job and 100 per schedule change: the 1 MiB
-# document limit holds some 3,000). Not 64 hex characters, so never a run id; no status, so no query of
-# scheduled_dedup_tools.runs finds it; no expire_at, so kept.
+# The audit's bookmark (AuditCursor), one document in the runs collection (the 1 MiB limit holds some 3,000 jobs):
+# never a run id (not 64 hex characters), found by no status query (no status), kept (no expire_at).
 AUDIT_CURSOR_ID = "audit-cursor"
 
-# A guarded write's refusal, the protocol's answer "another attempt changed or removed the record
-# since this one last wrote it": FAILED_PRECONDITION (its update time moved on; the emulator says so
-# for a deleted record too) or NOT_FOUND (the record is gone). Where a call does not expect them as its
-# answer, the database itself cannot hold the records (firestore_call). NOT_FOUND: it does not exist, e.g.
-# a new project or a misspelt `database` in config.yaml (googleapis/nodejs-firestore#2216,
-# firebase/firebase-admin-node#2732);
-# FAILED_PRECONDITION "The Cloud Firestore API is not available for Firestore in Datastore Mode database ..."
-# (quarkiverse/quarkus-google-cloud-services#422). Retries cannot help; a deploy does.
+# A guarded write's refusal (RecordChanged). Unexpected, the database is missing (googleapis/nodejs-firestore#2216,
+# firebase/firebase-admin-node#2732) or in Datastore mode (quarkiverse/quarkus-google-cloud-services#422).
 GUARD_FAILED = (api_exceptions.FailedPrecondition, api_exceptions.NotFound)
-# Firestore indexes a text's first 1,500 bytes: an error or a result is cut there (ended).
-TEXT_LIMIT = 1500
-# The runs this instance saw done (it recorded them in a dedup.DONE status, or read them so), newest last, by
-# RunLedger._done_key: a delivery of one reads the record first (one read), where any other delivery tries the
-# create first (one write, then a read if the record exists). Scheduler's retry of a run whose answer it did not see
-# is the common replay, and it often reaches the same instance. It only orders the calls: what a delivery does is
-# decided from the record it reads, as always, and a record gone since is claimed anew. Bounded: a week of 100
-# minutely jobs' runs would be 1M entries; the newest DONE_HERE_LIMIT are the ones a retry can still be after.
+TEXT_LIMIT = 1500  # Firestore indexes a text's first 1,500 bytes: an error or a result is cut there (ended)
+# The runs this instance saw done, newest last (RunLedger._done_key): a replay of one (often on the same instance)
+# reads the record first instead of trying the create. It only orders the calls: the record read decides.
 DONE_HERE_LIMIT = 4096
 _done_here: dict[str, None] = {}
 _done_here_lock = threading.Lock()
@@ -85,8 +65,7 @@ def forget_done(key: str) -> bool:
 
 
 class RunRecord(TypedDict, total=False):
-    """A run's document in the runs collection, its id the run id: every field any write gives it. A claim writes
-    the first group (RunLedger._claim_record; a takeover deletes the outcome's fields), each end the next (ended)."""
+    """A run's document in the runs collection, its id the run id: every field any write gives it."""
 
     status: str  # dedup.Status's value
     attempt_id: str  # the attempt that holds the lease
@@ -131,11 +110,8 @@ class Claim:
     write_time: dt.datetime
     taken_over_from: str | None = None  # the expired attempt's id, on a takeover
     rerun_id: str | None = None  # the re-run this claim runs, if it is one
-    # A re-run's takeover: what its release writes back (the record before it, and the re-runs the record keeps).
     before_rerun: Mapping[str, object] | None = None
-    # A proxy's intent (intend): when an attempt of this run was about to start its execution, written before the
-    # start call; held by the claim that wrote it and inherited by the takeovers of its record.
-    starting_at: dt.datetime | None = None
+    starting_at: dt.datetime | None = None  # a proxy's intent (intend), inherited by takeovers
 
     def context(self, job_id: str | None) -> RunContext:
         return RunContext(
@@ -170,8 +146,7 @@ class StartedRun:
         return cls(snapshot.id, *fields, record.get("started_at"))
 
     def overdue(self, config: Config, now: dt.datetime) -> bool:
-        """Its execution has run longer than its job's max_execution_seconds: the audit reports it (the proxy
-        target's executions module), `runs stuck` lists it."""
+        """Its execution has run longer than its job's max_execution_seconds."""
         return self.started_at is not None and now - self.started_at > config.max_execution_for(self.job_name)
 
 
@@ -183,8 +158,7 @@ def firestore_client(project: str, database: str) -> firestore.Client:
 
 @dataclasses.dataclass(frozen=True)
 class AuditCursor:
-    """The audit's bookmark (AUDIT_CURSOR_ID): job name -> {"since", "judged_until", "audited", "eras"}, and the
-    last full sweep."""
+    """The audit's bookmark (AUDIT_CURSOR_ID): job name -> {"since", "judged_until", "audited", "eras"} (audit.plan)."""
 
     jobs: Mapping[str, Mapping[str, dt.datetime]]
     last_full_sweep: dt.datetime | None = None
@@ -196,8 +170,7 @@ class RecordChanged(Exception):
 
 
 class GuardedRecords:
-    """The one way the protocol's records are written (the run ledger's, and the Cloud Run job target's items);
-    guarded writes need no transaction."""
+    """The one way the protocol's records are written; guarded writes need no transaction."""
 
     def __init__(self, client: firestore.Client, call) -> None:
         self.client = client
@@ -246,10 +219,7 @@ class RunLedger:
         self.records = GuardedRecords(self.client, self._call)
 
     def claim(self, key: RunKey, now: dt.datetime, rerun: Rerun | None = None) -> Claim:
-        """Own the run, or raise Duplicate / InProgress / StoreUnavailable / Misconfigured / InvalidDelivery (a record
-        at MAX_RERUNS). A re-run that reopens a finished run (dedup.is_new_rerun) does so by a guarded write: two
-        deliveries of it cannot both reopen it. A scheduled run's replay takes over its time's Force run if that
-        awaits its retry (dedup.awaits_retry)."""
+        """Own the run (a scheduled replay: its time's Force run awaiting its retry), or raise the protocol's answer."""
         ref = self.collection.document(key.run_id)
         attempt_id = uuid.uuid4().hex
         done = self._done_key(key.run_id)  # the delivered run's
@@ -262,7 +232,6 @@ class RunLedger:
             if write_time is not None:
                 return Claim(key, attempt_id, 1, write_time, rerun_id=rerun and rerun.rerun_id)
         forced = dataclasses.replace(key, manual=True)
-        # One read of the run and, for a plain scheduled delivery, of its time's Force run.
         forced_ref = self.collection.document(forced.run_id)
         refs = [ref] if key.manual or rerun else [ref, forced_ref]
         snapshots = {s.id: s for s in self._call(self._get_all, refs, retry=READ_RETRY)}
@@ -337,10 +306,7 @@ class RunLedger:
         self._finish(claim, ended(dedup.Status.FAILED, now, reason))
 
     def skip_if_late(self, claim: Claim, now: dt.datetime) -> None:
-        """Past its job's max_lateness_seconds: record the run `skipped` and raise SkippedLate; else nothing.
-        Judged on a run's first claim only: a takeover continues a run claimed in time (the work may have
-        started), so it is finished or retried, never recorded as never run. A re-run is late on purpose: a person
-        asked for it, so the limit does not apply to it."""
+        """Past max_lateness_seconds: record it `skipped`, raise SkippedLate (not a takeover nor a re-run)."""
         job = self.config.jobs.get(claim.key.job_name)
         limit = job.max_lateness if job else None
         late = now - claim.key.schedule_time
@@ -351,30 +317,24 @@ class RunLedger:
         self.skip(claim, now, SkippedLate(f"{reason}; the work does not run"))
 
     def intend(self, claim: Claim, now: dt.datetime) -> Claim:
-        """A proxy's intent, written before its start call: the run's record keeps `starting_at` from now on, so that
-        whatever fails between the start call and `started` (the call's answer lost, the record's write failed, the
-        instance killed), the next attempt looks for the execution first (executions.Handover). The claim that
-        holds it; an inherited intent is kept (its execution is looked for from then on)."""
+        """A proxy's intent before its start call: the next attempt looks for its execution (executions.Handover)."""
         if claim.starting_at is not None:
             return claim
         write_time = self._finish(claim, RunRecord(starting_at=now))
         return dataclasses.replace(claim, write_time=write_time, starting_at=now)
 
     def start(self, claim: Claim, now: dt.datetime, execution: str) -> None:
-        """The work started `execution` (a proxy target) and does not wait for it: the run is `started` until
-        the execution is seen to end (end_execution)."""
+        """A proxy target started `execution`: the run is `started` until it is seen to end (end_execution)."""
         started = RunRecord(status=dedup.Status.STARTED.value, started_at=now, execution=execution[:TEXT_LIMIT])
         self._finish(claim, started)
 
     def started_runs(self, now: dt.datetime, job_name: str | None = None) -> list[StartedRun]:
-        """The unexpired runs whose execution was not yet seen to end: of one Scheduler job, or of all.
-        Few runs are ever `started` at once, so the expiry is compared here."""
+        """The unexpired `started` runs (few: the expiry is compared here), of one Scheduler job or of all."""
         found = self._with_status(dedup.Status.STARTED, job_name)
         return [StartedRun.of(s) for s in found if not dedup.expired(s.to_dict(), now)]
 
     def starting_runs(self, now: dt.datetime, job_name: str) -> list[tuple[str, dt.datetime]]:
-        """(run id, update time) of the job's runs whose start is in flight: in_progress with an intent, lease live. The
-        update time is when the intent took effect (written, or inherited by a takeover): the order of the starts."""
+        """(run id, update time: the order of the starts) of the job's in_progress runs with an intent, lease live."""
         return [
             (s.id, s.update_time)
             for s in self._with_status(dedup.Status.IN_PROGRESS, job_name)
@@ -382,8 +342,7 @@ class RunLedger:
         ]
 
     def stuck_runs(self, now: dt.datetime) -> list[tuple[str, dict[str, object]]]:
-        """(run id, record) of the runs still `in_progress` after their lease expired: the attempt died or hangs
-        past its lease. Few runs are ever in_progress at once, so the lease is compared here."""
+        """(run id, record) of the runs still `in_progress` after their lease expired (compared here: they are few)."""
         return [
             (s.id, record)
             for s in self._with_status(dedup.Status.IN_PROGRESS)
@@ -391,9 +350,7 @@ class RunLedger:
         ]
 
     def _with_status(self, status: dedup.Status, job_name: str | None = None) -> list:
-        """The records in `status` (of one Scheduler job, or of all). Equality filters only: Firestore serves
-        them by merging its automatic single-field indexes, no composite index to create
-        (firebase.google.com/docs/firestore/query-data/index-overview, "Index merging")."""
+        """Equality filters only: no composite index (firebase.google.com/docs/firestore/query-data/index-overview)."""
         query = self.collection.where(filter=FieldFilter("status", "==", status.value))
         if job_name is not None:
             query = query.where(filter=FieldFilter("job_name", "==", job_name))
@@ -407,8 +364,7 @@ class RunLedger:
         reason: str | None = None,
         details: Mapping[str, object] | None = None,
     ) -> bool:
-        """Record how a started run's execution ended (`completed`, or `failed` with the reason, and its `details`
-        such as dead_letters); False if another follower (a delivery, the audit) recorded it first."""
+        """Record how a started run's execution ended; False if another follower recorded it first."""
         fields = ended(status, now, reason) | (details or {})
         try:
             self.records.update_if_unchanged(self.collection.document(run.run_id), fields, since=run.write_time)
@@ -417,8 +373,7 @@ class RunLedger:
         return True
 
     def keep(self, run: StartedRun, now: dt.datetime) -> bool:
-        """Move a started run's expire_at to a retention from now: its execution still runs, so its record is kept
-        (its TTL would drop it, and its end would be followed by nobody). False if it changed since it was read."""
+        """Keep a started run whose execution still runs from its TTL; False if it changed since it was read."""
         ref = self.collection.document(run.run_id)
         try:
             kept = RunRecord(expire_at=now + self.config.retention)
@@ -428,23 +383,18 @@ class RunLedger:
         return True
 
     def dead_letters(self, run_id: str, at_most: int = 1000) -> int:
-        """How many items of run `run_id` a Cloud Run job target's tasks dead-lettered (Config.
-        dead_letters_collection; at most `at_most` counted): they failed for good, though the task exited 0."""
+        """How many items of run `run_id` a Cloud Run job target's tasks dead-lettered (up to `at_most`)."""
         query = self.client.collection(self.config.dead_letters_collection)
         query = query.where(filter=FieldFilter("run_id", "==", run_id)).select([]).limit(at_most)
         return len(self._call(lambda **kwargs: list(query.stream(**kwargs)), retry=READ_RETRY))
 
     def skip(self, claim: Claim, now: dt.datetime, stop: SkippedLate | SkippedOverlap) -> None:
-        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run (too late,
-        paused (main.py), or a proxy job's previous execution still runs and its overlap rule is skip)."""
+        """Record the run `skipped` with the stop's reason, then raise the stop: the work does not run."""
         self._finish(claim, ended(dedup.Status.SKIPPED, now, str(stop)))
         raise stop
 
     def release(self, claim: Claim) -> None:
-        """Retryable failure: the next retry runs at once. A run's first claim is deleted; a re-run's takeover
-        restores the record as it was before it (its entry kept, marked released: a retry of its id runs); a Force
-        run stays in_progress with its lease ended, so its retry is the manual run (dedup.awaits_retry). So does a run
-        with an intent (intend): its start call may have started an execution, which its retry looks for first."""
+        """Retryable failure: the next retry runs at once (a Force run or an intent keeps its record, lease ended)."""
         now = dedup.utcnow()
         if claim.starting_at is not None:
             self._finish(claim, RunRecord(lease_expires=now, released_at=now))
@@ -462,8 +412,7 @@ class RunLedger:
     def read_runs(
         self, run_ids: Iterable[str], progress: Callable[[int, int], None] | None = None
     ) -> dict[str, dict[str, object]]:
-        """The records of many runs by id, absent ones left out: one BatchGetDocuments per READ_BATCH ids, each
-        followed by progress(ids read, ids)."""
+        """The records of many runs by id, absent ones left out; progress(ids read, ids) after each batch."""
         ids = list(dict.fromkeys(run_ids))
         found: dict[str, dict[str, object]] = {}
         for start in range(0, len(ids), self.READ_BATCH):
@@ -517,8 +466,7 @@ class RunLedger:
         )
 
     def _finish(self, claim: Claim, fields: RunRecord | None) -> dt.datetime | None:
-        """The claim's write (fields, or None: delete) and its update time, or Superseded if another attempt took the
-        run over."""
+        """The claim's write (None: delete) and its update time; Superseded if another attempt took the run over."""
         ref = self.collection.document(claim.key.run_id)
         try:
             if fields is None:
@@ -534,9 +482,7 @@ class RunLedger:
 
 
 def firestore_call(method, *args, database: str, answers: tuple[type[Exception], ...] = (), **kwargs):
-    """A Firestore call on `database` with a bounded time, which ends in its result, one of the errors
-    the call site expects as the protocol's answer (`answers`, re-raised), Misconfigured (an unexpected
-    GUARD_FAILED code) or StoreUnavailable (every other gRPC status, and a read's RetryError)."""
+    """A Firestore call with a bounded time: its result, `answers`, Misconfigured or StoreUnavailable."""
     try:
         return method(*args, timeout=RPC_TIMEOUT_SECONDS, **kwargs)
     except answers:
@@ -555,8 +501,7 @@ def _first_line(error: Exception) -> str:
 
 
 def _rerun_entry(rerun: Rerun, now: dt.datetime, replaced: Mapping[str, object] | None) -> dict[str, object]:
-    """What a run's record keeps of a re-run that ran (field `reruns`, one entry each): who, why, when, and the
-    fields its takeover replaced (`previous`), which its release writes back."""
+    """A re-run's entry in `reruns`: who, why, when, and the fields its takeover replaced (its release restores)."""
     entry: dict[str, object] = {"rerun_id": rerun.rerun_id, "by": rerun.by, "reason": rerun.reason, "at": now}
     if replaced is not None:
         entry |= {"previous_status": replaced["status"], "previous": dict(replaced)}
@@ -564,8 +509,7 @@ def _rerun_entry(rerun: Rerun, now: dt.datetime, replaced: Mapping[str, object] 
 
 
 def _before_rerun(reruns: list[Mapping[str, object]], rerun_id: str | None) -> dict[str, object] | None:
-    """What the release of re-run `rerun_id` writes: the fields its entry replaced (None: absent before, deleted),
-    and `reruns`; None if it replaced none (it created the record: its release deletes it)."""
+    """What the release of re-run `rerun_id` writes back; None if it created the record (its release deletes it)."""
     entry = next((entry for entry in reruns if entry["rerun_id"] == rerun_id and "previous" in entry), None)
     if entry is None:
         return None
