@@ -1,15 +1,6 @@
-"""The audit: every run each job's cron should have made (schedules.py, as the handler keys them), against the
-run records (one batched read, RunLedger.read_runs), each judged one of `State`.
+"""The audit: every run each job's cron should have made (schedules.py), against the run records, judged one of `State`.
 
-`run` is the audit job's work. It is incremental: each run is judged once, by the first audit after it settled,
-and once a day a full sweep judges the whole lookback again (so alerts of runs still missing or stuck stay open).
-The bookmark (ledger.AUDIT_CURSOR_ID) moves with the function's clock; a job added since the last audit is judged
-from it, its times before the first audit that saw it only by their records, so a new job is never reported missed.
-The bookmark also keeps each job's schedule history (`eras`): each fire time is judged by the schedule (cron, zone,
-dst_gap, paused) in force at it (expected_runs), so a change never makes a past run missing nor a never-scheduled
-time due; a change is dated by the apply that made it where the audit's delivery says so (Deployed, dated). A fire
-time of a paused era is `paused`; a `catch_up` job's missing runs are queued for delivery (task_queue.py) while
-within its max_lateness_seconds.
+Each run is judged once, after it settled (a daily full sweep: again), by the schedule in force at its time (`eras`).
 """
 
 from __future__ import annotations
@@ -34,18 +25,12 @@ from run_context import RunContext
 
 logger = logging.getLogger(__name__)
 
-# How far back each audit run looks (never beyond the retention, past which records may be gone); rules.py checks
-# that the audit interval plus settle fit in it, so that every run is judged by at least one audit.
+# How far back an audit looks (never beyond the retention: `lookback`); rules.py checks every run is judged once.
 AUDIT_LOOKBACK = dt.timedelta(seconds=rules.AUDIT_LOOKBACK_SECONDS)
-# How often an audit re-judges the whole lookback instead of only the newly settled runs.
 FULL_SWEEP_EVERY = dt.timedelta(days=1)
-# The most schedule changes a job's history keeps (besides those older than the retention, which judge nothing):
-# about 100 bytes each in the bookmark's 1 MiB document.
-MAX_ERAS = 50
-# What an era of a job's schedule history holds of its Job (the schedule's fields, and paused).
+MAX_ERAS = 50  # schedule changes a job's history keeps: about 100 bytes each in the bookmark's 1 MiB document
 ERA_FIELDS = ("cron", "time_zone", "dst_gap", "paused")
-# The audit's Scheduler job sends when the last apply changed the schedules, and which (the module's history.tf).
-DEPLOYED_HEADER = "X-Schedules-Deployed"
+DEPLOYED_HEADER = "X-Schedules-Deployed"  # when the last apply changed schedules, and which (the module's history.tf)
 
 
 class State(enum.StrEnum):
@@ -62,14 +47,11 @@ class State(enum.StrEnum):
     PAUSED = "paused"  # no record, and the job is paused: Scheduler does not deliver it, nobody needs to act
 
 
-# The states that need a person (or `scheduled_dedup_tools.runs backfill`): logged by the audit, listed by `missed`.
-NEEDS_DELIVERY = (State.MISSING, State.STUCK)
+NEEDS_DELIVERY = (State.MISSING, State.STUCK)  # need a person (or `runs backfill`): logged, listed by `missed`
 
 
 @dataclasses.dataclass(frozen=True)
 class AuditedRun:
-    """One fire time of a job's cron, the run key a delivery for it is keyed by, and (once judged) its state."""
-
     job: str
     wall_time: dt.datetime  # naive: the time on the zone's wall clock, as the cron means it
     key: RunKey
@@ -95,8 +77,7 @@ class AuditedRun:
 
 @dataclasses.dataclass(frozen=True)
 class Deployed:
-    """When the last `terraform apply` that changed a schedule changed the function and the Scheduler jobs: at some
-    instant in [start, seen]; `digest`: which schedules it deployed (schedules_digest)."""
+    """The last apply that changed a schedule happened in [start, seen]; `digest`: which (schedules_digest)."""
 
     start: dt.datetime
     seen: dt.datetime
@@ -104,8 +85,7 @@ class Deployed:
 
     @classmethod
     def of(cls, header: str | None) -> Deployed | None:
-        """DEPLOYED_HEADER's "<start> <seen> <digest>" (RFC 3339, sha256 hex); None if it is not that (then the audit
-        dates a change by its own interval, as without it)."""
+        """DEPLOYED_HEADER's "<start> <seen> <digest>" (RFC 3339, sha256 hex); None if it is not that."""
         try:
             start, seen, digest = (header or "").split()
             start, seen = dt.datetime.fromisoformat(start), dt.datetime.fromisoformat(seen)
@@ -115,8 +95,7 @@ class Deployed:
 
 
 def schedules_digest(jobs: Mapping[str, Job]) -> str:
-    """The digest of the schedules of `jobs` as history.tf computes it from config.yaml: one line per Scheduler job,
-    by name, "<name>|<cron>|<zone>|<dst_gap>|paused or enabled"."""
+    """The digest of the schedules of `jobs` as history.tf computes it from config.yaml."""
     lines = (
         "|".join((name, job.schedule, job.time_zone, job.dst_gap, "paused" if job.paused else "enabled"))
         for name, job in sorted(jobs.items())
@@ -125,9 +104,7 @@ def schedules_digest(jobs: Mapping[str, Job]) -> str:
 
 
 def era(job: Job | None, start: dt.datetime, seen: dt.datetime | None = None) -> dict[str, object]:
-    """An era of a job's schedule history: `job`'s schedule and pause (None: the job was not in config.yaml, it
-    names no fire time), in force from `seen` (default: `start`) on; between `start` and `seen` it or the era before
-    may be (the audits before and at the change: when the deploy happened in between is not known)."""
+    """An era of a job's schedule history (None: not in config.yaml), in force from `seen`, maybe from `start`."""
     fields = (job.schedule, job.time_zone, job.dst_gap, job.paused) if job else (None,) * len(ERA_FIELDS)
     return {"from": start, "seen": seen or start} | dict(zip(ERA_FIELDS, fields, strict=True))
 
@@ -140,11 +117,8 @@ def expected_runs(
     project: str,
     location: str,
 ) -> list[AuditedRun]:
-    """The runs job `name` should have had with a schedule time in [since, until), in time order: each fire time
-    by the era in force at it. `history`: a Job (one schedule for all time) or the job's eras (era(), oldest
-    first; the first one reaches back without limit). Between an era's `from` and `seen` (one audit interval at most)
-    a time only one of both eras names is `maybe`, and a time is paused if either says paused: a change never makes
-    a past run missing nor a never-scheduled time due. A run due before that window is judged by its own era."""
+    """The runs job `name` should have had in [since, until), each by the era (`history`) in force at it. Between an
+    era's `from` and `seen`, a time only one era names is `maybe`, and paused if either says paused."""
     eras = [era(history, since)] if isinstance(history, Job) else list(history)
     bounds = [
         (since if i == 0 else max(since, this["from"]), until if i == len(eras) - 1 else min(until, after["seen"]))
@@ -193,9 +167,7 @@ def audit_runs(
     windows: Mapping[str, tuple[dt.datetime, dt.datetime]] | None = None,
     eras: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
 ) -> list[AuditedRun]:
-    """Every expected run of `jobs` in [since, until) (within a job's own window [start, end) in `windows`, by its
-    schedule history in `eras`; else its schedule as it is now), judged (a `maybe` one only by its record); one read
-    per ledger.READ_BATCH run ids."""
+    """Every expected run of `jobs` in [since, until) and its `windows`, judged (a `maybe` one if recorded)."""
     config = ledger.config
     place = (config.project, config.location)  # what the function's own Scheduler jobs key their runs under
     windows, eras = windows or {}, eras or {}
@@ -216,8 +188,7 @@ def lookback(config: Config) -> dt.timedelta:
 
 @dataclasses.dataclass(frozen=True)
 class Sweep:
-    """What one audit judges: per job its window [start, end) (each job's end by its own settle time), the next
-    bookmark (with each job's schedule history), and its overall bounds."""
+    """What one audit judges: per job its window [start, end), its overall bounds, and the next bookmark."""
 
     windows: dict[str, tuple[dt.datetime, dt.datetime]]
     since: dt.datetime
@@ -227,27 +198,19 @@ class Sweep:
 
     @property
     def eras(self) -> dict[str, list[Mapping[str, object]]]:
-        """Each job's schedule history, as the next bookmark keeps it."""
         return {name: entry["eras"] for name, entry in self.cursor.jobs.items()}
 
 
 def plan(
-    cursor: AuditCursor,
-    jobs: Mapping[str, Job],
-    now: dt.datetime,
-    config: Config,
-    deployed: Deployed | None = None,
+    cursor: AuditCursor, jobs: Mapping[str, Job], now: dt.datetime, config: Config, deployed: Deployed | None = None
 ) -> Sweep:
-    """The windows of the audit at `now` (the function's clock): each job from where the last audit stopped
-    (a full sweep: from the start of the lookback) to the instant before which every run of it has settled (its
-    own lease and retry window, config.yaml). A job's schedule or pause unlike its last era starts a new era: from
-    the last audit that saw the old one (`audited`), seen now; or by the apply that deployed `jobs` (dated)."""
+    """The audit at `now`: each job from where the last audit stopped (or the lookback's start) to when its runs have
+    settled; a changed schedule or pause starts a new era."""
     deployed = deployed if deployed and deployed.digest == schedules_digest(jobs) else None
     since = now - lookback(config)
     full = cursor.last_full_sweep is None or now - cursor.last_full_sweep >= FULL_SWEEP_EVERY
     windows, entries = {}, {}
-    # A job added since the last audit is judged from it, its times before the deploy `maybe` (an absent era
-    # first); at the first audit ever, from now. A removed job keeps its history (an absent era) while it judges.
+    # A job added since the last audit is judged from it (an absent era first); at the first audit ever, from now.
     last = max((entry["audited"] for entry in cursor.jobs.values() if "audited" in entry), default=now)
     added = {"since": last, "judged_until": last, "audited": last, "eras": [era(None, last)]} if last < now else {}
     for name in {**cursor.jobs, **jobs}:
@@ -256,8 +219,7 @@ def plan(
         eras = list(entry.get("eras") or [current])
         if any(eras[-1][field] != current[field] for field in ERA_FIELDS):  # a deploy changed it since
             eras.append(dated(current, eras[-1], deployed))
-        # An era whose successor was in force before the retention judges nothing (`runs missed` judges that far):
-        # dropped, as are the oldest beyond MAX_ERAS (the first kept one reaches back).
+        # An era whose successor was in force before the retention judges nothing: dropped.
         kept = now - config.retention
         eras = [this for this, after in zip(eras, [*eras[1:], None], strict=True) if not after or after["seen"] > kept]
         if job is None:
@@ -275,9 +237,7 @@ def plan(
 
 
 def dated(change: dict[str, object], before: Mapping[str, object], deployed: Deployed | None) -> dict[str, object]:
-    """The era `change`, dated by the apply that deployed the function's schedules (plan: its digest is theirs):
-    the change happened between its `start` and `seen` (seconds), not somewhere between the two audits around it.
-    Never before the era it follows began, never after now."""
+    """The era `change`, dated by the apply that deployed it rather than by the two audits around it."""
     if deployed is None:
         return change
     start = max(deployed.start, before["from"])
@@ -285,8 +245,7 @@ def dated(change: dict[str, object], before: Mapping[str, object], deployed: Dep
 
 
 def run(context: RunContext, deployed: str | None = None) -> str:
-    """The audit job's work; it moves the bookmark after its lines: a crash in between re-reports, never skips.
-    `deployed`: the delivery's DEPLOYED_HEADER (main.py passes it)."""
+    """The audit job's work (`deployed`: DEPLOYED_HEADER); the bookmark moves last: a crash re-reports, never skips."""
     config = configuration.current()
     ledger = RunLedger(config)
     cursor = ledger.read_audit_cursor()
@@ -295,7 +254,6 @@ def run(context: RunContext, deployed: str | None = None) -> str:
     runs = audit_runs(ledger, config.jobs, sweep.since, sweep.until, now, windows=sweep.windows, eras=sweep.eras)
     catch_up(config, runs, now)
     for found in needing_delivery(runs):
-        # The audited run's fields (job, schedule_time, run_id, trigger) override the audit run's own on this line.
         fields = found.key.log_fields | {"audit_state": found.state.value, "audit_run_id": context.run_id}
         line = f"scheduled run {found.state}: {found} (run_id {found.key.run_id})"
         logger.warning(line, extra={"json_fields": fields})
@@ -313,11 +271,7 @@ def needing_delivery(runs: list[AuditedRun]) -> Iterator[AuditedRun]:
 
 
 def catch_up(config: Config, runs: list[AuditedRun], now: dt.datetime) -> None:
-    """Queue a delivery of each missing run of a catch_up job still within its max_lateness_seconds (no limit: any
-    the audit sees), one line each. A task per run id (task_queue.enqueue_run), so the daily full sweep, which sees
-    a run missing until it ran, queues it once. A failure to queue is logged, not raised, and ends the catch-up: the
-    queue is unreachable or refuses the function, the rest would fail alike (each after its timeout); the next full
-    sweep tries again those still within their limit."""
+    """Queue each missing run of a catch_up job within max_lateness_seconds; a failure ends it (the rest would too)."""
     for found in runs:
         job = config.jobs[found.job]
         within = job.max_lateness is None or now - found.key.schedule_time <= job.max_lateness
