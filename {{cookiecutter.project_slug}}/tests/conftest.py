@@ -1,6 +1,5 @@
-"""Fixtures: the function's HTTP app on the Firestore emulator (emulator_host: the tools package's pytest plugin, the
-one FIRESTORE_EMULATOR_HOST names or one per session), and a private collection per test so that tests never see
-each other's runs."""
+"""Fixtures: the function's HTTP app on the Firestore emulator (emulator_host: the tools package's pytest plugin),
+and a private collection per test so that tests never see each other's runs."""
 
 import dataclasses
 import datetime as dt
@@ -27,8 +26,7 @@ PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
 
 def in_this_process(work, context, fields, stop_at, preload=()):
-    """main.run_until_stopped in the test's process, where a test can hold the work, count its calls and fake its
-    clients; how it ended is judged by stop.ending_of, as in the work's own process (killed at the deadline)."""
+    """main.run_until_stopped in the test's process, where a test can hold the work and fake its clients."""
     return stop.ending_of(work, context)
 
 
@@ -55,16 +53,14 @@ def collection(monkeypatch, emulator_host):
 
 
 def configured(monkeypatch, change) -> config.Config:
-    """Run this test by the configuration `change` makes of the current one (config.use's, for the test only), e.g.
-    `lambda loaded: loaded.with_jobs({...})` or `.everywhere(lease=...)`; the configuration it runs by."""
+    """Run this test by `change(config.current())`, e.g. `lambda loaded: loaded.everywhere(lease=...)`."""
     model = change(config.current())
     monkeypatch.setattr(config, "USED", model)
     return model
 
 
 def config_file(path: Path, /, **keys: object) -> dict[str, str]:
-    """config.yaml with `keys` (its top-level keys) changed, written at `path`; the environment that makes another
-    process (a task, a server) read it."""
+    """config.yaml with top-level `keys` changed, at `path`; the environment that makes another process read it."""
     path.write_text(yaml.safe_dump({**config.load().source, **keys}), encoding="utf-8")
     return {config.FILE_VARIABLE: str(path)}
 
@@ -127,7 +123,7 @@ class Work:
 
 @pytest.fixture
 def work(monkeypatch, handler_module):
-    """The work the handler runs, replaced whatever the target (a proxy's would call a Google API)."""
+    """The work the handler runs, replaced whatever the target."""
     recorder = Work()
     monkeypatch.setattr(handler_module, "run", recorder)
     return recorder
