@@ -1,6 +1,5 @@
-"""config.yaml, the one file you edit to add, change or remove a job, read once per process into a typed model
-(Config, a Job per job, every number resolved). Checked by rules.py at every load; the deploy-time schedule rules
-(scheduled_dedup_tools.schedule_rules) too by `python config.py`, which `make deploy` runs before Terraform.
+"""config.yaml, the one file you edit to add, change or remove a job, read once per process into Config, checked by
+rules.py; the deploy-time schedule rules too by `python config.py`, which `make deploy` runs before Terraform.
 
     python config.py [FILE]     check FILE (default: config.yaml), print each job's numbers; exit 1 with one line
 """
@@ -62,8 +61,7 @@ class Job:
 
     @property
     def settle(self) -> dt.timedelta:
-        """How long after its schedule time a run may still be claimed."""
-        return self.lease + self.retry_window
+        return self.lease + self.retry_window  # rules.settle_seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,19 +99,12 @@ class Config:
         """The audit's Scheduler job: '_' is no job id's character (rules.JOB_ID), so no job's name takes it."""
         return f"{self.slug}_audit"
 
-    @property
-    def audit_schedule(self) -> str:
-        return self.audit.schedule
-
-    # The audit job's numbers: those of a job that sets none of its own (the defaults').
+    audit_schedule = property(lambda self: self.audit.schedule)
     lease = property(lambda self: self.audit.lease)
     retry_window = property(lambda self: self.audit.retry_window)
     attempt_deadline = property(lambda self: self.audit.attempt_deadline)
     settle = property(lambda self: self.audit.settle)
-
-    @property
-    def served(self) -> tuple[tuple[str, str], ...]:
-        return self.serve or ((self.project, self.location),)
+    served = property(lambda self: self.serve or ((self.project, self.location),))
 
     def spec_of(self, job_name: str) -> Job | None:
         """The job a delivery names: one of config.yaml's, the audit job, or None (a job none lists)."""
@@ -143,19 +134,13 @@ class Config:
         job = self.jobs.get(job_name)
         return job.job_id if job else None
 
-    @property
-    def dead_letters_collection(self) -> str:
-        """Where a Cloud Run job target's tasks write the items that failed for good (its store module)."""
-        return f"{self.collection}_job_dead_letters"
-
-    @property
-    def database_name(self) -> str:
-        """The database's resource name, as Firestore spells it in its own errors."""
-        return f"projects/{self.project}/databases/{self.database}"
+    # Where a Cloud Run job target's tasks write the items that failed for good (its store module).
+    dead_letters_collection = property(lambda self: f"{self.collection}_job_dead_letters")
+    # The database's resource name, as Firestore spells it in its own errors.
+    database_name = property(lambda self: f"projects/{self.project}/databases/{self.database}")
 
     def with_jobs(self, jobs: Mapping[str, Mapping[str, object]]) -> Config:
-        """With these jobs (by Scheduler job name, written as config.yaml writes one; `job_id` else the name) in place
-        of config.yaml's, checked and resolved as at load."""
+        """With these jobs (by Scheduler job name; `job_id`, else the name) in place of config.yaml's, as at load."""
         ids = {name: job.get("job_id", name) for name, job in jobs.items()}
         raw = {ids[name]: {key: value for key, value in job.items() if key != "job_id"} for name, job in jobs.items()}
         resolved = from_raw({**self.source, "jobs": raw}).jobs
@@ -306,7 +291,7 @@ def undeployed(root: Path = CONFIG_FILE.parent, module: str = "main") -> list[st
         if name in seen:
             continue
         seen.add(name)
-        if (root / name).is_dir():
+        if (root / name).is_dir():  # a package: the deployed function would fail at import
             missing.append(name)
         elif (root / f"{name}.py").is_file():
             for node in ast.walk(ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))):

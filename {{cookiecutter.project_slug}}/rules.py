@@ -1,7 +1,5 @@
-"""The configuration's rules, once: the bake's hook ran them on the answers, config.py runs them on config.yaml, the
-tests import them. Terraform checks shapes only (each such check in terraform/modules/scheduled-dedup/variables.tf
-says so); the rules between numbers are here alone. Standard library only: the hook runs it in cookiecutter's Python.
-"""
+"""The configuration's rules, once: for the bake's hook, config.py and the tests. Terraform checks shapes only (each
+check in terraform/modules/scheduled-dedup/variables.tf says so). Standard library only: the hook runs it too."""
 
 from __future__ import annotations
 
@@ -40,11 +38,9 @@ SLUG = re.compile(r"[a-z][a-z0-9-]{1,18}[a-z0-9]")
 PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
 JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
-# Firestore reserves collection ids of the form __name__.
 COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
 # Firestore refuses UUID-like database ids (REST projects.databases.create, databaseId).
 DATABASE_ID = re.compile(r"(?![0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z)(?:\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9])")
-# The handler runs the work itself, or starts and follows a Cloud Run job's or workflow's execution (a proxy target).
 TARGETS = ("function", "cloud_run_job", "workflow")
 
 # Each fixed-shape key, by the bake's question's name: the pattern to fullmatch ("jobs": each id's), the rule.
@@ -78,8 +74,6 @@ FIELDS: dict[str, tuple[re.Pattern[str], str]] = {
 
 
 class RuleError(ValueError):
-    """A value breaks a rule. The message is one line: field, value, rule."""
-
     def __init__(self, field: str, value: object, rule: str) -> None:
         super().__init__(f"{field}={value!r}: {rule}")
         self.field = field
@@ -108,7 +102,7 @@ def parse_seconds(field: str, value: object, low: int = 0, high: int | None = No
 
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# unix-cron: minute, hour, day of month, month, day of week (0 and 7 are Sunday), each with its names.
+# unix-cron's fields (day of week: 0 and 7 are Sunday), each with its names.
 CRON_FIELDS = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
@@ -122,7 +116,6 @@ GROC_REFUSED = (
     "groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees "
     "the X-CloudScheduler-ScheduleTime header for unix-cron"
 )
-# The timing numbers a job may set, or `defaults:` for every job.
 TIMING_KEYS = (
     "attempt_deadline_seconds",
     "lease_seconds",
@@ -254,8 +247,7 @@ def check_max_lateness(job_id: str, value: object) -> int:
 def max_execution_seconds(
     job_id: str, given: object, retention: int, audit_interval_minutes: int = DEFAULT_AUDIT_INTERVAL_MINUTES
 ) -> int:
-    """How long a run may stay `started` before the audit reports it `overdue` (None: the default): at most the
-    retention less two audit intervals, so two audits report it before its record could expire."""
+    """At most the retention less two audit intervals: two audits report an overdue run before its record expires."""
     limit = retention - 2 * audit_interval_minutes * 60
     if given is None:
         return max(min(DEFAULT_MAX_EXECUTION_SECONDS, limit), MIN_MAX_EXECUTION_SECONDS)
@@ -281,7 +273,7 @@ def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> obje
 
 
 def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
-    """The jobs' shape: each id, schedule, zone and option (the timing numbers: check_config)."""
+    """The jobs' shape (the timing numbers: check_config)."""
     if not isinstance(jobs, Mapping) or not jobs:
         raise RuleError("jobs", jobs, 'must be a non-empty mapping {"job-id": {"schedule": ..., "time_zone": ...}}')
     checked = {}
@@ -306,9 +298,8 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
 
 
 def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doublings: int) -> int:
-    """Scheduler's wait after attempt `retry` (0: the first) fails: doubles max_doublings times, then grows linearly,
-    at most max_backoff; 10 s / 300 s / 3 doublings: 10, 20, 40, 80, 160, 240, 300, 300 ... (RetryConfig,
-    https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)."""
+    """Scheduler's wait after attempt `retry` (0: the first): 10 s / 300 s / 3 doublings: 10, 20, 40, 80, 160, 240,
+    300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)."""
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
     else:
@@ -321,8 +312,7 @@ def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int
 
 
 def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: int, max_retry_duration: int) -> int:
-    """The longest time from a run's first attempt to the end of its last, every wait max_backoff. Scheduler retries
-    until both retry_count and max_retry_duration are reached: the longer bound wins."""
+    """First attempt to the end of the last, every wait max_backoff; Scheduler retries until both bounds are reached."""
     by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
     by_duration = max_retry_duration + max_backoff + attempt_deadline if max_retry_duration else 0
     return max(by_count, by_duration)
@@ -334,8 +324,7 @@ def job_retry_window_seconds(timing: Mapping[str, int]) -> int:
 
 
 def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
-    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window.
-    Each refusal is named `prefix` + the key (`jobs.export.lease_seconds`)."""
+    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window."""
     checked: dict[str, int] = {}
 
     def number(name: str, low: int = 0, high: int | None = None) -> int:
@@ -379,7 +368,6 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
         )
         raise refuse("retry_count", rule)
     window = retry_window_seconds(deadline, retry_count, max_backoff, max_retry_duration)
-    # A project-level number: named as itself.
     retention = checked["retention_seconds"] = parse_seconds("retention_seconds", values["retention_seconds"], 1)
     if retention < lease + window:
         rule = (
@@ -391,8 +379,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
 
 
 def passing_waits(retry_count: int, max_doublings: int, lease: int) -> dict[str, int] | None:
-    """Backoffs whose `retry_count` waits outlast `lease` within Scheduler's 0-3600 s (None: none do):
-    derive_timing's if they pass, else the smallest min_backoff_seconds with max_backoff_seconds at its limit."""
+    """Backoffs whose `retry_count` waits outlast `lease` within Scheduler's 0-3600 s (None: none do)."""
     if retry_count == 0:
         return None
 
@@ -413,8 +400,7 @@ def passing_waits(retry_count: int, max_doublings: int, lease: int) -> dict[str,
 
 
 def passing_waits_hint(timing: Mapping[str, int], prefix: str = "") -> str:
-    """Values that pass for waits that end before the lease: retry_count raised up to MAX_RETRY_COUNT, else the
-    lease shortened."""
+    """Values that pass: retry_count raised up to MAX_RETRY_COUNT, else the lease shortened."""
     lease, doublings, values = timing["lease_seconds"], timing["max_doublings"], {}
     for count in range(timing["retry_count"], MAX_RETRY_COUNT + 1):
         waits = passing_waits(count, doublings, lease)
@@ -524,27 +510,15 @@ def check_function(value: object) -> dict[str, int | str]:
     return checked
 
 
-CONFIG_KEYS = (
-    "slug",
-    "project",
-    "region",
-    "target",
-    "database",
-    "collection",
-    "retention_seconds",
-    "audit_interval_minutes",
-    "serve",
-    "function",
-    "defaults",
-    "jobs",
-)
+# config.yaml's keys: every one but OPTIONAL_KEYS is required.
+OPTIONAL_KEYS = ("retention_seconds", "audit_interval_minutes", "serve", "function", "defaults")
+CONFIG_KEYS = ("slug", "project", "region", "target", "database", "collection", *OPTIONAL_KEYS, "jobs")
 
 
 def derive_timing(
     deadline: int, retry_count: int = 5, lease: int | None = None, min_backoff: int | None = None
 ) -> dict[str, int]:
-    """The numbers a deadline implies: the lease outlasts it by a minute, the waits (30-3600 s each) the lease.
-    The one copy of these formulas: the bake writes them into config.yaml, resolve_job_timing the lease."""
+    """The numbers a deadline implies (the lease outlasts it, the waits the lease): the one copy of these formulas."""
     lease = deadline + LEASE_AFTER_DEADLINE_SECONDS if lease is None else lease
     retries = min(max(retry_count, 0), MAX_RETRY_COUNT)
     if min_backoff is None:  # else given: the longest wait follows it
@@ -561,8 +535,8 @@ def derive_timing(
 def resolve_job_timing(
     job_id: str, job: Mapping[str, object], defaults: Mapping[str, object], prefix: str | None = None
 ) -> dict[str, object]:
-    """A job's numbers: its own, else the defaults'; a job with its own deadline and no lease gets deadline + 60.
-    A Scheduler number in neither is refused with derive_timing's value (Terraform reads it as written)."""
+    """A job's numbers, else the defaults'; no lease of its own: deadline + 60 if it sets its deadline or the defaults
+    no lease. A Scheduler number in neither is refused with derive_timing's value (Terraform reads it as written)."""
     prefix = f"jobs.{job_id}." if prefix is None else prefix
     merged = {**defaults, **{key: job[key] for key in TIMING_KEYS if key in job}}
     missing = [key for key in SCHEDULER_KEYS if key not in merged]
@@ -581,7 +555,6 @@ def resolve_job_timing(
 
 
 def check_serve(value: object, project: str, region: str) -> list[dict[str, str]]:
-    """The project/location pairs the function takes deliveries for."""
     if value is None:
         return [{"project": project, "location": region}]
     rule = "must be a list of {project: <GCP project id>, location: <region>}"
@@ -608,7 +581,7 @@ def check_config(
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
-    missing = sorted({"slug", "project", "region", "target", "database", "collection", "jobs"} - set(raw))
+    missing = sorted(set(CONFIG_KEYS) - set(OPTIONAL_KEYS) - set(raw))
     if unknown or missing:
         rule = f"unknown key(s) {unknown} or missing key(s) {missing}: the keys are {', '.join(CONFIG_KEYS)}"
         raise RuleError("config.yaml", sorted(raw), rule)

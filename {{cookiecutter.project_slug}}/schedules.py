@@ -1,5 +1,4 @@
-"""When a job fires: the one module that expands a job's cron (cronsim) in its time zone, for the handler
-(keys.read_run_key), the audit (audit.expected_runs) and the tools (scheduled_dedup_tools.runs).
+"""When a job fires: the one module that expands a job's cron (cronsim) in its time zone (handler, audit, tools).
 
 The cron names wall-clock times of the job's zone. Daylight saving makes some of them happen twice (fall back) or
 never (spring forward). One rule per job, like Debian cron (and cronsim's zone-aware mode):
@@ -9,8 +8,7 @@ never (spring forward). One rule per job, like Debian cron (and cronsim's zone-a
 What Scheduler sends for such a time is not documented: it "runs on wall clock time" and a job may "run or not run
 unexpectedly" (https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules#time_zone). So every instant
 a delivery may carry for one wall-clock time (both of a repeated time; for a skipped one, the gap's end and the time
-read with either offset) is a *reading* of that fire time, and the handler keys the run by its one instant.
-"""
+read with either offset) is a *reading* of that fire time, and the handler keys the run by its one instant."""
 
 from __future__ import annotations
 

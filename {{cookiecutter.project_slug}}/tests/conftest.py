@@ -1,5 +1,4 @@
-"""Fixtures: the function's HTTP app on the Firestore emulator (emulator_host: the tools package's pytest plugin),
-and a private collection per test so that tests never see each other's runs."""
+"""Fixtures: the app on the Firestore emulator (emulator_host: the tools package's plugin), a collection per test."""
 
 import dataclasses
 import datetime as dt
@@ -46,7 +45,6 @@ def handler_module(app):
 
 @pytest.fixture
 def collection(monkeypatch, emulator_host):
-    """A fresh collection for this test's run records."""
     name = f"runs-{uuid.uuid4().hex[:12]}"
     own = configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, project=PROJECT, collection=name))
     return firestore.Client(project=PROJECT, database=own.database).collection(name)
@@ -72,7 +70,6 @@ def http(app, collection):
 
 @pytest.fixture
 def log_lines():
-    """The structured log lines the function writes, parsed."""
     handler = next(h for h in logging.getLogger().handlers if isinstance(h, StructuredLogHandler))
     stream = io.StringIO()
     previous = handler.setStream(stream)
@@ -123,7 +120,6 @@ class Work:
 
 @pytest.fixture
 def work(monkeypatch, handler_module):
-    """The work the handler runs, replaced whatever the target."""
     recorder = Work()
     monkeypatch.setattr(handler_module, "run", recorder)
     return recorder

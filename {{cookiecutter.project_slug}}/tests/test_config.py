@@ -1,5 +1,4 @@
-"""config.yaml passes the rules, each schedule lives in it alone, and a bad edit is refused in one line naming the
-field."""
+"""config.yaml passes the rules and holds each schedule alone; a bad edit is refused in one line naming the field."""
 
 import re
 import subprocess
@@ -73,7 +72,6 @@ def test_each_schedule_string_lives_in_config_yaml_alone():
         (edited(schedule="0 24 * * *"), rf"jobs\.{JOB_ID}\.schedule='0 24 \* \* \*'.*hour"),
         # Terraform takes the Scheduler numbers as written: one left out is refused with one that passes.
         (edited(min_backoff_seconds=None), r"defaults\.min_backoff_seconds=None: .*e\.g\. \d+"),
-        # Busier than one fault keeps a run busy, with a value that passes.
         (
             edited(schedule="* * * * *"),
             rf"jobs\.{JOB_ID}\.schedule='\* \* \* \* \*': fires only 60 s apart.* at least {BUSY + 1} s apart",
@@ -111,8 +109,7 @@ def test_the_check_command_warns_of_each_daylight_saving_date_of_a_job(tmp_path,
 
 
 def test_a_capacity_below_the_busiest_minute_is_refused_in_one_line_naming_it():
-    """A twin of the first job (two runs in flight) against one instance: refused, with a max_instance_count that
-    passes."""
+    """A twin of the first job against one instance: refused, with a max_instance_count that passes."""
     raw = yaml.safe_load(TEXT)
     raw["jobs"]["twin"] = dict(raw["jobs"][JOB_ID])
     herd = config.parse(yaml.safe_dump({**raw, "function": {"max_instance_count": 100000}}), schedules=True).herd
