@@ -1,13 +1,5 @@
-"""The project's schedule configuration: config.yaml, the one file you edit to add, change or remove a job.
-
-Read once per process (`load` is cached) into one typed model, Config and a Job per job, every number resolved at
-load: the function, the tools and the tests run by it (`current`: a test's model, config.use; else the file
-CONFIG_YAML names, a test's server's or a local run's; else config.yaml), Terraform's root reads the file with
-yamldecode. Checked by rules.py (the same rules the bake ran): shape and timing at every load, and the
-schedule rules of scheduled_dedup_tools.schedule_rules (the tools package requirements-dev.txt pins: each job's
-smallest gap against how long one fault keeps a run busy; daylight saving; the busiest minute against the function's
-capacity) by `python config.py`, which `make deploy` runs before Terraform and tests/test_config.py runs with the
-suite.
+"""config.yaml, the one file you edit to add, change or remove a job, read once per process into Config, checked by
+rules.py; the deploy-time schedule rules too by `python config.py`, which `make deploy` runs before Terraform.
 
     python config.py [FILE]     check FILE (default: config.yaml), print each job's numbers; exit 1 with one line
 """
@@ -35,22 +27,19 @@ CONFIG_FILE = Path(__file__).with_name("config.yaml")
 
 
 class ConfigError(Misconfigured):
-    """config.yaml cannot be used; the message is one line naming the file, the key, the value and the rule. To the
-    handler, a delivery answered `misconfigured` (main.py), until a deploy fixes it."""
+    """config.yaml cannot be used (one line: file, key, value, rule); a delivery is answered `misconfigured`."""
 
 
-# A forced run ("Force run" in the console) sends the next scheduled time, which can lie a whole schedule period
-# ahead; anything further out is refused as nonsense. Not a setting: no project differs.
+# A "Force run" sends the next scheduled time, up to a schedule period ahead; anything further out is refused.
 MAX_FUTURE = dt.timedelta(days=32)
-# The stop (stop.py): a run's work is killed this long before its job's attempt deadline, so that the release (one
-# Firestore write, RPC_TIMEOUT_SECONDS at most) and the answer reach Cloud Scheduler before it gives up on the
-# attempt: two Firestore deadlines, as the kill and the answer take milliseconds. Below rules' least deadline (15 s).
+# A run's work is killed this long before its attempt deadline (stop.py), so that the release (one Firestore write,
+# RPC_TIMEOUT_SECONDS at most) and the answer reach Scheduler in time. Below rules' least deadline (15 s).
 RELEASE_MARGIN = dt.timedelta(seconds=10)
 
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One job of config.yaml (or the audit job), its numbers resolved once at load: its own, else `defaults:`."""
+    """One job of config.yaml (or the audit job), its numbers resolved: its own, else `defaults:`."""
 
     job_id: str  # as written in config.yaml (`nightly`); Scheduler sends "<slug>-<job id>"
     schedule: str
@@ -58,30 +47,26 @@ class Job:
     attempt_deadline: dt.timedelta  # how long Scheduler, and the queue for a task of the job, waits for an answer
     lease: dt.timedelta
     retry_window: dt.timedelta  # from the first attempt to the end of the last one (rules.job_retry_window_seconds)
-    # Proxy targets: how long a run may stay `started` before the audit reports it `overdue`
-    max_execution: dt.timedelta
+    max_execution: dt.timedelta  # proxy targets: how long a run may stay `started` before it is `overdue`
     max_lateness: dt.timedelta | None = None  # None: a delivery may come any time after its schedule time
     paused: bool = False  # paused in Scheduler too (terraform): the audit reports its fire times `paused`
     catch_up: bool = False  # the audit delivers a missing run itself (Cloud Tasks) while within max_lateness
     overlap: str = "skip"  # proxy targets: what a new run does while the job's previous execution still runs
     dst_gap: str = schedules.END_OF_GAP  # a wall-clock time the clocks skip: run at the gap's end, or skip
-    # config.yaml's numbers as Scheduler and Terraform take them (seconds, rules.TIMING_KEYS): the schedule rules'.
-    timing: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    timing: Mapping[str, int] = dataclasses.field(default_factory=dict)  # seconds, as Scheduler takes them
 
     @property
     def fire_rule(self) -> schedules.Schedule:
-        """When the job fires: what schedules.py computes fire times from."""
         return schedules.Schedule(self.schedule, self.time_zone, self.dst_gap)
 
     @property
     def settle(self) -> dt.timedelta:
-        """How long after its schedule time a run may still be claimed: its deliveries, then the last one's lease."""
-        return self.lease + self.retry_window
+        return self.lease + self.retry_window  # rules.settle_seconds
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """config.yaml, checked and resolved: what the function, the tools and the tests run by (`current`)."""
+    """config.yaml, checked and resolved (`current`)."""
 
     slug: str
     project: str
@@ -94,22 +79,19 @@ class Config:
     jobs: Mapping[str, Job]  # by Scheduler job name, "<slug>-<job id>" (scheduler_job_name)
     audit: Job  # the audit job: its cron (Etc/UTC) and the defaults' numbers, which a job that sets none takes
     defaults: Mapping[str, int]  # the defaults block's numbers as Scheduler and Terraform take them
-    # Where a run may be keyed (project, location): `serve` in the configuration; empty: only the function's own.
-    serve: tuple[tuple[str, str], ...] = ()
-    # The Cloud Tasks queue that delivers re-runs, backfills and catch-ups (terraform/modules/scheduled-dedup/tasks.tf).
-    tasks_queue: str | None = None
+    serve: tuple[tuple[str, str], ...] = ()  # (project, location) a run may be keyed for; empty: the function's own
+    tasks_queue: str | None = None  # re-runs, backfills, catch-ups (terraform/modules/scheduled-dedup/tasks.tf)
     max_future: dt.timedelta = MAX_FUTURE
     warnings: tuple[str, ...] = ()
-    # The function's instances, concurrency and CPU (the `function:` block, else the module's defaults: Terraform's
-    # root passes the block as written), and, with the schedule rules, the most runs in flight at once.
+    # The `function:` block, else the module's defaults (Terraform's root passes the block as written).
     function: Mapping[str, int | str] = dataclasses.field(
         default_factory=lambda: MappingProxyType(rules.FUNCTION_DEFAULTS)
     )
-    herd: object = None  # scheduled_dedup_tools.schedule_rules' Herd, with the schedule rules
+    herd: object = None  # with the schedule rules: their Herd, the most runs in flight at once
     source: Mapping[str, object] = dataclasses.field(default_factory=dict, repr=False, compare=False)  # as read
 
     def scheduler_job_name(self, job_id: str) -> str:
-        """The Cloud Scheduler job of a job id (terraform/modules/scheduled-dedup/scheduler.tf)."""
+        """As terraform/modules/scheduled-dedup/scheduler.tf names it."""
         return f"{self.slug}-{job_id}"
 
     @property
@@ -117,27 +99,19 @@ class Config:
         """The audit's Scheduler job: '_' is no job id's character (rules.JOB_ID), so no job's name takes it."""
         return f"{self.slug}_audit"
 
-    @property
-    def audit_schedule(self) -> str:
-        """The audit's cron, in Etc/UTC (rules.audit_cron)."""
-        return self.audit.schedule
-
-    # The audit job's numbers: those of a job that sets none of its own (the defaults').
+    audit_schedule = property(lambda self: self.audit.schedule)
     lease = property(lambda self: self.audit.lease)
     retry_window = property(lambda self: self.audit.retry_window)
     attempt_deadline = property(lambda self: self.audit.attempt_deadline)
     settle = property(lambda self: self.audit.settle)
-
-    @property
-    def served(self) -> tuple[tuple[str, str], ...]:
-        return self.serve or ((self.project, self.location),)
+    served = property(lambda self: self.serve or ((self.project, self.location),))
 
     def spec_of(self, job_name: str) -> Job | None:
         """The job a delivery names: one of config.yaml's, the audit job, or None (a job none lists)."""
         return self.audit if job_name == self.audit_job and job_name not in self.jobs else self.jobs.get(job_name)
 
     def _of(self, job_name: str) -> Job:
-        """The job `job_name`, else the audit's (the defaults' numbers: a job config.yaml does not list)."""
+        """The job, else the audit's (the defaults' numbers)."""
         return self.jobs.get(job_name, self.audit)
 
     def lease_for(self, job_name: str) -> dt.timedelta:
@@ -147,37 +121,26 @@ class Config:
         return self._of(job_name).settle
 
     def attempt_deadline_for(self, job_name: str) -> dt.timedelta:
-        """How long Scheduler, and the queue for a task of the job (task_queue.enqueue), waits for an answer."""
         return self._of(job_name).attempt_deadline
 
     def max_execution_for(self, job_name: str) -> dt.timedelta:
-        """How long a run of `job_name` may stay `started` (the audit's: rules' default for the retention)."""
         return self._of(job_name).max_execution
 
     def stop_after(self, job_name: str) -> dt.timedelta:
-        """How long after a delivery arrives its work is stopped (stop.py): the job's attempt deadline less the
-        release margin, so that the release and the answer reach Scheduler in time. The one place that says it."""
+        """How long after a delivery arrives its work is stopped (stop.py). The one place that says it."""
         return self.attempt_deadline_for(job_name) - RELEASE_MARGIN
 
     def job_id(self, job_name: str) -> str | None:
-        """The job id of the Scheduler job `job_name`, as the answers spell it; None for a job config.yaml lacks."""
         job = self.jobs.get(job_name)
         return job.job_id if job else None
 
-    @property
-    def dead_letters_collection(self) -> str:
-        """Where a Cloud Run job target's tasks write the items that failed for good (its store module)."""
-        return f"{self.collection}_job_dead_letters"
-
-    @property
-    def database_name(self) -> str:
-        """The database's resource name, as Firestore spells it in its own errors."""
-        return f"projects/{self.project}/databases/{self.database}"
+    # Where a Cloud Run job target's tasks write the items that failed for good (its store module).
+    dead_letters_collection = property(lambda self: f"{self.collection}_job_dead_letters")
+    # The database's resource name, as Firestore spells it in its own errors.
+    database_name = property(lambda self: f"projects/{self.project}/databases/{self.database}")
 
     def with_jobs(self, jobs: Mapping[str, Mapping[str, object]]) -> Config:
-        """This configuration with these jobs in place of config.yaml's, each by its Scheduler job name and written as
-        config.yaml writes a job (its `job_id`, else the name), checked by the same rules and resolved by the same
-        defaults as at load (ConfigError names `jobs.<job id>.<key>`): a test's, a local run's."""
+        """With these jobs (by Scheduler job name; `job_id`, else the name) in place of config.yaml's, as at load."""
         ids = {name: job.get("job_id", name) for name, job in jobs.items()}
         raw = {ids[name]: {key: value for key, value in job.items() if key != "job_id"} for name, job in jobs.items()}
         resolved = from_raw({**self.source, "jobs": raw}).jobs
@@ -185,15 +148,13 @@ class Config:
         return dataclasses.replace(self, jobs=MappingProxyType({name: by_id[ids[name]] for name in jobs}))
 
     def everywhere(self, **numbers: dt.timedelta) -> Config:
-        """This configuration with `numbers` (attempt_deadline, lease, retry_window...) for every job and the
-        audit's: a test's, a local run's one lease for all."""
+        """With `numbers` (attempt_deadline, lease...) for every job and the audit."""
         jobs = {name: dataclasses.replace(job, **numbers) for name, job in self.jobs.items()}
         return dataclasses.replace(self, jobs=MappingProxyType(jobs), audit=dataclasses.replace(self.audit, **numbers))
 
 
-# Plain scalars that YAML 1.1 (PyYAML, here) and YAML 1.2 (Terraform's yamldecode) read differently, as each
-# reader resolves them (tried on both: PyYAML's tag, else the text): refused, so the function and Terraform
-# never run by two numbers. Each: (PyYAML's tag, the text's shape, the rule).
+# Plain scalars YAML 1.1 (PyYAML) and YAML 1.2 (Terraform's yamldecode) read differently, refused so that the function
+# and Terraform never run by two numbers: (PyYAML's tag, the text's shape, the rule).
 TWO_READINGS = (
     ("int", re.compile(r"[-+]?0[0-9]+"), "a leading zero is octal to YAML 1.1, decimal to YAML 1.2: drop it"),
     ("int|float", re.compile(r".*_.*"), "a number to YAML 1.1, text to YAML 1.2: write it without '_'"),
@@ -207,7 +168,7 @@ TWO_READINGS = (
 
 
 def one_reading(node: yaml.Node, path: str = "") -> None:
-    """Every plain scalar of `node` (keys too) means the same to both readers, or ConfigError's one line."""
+    """Every plain scalar of `node` (keys too) means the same to both readers, or ConfigError."""
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             one_reading(key, path)
@@ -223,7 +184,6 @@ def one_reading(node: yaml.Node, path: str = "") -> None:
 
 
 def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Config:
-    """The file's text, checked (with the schedule rules when `schedules`), or ConfigError."""
     try:
         raw = yaml.safe_load(text)
         one_reading(yaml.compose(text, Loader=yaml.SafeLoader))
@@ -235,7 +195,6 @@ def parse(text: str, name: str = "config.yaml", schedules: bool = False) -> Conf
 
 
 def from_raw(raw: object, name: str = "config.yaml", schedules: bool = False) -> Config:
-    """config.yaml's mapping, as YAML reads it, checked by rules.py and resolved, or ConfigError."""
     try:
         checked = rules.check_config(raw, schedules=schedules)
     except rules.RuleError as error:
@@ -273,7 +232,6 @@ def from_raw(raw: object, name: str = "config.yaml", schedules: bool = False) ->
 def _job(
     job_id: str, schedule: str, zone: str, timing: Mapping[str, int], job: Mapping[str, object], retention: int
 ) -> Job:
-    """One job's numbers, as rules.check_config resolved them (its own, else the defaults'), as timedeltas."""
     given = job.get("max_execution_seconds")  # the audit's: rules' default for the retention
     execution = given if given is not None else rules.max_execution_seconds(job_id, None, retention)
     lateness = job.get("max_lateness_seconds")
@@ -291,15 +249,12 @@ def _job(
     )
 
 
-# A configuration the process runs by in place of the file's (use): a test's, with its own collection or jobs.
-USED: Config | None = None
-# The file the process reads when it names one (a test's server, a local run): a path, in place of CONFIG_FILE.
-FILE_VARIABLE = "CONFIG_YAML"
+USED: Config | None = None  # what the process runs by in place of the file (use): a test's
+FILE_VARIABLE = "CONFIG_YAML"  # a file in place of CONFIG_FILE (a test's server, a local run)
 
 
 def current() -> Config:
-    """The configuration the function and the tools run by: use()'s, else the file (the one CONFIG_YAML names,
-    else config.yaml), read once per process; or ConfigError."""
+    """use()'s configuration, else the file CONFIG_YAML names, else config.yaml; or ConfigError."""
     if USED is not None:
         return USED
     named = os.environ.get(FILE_VARIABLE)
@@ -307,14 +262,14 @@ def current() -> Config:
 
 
 def use(config: Config | None) -> Config | None:
-    """Run this process by `config` (None: by the file again); the configuration it ran by before."""
+    """Run this process by `config` (None: by the file); the previous one."""
     global USED
     previous, USED = USED, config
     return previous
 
 
 def load(path: Path | None = None, schedules: bool = False) -> Config:
-    """The configuration (CONFIG_FILE unless `path`), read and checked once per process and path."""
+    """Read and checked once per process and path (default: CONFIG_FILE)."""
     return _load(path or CONFIG_FILE, schedules)
 
 
@@ -328,9 +283,8 @@ def _load(path: Path, schedules: bool) -> Config:
 
 
 def undeployed(root: Path = CONFIG_FILE.parent, module: str = "main") -> list[str]:
-    """The modules of the project that `module` imports, followed, which the function's source would not hold: it
-    is every *.py of the project's root, config.yaml and requirements.txt (terraform/main.tf, `source_files`), so
-    a package (a directory) is left out. Third-party and standard modules are neither here nor named."""
+    """The project's packages `module` imports (followed): the function's source is the root's *.py, config.yaml and
+    requirements.txt (terraform/main.tf, `source_files`), so a directory is left out."""
     seen, missing, todo = set(), [], [module]
     while todo:
         name = todo.pop()

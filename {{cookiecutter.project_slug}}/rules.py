@@ -1,11 +1,5 @@
-"""The rules of this project's configuration, once: the bake's hook ran them on the answers, config.py runs them on
-config.yaml (at every load; the schedule rules of the tools package (scheduled_dedup_tools.schedule_rules, pinned
-in requirements-dev.txt) too under `python config.py`, which
-`make deploy` runs first), and the tests import them. Terraform checks shapes only (ranges, ids, the cron's five
-fields: each such check in terraform/modules/scheduled-dedup/variables.tf says so); the rules between numbers are
-here alone.
-Standard library only: the bake's hook runs it in whatever Python runs cookiecutter.
-"""
+"""The configuration's rules, once: for the bake's hook, config.py and the tests. Terraform checks shapes only (each
+check in terraform/modules/scheduled-dedup/variables.tf says so). Standard library only: the hook runs it too."""
 
 from __future__ import annotations
 
@@ -22,50 +16,36 @@ from collections.abc import Mapping
 ATTEMPT_DEADLINE_RANGE = (15, 1800)
 MAX_RETRY_COUNT = 5
 MAX_BACKOFF_SECONDS = 3600
-# How much longer than the job's attempt deadline (its work is stopped 10 s before: config.Config.stop_after) a lease
-# lasts, at the least.
+# A lease outlasts the timeout by this at least (the work stops 10 s before the deadline: config.Config.stop_after).
 LEASE_MARGIN_SECONDS = 30
-# How much longer than its deadline a job's lease lasts when the file does not say (a retry comes after it).
+# A job's lease when the file does not say: its deadline + this (a retry comes after it).
 LEASE_AFTER_DEADLINE_SECONDS = 60
-# A job's max_lateness_seconds: Scheduler's own deliveries come seconds late, and a limit below a minute would
-# skip runs that came on time.
+# Scheduler's deliveries come seconds late: a lateness limit below a minute would skip runs that came on time.
 MIN_MAX_LATENESS_SECONDS = 60
-# The audit job's cadence: minutes that divide an hour or a day evenly, so that a cron (Terraform's
-# local.audit_schedule) says it exactly; at most 12 h, so that it fits in the one-day lookback with the settle time.
+# Minutes dividing an hour or a day, so a cron says them (local.audit_schedule); at most 12 h: a day's lookback.
 AUDIT_INTERVALS_MINUTES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720)
 # How far back each audit run looks (audit.AUDIT_LOOKBACK), never beyond the retention.
 AUDIT_LOOKBACK_SECONDS = 86400
-# config.yaml's audit_interval_minutes when it says none.
 DEFAULT_AUDIT_INTERVAL_MINUTES = 60
-# A proxy target's execution (Cloud Run job, Workflows): how long its run may stay `started` before every audit
-# reports it `overdue`, when the job does not say (max_execution_seconds): a day. Neither API ends an execution
-# soon by itself (a Cloud Run task runs up to 24 h per attempt, a Workflows execution up to a year).
+# A proxy target's run may stay `started` this long before the audit reports it `overdue`: neither API ends an
+# execution soon by itself (a Cloud Run task runs up to 24 h per attempt, a Workflows execution up to a year).
 DEFAULT_MAX_EXECUTION_SECONDS = 86400
 MIN_MAX_EXECUTION_SECONDS = 60
-# The largest number of seconds any key takes (keys without a bound of their own): 1000 years. Beyond a few
-# thousand years a schedule time plus it overflows Python's datetime (year 9999), and every delivery would fail.
+# The bound of keys without one of their own: 1000 years (a few thousand overflow datetime's year 9999).
 MAX_SECONDS = 1000 * 365 * 86400
-
-# ---------------------------------------------------------------- names and ids
 
 SLUG = re.compile(r"[a-z][a-z0-9-]{1,18}[a-z0-9]")
 PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]{1,2}")
 JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
-# Firestore reserves collection ids of the form __name__.
 COLLECTION_ID = re.compile(r"(?!__.*__\Z)[A-Za-z0-9_-]{1,100}")
 # Firestore refuses UUID-like database ids (REST projects.databases.create, databaseId).
 DATABASE_ID = re.compile(r"(?![0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z)(?:\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9])")
-# Each config.yaml key with a fixed shape, under the name of the bake's question that gives its first value: the
-# pattern its value must fullmatch ("jobs": each job id's), and the rule a refusal states.
-# What a scheduled run does (cookiecutter.json's `target`, config.yaml's): the handler runs the work itself, or
-# starts a Cloud Run job's or a workflow's execution and follows it (a proxy target). A bake holds its own target's
-# files alone; config.yaml names that target, and the handler reads it there.
 TARGETS = ("function", "cloud_run_job", "workflow")
 
+# Each fixed-shape key, by the bake's question's name: the pattern to fullmatch ("jobs": each id's), the rule.
 FIELDS: dict[str, tuple[re.Pattern[str], str]] = {
-    # Slugs name the directory and every cloud resource; service-account ids (6-30 chars) add a suffix of up to
-    # 8 characters (-invoker), hence 20 at most.
+    # Service-account ids (6-30 chars) add up to 8 characters (-invoker) to the slug, hence 20 at most.
     "project_slug": (
         SLUG,
         "must be 3-20 chars of lowercase letters, digits and hyphens, start with a letter, end with a letter or digit",
@@ -94,8 +74,6 @@ FIELDS: dict[str, tuple[re.Pattern[str], str]] = {
 
 
 class RuleError(ValueError):
-    """A value breaks a rule. The message is one line: field, value, rule."""
-
     def __init__(self, field: str, value: object, rule: str) -> None:
         super().__init__(f"{field}={value!r}: {rule}")
         self.field = field
@@ -110,8 +88,7 @@ def check_field(field: str, value: object, name: str | None = None, shapes: Mapp
 
 
 def parse_seconds(field: str, value: object, low: int = 0, high: int | None = None, rule: str = "") -> int:
-    """A whole number of seconds within [low, high], or at most MAX_SECONDS (cookiecutter hands numbers over as
-    text); `rule`, if given, is the refusal's rule for both."""
+    """A whole number within [low, high], else at most MAX_SECONDS (cookiecutter hands numbers over as text)."""
     text = str(value)  # no strip(): the templates render the value as given
     if not re.fullmatch(r"[0-9]+", text):
         raise RuleError(field, value, rule or "must be a whole number")
@@ -123,11 +100,9 @@ def parse_seconds(field: str, value: object, low: int = 0, high: int | None = No
     return number
 
 
-# ---------------------------------------------------------------- jobs: cron, time zone, options
-
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# unix-cron: minute, hour, day of month, month, day of week (0 and 7 are Sunday), each with its names.
+# unix-cron's fields (day of week: 0 and 7 are Sunday), each with its names.
 CRON_FIELDS = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
@@ -135,14 +110,12 @@ CRON_FIELDS = (
     ("month", 1, 12, {month: i for i, month in enumerate(MONTHS, 1)}),
     ("day of week", 0, 7, {day: i for i, day in enumerate(WEEKDAYS)}),
 )
-# One item of a field's comma list: '*', 'n' or 'a-b', each optionally '/step'. ASCII only: \w and \d would let
-# through digits such as "٣" that int() reads but Cloud Scheduler refuses.
+# '*', 'n' or 'a-b', each optionally '/step'. ASCII only: \d would pass digits such as "٣" that Scheduler refuses.
 CRON_ITEM = re.compile(r"(?P<range>\*|(?P<lo>[0-9A-Za-z]+)(?:-(?P<hi>[0-9A-Za-z]+))?)(?:/(?P<step>[0-9]+))?")
 GROC_REFUSED = (
     "groc forms such as 'every 5 minutes' are refused because Cloud Scheduler only guarantees "
     "the X-CloudScheduler-ScheduleTime header for unix-cron"
 )
-# The timing numbers a job may set for itself, or the project for every job under `defaults:`.
 TIMING_KEYS = (
     "attempt_deadline_seconds",
     "lease_seconds",
@@ -152,10 +125,9 @@ TIMING_KEYS = (
     "max_doublings",
     "max_retry_duration_seconds",
 )
-# What Terraform gives each Scheduler job as written (the job's, else the defaults block's): never derived, since a
-# derivation in Terraform would be a second copy of the formula (derive_timing). lease_seconds is the function's.
+# What Terraform gives Scheduler as written: a derivation in HCL would copy the formula (derive_timing).
 SCHEDULER_KEYS = tuple(key for key in TIMING_KEYS if key != "lease_seconds")
-# Per-job options with a fixed set of values (issue 18's; paused is also Terraform's, scheduler.tf).
+# Per-job options with a fixed set of values (paused is also Terraform's, scheduler.tf).
 JOB_CHOICES: dict[str, tuple[object, ...]] = {
     "paused": (False, True),
     "catch_up": (False, True),
@@ -166,8 +138,7 @@ JOB_KEYS = {"schedule", "time_zone", "max_lateness_seconds", "max_execution_seco
 
 
 def cron_fields(schedule: str) -> list[str]:
-    """Fields split on ASCII white space only, as Terraform's RE2 `\\s` does (main.tf, local.cron_shape): a
-    no-break space stays inside a field and is refused there, by both."""
+    """Split on ASCII white space, as Terraform's RE2 `\\s` (main.tf, local.cron_shape): a no-break space is refused."""
     return re.findall(r"[^\t\n\f\r ]+", schedule)
 
 
@@ -188,13 +159,12 @@ class Cron:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]
-    # Vixie/Debian cron, and cronsim with them: when the day-of-month or the day-of-week field starts
-    # with '*', a day must match both; otherwise either ("0 0 13 * 5": every 13th and every Friday).
+    # Vixie/Debian cron, and cronsim: when the day-of-month or the day-of-week field starts with '*', a day must
+    # match both; otherwise either ("0 0 13 * 5": every 13th and every Friday).
     days_and_weekdays: bool
 
     @classmethod
     def parse(cls, schedule: str) -> Cron:
-        """Raises ValueError naming the field and the item that is not unix-cron."""
         parts = cron_fields(schedule)
         sets = []
         for part, field in zip(parts, CRON_FIELDS, strict=True):
@@ -231,12 +201,10 @@ class Cron:
         return tuple(sorted(hour * 60 + minute for hour in self.hours for minute in self.minutes))
 
     def walls(self, day: dt.date) -> list[dt.datetime]:
-        """The wall-clock times (naive) the schedule names on a day it fires."""
         return [dt.datetime.combine(day, dt.time(minute // 60, minute % 60)) for minute in self.day_minutes]
 
     def fires_ever(self) -> bool:
-        """False for a day of month none of the schedule's months has ('0 0 30 2 *'; Feb 29 fires in leap years),
-        unless either field may match (days_and_weekdays false): every month has every weekday."""
+        """False for a day of month none of its months has ('0 0 30 2 *'), unless either day field may match."""
         longest = [calendar.monthrange(2000, month)[1] for month in self.months]
         return not self.days_and_weekdays or any(day <= days for days in longest for day in self.days)
 
@@ -253,8 +221,7 @@ def check_schedule(job_id: str, schedule: str) -> str:
         # Some groc forms have five words ("1st monday of sep 17:00"): say why groc is refused there too.
         raise RuleError(field, schedule, f"not valid unix-cron: {error}; {GROC_REFUSED}") from None
     if not cron.fires_ever():
-        # Terraform and Scheduler take it; the function's cronsim refuses it ("Bad day-of-month"), so every job
-        # and the audit would answer `misconfigured` until a deploy.
+        # Terraform and Scheduler take it; cronsim refuses it ("Bad day-of-month"): every delivery `misconfigured`.
         raise RuleError(field, schedule, "never fires: no month in its month field has that day of month")
     return schedule
 
@@ -265,8 +232,7 @@ def iana_time_zones() -> frozenset[str]:
 
 
 def check_time_zone(job_id: str, time_zone: str) -> str:
-    # The list, not ZoneInfo(): ZoneInfo("Europe") raises IsADirectoryError and ZoneInfo("posix/Europe/Madrid")
-    # loads, yet neither is a zone Cloud Scheduler knows. "localtime" is the machine's alias, not an IANA name.
+    # Not ZoneInfo(): it raises on "Europe", loads "posix/Europe/Madrid" and the alias "localtime": none is Scheduler's.
     if not isinstance(time_zone, str) or time_zone not in iana_time_zones():
         rule = "must be an IANA time zone such as Etc/UTC or Europe/Madrid"
         raise RuleError(f"jobs.{job_id}.time_zone", time_zone, rule)
@@ -274,7 +240,6 @@ def check_time_zone(job_id: str, time_zone: str) -> str:
 
 
 def check_max_lateness(job_id: str, value: object) -> int:
-    """A delivery later than this after its schedule time is recorded skipped and never runs the work."""
     rule = f"must be a whole number of seconds, at least {MIN_MAX_LATENESS_SECONDS} (omit it for no limit)"
     return parse_seconds(f"jobs.{job_id}.max_lateness_seconds", value, MIN_MAX_LATENESS_SECONDS, rule=rule)
 
@@ -282,10 +247,7 @@ def check_max_lateness(job_id: str, value: object) -> int:
 def max_execution_seconds(
     job_id: str, given: object, retention: int, audit_interval_minutes: int = DEFAULT_AUDIT_INTERVAL_MINUTES
 ) -> int:
-    """How long a run of the job may stay `started` (its execution running) before the audit reports it `overdue`:
-    `given` (config.yaml's max_execution_seconds; None: DEFAULT_MAX_EXECUTION_SECONDS), at most the retention less
-    two audit intervals, so that two audits report it before its record could expire (the audit that reports it
-    keeps the record while the execution runs: executions.report_overdue). The one copy of this formula."""
+    """At most the retention less two audit intervals: two audits report an overdue run before its record expires."""
     limit = retention - 2 * audit_interval_minutes * 60
     if given is None:
         return max(min(DEFAULT_MAX_EXECUTION_SECONDS, limit), MIN_MAX_EXECUTION_SECONDS)
@@ -299,7 +261,7 @@ def max_execution_seconds(
 
 
 def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> object:
-    """One of `allowed`; a true/false option also as text (cookiecutter may hand a nested value over so)."""
+    """One of `allowed`; true/false also as text (cookiecutter may hand a nested value over so)."""
     if allowed == (False, True):
         if isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
@@ -311,7 +273,7 @@ def check_choice(field: str, value: object, allowed: tuple[object, ...]) -> obje
 
 
 def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
-    """The jobs' shape: each id, schedule, zone and option; the timing numbers are check_config's (per job)."""
+    """The jobs' shape (the timing numbers: check_config)."""
     if not isinstance(jobs, Mapping) or not jobs:
         raise RuleError("jobs", jobs, 'must be a non-empty mapping {"job-id": {"schedule": ..., "time_zone": ...}}')
     checked = {}
@@ -322,7 +284,7 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
             raise RuleError(f"jobs.{job_id}", job, rule)
         own = {
             "schedule": check_schedule(job_id, job["schedule"]),
-            "time_zone": check_time_zone(job_id, job.get("time_zone", "Etc/UTC")),  # Terraform's optional() default too
+            "time_zone": check_time_zone(job_id, job.get("time_zone", "Etc/UTC")),  # Terraform's default too
         }
         if "max_lateness_seconds" in job:
             own["max_lateness_seconds"] = check_max_lateness(job_id, job["max_lateness_seconds"])
@@ -335,14 +297,9 @@ def check_jobs(jobs: object) -> dict[str, dict[str, object]]:
     return checked
 
 
-# ---------------------------------------------------------------- one job's timing numbers
-
-
 def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doublings: int) -> int:
-    """Cloud Scheduler's wait after the failure of attempt `retry` (0: the first attempt), before the next one:
-    it starts at min_backoff, doubles max_doublings times, then grows linearly by min_backoff * 2**max_doublings,
-    never beyond max_backoff; for 10 s / 300 s / 3 doublings: 10, 20, 40, 80, 160, 240, 300, 300 ... (RetryConfig,
-    https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)."""
+    """Scheduler's wait after attempt `retry` (0: the first): 10 s / 300 s / 3 doublings: 10, 20, 40, 80, 160, 240,
+    300 ... (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)."""
     if retry <= max_doublings:
         wait = min_backoff * 2**retry
     else:
@@ -351,30 +308,23 @@ def retry_wait_seconds(retry: int, min_backoff: int, max_backoff: int, max_doubl
 
 
 def retry_intervals_seconds(retry_count: int, min_backoff: int, max_backoff: int, max_doublings: int) -> list[int]:
-    """The waits before each of the `retry_count` retries."""
     return [retry_wait_seconds(retry, min_backoff, max_backoff, max_doublings) for retry in range(retry_count)]
 
 
 def retry_window_seconds(attempt_deadline: int, retry_count: int, max_backoff: int, max_retry_duration: int) -> int:
-    """The longest time from a run's first attempt to the end of its last one (config.py gives each job's to the
-    function). Conservative: every wait counts as max_backoff. Cloud Scheduler keeps retrying until both
-    retry_count and max_retry_duration are reached, so the longer of the two bounds wins."""
+    """First attempt to the end of the last, every wait max_backoff; Scheduler retries until both bounds are reached."""
     by_count = (retry_count + 1) * attempt_deadline + retry_count * max_backoff
     by_duration = max_retry_duration + max_backoff + attempt_deadline if max_retry_duration else 0
     return max(by_count, by_duration)
 
 
 def job_retry_window_seconds(timing: Mapping[str, int]) -> int:
-    """retry_window_seconds of one job's checked numbers (config.yaml's names)."""
     keys = ("attempt_deadline_seconds", "retry_count", "max_backoff_seconds", "max_retry_duration_seconds")
     return retry_window_seconds(*(timing[key] for key in keys))
 
 
 def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, int]:
-    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window.
-    One job's numbers (resolve_job_timing), each refusal named `prefix` + the key (`jobs.export.lease_seconds`).
-    The timeout is the attempt deadline unless `function_timeout_seconds` is given; the work stops before it
-    (config.Config.stop_after)."""
+    """Deadline <= timeout <= lease - margin; retries reach past the lease; retention covers lease + retry window."""
     checked: dict[str, int] = {}
 
     def number(name: str, low: int = 0, high: int | None = None) -> int:
@@ -418,7 +368,6 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
         )
         raise refuse("retry_count", rule)
     window = retry_window_seconds(deadline, retry_count, max_backoff, max_retry_duration)
-    # A project-level number: named as itself, with the job whose numbers it must cover.
     retention = checked["retention_seconds"] = parse_seconds("retention_seconds", values["retention_seconds"], 1)
     if retention < lease + window:
         rule = (
@@ -430,12 +379,7 @@ def check_timing(values: Mapping[str, object], prefix: str = "") -> dict[str, in
 
 
 def passing_waits(retry_count: int, max_doublings: int, lease: int) -> dict[str, int] | None:
-    """The retry waits a job's lease implies: min_backoff_seconds and max_backoff_seconds whose `retry_count` waits
-    add up to more than `lease` (check_timing), within Cloud Scheduler's limits (0-3600 s each, RetryConfig:
-    https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig); None when no
-    such waits exist. The one formula of a job's own waits: the bake writes them for a job whose own deadline the
-    defaults' waits do not outlast, and a refusal names them. derive_timing's when they pass with the job's
-    max_doublings, else the smallest min_backoff_seconds that passes with max_backoff_seconds at its limit."""
+    """Backoffs whose `retry_count` waits outlast `lease` within Scheduler's 0-3600 s (None: none do)."""
     if retry_count == 0:
         return None
 
@@ -456,8 +400,7 @@ def passing_waits(retry_count: int, max_doublings: int, lease: int) -> dict[str,
 
 
 def passing_waits_hint(timing: Mapping[str, int], prefix: str = "") -> str:
-    """For a refusal of waits that end before the lease: values that pass (passing_waits'), none beyond a limit:
-    retry_count raised no further than MAX_RETRY_COUNT, and a lease no waits within the limits outlast shortened."""
+    """Values that pass: retry_count raised up to MAX_RETRY_COUNT, else the lease shortened."""
     lease, doublings, values = timing["lease_seconds"], timing["max_doublings"], {}
     for count in range(timing["retry_count"], MAX_RETRY_COUNT + 1):
         waits = passing_waits(count, doublings, lease)
@@ -472,13 +415,12 @@ def passing_waits_hint(timing: Mapping[str, int], prefix: str = "") -> str:
 
 
 def settle_seconds(timing: Mapping[str, int]) -> int:
-    """How long after its schedule time a run of the job may still be claimed: its lease and retry window."""
+    """How long after its schedule time a run may still be claimed."""
     return timing["lease_seconds"] + job_retry_window_seconds(timing)
 
 
 def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
-    """An audit every `audit_interval_minutes` looks back min(1 day, retention) and judges a run once lease + retry
-    window (settle) has passed since its schedule time: every run meets an audit only if interval + settle fits."""
+    """Every run meets an audit only if interval + settle fits the lookback, min(1 day, retention)."""
     field = "audit_interval_minutes"
     minutes = parse_seconds(field, value, 1)
     if minutes not in AUDIT_INTERVALS_MINUTES:
@@ -496,8 +438,7 @@ def check_audit_interval(value: object, timing: Mapping[str, int]) -> int:
 
 
 def audit_interval_hint(minutes: int, settle: int, lookback: int) -> str:
-    """For check_audit_interval's refusal: the longest interval that fits the lookback, else the retention that makes
-    this interval (or the longest that fits a day) fit, else what must shrink."""
+    """The longest interval that fits, else the retention that makes one fit, else what must shrink."""
     fitting = [interval for interval in AUDIT_INTERVALS_MINUTES if interval * 60 + settle <= lookback]
     if fitting:
         return f"a value that passes: audit_interval_minutes {fitting[-1]}"
@@ -511,22 +452,15 @@ def audit_interval_hint(minutes: int, settle: int, lookback: int) -> str:
     return f"no interval fits a day's lookback: shorten the lease or retries (lease + retry window at most {most} s)"
 
 
-# ---------------------------------------------------------------- the function's limits
-
-# The Cloud Run function's limits on instances and concurrency (the module's `function` variable; config.yaml's
-# `function:` block). Its defaults are the module's (terraform/modules/scheduled-dedup/variables.tf, a test
-# compares); a bake writes max_instance_count from the schedule (schedule_rules.instances_for), never below the
-# default: the rest is room for manual runs and re-runs (the deliveries queue shares the function).
-# No fixed ceiling on instances: a service's maximum is the region's CPU and memory quota divided by one
-# instance's ("a baseline quota of 1000 vCPU or 2000 GiB memory would allow ... a maximum of 1000 instances",
-# https://cloud.google.com/run/docs/configuring/max-instances-limits): 1,001 instances of 256M fit it.
+# The module's defaults (terraform/modules/scheduled-dedup/variables.tf, a test compares); no ceiling on instances:
+# "a baseline quota of 1000 vCPU or 2000 GiB memory would allow ... a maximum of 1000 instances"
+# (https://cloud.google.com/run/docs/configuring/max-instances-limits): 1,001 instances of 256M fit it.
 FUNCTION_DEFAULTS = {"max_instance_count": 5, "max_instance_request_concurrency": 1}
 # Cloud Run: "You can increase this to a maximum of 1,000" concurrent requests per instance
 # (https://cloud.google.com/run/docs/about-concurrency); below 1 vCPU "Maximum concurrency must be set to 1"
 # (https://cloud.google.com/run/docs/configuring/cpu): a concurrency above 1 gets a whole CPU (the module sets it).
 MAX_CONCURRENCY = 1000
-# vCPUs per instance (the `function:` block's optional available_cpu): 0.08 to 1 in steps of 0.001, above 1 a whole
-# number, at most 8 (https://cloud.google.com/run/docs/configuring/cpu); the module's variables.tf refuses the same.
+# available_cpu: 0.08 to 1 by 0.001, above 1 whole, at most 8 (https://cloud.google.com/run/docs/configuring/cpu).
 CPU_SHAPE = re.compile(r"[0-9](\.[0-9]{1,3})?")
 CPU_RANGE = (0.08, 8)
 # The audit's Scheduler job reads its cron in this zone (audit.tf's time_zone; config.Config.audit).
@@ -534,15 +468,12 @@ AUDIT_TIME_ZONE = "Etc/UTC"
 
 
 def audit_cron(minutes: int) -> str:
-    """The audit's cron, in AUDIT_TIME_ZONE: Terraform's local.audit_schedule (audit.tf) says the same (a test
-    compares); AUDIT_INTERVALS_MINUTES divide an hour or a day, so it is exact."""
+    """The audit's cron, in AUDIT_TIME_ZONE: local.audit_schedule (audit.tf) says the same (a test compares)."""
     return f"*/{minutes} * * * *" if minutes < 60 else f"0 */{minutes // 60} * * *"
 
 
 def check_cpu(value: object, concurrency: int) -> str:
-    """The function's available_cpu, as Terraform passes it (text): within Cloud Run's limits (CPU_RANGE), and a
-    whole CPU at least when an instance takes more than one request at a time (below 1 vCPU "Maximum concurrency
-    must be set to 1": https://cloud.google.com/run/docs/configuring/cpu)."""
+    """available_cpu as Terraform passes it (text); a whole CPU at least above concurrency 1 (MAX_CONCURRENCY)."""
     text = str(value)
     low, high = CPU_RANGE
     if not CPU_SHAPE.fullmatch(text) or not low <= float(text) <= high or (float(text) > 1 and float(text) % 1):
@@ -558,8 +489,7 @@ def check_cpu(value: object, concurrency: int) -> str:
 
 
 def check_function(value: object) -> dict[str, int | str]:
-    """config.yaml's `function:` block: some of FUNCTION_DEFAULTS' keys, whole numbers, and available_cpu (check_cpu);
-    the rest the defaults (the module's available_cpu default: a whole CPU above concurrency 1)."""
+    """config.yaml's `function:` block, the rest FUNCTION_DEFAULTS (the module's available_cpu default)."""
     value = {} if value is None else value
     keys = (*FUNCTION_DEFAULTS, "available_cpu")
     if not isinstance(value, Mapping) or not set(value) <= set(keys):
@@ -580,31 +510,15 @@ def check_function(value: object) -> dict[str, int | str]:
     return checked
 
 
-# ---------------------------------------------------------------- the configuration file (config.yaml)
-
-# The project-level keys of config.yaml (config.py reads them; Terraform's root too).
-CONFIG_KEYS = (
-    "slug",
-    "project",
-    "region",
-    "target",
-    "database",
-    "collection",
-    "retention_seconds",
-    "audit_interval_minutes",
-    "serve",
-    "function",
-    "defaults",
-    "jobs",
-)
+# config.yaml's keys: every one but OPTIONAL_KEYS is required.
+OPTIONAL_KEYS = ("retention_seconds", "audit_interval_minutes", "serve", "function", "defaults")
+CONFIG_KEYS = ("slug", "project", "region", "target", "database", "collection", *OPTIONAL_KEYS, "jobs")
 
 
 def derive_timing(
     deadline: int, retry_count: int = 5, lease: int | None = None, min_backoff: int | None = None
 ) -> dict[str, int]:
-    """The numbers a deadline implies when nothing else is said: the lease outlasts the deadline by a minute,
-    and the retries' waits outlast the lease (check_timing), 30 s at the least, at most 3600 s each.
-    The one copy of these formulas: the bake writes what they give into config.yaml, resolve_job_timing the lease."""
+    """The numbers a deadline implies (the lease outlasts it, the waits the lease): the one copy of these formulas."""
     lease = deadline + LEASE_AFTER_DEADLINE_SECONDS if lease is None else lease
     retries = min(max(retry_count, 0), MAX_RETRY_COUNT)
     if min_backoff is None:  # else given: the longest wait follows it
@@ -621,9 +535,8 @@ def derive_timing(
 def resolve_job_timing(
     job_id: str, job: Mapping[str, object], defaults: Mapping[str, object], prefix: str | None = None
 ) -> dict[str, object]:
-    """A job's numbers: its own, else the defaults block's; its lease, unless it sets one, its own deadline + 60
-    when it sets its own deadline (else the defaults block's lease, else the deadline + 60).
-    A Scheduler number in neither is refused with the value derive_timing gives (Terraform reads it as written)."""
+    """A job's numbers, else the defaults'; no lease of its own: deadline + 60 if it sets its deadline or the defaults
+    no lease. A Scheduler number in neither is refused with derive_timing's value (Terraform reads it as written)."""
     prefix = f"jobs.{job_id}." if prefix is None else prefix
     merged = {**defaults, **{key: job[key] for key in TIMING_KEYS if key in job}}
     missing = [key for key in SCHEDULER_KEYS if key not in merged]
@@ -642,7 +555,6 @@ def resolve_job_timing(
 
 
 def check_serve(value: object, project: str, region: str) -> list[dict[str, str]]:
-    """The project/location pairs the function takes deliveries for; default: only its own."""
     if value is None:
         return [{"project": project, "location": region}]
     rule = "must be a list of {project: <GCP project id>, location: <region>}"
@@ -663,16 +575,13 @@ TOOLS = "scheduled_dedup_tools"
 def check_config(
     raw: object, start: dt.date | None = None, schedules: bool = True, defaults_prefix: str = "defaults."
 ) -> dict[str, object]:
-    """config.yaml, checked: the project's settings, each job with its resolved numbers (`timing`), `warnings`.
-    The defaults block first, as the audit job's numbers (refusals named `defaults_prefix` + the key: the bake's
-    answers are the defaults), then each job's own (`jobs.<id>.<key>`); `schedules`: also the deploy-time rules
-    (one fault against each smallest gap, daylight saving, capacity), which live outside the function's source:
-    imported by name, so that the function's imports (config.undeployed) never reach them."""
+    """config.yaml, checked: each job with its resolved numbers (`timing`), the defaults as the audit's. `schedules`:
+    also the deploy-time rules, imported by name so that the function's imports (config.undeployed) never reach them."""
     schedule_rules = importlib.import_module(f"{TOOLS}.schedule_rules") if schedules else None
     if not isinstance(raw, Mapping):
         raise RuleError("config.yaml", raw, f"must be a mapping of {', '.join(CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(CONFIG_KEYS))
-    missing = sorted({"slug", "project", "region", "target", "database", "collection", "jobs"} - set(raw))
+    missing = sorted(set(CONFIG_KEYS) - set(OPTIONAL_KEYS) - set(raw))
     if unknown or missing:
         rule = f"unknown key(s) {unknown} or missing key(s) {missing}: the keys are {', '.join(CONFIG_KEYS)}"
         raise RuleError("config.yaml", sorted(raw), rule)
@@ -692,7 +601,6 @@ def check_config(
     jobs = check_jobs(raw["jobs"])
     retention = raw.get("retention_seconds", 604800)
     start = start or dt.date.today()
-    # The audit job's numbers, and every job's where it says nothing.
     audit = {**resolve_job_timing("audit", {}, defaults, defaults_prefix), "retention_seconds": retention}
     audit_timing = check_timing(audit, defaults_prefix)
     warnings = schedule_rules.check_schedule_timing({}, audit_timing, start, defaults_prefix) if schedules else []

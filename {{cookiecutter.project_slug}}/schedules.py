@@ -1,22 +1,14 @@
-"""When a job fires: the one module that expands a job's cron (cronsim) in its time zone, for the handler
-(keys.read_run_key: the latest schedule time it accepts, the fire time a delivery stands for), the audit
-(audit.expected_runs) and the tools (scheduled_dedup_tools.runs). rules.py checks config.yaml with a cron walk of
-its own.
+"""When a job fires: the one module that expands a job's cron (cronsim) in its time zone (handler, audit, tools).
 
-The cron names wall-clock times of the job's zone (cronsim's naive mode walks them, Debian cron semantics:
-day of month and day of week both restricted means either). Daylight saving makes some of them happen twice
-(fall back) or never (spring forward). One rule per job, like Debian cron (and cronsim's zone-aware mode):
+The cron names wall-clock times of the job's zone. Daylight saving makes some of them happen twice (fall back) or
+never (spring forward). One rule per job, like Debian cron (and cronsim's zone-aware mode):
 - a time that happens twice runs once, at its first instant;
-- a time that does not exist runs once at the end of the gap (`dst_gap: end_of_gap`, the default), or not at
-  all (`dst_gap: skip`); several skipped times, or a skipped time and a real fire time at the gap's end, are
-  one run.
-What Cloud Scheduler sends for such a time is not documented: it "runs on wall clock time" and warns that
-around a daylight saving change a job may "run or not run unexpectedly"
-(https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules#time_zone). So every instant a
-delivery may carry for one wall-clock time (both readings of a repeated time; for a skipped time, the gap's
-end and the time read with the offset before and after it) is a *reading* of that fire time, and the handler
-keys the run by the fire time's one instant whichever reading arrives: a time delivered twice runs once.
-"""
+- a time that does not exist runs once at the end of the gap (`dst_gap: end_of_gap`, the default), or not at all
+  (`dst_gap: skip`); several skipped times, or one and a real fire time at the gap's end, are one run.
+What Scheduler sends for such a time is not documented: it "runs on wall clock time" and a job may "run or not run
+unexpectedly" (https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules#time_zone). So every instant
+a delivery may carry for one wall-clock time (both of a repeated time; for a skipped one, the gap's end and the time
+read with either offset) is a *reading* of that fire time, and the handler keys the run by its one instant."""
 
 from __future__ import annotations
 
@@ -30,15 +22,12 @@ from cronsim import CronSim
 
 import rules
 
-# A job's rule for a wall-clock time the clocks skip (config.yaml's dst_gap; rules.JOB_CHOICES lists it).
 DST_GAP_RULES = rules.JOB_CHOICES["dst_gap"]
 END_OF_GAP, SKIP = DST_GAP_RULES
-# How far apart the function's clock and Scheduler's may be: a delivery dated up to this far after now is
-# the scheduled run (a slow clock here), anything later is a manual run (a Force run: keys.read_run_key),
-# and the latest schedule time accepted is the job's next fire time after now plus this.
+# How far apart the function's clock and Scheduler's may be: a delivery dated after now + this is a Force run, and
+# the latest schedule time accepted is the next fire time + this (keys.read_run_key).
 CLOCK_MARGIN = dt.timedelta(seconds=60)
-# Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): walk the cron this far beyond
-# a window's ends, so that no fire time whose instant falls inside it is left out.
+# Daylight saving moves a wall-clock time by at most 2 h (Antarctica/Troll): walk the cron this far beyond a window.
 WALL_CLOCK_MARGIN = dt.timedelta(hours=3)
 # How far ahead the next fire time is looked for (a Feb 29 schedule fires every 4 years, 8 across 2100).
 SEARCH_YEARS = 9
@@ -51,8 +40,6 @@ class Dst(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    """A job's cron, the zone it is read in, and its rule for a skipped wall-clock time."""
-
     cron: str
     time_zone: str
     dst_gap: str = END_OF_GAP
@@ -60,8 +47,6 @@ class Schedule:
 
 @dataclasses.dataclass(frozen=True)
 class FireTime:
-    """One wall-clock time the cron names, and when the job runs for it."""
-
     wall: dt.datetime  # naive: the time on the zone's wall clock, as the cron means it
     instant: dt.datetime | None  # UTC: the run's schedule time; None when dst_gap is skip and the time is skipped
     readings: tuple[dt.datetime, ...]  # every instant a delivery for it may carry (UTC)
@@ -69,7 +54,7 @@ class FireTime:
 
     @property
     def moment(self) -> dt.datetime:
-        """Where the fire time sits on the time line: its instant, or for a skipped one the gap's end."""
+        """Its instant, or for a skipped one the gap's end."""
         return self.instant or self.readings[0]
 
 
@@ -102,10 +87,8 @@ def _readings(wall: dt.datetime, zone: zoneinfo.ZoneInfo) -> tuple[tuple[dt.date
 
 def fire_times(schedule: Schedule, since: dt.datetime, until: dt.datetime) -> list[FireTime]:
     """The fire times whose moment lies in [since, until), in time order (skipped ones included, instant None).
-
-    When the job runs is cronsim's zone-aware mode (the module's rule; a cron with '*' in its minute or hour field
-    runs on the new time as it comes: a repeated hour twice, a skipped one not at all). The naive walk adds, per
-    wall-clock time, the other instants a delivery for it may carry."""
+    When the job runs is cronsim's zone-aware mode ('*' in the minute or hour field: a repeated hour runs twice, a
+    skipped one never); the naive walk adds the other readings of each wall-clock time."""
     zone = zoneinfo.ZoneInfo(schedule.time_zone)
     low, high = since - WALL_CLOCK_MARGIN, until + WALL_CLOCK_MARGIN
     run_at: list[dt.datetime] = []

@@ -1,6 +1,4 @@
-"""Fixtures: the function's HTTP app on the Firestore emulator (emulator_host: the tools package's pytest plugin, the
-one FIRESTORE_EMULATOR_HOST names or one per session), and a private collection per test so that tests never see
-each other's runs."""
+"""Fixtures: the app on the Firestore emulator (emulator_host: the tools package's plugin), a collection per test."""
 
 import dataclasses
 import datetime as dt
@@ -27,8 +25,7 @@ PROJECT = os.environ.get("DEDUP_TEST_PROJECT", "dedup-test-project")
 
 
 def in_this_process(work, context, fields, stop_at, preload=()):
-    """main.run_until_stopped in the test's process, where a test can hold the work, count its calls and fake its
-    clients; how it ended is judged by stop.ending_of, as in the work's own process (killed at the deadline)."""
+    """main.run_until_stopped in the test's process, where a test can hold the work and fake its clients."""
     return stop.ending_of(work, context)
 
 
@@ -48,23 +45,20 @@ def handler_module(app):
 
 @pytest.fixture
 def collection(monkeypatch, emulator_host):
-    """A fresh collection for this test's run records."""
     name = f"runs-{uuid.uuid4().hex[:12]}"
     own = configured(monkeypatch, lambda loaded: dataclasses.replace(loaded, project=PROJECT, collection=name))
     return firestore.Client(project=PROJECT, database=own.database).collection(name)
 
 
 def configured(monkeypatch, change) -> config.Config:
-    """Run this test by the configuration `change` makes of the current one (config.use's, for the test only), e.g.
-    `lambda loaded: loaded.with_jobs({...})` or `.everywhere(lease=...)`; the configuration it runs by."""
+    """Run this test by `change(config.current())`, e.g. `lambda loaded: loaded.everywhere(lease=...)`."""
     model = change(config.current())
     monkeypatch.setattr(config, "USED", model)
     return model
 
 
 def config_file(path: Path, /, **keys: object) -> dict[str, str]:
-    """config.yaml with `keys` (its top-level keys) changed, written at `path`; the environment that makes another
-    process (a task, a server) read it."""
+    """config.yaml with top-level `keys` changed, at `path`; the environment that makes another process read it."""
     path.write_text(yaml.safe_dump({**config.load().source, **keys}), encoding="utf-8")
     return {config.FILE_VARIABLE: str(path)}
 
@@ -76,7 +70,6 @@ def http(app, collection):
 
 @pytest.fixture
 def log_lines():
-    """The structured log lines the function writes, parsed."""
     handler = next(h for h in logging.getLogger().handlers if isinstance(h, StructuredLogHandler))
     stream = io.StringIO()
     previous = handler.setStream(stream)
@@ -127,7 +120,6 @@ class Work:
 
 @pytest.fixture
 def work(monkeypatch, handler_module):
-    """The work the handler runs, replaced whatever the target (a proxy's would call a Google API)."""
     recorder = Work()
     monkeypatch.setattr(handler_module, "run", recorder)
     return recorder

@@ -1,6 +1,4 @@
-"""config.yaml, the one file of the jobs and their timing: it passes rules.py (the rules Terraform cannot check:
-a cron's smallest gap against what one fault keeps a run busy, per job), each schedule lives in it alone, and a
-bad edit is refused in one line naming the field."""
+"""config.yaml passes the rules and holds each schedule alone; a bad edit is refused in one line naming the field."""
 
 import re
 import subprocess
@@ -37,8 +35,7 @@ def edited(**changes) -> str:
 
 
 def test_the_check_command_passes_on_config_yaml():
-    """What `make deploy` runs before Terraform: the function's capacity against the busiest minute, one line per
-    job."""
+    """What `make deploy` runs before Terraform: the capacity against the busiest minute, one line per job."""
     result = subprocess.run([sys.executable, "config.py"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     capacity, *jobs = result.stdout.splitlines()
@@ -49,8 +46,7 @@ def test_the_check_command_passes_on_config_yaml():
 
 
 def test_each_schedule_string_lives_in_config_yaml_alone():
-    """No copy to drift: outside docs/ and tests/, no file of the project spells a job's schedule. (rules.py and
-    the modules hold no job: their messages quote an example schedule, which a job may share.)"""
+    """No copy to drift: outside docs/ and tests/, no file spells a job's schedule (rules.py's messages quote one)."""
     schedules = {job.schedule for job in CONFIG.jobs.values()}
     skipped = {"docs", "tests", ".venv", ".git", ".terraform", "__pycache__", ".ruff_cache", ".pytest_cache",
                ".hypothesis"}  # fmt: skip
@@ -74,10 +70,8 @@ def test_each_schedule_string_lives_in_config_yaml_alone():
         (TEXT.replace("jobs:", "jobz:"), r"config\.yaml=.*unknown key\(s\) \['jobz'\]"),
         # An hour of 24 has the shape Terraform's validation checks; the grammar here refuses it.
         (edited(schedule="0 24 * * *"), rf"jobs\.{JOB_ID}\.schedule='0 24 \* \* \*'.*hour"),
-        # Terraform takes the Scheduler numbers as written (no formula in HCL): one left out is refused with one
-        # that passes (rules.derive_timing's).
+        # Terraform takes the Scheduler numbers as written: one left out is refused with one that passes.
         (edited(min_backoff_seconds=None), r"defaults\.min_backoff_seconds=None: .*e\.g\. \d+"),
-        # Busier than one fault keeps a run busy, with a value that passes: only the expansion of the crons sees it.
         (
             edited(schedule="* * * * *"),
             rf"jobs\.{JOB_ID}\.schedule='\* \* \* \* \*': fires only 60 s apart.* at least {BUSY + 1} s apart",
@@ -103,8 +97,7 @@ def test_a_job_with_its_own_deadline_gets_its_own_lease():
 
 
 def test_the_check_command_warns_of_each_daylight_saving_date_of_a_job(tmp_path, capsys):
-    """A job moved to 02:30 in Europe/Berlin: `python config.py` names every spring-forward and fall-back date of the
-    coming years on one WARNING line, with the job's dst_gap rule, and still passes (a warning, not a refusal)."""
+    """A job at 02:30 in Europe/Berlin: one WARNING line names each daylight saving date and its rule; it passes."""
     path = tmp_path / "config.yaml"
     path.write_text(edited(schedule="30 2 * * *", time_zone="Europe/Berlin", dst_gap="skip"), encoding="utf-8")
     assert config.main([str(path)]) == 0
@@ -116,8 +109,7 @@ def test_the_check_command_warns_of_each_daylight_saving_date_of_a_job(tmp_path,
 
 
 def test_a_capacity_below_the_busiest_minute_is_refused_in_one_line_naming_it():
-    """A twin of the first job (the same minute: two runs in flight at least) against one instance: refused, naming
-    the minute, the runs and the capacity (schedule_rules.check_capacity), with a max_instance_count that passes."""
+    """A twin of the first job against one instance: refused, with a max_instance_count that passes."""
     raw = yaml.safe_load(TEXT)
     raw["jobs"]["twin"] = dict(raw["jobs"][JOB_ID])
     herd = config.parse(yaml.safe_dump({**raw, "function": {"max_instance_count": 100000}}), schedules=True).herd
