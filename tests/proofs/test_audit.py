@@ -12,9 +12,9 @@ import json
 import logging
 
 import pytest
-from scheduled_dedup_tools import runs
 from conftest import configured, records, scheduler_headers
 from proof_fixtures import a_job
+from scheduled_dedup_tools import runs
 
 import audit
 import config as configuration

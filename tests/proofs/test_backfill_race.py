@@ -4,9 +4,9 @@ import datetime as dt
 import json
 import threading
 
-from scheduled_dedup_tools import runs
 from conftest import scheduler_headers
 from live_server import wait_for_file
+from scheduled_dedup_tools import runs
 from test_audit import at, ten_minute_job, window_3h_ago
 
 import audit

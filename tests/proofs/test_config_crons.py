@@ -8,10 +8,10 @@ import zoneinfo
 
 import cronsim
 import pytest
+from scheduled_dedup_tools import schedule_rules
 
 import config
 import schedules
-from scheduled_dedup_tools import schedule_rules
 
 CONFIG = config.load(schedules=True)
 

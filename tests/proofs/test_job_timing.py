@@ -52,8 +52,9 @@ def project_with(tmp_path: Path, jobs: dict[str, int]) -> Path:
 
 def tool(project: Path, env: dict[str, str], *args: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "scheduled_dedup_tools.runs", *args], cwd=project, capture_output=True, text=True, timeout=300, env=env
-    )
+        [sys.executable, "-m", "scheduled_dedup_tools.runs", *args],
+        cwd=project, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 

@@ -12,9 +12,9 @@ import logging
 import shlex
 
 import pytest
-from scheduled_dedup_tools import runs
 import time_machine
 from conftest import configured, records, scheduler_headers
+from scheduled_dedup_tools import runs
 from scheduled_dedup_tools.firestore_emulator import free_port
 from tasks_standin import TasksStandin
 

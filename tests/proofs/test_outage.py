@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from conftest import records, scheduler_headers
-from scheduled_dedup_tools.firestore_emulator import Emulator
 from live_server import RetryPolicy, everywhere, wait_for_file
 from proof_fixtures import firestore_client_of
+from scheduled_dedup_tools.firestore_emulator import Emulator
 
 pytestmark = pytest.mark.faults
 

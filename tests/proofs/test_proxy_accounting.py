@@ -16,8 +16,8 @@ Firestore emulator.
 import argparse
 import datetime as dt
 
-from scheduled_dedup_tools import runs
 import test_proxy
+from scheduled_dedup_tools import runs
 from test_proxy import CLOCK, TARGET, deliver, ended_lines, jobs, run_key, run_record
 
 import config as configuration

@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from scheduled_dedup_tools import runs
 import time_machine
 from conftest import records, scheduler_headers
+from scheduled_dedup_tools import runs
 from scheduled_dedup_tools.firestore_emulator import Emulator
 
 import config as configuration

@@ -235,8 +235,9 @@ def causes(failures: list[str]) -> collections.Counter:
 
 class Simulation:
     def __init__(self, seed: int, days: int = 30, jobs: int = 6, moves=MOVE_KINDS, stop_runs: int = 2) -> None:
-        import config
         from scheduled_dedup_tools import schedule_rules
+
+        import config
 
         self.rng = random.Random(seed)
         self.seed, self.days, self.job_count, self.kinds = seed, days, jobs, set(moves)
