@@ -27,11 +27,9 @@ RERUN_BY_HEADER = "X-Rerun-By"
 RERUN_REASON_HEADER = "X-Rerun-Reason"
 RERUN_HEADERS = (RERUN_ID_HEADER, RERUN_BY_HEADER, RERUN_REASON_HEADER)  # Rerun's fields, in order
 
-# The Scheduler job a delivery names: Cloud Scheduler's job id shape.
-JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
+JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")  # Cloud Scheduler's job id shape
 RERUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
-# Who asked and why: printable text of bounded length (a header value; it is stored in the record).
-RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")
+RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")  # who asked and why: printable and bounded (stored in the record)
 RFC3339 = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<hms>\d{2}:\d{2}):(?P<second>\d{2})(?P<fraction>\.\d+)?"
     r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
@@ -140,8 +138,7 @@ def read_run_key(headers: Mapping[str, str], config: Config, now: dt.datetime) -
             f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: older than the retention window "
             f"({int(config.retention.total_seconds())} s); refusing a run that may already have happened"
         )
-    # Dated later than now: a Force run, which sends the next fire time; a scheduled delivery never comes early.
-    # The time as sent decides: a reading of a daylight saving time may be keyed at a later instant.
+    # Dated ahead by the time as sent (a DST reading may be keyed later): a Force run; Scheduler is never early.
     manual = schedule_time > now + schedules.CLOCK_MARGIN
     job = config.spec_of(job_name)  # the audit job's cron too
     if job is None:  # a job the configuration lacks: no cron to check against

@@ -30,7 +30,6 @@ def {{ work_function(job_id) }}(context: RunContext) -> None:
 {%- endfor %}
 
 
-# Job id -> its work.
 WORK: dict[str, Callable[[RunContext], object]] = {
 {%- for job_id in cookiecutter.jobs | sort %}
     {{ job_id | tojson }}: {{ work_function(job_id) }},
