@@ -20,8 +20,7 @@ and `decide` is the one choice a delivery makes on a record it finds:
 Every write is conditional, so no transaction is needed: the claim is a create (fails if the run exists), a
 takeover and every finish are guarded by the update time the claim last wrote, so an attempt whose lease was taken
 over cannot overwrite or delete its successor's record. Cost: a fresh run is 2 RPCs (create, finish), a replay 2
-(create, one read of the run and of its time's Force run), a takeover 4.
-"""
+(create, one read of the run and of its time's Force run), a takeover 4."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ from collections.abc import Mapping
 
 from outcomes import Outcome
 
-# The re-runs one record keeps (field `reruns`, one entry per id, with the fields it replaced: some 4 KB at most),
-# far below Firestore's 1 MiB document limit; one more is refused (invalid_delivery).
+# Re-runs one record keeps (`reruns`: some 4 KB, far below Firestore's 1 MiB document limit); one more is refused.
 MAX_RERUNS = 100
 
 

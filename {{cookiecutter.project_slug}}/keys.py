@@ -1,7 +1,6 @@
 """A delivery's run key, read from its headers: (project, location, job name, schedule time), constant across
 Scheduler's retries of one run; its sha256 is the run's id (its record's document id). Re-run headers are read here
-too, and a run's headers written (for Cloud Tasks).
-"""
+too, and a run's headers written (for Cloud Tasks)."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ RFC3339 = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<hms>\d{2}:\d{2}):(?P<second>\d{2})(?P<fraction>\.\d+)?"
     r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
 )
-# What each header's value must be (the schedule time's: parse_schedule_time).
-HEADER_RULES = {
+HEADER_RULES = {  # each header's rule (the schedule time's: parse_schedule_time)
     JOB_NAME_HEADER: (JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')"),
     PROJECT_HEADER: (rules.PROJECT_ID, "must be a GCP project id"),
     LOCATION_HEADER: (rules.REGION, "must be a GCP region such as europe-west1"),

@@ -1,6 +1,5 @@
 """HTTP adapter for Cloud Scheduler deliveries, the flow dedup.py draws: job.py's work (audit.py's for the audit job)
-in a process stopped at the job's deadline (stop.py). One log line per delivery (plus a `takeover` line).
-"""
+in a process stopped at the job's deadline (stop.py). One log line per delivery (plus a `takeover` line)."""
 
 import functools
 import logging

@@ -26,20 +26,17 @@ class RunContext:
 
 class TerminalJobError(Exception):
     """Raise from the work when retrying cannot help (bad input, a missing permission): the run is recorded `failed`
-    and answered 2xx, so Scheduler stops; any other exception releases the run and answers 5xx, so Scheduler retries.
-    """
+    and answered 2xx, so Scheduler stops; any other exception releases the run and answers 5xx, so Scheduler retries."""
 
 
 class UnknownJob(Exception):
     """Raise from the work for a job it has no work for (job.py's WORK lacks its job id): the claim is released and
-    the delivery answers `misconfigured` (5xx), so Scheduler retries until a deploy gives the job its work.
-    """
+    the delivery answers `misconfigured` (5xx), so Scheduler retries until a deploy gives the job its work."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Started:
     """Return from the work when it started something that runs on without it (a proxy target's execution): the run
-    is recorded `started`, and later deliveries follow the execution and record `completed` or `failed` once it ends.
-    """
+    is recorded `started`, and later deliveries follow the execution and record `completed` or `failed` once it ends."""
 
     execution: str  # the execution's full resource name

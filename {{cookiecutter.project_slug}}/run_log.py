@@ -1,6 +1,5 @@
 """The log lines of a delivery: one JSON line on stdout per record, stamped with the run's identity, in the handler's
-process and the work's (stop.py) alike.
-"""
+process and the work's (stop.py) alike."""
 
 import contextvars
 import logging

@@ -6,8 +6,7 @@ Why Cloud Tasks (docs/schedules-and-manual-runs.md): the function's ingress is i
 internal, so a person with roles/cloudtasks.enqueuer reaches the function from a laptop. The queue routes every task
 (the module's tasks.tf; Cloud Tasks "Configure queue routing": queue-level routing and authentication override the
 task's), so a task carries only the run's delivery headers. A task's name is its dedup key (ALREADY_EXISTS): a
-backfill or catch-up asked for twice is queued once.
-"""
+backfill or catch-up asked for twice is queued once."""
 
 from __future__ import annotations
 
@@ -52,8 +51,7 @@ def task_id(unique: str, kind: str) -> str:
 
 
 def enqueue_run(queue: str, key: RunKey, kind: str, deadline: dt.timedelta, rerun: Rerun | None = None) -> bool:
-    """Queue one delivery of the run `key` (a re-run of it if `rerun`) as task `<run id or re-run id>-<kind>`, with
-    its job's attempt deadline (config.Config.attempt_deadline_for)."""
+    """Queue one delivery of the run `key` (a re-run of it if `rerun`) with its job's attempt deadline."""
     name = task_id(rerun.rerun_id if rerun else key.run_id, kind)
     return enqueue(queue, name, delivery_headers(key, rerun), deadline)
 

@@ -1,6 +1,5 @@
 """An example test of your work (job.py), called as a claimed delivery would. Replace the assertions with what your
-work does; keep the repeat: a run's work may be called again for the same run_id, which must change nothing.
-"""
+work does; keep the repeat: a run's work may be called again for the same run_id, which must change nothing."""
 
 import datetime as dt
 import logging

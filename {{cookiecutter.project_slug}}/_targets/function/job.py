@@ -10,8 +10,7 @@ Rules of the room:
   cwd, environment, a signal handler or the umask, gets its worker killed with all it started: wait for what you
   start. Make no client and call no API at import: this module is imported once into the fork server.
 - `WORK` gives each job id (`context.job_id`, as you wrote it) its function. A job WORK lacks is refused
-  `misconfigured` and retried until a deploy gives it its work. Adding a job: config.yaml, a function, a line in WORK.
-"""
+  `misconfigured` and retried until a deploy gives it work. Adding a job: config.yaml, a function, a line in WORK."""
 
 import logging
 from collections.abc import Callable
