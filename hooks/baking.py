@@ -186,9 +186,7 @@ def module_sources(answers: Mapping[str, object], repo_dir: Path) -> dict[str, s
 
 # config.yaml's first version (write_config); from then on the user edits it, and the bake never writes it again.
 HEADER = """\
-# The schedule configuration of this project: the only place its jobs and their timing live.
-# The function reads it from its source, Terraform's root with yamldecode, the tools and the tests with config.py.
-# Change it, then `python config.py` (or `make deploy`, which runs it first) checks it with the rules of rules.py.
+# The only place this project's jobs and their timing live; `python config.py` (`make deploy` runs it) checks it.
 # Adding or removing a job: here, and its work in job.py's WORK (tests/test_config.py fails when they disagree).
 """
 
@@ -198,23 +196,20 @@ TARGET_COMMENT = """\
 
 TIMING_COMMENT = """\
 # Timing, in seconds, for every job that does not set its own (any of these keys may sit under a job):
-#   attempt_deadline_seconds  how long Scheduler waits for an answer (15-1800); the work is stopped 10 s
-#                             before, so the answer reaches it; the function's timeout is the largest of all jobs
+#   attempt_deadline_seconds  how long Scheduler waits for an answer (15-1800); the work stops 10 s before
 #   lease_seconds             how long a claimed run stays locked (default: the job's deadline + 60)
 #   retry_count, min_backoff_seconds, max_backoff_seconds, max_doublings, max_retry_duration_seconds:
 #                             Cloud Scheduler's retry_config, given to Terraform as written
 """
 
 FUNCTION_COMMENT = """\
-# The function's capacity: max_instance_count instances x max_instance_request_concurrency runs each (default 1;
-# above 1 the function gets a whole CPU). `python config.py` refuses a capacity below the runs the schedule has in
-# flight at its busiest minute (every job and the audit), and names the value that passes. Baked from the jobs.
+# Capacity: max_instance_count x max_instance_request_concurrency runs each (default 1; above 1, a whole CPU).
+# `python config.py` refuses one below the runs in flight at the busiest minute, and names the value that passes.
 """
 
 JOBS_COMMENT = """\
-# job id => schedule (5-field unix-cron), time_zone (IANA, default Etc/UTC), optional timing keys as above,
-# max_lateness_seconds (a later delivery is recorded skipped and does not run the work), paused (true/false).
-# Each job is the Cloud Scheduler job "<slug>-<job id>".
+# job id (the Cloud Scheduler job "<slug>-<job id>") => schedule (5-field unix-cron), time_zone (IANA, default Etc/UTC),
+# timing keys as above, max_lateness_seconds (a later delivery is skipped, not run), paused (true/false).
 """
 
 

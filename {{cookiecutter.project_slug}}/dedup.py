@@ -17,12 +17,10 @@ and `decide` is the one choice a delivery makes on a record it finds:
     record as it was before it. A Force run's release ends its lease and keeps it in_progress: its retry, even
     one delivered after its schedule time, takes the manual run over (awaits_retry).
 
-Every write is conditional, so no transaction is needed: the claim is a create (fails if the run
-exists), a takeover and every finish are guarded by the update time the claim last wrote. An
-attempt whose lease was taken over therefore cannot overwrite or delete its successor's record.
-Cost: a fresh run is 2 RPCs (create, finish), a replay 2 (create, one read of the run and of its time's Force run),
-a takeover 4.
-"""
+Every write is conditional, so no transaction is needed: the claim is a create (fails if the run exists), a
+takeover and every finish are guarded by the update time the claim last wrote, so an attempt whose lease was taken
+over cannot overwrite or delete its successor's record. Cost: a fresh run is 2 RPCs (create, finish), a replay 2
+(create, one read of the run and of its time's Force run), a takeover 4."""
 
 from __future__ import annotations
 
@@ -32,8 +30,7 @@ from collections.abc import Mapping
 
 from outcomes import Outcome
 
-# The re-runs one record keeps (field `reruns`, one entry per id, with the fields it replaced: some 4 KB at most),
-# far below Firestore's 1 MiB document limit; one more is refused (invalid_delivery).
+# Re-runs one record keeps (`reruns`: some 4 KB, far below Firestore's 1 MiB document limit); one more is refused.
 MAX_RERUNS = 100
 
 
@@ -45,8 +42,7 @@ class Status(enum.StrEnum):
     STARTED = "started"  # a proxy target started the run's execution; how it ends is not known yet
 
 
-# The statuses in which the work does not run again: a delivery finds the run a duplicate, unless a new re-run reopens
-# it (decide).
+# The statuses in which the work does not run again: a duplicate, unless a new re-run reopens it (decide).
 DONE = (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.STARTED)
 
 
@@ -59,8 +55,7 @@ class Decision(enum.Enum):
 
 
 def decide(record: Mapping[str, object], now: dt.datetime, rerun_id: str | None = None) -> Decision:
-    """The state machine's one decision: what a delivery (of re-run `rerun_id`, if one) may do with the run's
-    existing record."""
+    """What a delivery (of re-run `rerun_id`, if one) may do with the run's existing record."""
     if expired(record, now):
         return Decision.TAKE_OVER
     if record["status"] == Status.STARTED and is_new_rerun(record, rerun_id):
@@ -78,15 +73,13 @@ def expired(record: Mapping[str, object], now: dt.datetime) -> bool:
 
 
 def lease_over(record: Mapping[str, object], now: dt.datetime) -> bool:
-    """An in_progress record's attempt holds the run until lease_expires; from then on it died or hangs, and
-    another delivery may take the run over."""
+    """An in_progress record's attempt holds the run until lease_expires; then another delivery may take it over."""
     return record["lease_expires"] <= now
 
 
 def is_new_rerun(record: Mapping[str, object], rerun_id: str | None) -> bool:
-    """A re-run whose id the record does not hold: it reopens a finished run. The record holds every re-run id it
-    ran (field `reruns`), so a late retry or duplicate of any of them is answered like a replay: the work runs once
-    per re-run id, for ever. Except an id released after a retryable failure: its retry is owed the run."""
+    """A re-run whose id the record's `reruns` does not hold: it reopens a finished run. A late retry of one it holds
+    is a replay (the work runs once per re-run id), unless that id was released: its retry is owed the run."""
     return rerun_id is not None and rerun_id not in {
         entry["rerun_id"] for entry in record.get("reruns", ()) if "released_at" not in entry
     }

@@ -1,9 +1,6 @@
-"""A delivery's run key: which run of which job the request is, read from its headers, and its document id.
-
-A run is keyed by (project, location, job name, schedule time): Cloud Scheduler keeps the schedule time constant
-across retries of one run, and the key's sha256 is the run's id (its record's document id). A re-run's headers
-(a person's request that a finished run runs once more) are read here too, and a run's are written (for Cloud Tasks).
-"""
+"""A delivery's run key, read from its headers: (project, location, job name, schedule time), constant across
+Scheduler's retries of one run; its sha256 is the run's id (its record's document id). Re-run headers are read here
+too, and a run's headers written (for Cloud Tasks)."""
 
 from __future__ import annotations
 
@@ -20,28 +17,23 @@ from outcomes import InvalidDelivery, SkippedDstGap, quoted
 
 JOB_NAME_HEADER = "X-CloudScheduler-JobName"
 SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
-# Cloud Scheduler sends no project or location; our Scheduler jobs add these (see terraform/), so
-# one endpoint can serve jobs of several projects or regions that reuse a JOB_ID.
+# Cloud Scheduler sends no project or location; our Scheduler jobs add these, so one endpoint serves several.
 PROJECT_HEADER = "X-Scheduler-Project"
 LOCATION_HEADER = "X-Scheduler-Location"
-# A re-run: a person asked (scheduled_dedup_tools.runs rerun, through the Cloud Tasks queue) that a finished run
-# runs once more. The id is the request's: its retries carry the same id, so the work runs once per id.
+# A re-run (scheduled_dedup_tools.runs rerun): its retries carry the same id, so the work runs once per id.
 RERUN_ID_HEADER = "X-Rerun-Id"
 RERUN_BY_HEADER = "X-Rerun-By"
 RERUN_REASON_HEADER = "X-Rerun-Reason"
 RERUN_HEADERS = (RERUN_ID_HEADER, RERUN_BY_HEADER, RERUN_REASON_HEADER)  # Rerun's fields, in order
 
-# The Scheduler job a delivery names: Cloud Scheduler's job id shape.
-JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")
+JOB_NAME = re.compile(r"[A-Za-z0-9_-]{1,500}")  # Cloud Scheduler's job id shape
 RERUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
-# Who asked and why: printable text of bounded length (a header value; it is stored in the record).
-RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")
+RERUN_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,500}")  # who asked and why: printable and bounded (stored in the record)
 RFC3339 = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<hms>\d{2}:\d{2}):(?P<second>\d{2})(?P<fraction>\.\d+)?"
     r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
 )
-# What each header's value must be (the schedule time's: parse_schedule_time).
-HEADER_RULES = {
+HEADER_RULES = {  # each header's rule (the schedule time's: parse_schedule_time)
     JOB_NAME_HEADER: (JOB_NAME, "must be a Cloud Scheduler job id (letters, digits, '-', '_')"),
     PROJECT_HEADER: (rules.PROJECT_ID, "must be a GCP project id"),
     LOCATION_HEADER: (rules.REGION, "must be a GCP region such as europe-west1"),
@@ -103,8 +95,7 @@ def rfc3339(moment: dt.datetime) -> str:
 
 
 def _header(headers: Mapping[str, str], name: str, missing: str, default: str | None = None) -> str:
-    """Header `name` of `headers` (lower-cased names) as HEADER_RULES wants it, or InvalidDelivery; `missing` says
-    why it must be there."""
+    """Header `name` (of lower-cased `headers`) as HEADER_RULES wants it, or InvalidDelivery saying `missing`."""
     pattern, rule = HEADER_RULES[name]
     value = headers.get(name.lower(), default)
     if value is None:
@@ -139,15 +130,13 @@ def read_run_key(headers: Mapping[str, str], config: Config, now: dt.datetime) -
         schedule_time = parse_schedule_time(raw_time)
     except ValueError as error:
         raise InvalidDelivery(f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: {error}") from None
-    # Past the retention window the run's record may be gone, so a replay would run again. At its very
-    # edge too: a record counts as absent from expire_at (>= schedule time + retention) on.
+    # Past retention (its very edge too: a record counts as absent from expire_at on) a replay would run again.
     if schedule_time <= now - config.retention:
         raise InvalidDelivery(
             f"{SCHEDULE_TIME_HEADER}={quoted(raw_time)}: older than the retention window "
             f"({int(config.retention.total_seconds())} s); refusing a run that may already have happened"
         )
-    # Dated later than now: a Force run, which sends the next fire time; a scheduled delivery never comes early.
-    # The time as sent decides: a reading of a daylight saving time may be keyed at a later instant.
+    # Dated ahead by the time as sent (a DST reading may be keyed later): a Force run; Scheduler is never early.
     manual = schedule_time > now + schedules.CLOCK_MARGIN
     job = config.spec_of(job_name)  # the audit job's cron too
     if job is None:  # a job the configuration lacks: no cron to check against
@@ -162,9 +151,8 @@ def read_run_key(headers: Mapping[str, str], config: Config, now: dt.datetime) -
 
 
 def _fire_time(job: Job, schedule_time: dt.datetime, raw_time: str, now: dt.datetime) -> dt.datetime:
-    """The schedule time a delivery of `job` is keyed by: the fire time it is a reading of (schedules.py: a
-    time daylight saving repeats or skips has one), or InvalidDelivery past the job's next fire time, or
-    SkippedDstGap for a skipped time the job skips."""
+    """The fire time a delivery of `job` is a reading of (schedules.py: daylight saving), or InvalidDelivery past
+    the job's next fire time, or SkippedDstGap for a skipped time the job skips."""
     fire = schedules.fire_time_of(job.fire_rule, schedule_time)
     if fire is not None and fire.instant is None:
         raise SkippedDstGap(
@@ -204,9 +192,8 @@ def read_rerun(headers: Mapping[str, str]) -> Rerun | None:
 
 
 def delivery_headers(key: RunKey, rerun: Rerun | None = None) -> dict[str, str]:
-    """What a Scheduler delivery of the run carries (plus the re-run's headers): the function keys it alike.
-    Cloud Tasks (task_queue.py) passes them on: it ignores or replaces only Host, Content-Length, User-Agent,
-    X-Google-* and X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
+    """A Scheduler delivery's headers of the run (plus the re-run's). Cloud Tasks replaces only Host, Content-Length,
+    User-Agent, X-Google-* and X-AppEngine-* (Cloud Tasks v2 API, HttpRequest.headers)."""
     headers = {
         JOB_NAME_HEADER: key.job_name,
         SCHEDULE_TIME_HEADER: rfc3339(key.schedule_time),

@@ -1,7 +1,5 @@
-"""HTTP adapter for Cloud Scheduler deliveries, the flow dedup.py draws: the work is job.py's (audit.py's for the
-audit job), run in a process stopped at the job's deadline (stop.py). One log line per delivery (plus a `takeover`
-line), with the work's duration_ms when the work ran.
-"""
+"""HTTP adapter for Cloud Scheduler deliveries, the flow dedup.py draws: job.py's work (audit.py's for the audit job)
+in a process stopped at the job's deadline (stop.py). One log line per delivery (plus a `takeover` line)."""
 
 import functools
 import logging
@@ -91,10 +89,8 @@ def handle_delivery(headers, method: str = "POST") -> tuple[Outcome, str]:
         if config.target != "function":  # a proxy target's job.py starts executions, which are followed
             import executions  # only a proxy target's bake has it
 
-            # First the executions started earlier: recorded once ended; the run's own if an earlier attempt started
-            # it; the intent; the job's overlap rule. In this process, which holds the ledger's client: only the
-            # start goes to the work's process.
-            # The intent and the look-up guard the start call of job.run; a test's stand-in work starts nothing.
+            # Here, with the ledger's client (only the start goes to the work's process): earlier executions, the
+            # run's own, the intent, the overlap rule. A test's stand-in work starts nothing, so needs no look-up.
             find = job.find_execution if work is job.run else None
             letters = job.dead_letters if config.target == "cloud_run_job" else None  # items that failed for good
             first = executions.Handover(ledger, claim, config, job.execution_end, find, letters)
@@ -117,17 +113,11 @@ run_until_stopped = stop.run_until_stopped
 
 
 def work_then_finish(
-    ledger: RunLedger,
-    claim: Claim,
-    work: Callable[[RunContext], object],
-    job_id: str | None,
-    stop_at: float,
-    first=None,
+    ledger: RunLedger, claim: Claim, work: Callable[[RunContext], object], job_id: str | None, stop_at: float, first
 ) -> tuple[Outcome, str, str]:
-    """Runs `first` here (a proxy's executions.Handover: it writes through this process's ledger, and its `claim`
-    is the claim from then on; it may name the run's execution, started already), then the work in its own process
-    until `stop_at` (time.monotonic()), then records how it ended: the outcome, its one-line detail, and the work's
-    traceback for the log line ("" if none)."""
+    """Runs `first` here (a proxy's executions.Handover: its `claim` is the claim from then on; it may name the run's
+    execution, started already), then the work in its own process until `stop_at` (time.monotonic()), then records
+    how it ended: the outcome, its one-line detail, and the work's traceback ("" if none)."""
     started = time.monotonic()
     context = claim.context(job_id)
     try:
@@ -159,9 +149,8 @@ def release(ledger: RunLedger, claim: Claim, ending: stop.Ending) -> None:
 
 
 RETRIED = "retryable failure, run released for a retry: "
-# How each ending of the work is recorded (the ledger's write), answered (ANSWERS) and told: the detail, formatted
-# with the ending and `ran`, how long the work had until its deadline. An unknown job's run is released too: a
-# deploy gives the job its work, and the retry after it runs.
+# How each ending is recorded (the ledger's write), answered (ANSWERS) and told (formatted with the ending and `ran`,
+# the work's time until its deadline). An unknown job's run is released: a deploy gives it work, the retry runs.
 FINISHES: Mapping[stop.Ended, tuple[Callable[[RunLedger, Claim, stop.Ending], None], Outcome, str]] = MappingProxyType({
     stop.Ended.RETURNED: (lambda ledger, claim, ending: ledger.complete(claim, dedup.utcnow(), ending.result),
                           Outcome.PROCESSED, "run processed"),

@@ -1,8 +1,5 @@
-"""What happened to one delivery: each outcome's name, and the exception that ends a delivery with it.
-
-The protocol's modules (config, keys, ledger) raise these; main.py gives each outcome its HTTP status and
-log severity, and logs one line per delivery with the outcome's name: one name from the decision to the log line.
-"""
+"""What happened to one delivery: each outcome's name, one name from the decision to the log line, and the exception
+that ends a delivery with it (main.py gives each outcome its HTTP status and log severity)."""
 
 from __future__ import annotations
 

@@ -11,9 +11,7 @@ class RunContext:
     """One claimed scheduled run, as the work sees it."""
 
     run_id: str  # 64-hex dedup key; pass it downstream as the idempotency token
-    # The job id as written in the answers (`nightly`), the same locally and deployed; None for a
-    # Scheduler job config.yaml does not list.
-    job_id: str | None
+    job_id: str | None  # as written in the answers (`nightly`); None for a Scheduler job config.yaml does not list
     job_name: str  # the Scheduler job name the run is keyed by, as Scheduler sends it: "<slug>-<job id>"
     schedule_time: dt.datetime  # the scheduled instant, in UTC; the same on every retry
     attempt_id: str  # this delivery's claim; differs on every attempt
@@ -27,27 +25,18 @@ class RunContext:
 
 
 class TerminalJobError(Exception):
-    """Raise from the work when retrying cannot help (bad input, a permission that is missing).
-
-    The run is recorded as `failed` with this message and answered 2xx, so Cloud Scheduler stops
-    retrying; any other exception releases the run and answers 5xx, so Scheduler retries it.
-    """
+    """Raise from the work when retrying cannot help (bad input, a missing permission): the run is recorded `failed`
+    and answered 2xx, so Scheduler stops; any other exception releases the run and answers 5xx, so Scheduler retries."""
 
 
 class UnknownJob(Exception):
-    """Raise from the work for a job it has no work for (job.py's WORK lacks its job id).
-
-    Nothing is recorded: the claim is released and the delivery answers `misconfigured` (5xx), so
-    Cloud Scheduler keeps retrying until a deploy gives the job its work; then the run happens.
-    """
+    """Raise from the work for a job it has no work for (job.py's WORK lacks its job id): the claim is released and
+    the delivery answers `misconfigured` (5xx), so Scheduler retries until a deploy gives the job its work."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Started:
-    """Return from the work when it started something that runs on without it (a proxy target's execution).
-
-    The run is recorded `started` with the execution's name, not `completed`: later deliveries follow the
-    execution and record `completed` or `failed` once it ends.
-    """
+    """Return from the work when it started something that runs on without it (a proxy target's execution): the run
+    is recorded `started`, and later deliveries follow the execution and record `completed` or `failed` once it ends."""
 
     execution: str  # the execution's full resource name

@@ -1,8 +1,5 @@
-"""The log lines of a delivery: one JSON line on stdout per record, stamped with the run's identity.
-
-The handler's process and the work's (stop.py) configure logging alike, so a line the work logs in
-its own process carries the same run fields as the handler's outcome line.
-"""
+"""The log lines of a delivery: one JSON line on stdout per record, stamped with the run's identity, in the handler's
+process and the work's (stop.py) alike."""
 
 import contextvars
 import logging
@@ -18,8 +15,7 @@ from google.cloud.logging.handlers import StructuredLogHandler
 RUN_FIELDS: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "run_fields", default=MappingProxyType({})
 )
-# Set by `make dev` (scheduled_dedup_tools.dev_server): one short line per record for a person, in the handler's
-# process and the work's. The deployed function has no such variable: Cloud Logging's JSON lines.
+# Set by `make dev` (scheduled_dedup_tools.dev_server): one short line per record for a person, not JSON.
 TEXT_LOGS_ENV = "TEXT_LOGS"
 
 
@@ -45,11 +41,9 @@ class TextFormatter(logging.Formatter):
 
 
 def configure_logging() -> None:
-    """One JSON line on stdout per record, which Cloud Run turns into a structured entry: no Logging API
-    call per line. Ours is the root logger's only handler: functions-framework (3.10.2, create_app)
-    adds its own before it loads main.py (with LOG_EXECUTION_ID, which the function gets, a handler
-    on the WSGI error stream; with ENTRY_POINT, two more), and each would print every record again,
-    without severity or outcome: twice the log volume and its cost."""
+    """One JSON line on stdout per record, which Cloud Run turns into a structured entry (no Logging API call). Ours
+    is the root logger's only handler: functions-framework (3.10.2, create_app) adds its own before it loads main.py
+    (LOG_EXECUTION_ID, ENTRY_POINT), each printing every record again without severity: twice the log volume."""
     if os.environ.get(TEXT_LOGS_ENV):
         handler = logging.StreamHandler(sys.stdout)
         handler.setFormatter(TextFormatter())
@@ -62,9 +56,8 @@ def configure_logging() -> None:
 
 
 def configure_work_logging(fields: Mapping[str, object]) -> None:
-    """Logging in the work's own process (stop.py): the same lines, stamped with the run's `fields`. The
-    library's one diagnostic line per process (google-cloud-logging 3.17.0, StructuredLogHandler.emit) is
-    the handler's process's to print, not once more per run."""
+    """Logging in the work's process (stop.py), stamped with the run's `fields`. The library's one diagnostic line
+    per process (google-cloud-logging 3.17.0, StructuredLogHandler.emit) is the handler's to print, not once per run."""
     configure_logging()
     google.cloud.logging_v2._instrumentation_emitted = True
     RUN_FIELDS.set(dict(fields))

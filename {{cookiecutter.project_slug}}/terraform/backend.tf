@@ -10,7 +10,6 @@ terraform {
   }
 }
 {%- else %}
-# No backend: Terraform keeps the state in terraform.tfstate on the machine that applies. Lose that
-# file and Terraform forgets what it made; two people applying at once overwrite each other's state.
-# Bake again with a state_bucket answer (or add a backend "gcs" block here) before a team deploys.
+# No backend: the state is terraform.tfstate on the machine that applies (lose it, Terraform forgets what it made;
+# two applying at once overwrite it). Bake again with a state_bucket answer, or add a backend "gcs" here, for a team.
 {%- endif %}

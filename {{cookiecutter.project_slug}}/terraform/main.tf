@@ -1,10 +1,8 @@
 # {{ cookiecutter.project_name | replace("\n", " ") }}: Cloud Scheduler -> deduplicating function -> Firestore.
-# What the chosen target adds is target.tf's (the target's own file): the local.target_* values of the core
-# module's call below.
+# What the chosen target adds is target.tf's: the local.target_* values below.
 
-# The project's schedule configuration: ../config.yaml is the one file of the jobs and their timing (config.py
-# reads it for the function, the tools and the tests; `make deploy` checks it with rules.py before Terraform runs).
-# Terraform takes its numbers as written: no formula here (the module checks only their shapes).
+# ../config.yaml is the one file of the jobs and their timing (`make deploy` checks it with rules.py first):
+# Terraform takes its numbers as written, no formula here (the module checks only their shapes).
 locals {
   config = yamldecode(file("${path.root}/../config.yaml"))
 {%- if cookiecutter.state_bucket %}
@@ -47,19 +45,13 @@ module "scheduled_dedup" {
   }
 {%- endif %}
 
-  # The function's source, derived: every module of this project's root, its configuration file and its
-  # pins, so a module job.py imports is deployed with it; nothing else that lies there (in CI,
-  # google-github-actions/auth's gha-creds-*.json; caches, .terraform/). A package (a directory) is not
-  # covered: `python config.py` (which `make deploy` and tests/test_config.py run) names one main.py imports.
+  # The function's source: every module of this root (one job.py imports too), the configuration and the pins; not
+  # CI's gha-creds-*.json, caches, .terraform/. A package (a directory) is not: `python config.py` names one.
   source_dir   = "${path.root}/.."
   source_files = sort(concat(tolist(fileset("${path.root}/..", "*.py")), ["config.yaml", "requirements.txt"]))
 
-  # The function's capacity as config.yaml's `function:` block writes it (max_instance_count,
-  # max_instance_request_concurrency: above 1 the module gives it a whole CPU unless available_cpu says more); the bake derived it from
-  # the busiest minute, and `python config.py` refuses one that cannot start every run of that minute at
-  # once (scheduled_dedup_tools.schedule_rules, check_capacity). What the block leaves out is the module's default.
-  # What the target hands the core (target.tf): the function's environment, the collections its code writes (TTL),
-  # the APIs it needs, whether the function follows executions it starts.
+  # The capacity as config.yaml's `function:` block writes it (`python config.py` checks it against the busiest
+  # minute); what it leaves out is the module's default. Then what the target hands the core (target.tf).
   function           = merge(try(local.config.function, {}), local.target_function)
   ttl_collections    = local.target_ttl_collections
   apis               = local.target_apis
@@ -68,8 +60,7 @@ module "scheduled_dedup" {
   project_grants     = local.target_project_grants
 {%- endif %}
 
-  # job id => { schedule, time_zone, and what the job sets of its own }; each is the Scheduler job "<slug>-<job id>".
-  # A timing key the job leaves out is the defaults block's (the module looks it up in timing and retry).
+  # job id => { schedule, time_zone, its own timing keys }; a key it leaves out is the defaults block's (timing, retry).
   jobs = local.config.jobs
 
   timing = {
@@ -171,8 +162,7 @@ removed {
 }
 {%- else %}
 
-# What needs project-wide rights moved into scheduled-dedup-project (module.scheduled_dedup's module "project"):
-# an applied project keeps every object.
+# What needs project-wide rights moved into scheduled-dedup-project: an applied project keeps every object.
 
 moved {
   from = module.scheduled_dedup.google_project_service.this
@@ -210,8 +200,7 @@ moved {
 }
 {%- endif %}
 
-# A warning at every `terraform plan` and apply while the alert policies notify nobody: incidents
-# still open in Cloud Monitoring, but no one is told (alert_email or notification_channels).
+# A warning at every plan and apply while incidents would notify nobody (alert_email or notification_channels).
 check "alerts_reach_someone" {
   assert {
     condition     = length(module.scheduled_dedup.alert_notification_channels) > 0

@@ -1,5 +1,4 @@
-# What only the deploy decides; override per environment with -var or a *.tfvars file. The project, the
-# region, the jobs and their timing live in ../config.yaml (main.tf, local.config), and nowhere else.
+# What only the deploy decides (override with -var or a *.tfvars file); the project, region and jobs are config.yaml's.
 
 {%- if not cookiecutter.state_bucket %}
 variable "create_firestore_database" {

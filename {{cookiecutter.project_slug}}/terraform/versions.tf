@@ -1,7 +1,5 @@
-# Provider pins for this project (a team bake's bootstrap root has the same): the modules it calls state minimum
-# versions only and a root bounds each provider (`~>`), as Terraform advises ("Version Constraints", Best Practices).
-# `terraform init` writes .terraform.lock.hcl with the exact versions it picked (commit that file from a networked
-# machine; never one made against offline stand-in providers).
+# The modules state minimum versions; a root bounds each provider (`~>`): Terraform's "Version Constraints", Best
+# Practices. Commit the .terraform.lock.hcl `terraform init` writes on a networked machine, never an offline one.
 terraform {
   required_version = ">= 1.9.0"
 

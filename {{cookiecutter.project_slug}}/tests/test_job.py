@@ -1,8 +1,5 @@
-"""An example test of your work (job.py), without the protocol: call it as a claimed delivery would.
-
-Replace the assertions with what your work does. Keep the repeat: a run's work can be called again for
-the same run_id (an attempt that died after its effect), and keyed by run_id that changes nothing.
-"""
+"""An example test of your work (job.py), called as a claimed delivery would. Replace the assertions with what your
+work does; keep the repeat: a run's work may be called again for the same run_id, which must change nothing."""
 
 import datetime as dt
 import logging
@@ -41,7 +38,6 @@ def test_a_job_without_work_is_refused_naming_it():
 
 
 def test_the_jobs_of_config_yaml_are_the_jobs_of_job_work():
-    """Adding or removing a job is config.yaml and job.py's WORK: a job without work would answer
-    `misconfigured` on every delivery once deployed, a work without a job never runs."""
+    """A job without work would answer `misconfigured` on every delivery, a work without a job never runs."""
     jobs = {spec.job_id for spec in config.load().jobs.values()}
     assert jobs == set(job.WORK), "config.yaml's jobs and job.py's WORK must name the same job ids"

@@ -1,21 +1,16 @@
 """The scheduled work: your room. Each job of your answers has its function below; replace its body.
-It touches nothing but what the work needs.
 
 Rules of the room:
-- The work may be called again for the same scheduled run if an earlier attempt died after doing its
-  effect but before recording it. Key every side effect by
-  `context.run_id` (put-if-absent, or an idempotency token downstream) and a repeat is harmless.
+- The work may be called again for the same run if an earlier attempt died after its effect but before recording
+  it: key every side effect by `context.run_id` (put-if-absent, or an idempotency token downstream).
 - Raise `TerminalJobError` when retrying cannot help; raise anything else to get a retry.
-- The work runs in a worker process apart from the handler's, killed at the job's attempt deadline less
-  10 s (stop.py): no cleanup code runs then, so a repeat after a kill must be harmless too. A worker serves
-  run after run, so a client you make at the first run (and keep in a module variable) serves the next ones.
-  A run that leaves a process or a thread running, or changes the cwd, environment, a signal handler or the
-  umask, gets its worker killed with all it started: wait for what you start, and the next run stays fast.
-  Make no client and call no API at import: this module is imported once into the fork server.
-- `WORK` gives each job id its function: `context.job_id` is the id as you wrote it, the same under
-  `make fire` and deployed. A job WORK lacks is refused `misconfigured` and retried, so its runs still
-  happen once a deploy gives it its work. Adding a job: its entry in config.yaml, a function, a line in WORK.
-"""
+- The work runs in a worker process apart from the handler's, killed at the job's attempt deadline less 10 s
+  (stop.py): no cleanup code runs then. A worker serves run after run, so a client you make at the first run (and
+  keep in a module variable) serves the next ones. A run that leaves a process or a thread running, or changes the
+  cwd, environment, a signal handler or the umask, gets its worker killed with all it started: wait for what you
+  start. Make no client and call no API at import: this module is imported once into the fork server.
+- `WORK` gives each job id (`context.job_id`, as you wrote it) its function. A job WORK lacks is refused
+  `misconfigured` and retried until a deploy gives it work. Adding a job: config.yaml, a function, a line in WORK."""
 
 import logging
 from collections.abc import Callable
@@ -34,7 +29,6 @@ def {{ work_function(job_id) }}(context: RunContext) -> None:
 {%- endfor %}
 
 
-# Job id -> its work.
 WORK: dict[str, Callable[[RunContext], object]] = {
 {%- for job_id in cookiecutter.jobs | sort %}
     {{ job_id | tojson }}: {{ work_function(job_id) }},

@@ -1,10 +1,6 @@
-# `terraform test` for this project's main.tf and ../config.yaml as they stand: it plans and applies against mock providers, so a value
-# that breaks a rule fails here, and the outputs a user needs are there.
-
+# `terraform test` of main.tf and ../config.yaml as they stand, against mock providers: a value that breaks a rule fails.
 mock_provider "google" {}
-
 mock_provider "archive" {}
-
 mock_provider "time" {}
 {#- The target's own inputs, if it has any (its overlay's part: _targets/<target>/_parts, hooks/baking.py) #}
 {%- include "_targets/" ~ cookiecutter.target ~ "/_parts/root_test_variables.hcl" ignore missing %}

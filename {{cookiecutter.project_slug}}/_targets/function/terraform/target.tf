@@ -1,5 +1,4 @@
-# The function target: the handler runs the work itself, so the core module gets nothing besides
-# config.yaml's (main.tf reads the local.target_* values, which each target's own target.tf defines).
+# The function target: the handler runs the work itself, so main.tf's module call gets nothing besides config.yaml's.
 locals {
   target_function           = {}
   target_ttl_collections    = []
