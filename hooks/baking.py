@@ -319,12 +319,19 @@ def checked_answers(answers: Mapping[str, object]) -> dict[str, object]:
     return {**public, "jobs": rules.check_jobs(questions.parse_jobs(public["jobs"]))}
 
 
+def render_context(answers: Mapping[str, object], sources: Mapping[str, str]) -> dict[str, object]:
+    """What the hook renders with: the checked answers, the modules' `sources` and requirements-dev.txt's pin of the
+    tools package (where the modules are); made once a bake."""
+    tools = tools_requirement(sources[MODULES[0]])
+    return {"cookiecutter": {**checked_answers(answers), "module_sources": dict(sources), "tools_requirement": tools}}
+
+
 def render_checked(
-    project_dir: Path, answers: Mapping[str, object], sources: Mapping[str, str], template_dir: Path
+    project_dir: Path, answers: Mapping[str, object], context: Mapping[str, object], template_dir: Path
 ) -> list[Path]:
     """Render the files cookiecutter copied unrendered (its `_copy_without_render`, the files that read an answer
-    the rules normalise: `jobs`, the unasked settings; or the modules' `sources`), with cookiecutter's own Jinja
-    environment and the checked answers. cookiecutter cannot: a hook never changes the context it renders with."""
+    the rules normalise: `jobs`, the unasked settings; or the modules' sources), with cookiecutter's own Jinja
+    environment and the hook's `context`. cookiecutter cannot: a hook never changes the context it renders with."""
     patterns = answers.get("_copy_without_render") or []
     rendered = []
     for path in sorted(project_dir.rglob("*")):
@@ -332,21 +339,17 @@ def render_checked(
         if relative.startswith(TARGETS_DIR + "/"):  # rendered as apply_target copies them
             continue
         if path.is_file() and any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
-            _render(path, path, template_dir, answers, sources)
+            _render(path, path, template_dir, context)
             rendered.append(path)
     return rendered
 
 
-def _render(source: Path, destination: Path, template_dir: Path, answers: Mapping[str, object], sources) -> None:
-    """`source` rendered into `destination` with cookiecutter's own Jinja environment and the checked answers; an
-    {% include %} reads the template's own file (an overlay's part), as cookiecutter's does."""
+def _render(source: Path, destination: Path, template_dir: Path, context: Mapping[str, object]) -> None:
+    """`source` rendered into `destination` with cookiecutter's own Jinja environment and `context`
+    (render_context); an {% include %} reads the template's own file (an overlay's part), as cookiecutter's does."""
     from cookiecutter.environment import StrictEnvironment
     from jinja2 import FileSystemLoader
 
-    tools = tools_requirement(sources[MODULES[0]])  # requirements-dev.txt's pin, where the modules are
-    context = {
-        "cookiecutter": {**checked_answers(answers), "module_sources": dict(sources), "tools_requirement": tools}
-    }
     environment = StrictEnvironment(context=context, keep_trailing_newline=True)
     environment.loader = FileSystemLoader(str(template_dir))
     with source.open(encoding="utf-8", newline="") as file:
@@ -357,7 +360,7 @@ def _render(source: Path, destination: Path, template_dir: Path, answers: Mappin
 
 
 def apply_target(
-    project_dir: Path, answers: Mapping[str, object], sources: Mapping[str, str], template_dir: Path
+    project_dir: Path, answers: Mapping[str, object], context: Mapping[str, object], template_dir: Path
 ) -> list[Path]:
     """The chosen target's overlay (TARGETS_DIR/<target>, but its PARTS) rendered over the base, from the template's
     own copy (whatever cookiecutter did with the project's); then every overlay removed. Returns the files written."""
@@ -366,7 +369,7 @@ def apply_target(
     for path in sorted(overlay.rglob("*")):
         relative = path.relative_to(overlay)
         if path.is_file() and relative.parts[0] != PARTS:
-            _render(path, project_dir / relative, template_dir, answers, sources)
+            _render(path, project_dir / relative, template_dir, context)
             written.append(project_dir / relative)
     shutil.rmtree(project_dir / TARGETS_DIR)
     return written
@@ -388,10 +391,10 @@ def write_answers(project_dir: Path, answers: Mapping[str, object], version: str
 
 
 def finish_bake(project_dir: Path, repo_dir: Path, answers: Mapping[str, object]) -> None:
-    sources = module_sources(answers, repo_dir)
+    context = render_context(answers, module_sources(answers, repo_dir))
     template_dir = repo_dir / TEMPLATE_DIR_NAME
-    render_checked(project_dir, answers, sources, template_dir)
-    apply_target(project_dir, answers, sources, template_dir)
+    render_checked(project_dir, answers, context, template_dir)
+    apply_target(project_dir, answers, context, template_dir)
     write_config(project_dir, answers)
     remove_unused_paths(project_dir, str(answers["target"]))
     remove_pipeline_paths(project_dir, str(answers["state_bucket"]))

@@ -1407,7 +1407,7 @@ MUTANTS = [
     Mutant(
         "i17bake-render-checked-skipped",
         "hooks/baking.py",
-        "    render_checked(project_dir, answers, sources, template_dir)\n",
+        "    render_checked(project_dir, answers, context, template_dir)\n",
         "",
         "the files that read the checked answers (jobs, unasked settings) are rendered by post_gen",
         ("tests/test_hooks.py", "-k", "exactly_those_jobs or solo_bake_from_this_machine"),  # main.tf's module source
@@ -4094,11 +4094,11 @@ MUTANTS = [
     Mutant(
         "i28-solo-bake-keeps-the-bootstrap-overlay",
         "hooks/baking.py",
-        "    apply_target(project_dir, answers, sources, template_dir)\n    write_config(project_dir, answers)\n"
+        "    apply_target(project_dir, answers, context, template_dir)\n    write_config(project_dir, answers)\n"
         '    remove_unused_paths(project_dir, str(answers["target"]))\n'
         '    remove_pipeline_paths(project_dir, str(answers["state_bucket"]))\n',
         '    remove_pipeline_paths(project_dir, str(answers["state_bucket"]))\n'
-        "    apply_target(project_dir, answers, sources, template_dir)\n    write_config(project_dir, answers)\n"
+        "    apply_target(project_dir, answers, context, template_dir)\n    write_config(project_dir, answers)\n"
         '    remove_unused_paths(project_dir, str(answers["target"]))\n',
         "a solo bake has no terraform/bootstrap, not even the overlay's part of it (removed after the overlay)",
         ("tests/test_bootstrap.py", "-k", "follow_the_state_bucket and defaults"),
