@@ -189,7 +189,7 @@ locals {
 # An existing project (an earlier team bake's, adopt_existing) is used instead only when its owner declares that it
 # holds only this bake (var.existing_project_holds_only_this_bake).
 resource "google_project" "this" {
-  # checkov:skip=CKV_GCP_27: auto_create_network = false would enable Compute Engine to delete the default network, and with it Compute's default account, an editor (below); without Compute the project has no network.
+  # checkov:skip=CKV_GCP_27: auto_create_network = false would enable Compute Engine to delete the default network (the provider's google_project page; hashicorp/terraform-provider-google#3121), and enabling Compute creates its default account, an editor; without Compute the project has no network.
   # checkov:skip=CKV2_GCP_5: Data Access logs for every service and user are the owner's cost decision; the ones this bake needs, Cloud Tasks' DATA_WRITE (who queued a run), module "project" turns on.
   count = var.existing_project_holds_only_this_bake ? 0 : 1
 
@@ -201,9 +201,6 @@ resource "google_project" "this" {
   labels          = { "scheduled-dedup" = "{{ cookiecutter.project_slug }}" }
   # Never deleted by Terraform (a destroy, or a count gone to 0, fails): it holds the run records and the state.
   deletion_policy = "PREVENT"
-  # auto_create_network left on: false would enable Compute Engine to delete the default network (the provider's
-  # google_project page; hashicorp/terraform-provider-google#3121), and enabling Compute creates its default
-  # account, an editor. Without Compute, the project has no network at all.
 
   lifecycle {
     prevent_destroy = true
